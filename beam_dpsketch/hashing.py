@@ -44,6 +44,7 @@ __all__ = [
     "MAX_SEED",
     "MAX_WIDTH",
     "canonical_key",
+    "canonical_keys",
     "check_seed",
     "decode_key",
     "encode_key",
@@ -52,6 +53,7 @@ __all__ = [
     "hash_keys",
     "order_key",
     "row_buckets",
+    "row_negative",
     "row_signs",
 ]
 
@@ -140,6 +142,36 @@ def canonical_key(key: Any) -> Any:
         f"unsupported key type {type(key).__name__!r}: keys must be str, bytes, int, bool "
         "or tuples of these"
     )
+
+
+def canonical_keys(keys: Any) -> list[Any]:
+    """Canonicalise a batch of keys (numpy array, pyarrow array or sequence) into a Python list.
+
+    Integer arrays and homogeneous lists of ``str``/``int`` take a fast path; anything else is
+    checked key by key and raises ``TypeError`` naming the first unsupported type.
+    """
+    if isinstance(keys, pa.Array | pa.ChunkedArray):
+        if keys.null_count:
+            raise TypeError("None is not a valid key: the input array has null values")
+        keys = keys.to_pylist()
+    elif isinstance(keys, np.ndarray):
+        if keys.ndim != 1:
+            raise ValueError(f"keys must be one-dimensional, got shape {keys.shape}")
+        if keys.dtype.kind == "f":
+            raise TypeError(f"unsupported key array dtype {keys.dtype}: floats are not keys")
+        if keys.dtype.kind in "iub":
+            return keys.astype(np.int64 if keys.dtype.kind == "b" else keys.dtype).tolist()
+        keys = keys.tolist()
+    elif isinstance(keys, str | bytes):
+        raise TypeError(
+            f"keys must be a batch (sequence or array) of keys, got a single {type(keys).__name__}"
+        )
+    elif not isinstance(keys, list):
+        keys = list(keys)
+    first = type(keys[0]) if keys else str
+    if (first is str or first is int) and all(type(k) is first for k in keys):
+        return keys
+    return [canonical_key(k) for k in keys]
 
 
 def encode_key(key: Any) -> bytes:
@@ -292,8 +324,11 @@ def _hash_arrow(arr: pa.Array, seed: int) -> tuple[np.ndarray, np.ndarray]:
         dict_h1, dict_h2 = _hash_arrow(arr.dictionary, seed)
         idx = arr.indices.to_numpy(zero_copy_only=False)
         return dict_h1[idx], dict_h2[idx]
-    if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_binary(typ) or (
-        pa.types.is_large_binary(typ)
+    if (
+        pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_binary(typ)
+        or (pa.types.is_large_binary(typ))
     ):
         # Hash each distinct value once: real key streams repeat keys, so this is the fast path.
         encoded = pc.dictionary_encode(arr)
@@ -307,9 +342,7 @@ def _hash_arrow(arr: pa.Array, seed: int) -> tuple[np.ndarray, np.ndarray]:
         table = np.array(pairs, dtype=np.uint64).reshape(-1, 2)
         idx = encoded.indices.to_numpy(zero_copy_only=False)
         return table[idx, 0], table[idx, 1]
-    raise TypeError(
-        f"unsupported key column type {typ}: keys must be integers, strings or binary"
-    )
+    raise TypeError(f"unsupported key column type {typ}: keys must be integers, strings or binary")
 
 
 def hash_keys(keys: Any, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -383,13 +416,19 @@ def row_buckets(h1: np.ndarray, h2: np.ndarray, depth: int, width: int) -> np.nd
     return out
 
 
-def row_signs(h2: np.ndarray, depth: int) -> np.ndarray:
-    """Count Sketch sign (+1/-1, int64) of each key in each of ``depth`` rows, shape ``(depth, n)``.
+def row_negative(h2: np.ndarray, row: int) -> np.ndarray:
+    """1 (int64) where the Count Sketch sign of ``row`` is -1, else 0: bit ``63 - row`` of ``h2 * phi``.
 
     Signs use ``h2`` only, which keeps them independent of the buckets (see the module docstring).
     """
     with np.errstate(over="ignore"):
         mixed = h2 * _GOLDEN
-    shifts = np.arange(63, 63 - depth, -1, dtype=np.uint64)[:, None]
-    bits = ((mixed[None, :] >> shifts) & np.uint64(1)).astype(np.int64)
-    return 1 - 2 * bits
+    return ((mixed >> np.uint64(63 - row)) & np.uint64(1)).view(np.int64)
+
+
+def row_signs(h2: np.ndarray, depth: int) -> np.ndarray:
+    """Count Sketch sign (+1/-1, int64) of each key in each of ``depth`` rows, shape ``(depth, n)``."""
+    out = np.empty((depth, len(h2)), dtype=np.int64)
+    for i in range(depth):
+        np.subtract(1, 2 * row_negative(h2, i), out=out[i])
+    return out

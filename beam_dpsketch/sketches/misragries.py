@@ -1,0 +1,353 @@
+"""Misra-Gries summary in the variant of Lebeda and Tetek (Algorithm 1), with the Agarwal et al. merge.
+
+No privacy here: the DP releases (PMG, pure DP, merged, user level) build on this class.
+Spec: ``shared/specs/dp-misra-gries.md`` §2.3 (the variant), §2.4 (efficient implementation),
+§2.5 (weighted updates), §6.1 (merge), §8.1 (invariants, tested).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Self
+
+import numpy as np
+
+from beam_dpsketch import serialization
+from beam_dpsketch.hashing import canonical_keys, decode_key, encode_key
+from beam_dpsketch.sketches.linear import validate_counts
+
+__all__ = ["MisraGries"]
+
+MAX_K = 1 << 24
+
+
+class _Dummy:
+    """Placeholder key ``D_i``: never equal to a user key, ordered before every user key."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Dummy and other.index == self.index
+
+    def __hash__(self) -> int:
+        return self.index
+
+    def __repr__(self) -> str:
+        return f"D_{self.index}"
+
+
+_TYPE_RANK = {int: 1, str: 2, bytes: 3}
+
+
+def _order(key: Any) -> tuple[int, Any]:
+    """The fixed, data-independent total order on keys used to pick the smallest zero key.
+
+    Dummies come first (by index), then ints (numerically), strs (by code point, which is also
+    their UTF-8 byte order), bytes, and tuples (by canonical encoding). Spec §2.3 allows any fixed
+    order that does not depend on the stream; this one sorts natively for homogeneous keys, which
+    spec §11.3's encoding-bytes order cannot (it was 60% of the update time).
+    """
+    if type(key) is _Dummy:
+        return (0, key.index)
+    rank = _TYPE_RANK.get(type(key))
+    if rank is None:
+        return (4, encode_key(key))
+    return (rank, key)
+
+
+def _sorted_real_keys(keys: list[Any]) -> list[Any]:
+    """Sort user keys by :func:`_order`, natively when they all share one of int/str/bytes."""
+    if keys:
+        first = type(keys[0])
+        if first in _TYPE_RANK and all(type(x) is first for x in keys):
+            return sorted(keys)
+    return sorted(keys, key=_order)
+
+
+class MisraGries:
+    """Misra-Gries with ``k`` counters in the variant of spec dp-misra-gries §2.3 (Algorithm 1).
+
+    The sketch always holds exactly ``k`` (key, counter) pairs: it starts with ``k`` dummy keys
+    at count 0, keeps keys whose counter drops to 0, and when a slot is needed replaces the
+    *smallest* zero-count key in a fixed order (dummies first, then keys by canonical encoding).
+    Its estimates and its decrement count ``d`` equal standard Misra-Gries exactly, so for every
+    key ``f(x) - d <= estimate(x) <= f(x)`` with ``d <= n / (k + 1)`` (Bose et al., Fact 1). The
+    variant exists because it bounds how many keys neighbouring sketches differ in (spec §3.2),
+    which the private release uses.
+
+    Updates process a batch **in arrival order**, with the same result as one key at a time
+    (weighted updates per spec §2.5 give the same state as repeated unit updates).
+
+    :meth:`merge` is the Agarwal et al. (2013) merge (spec §6.1): sum the positive counters, and
+    if more than ``k`` keys remain subtract the ``(k+1)``-th largest value. It is commutative but
+    not associative; any merge tree keeps ``f(x) - n/(k+1) <= estimate(x) <= f(x)``. A merged
+    sketch records ``merged = True`` (its provenance matters to the DP release, spec §11.6), and
+    ``d`` then holds the bound on the total undercount of any key.
+
+    This object is **not** differentially private.
+
+    Parameters
+    ----------
+    k
+        Number of counters, in ``[1, 2**24]``.
+    """
+
+    KIND = "MisraGries"
+    __slots__ = ("k", "n", "d", "merged", "_cnt", "_nzero", "_zero_list", "_zp")
+
+    def __init__(self, k: int):
+        if isinstance(k, bool) or not isinstance(k, int | np.integer):
+            raise TypeError(f"k must be an int, got {type(k).__name__}")
+        if not 1 <= int(k) <= MAX_K:
+            raise ValueError(f"k must be in [1, {MAX_K}], got {k}")
+        self.k = int(k)
+        self.n = 0
+        self.d = 0
+        self.merged = False
+        self._reset_slots({})
+
+    def _reset_slots(self, positive: dict[Any, int]) -> None:
+        """Hold ``positive`` (at most k keys, counts >= 1) and fill the other slots with dummies."""
+        cnt: dict[Any, int] = {_Dummy(i): 0 for i in range(self.k - len(positive))}
+        cnt.update(positive)
+        self._cnt = cnt
+        self._rebuild_zero_list()
+
+    def _rebuild_zero_list(self) -> None:
+        zeros = [y for y, c in self._cnt.items() if c == 0]
+        dummies = sorted((y for y in zeros if type(y) is _Dummy), key=_order)
+        self._zero_list = dummies + _sorted_real_keys([y for y in zeros if type(y) is not _Dummy])
+        self._zp = 0
+        self._nzero = len(self._zero_list)
+
+    # ---------------------------------------------------------------- updates
+
+    def update(self, keys: Any, counts: Any = None) -> Self:
+        """Process a batch of keys in arrival order (weight 1 each, or positive ``counts``).
+
+        Parameters
+        ----------
+        keys
+            numpy array, pyarrow array or sequence of keys (str, bytes, int, bool, tuples).
+        counts
+            Optional positive integer weight per key; ``update([x], [w])`` equals ``w`` unit
+            updates of ``x``.
+
+        Returns
+        -------
+        self
+        """
+        keys = canonical_keys(keys)
+        weights = validate_counts(counts, len(keys))
+        if weights is None:
+            self._update_unit(keys)
+        else:
+            if len(weights) and weights.min() < 1:
+                raise ValueError("Misra-Gries counts must be positive integers (insert-only)")
+            for x, w in zip(keys, weights.tolist(), strict=True):
+                self._update_weighted(x, w)
+        return self
+
+    def _update_unit(self, keys: list[Any]) -> None:
+        # The hot loop of spec §2.4: locals only, one dict lookup per hit.
+        cnt = self._cnt
+        get = cnt.get
+        nzero, zero_list, zp, d = self._nzero, self._zero_list, self._zp, self.d
+        for x in keys:
+            c = get(x)
+            if c is not None:
+                if c == 0:
+                    nzero -= 1
+                cnt[x] = c + 1
+            elif nzero:
+                while True:
+                    z = zero_list[zp]
+                    zp += 1
+                    if get(z) == 0:
+                        break
+                del cnt[z]
+                cnt[x] = 1
+                nzero -= 1
+            else:
+                # Branch 2 runs only when no counter is 0, so no dummy is left to sort.
+                d += 1
+                zeros = []
+                for y in cnt:
+                    c = cnt[y] - 1
+                    cnt[y] = c
+                    if c == 0:
+                        zeros.append(y)
+                zero_list = _sorted_real_keys(zeros)
+                zp = 0
+                nzero = len(zero_list)
+        self._nzero, self._zero_list, self._zp, self.d = nzero, zero_list, zp, d
+        self.n += len(keys)
+
+    def _pop_smallest_zero(self) -> Any:
+        while True:
+            z = self._zero_list[self._zp]
+            self._zp += 1
+            if self._cnt.get(z) == 0:
+                self._nzero -= 1
+                return z
+
+    def _update_weighted(self, x: Any, w: int) -> None:
+        cnt = self._cnt
+        self.n += w
+        while w > 0:
+            c = cnt.get(x)
+            if c is not None:
+                if c == 0:
+                    self._nzero -= 1
+                cnt[x] = c + w
+                return
+            if self._nzero:
+                del cnt[self._pop_smallest_zero()]
+                cnt[x] = w
+                return
+            # t decrements in a row, each consuming one copy of x (spec §2.5).
+            t = min(w, min(cnt.values()))
+            for y in cnt:
+                cnt[y] -= t
+            self.d += t
+            w -= t
+            self._rebuild_zero_list()
+
+    # ---------------------------------------------------------------- queries
+
+    def estimate(self, keys: Any) -> np.ndarray:
+        """Counter of each key in a batch (0 if not held), as int64."""
+        get = self._cnt.get
+        return np.array([get(x, 0) for x in canonical_keys(keys)], dtype=np.int64)
+
+    def to_dict(self) -> dict[Any, int]:
+        """The standard Misra-Gries view: keys with a positive counter, in canonical key order."""
+        items = [(x, c) for x, c in self._cnt.items() if c > 0]
+        items.sort(key=lambda item: encode_key(item[0]))
+        return dict(items)
+
+    def slots(self) -> list[tuple[Any, int]]:
+        """All ``k`` (key, counter) pairs of Algorithm 1 in the fixed order; dummies are ``None``."""
+        ordered = sorted(self._cnt.items(), key=lambda item: _order(item[0]))
+        return [(None if type(x) is _Dummy else x, c) for x, c in ordered]
+
+    def error_bound(self) -> int:
+        """``d``: every key satisfies ``f(x) - d <= estimate(x) <= f(x)``, and ``d <= n/(k+1)``."""
+        return self.d
+
+    # ---------------------------------------------------------------- merging
+
+    def check_compatible(self, other: Any) -> None:
+        """Raise ``ValueError`` unless ``other`` is a MisraGries with the same ``k``."""
+        if type(other) is not MisraGries:
+            raise ValueError(f"cannot merge a MisraGries with a {type(other).__name__}")
+        if other.k != self.k:
+            raise ValueError(
+                f"cannot merge MisraGries sketches with different k: {self.k} vs {other.k}"
+            )
+
+    def merge(self, other: MisraGries) -> Self:
+        """Agarwal et al. merge of ``other`` into this sketch (spec §6.1); sets ``merged``."""
+        self.check_compatible(other)
+        total = {x: c for x, c in self._cnt.items() if c > 0}
+        for x, c in other._cnt.items():
+            if c > 0:
+                total[x] = total.get(x, 0) + c
+        v = 0
+        if len(total) > self.k:
+            values = np.fromiter(total.values(), dtype=np.int64, count=len(total))
+            # (k+1)-th largest, ties counted with multiplicity.
+            v = int(np.partition(values, len(values) - self.k - 1)[len(values) - self.k - 1])
+            total = {x: c - v for x, c in total.items() if c > v}
+        self.n += other.n
+        self.d += other.d + v
+        self.merged = True
+        self._reset_slots(total)
+        return self
+
+    def copy(self) -> MisraGries:
+        return MisraGries.from_bytes(self.to_bytes())
+
+    # ---------------------------------------------------------------- identity, size, bytes
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not MisraGries:
+            return NotImplemented
+        return (self.k, self.n, self.d, self.merged, self._cnt) == (
+            other.k,
+            other.n,
+            other.d,
+            other.merged,
+            other._cnt,
+        )
+
+    __hash__ = None  # mutable
+
+    def __repr__(self) -> str:
+        held = sum(1 for c in self._cnt.values() if c > 0)
+        return f"MisraGries(k={self.k}, n={self.n}, d={self.d}, positive_keys={held}, merged={self.merged})"
+
+    def memory_bytes(self) -> int:
+        """Approximate bytes held: the dict, its keys and counters, and the zero-key list."""
+        size = sys.getsizeof(self._cnt) + sys.getsizeof(self._zero_list)
+        for x, c in self._cnt.items():
+            size += sys.getsizeof(x) + sys.getsizeof(c)
+        return size
+
+    def to_bytes(self) -> bytes:
+        """Serialize with the versioned format of :mod:`beam_dpsketch.serialization`."""
+        real = [(x, c) for x, c in self._cnt.items() if type(x) is not _Dummy]
+        real.sort(key=lambda item: encode_key(item[0]))
+        data, offsets = serialization.pack_bytes_list([encode_key(x) for x, _ in real])
+        dummies = sorted(x.index for x in self._cnt if type(x) is _Dummy)
+        arrays = {
+            "key_data": data,
+            "key_offsets": offsets,
+            "counts": np.array([c for _, c in real], dtype=np.int64),
+            "dummy_ids": np.array(dummies, dtype=np.int64),
+        }
+        params = {"k": self.k, "n": self.n, "d": self.d, "merged": self.merged}
+        return serialization.dumps(self.KIND, params, arrays)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> MisraGries:
+        """Inverse of :meth:`to_bytes`; raises ``SketchFormatError`` on malformed bytes."""
+        err = serialization.SketchFormatError
+        _, params, arrays = serialization.loads(data, expected_kind=cls.KIND)
+        req = serialization.require
+        k = req(params, "k", int)
+        if not 1 <= k <= MAX_K:
+            raise err(f"invalid k {k}")
+        sketch = cls(k)
+        sketch.n = req(params, "n", int)
+        sketch.d = req(params, "d", int)
+        sketch.merged = req(params, "merged", bool)
+        if sketch.n < 0 or sketch.d < 0:
+            raise err("negative n or d")
+        encoded = serialization.unpack_bytes_list(
+            serialization.require_array(arrays, "key_data", "|u1"),
+            serialization.require_array(arrays, "key_offsets", "<i8"),
+        )
+        counts = serialization.require_array(arrays, "counts", "<i8", (len(encoded),))
+        dummy_ids = serialization.require_array(arrays, "dummy_ids", "<i8")
+        if dummy_ids.ndim != 1 or len(encoded) + len(dummy_ids) != k:
+            raise err("a MisraGries sketch must hold exactly k slots")
+        if len(counts) and counts.min() < 0:
+            raise err("negative Misra-Gries counter")
+        try:
+            keys = [decode_key(b) for b in encoded]
+        except (ValueError, TypeError) as exc:
+            raise err(f"malformed key: {exc}") from None
+        cnt: dict[Any, int] = {_Dummy(i): 0 for i in dummy_ids.tolist()}
+        cnt.update(zip(keys, counts.tolist(), strict=True))
+        if len(cnt) != k:
+            raise err("duplicate keys in MisraGries bytes")
+        sketch._cnt = cnt
+        sketch._rebuild_zero_list()
+        return sketch
+
+    def __reduce__(self):
+        return (MisraGries.from_bytes, (self.to_bytes(),))
