@@ -1,0 +1,166 @@
+"""Throughput benchmarks: ``make bench`` (or ``python -m benchmarks.run [--quick]``).
+
+Writes ``benchmarks/RESULTS.md`` with the machine, the command and the date. Sections:
+
+1. batch update throughput of each sketch on Zipf(1.1) keys, int64 and string keys separately,
+   next to Apache DataSketches (``count_min_sketch``, ``frequent_items_sketch``) on the same keys
+   in the same run;
+2. noise samplers (``benchmarks/bench_noise.py``);
+3. an end-to-end Beam pipeline sketching keys read from Parquet with 2 workers, next to Beam's own
+   ``Count.PerElement()`` + ``Top.Of(k)`` on the same file (``benchmarks/bench_beam.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+
+# Sizes that match across our sketches and DataSketches: CMS 5 x 2048; MG k = 1024 counters
+# against a frequent-items map of 2**11 slots (capacity 0.75 * 2048 = 1536 items).
+WIDTH, DEPTH, MG_K, DS_LG_MAX_K = 2048, 5, 1024, 11
+
+
+def zipf_keys(n: int, s: float = 1.1, universe: int = 1_000_000, seed: int = 1) -> np.ndarray:
+    """``n`` i.i.d. draws from Zipf(s) over ``{1..universe}`` (finite universe, inverse CDF)."""
+    from beam_dpsketch.evaluation.datasets import zipf
+
+    return zipf(n, s=s, universe=universe, seed=seed)
+
+
+def _timed(fn: Callable[[], object], n: int) -> float:
+    start = time.perf_counter()
+    fn()
+    return n / (time.perf_counter() - start)
+
+
+def bench_sketches(quick: bool) -> list[dict]:
+    import datasketches as ds
+
+    from beam_dpsketch.sketches import CountMinSketch, CountSketch, MisraGries
+
+    n = 1_000_000 if quick else 10_000_000
+    n_ds = n if not quick else 500_000
+    ints = zipf_keys(n)
+    int_list = ints.tolist()
+    str_list = [f"key-{v}" for v in int_list]
+    rows: list[dict] = []
+
+    def add(impl: str, sketch: str, keys: str, rate: float, items: int) -> None:
+        rows.append(
+            {"benchmark": f"{sketch} update", "impl": impl, "keys": keys, "n": items,
+             "items_per_s": rate}
+        )
+        print(f"  {impl:<22} {sketch:<16} {keys:<14} {rate / 1e6:8.2f} M keys/s", file=sys.stderr)
+
+    ours = {
+        "Count-Min": lambda: CountMinSketch(WIDTH, DEPTH, 1),
+        "Count Sketch": lambda: CountSketch(WIDTH, DEPTH, 1),
+        "Misra-Gries": lambda: MisraGries(MG_K),
+    }
+    for name, make in ours.items():
+        add("beam-dpsketch", name, "int64 array", _timed(lambda: make().update(ints), n), n)
+        add("beam-dpsketch", name, "str list", _timed(lambda: make().update(str_list), n), n)
+
+    def ds_cms(keys: list) -> None:
+        sk = ds.count_min_sketch(DEPTH, WIDTH)
+        for x in keys:
+            sk.update(x)
+
+    def ds_fi(keys: list, cls) -> None:
+        sk = cls(DS_LG_MAX_K)
+        for x in keys:
+            sk.update(x)
+
+    add("datasketches 5.2 (loop)", "Count-Min", "int", _timed(lambda: ds_cms(int_list[:n_ds]), n_ds), n_ds)
+    add("datasketches 5.2 (loop)", "Count-Min", "str", _timed(lambda: ds_cms(str_list[:n_ds]), n_ds), n_ds)
+    add(
+        "datasketches 5.2 (loop)",
+        "frequent items",
+        "int",
+        _timed(lambda: ds_fi(int_list[:n_ds], ds.frequent_items_sketch), n_ds),
+        n_ds,
+    )
+    add(
+        "datasketches 5.2 (loop)",
+        "frequent items",
+        "str",
+        _timed(lambda: ds_fi(str_list[:n_ds], ds.frequent_strings_sketch), n_ds),
+        n_ds,
+    )
+    return rows
+
+
+def _machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
+
+
+def _table(rows: list[dict], columns: list[str]) -> str:
+    def fmt(value: object) -> str:
+        if isinstance(value, float):
+            return f"{value / 1e6:.2f} M/s" if value >= 1e4 else f"{value:.3g}"
+        return str(value)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(fmt(r.get(c, "")) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+SECTIONS = (
+    ("Sketch batch updates (Zipf(1.1) over 10^6 items)", "benchmarks.run:bench_sketches",
+     ["benchmark", "impl", "keys", "n", "items_per_s"]),
+    ("Noise samplers", "benchmarks.bench_noise:run", ["benchmark", "params", "items_per_s"]),
+    ("End-to-end Beam pipelines (Parquet, 2 workers)", "benchmarks.bench_beam:run",
+     ["benchmark", "runner", "n", "seconds", "items_per_s", "notes"]),
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small inputs, for a smoke run")
+    parser.add_argument("--only", help="run only sections whose title contains this word")
+    args = parser.parse_args(argv)
+    command = "python -m benchmarks.run" + (" --quick" if args.quick else "")
+    parts = [
+        "# Benchmark results",
+        "",
+        f"- date: {dt.date.today().isoformat()}",
+        f"- machine: {_machine()}",
+        f"- command: `{command}` (`make bench` runs the full size)",
+        "",
+    ]
+    for title, target, columns in SECTIONS:
+        if args.only and args.only.lower() not in title.lower():
+            continue
+        print(f"== {title}", file=sys.stderr)
+        module, func = target.split(":")
+        rows = getattr(importlib.import_module(module), func)(args.quick)
+        parts += [f"## {title}", "", _table(rows, columns), ""]
+    if not args.only:
+        RESULTS.write_text("\n".join(parts))
+        print(f"wrote {RESULTS}", file=sys.stderr)
+    else:
+        print("\n".join(parts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
