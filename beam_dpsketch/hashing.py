@@ -113,6 +113,8 @@ def _read_leb128(buf: bytes, pos: int, end: int) -> tuple[int, int]:
         pos += 1
         value |= (byte & 0x7F) << shift
         if not byte & 0x80:
+            if byte == 0 and shift:
+                raise ValueError("overlong length in tuple key encoding")
             return value, pos
         shift += 7
         if shift > 63:
@@ -126,15 +128,15 @@ def canonical_key(key: Any) -> Any:
     becomes ``bytes`` and tuples are canonicalised item by item. Raises ``TypeError`` naming the
     type for anything that is not a supported key.
     """
-    if isinstance(key, str | bytes):
+    if type(key) is str or type(key) is bytes:
         return key
     if isinstance(key, bool | np.bool_):
         return int(key)
     if isinstance(key, int | np.integer):
         return int(key)
-    if isinstance(key, np.str_):
+    if isinstance(key, str):
         return str(key)
-    if isinstance(key, bytearray | np.bytes_):
+    if isinstance(key, bytes | bytearray):
         return bytes(key)
     if isinstance(key, tuple):
         return tuple(canonical_key(item) for item in key)
@@ -370,6 +372,8 @@ def hash_keys(keys: Any, seed: int) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(keys, pa.Array | pa.ChunkedArray):
         return _hash_arrow(keys, seed)
     if isinstance(keys, np.ndarray):
+        if keys.ndim == 1 and keys.dtype.kind in "USO" and len(keys) == 0:
+            return np.empty(0, np.uint64), np.empty(0, np.uint64)
         if keys.ndim != 1:
             raise ValueError(f"keys must be one-dimensional, got shape {keys.shape}")
         kind = keys.dtype.kind

@@ -43,6 +43,8 @@ MAGIC = b"DPSK"
 FORMAT_VERSION = 1
 
 _ALLOWED_DTYPES = frozenset({"<i8", "<u8", "<i4", "<u4", "<f8", "|u1", "|i1", "|b1"})
+_MAX_NDIM = 8
+_MAX_DIM = 1 << 40
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
@@ -59,7 +61,7 @@ def dumps(kind: str, params: Mapping[str, Any], arrays: Mapping[str, np.ndarray]
     out = [MAGIC, _U16.pack(FORMAT_VERSION), bytes([len(kind_b)]), kind_b]
     out += [_U32.pack(len(params_b)), params_b, _U16.pack(len(arrays))]
     for name, arr in arrays.items():
-        arr = np.ascontiguousarray(arr)
+        arr = np.ascontiguousarray(arr).reshape(np.shape(arr))
         if arr.dtype.byteorder == ">":
             arr = arr.astype(arr.dtype.newbyteorder("<"))
         dtype_s = arr.dtype.str
@@ -139,7 +141,7 @@ def loads(
         raise SketchFormatError(f"expected a {expected_kind} but the bytes hold a {kind}")
     try:
         params = json.loads(bytes(r.take(r.u32())).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError included
         raise SketchFormatError(f"malformed sketch parameters: {exc}") from None
     if not isinstance(params, dict):
         raise SketchFormatError("malformed sketch parameters: not a JSON object")
@@ -149,7 +151,12 @@ def loads(
         dtype_s = r.ascii(r.u8())
         if dtype_s not in _ALLOWED_DTYPES:
             raise SketchFormatError(f"array {name!r} has an unsupported dtype {dtype_s!r}")
-        shape = tuple(r.u64() for _ in range(r.u8()))
+        ndim = r.u8()
+        if ndim > _MAX_NDIM:
+            raise SketchFormatError(f"array {name!r} has {ndim} dimensions (at most {_MAX_NDIM})")
+        shape = tuple(r.u64() for _ in range(ndim))
+        if any(dim >= _MAX_DIM for dim in shape):
+            raise SketchFormatError(f"array {name!r} has an impossible shape {shape}")
         nbytes = r.u64()
         dtype = np.dtype(dtype_s)
         count = 1
@@ -158,7 +165,10 @@ def loads(
         if count * dtype.itemsize != nbytes:
             raise SketchFormatError(f"array {name!r}: shape {shape} does not match its data length")
         raw = r.take(nbytes)
-        arrays[name] = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+        try:
+            arrays[name] = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+        except ValueError as exc:
+            raise SketchFormatError(f"array {name!r}: {exc}") from None
     if r.pos != end:
         raise SketchFormatError("trailing bytes after the last array")
     return kind, params, arrays

@@ -58,8 +58,13 @@ def bench_sketches(quick: bool) -> list[dict]:
 
     def add(impl: str, sketch: str, keys: str, rate: float, items: int) -> None:
         rows.append(
-            {"benchmark": f"{sketch} update", "impl": impl, "keys": keys, "n": items,
-             "items_per_s": rate}
+            {
+                "benchmark": f"{sketch} update",
+                "impl": impl,
+                "keys": keys,
+                "n": items,
+                "items_per_s": rate,
+            }
         )
         print(f"  {impl:<22} {sketch:<16} {keys:<14} {rate / 1e6:8.2f} M keys/s", file=sys.stderr)
 
@@ -69,8 +74,8 @@ def bench_sketches(quick: bool) -> list[dict]:
         "Misra-Gries": lambda: MisraGries(MG_K),
     }
     for name, make in ours.items():
-        add("beam-dpsketch", name, "int64 array", _timed(lambda: make().update(ints), n), n)
-        add("beam-dpsketch", name, "str list", _timed(lambda: make().update(str_list), n), n)
+        for label, keys in (("int64 array", ints), ("str list", str_list)):
+            add("beam-dpsketch", name, label, _timed(lambda m=make, k=keys: m().update(k), n), n)
 
     def ds_cms(keys: list) -> None:
         sk = ds.count_min_sketch(DEPTH, WIDTH)
@@ -82,8 +87,20 @@ def bench_sketches(quick: bool) -> list[dict]:
         for x in keys:
             sk.update(x)
 
-    add("datasketches 5.2 (loop)", "Count-Min", "int", _timed(lambda: ds_cms(int_list[:n_ds]), n_ds), n_ds)
-    add("datasketches 5.2 (loop)", "Count-Min", "str", _timed(lambda: ds_cms(str_list[:n_ds]), n_ds), n_ds)
+    add(
+        "datasketches 5.2 (loop)",
+        "Count-Min",
+        "int",
+        _timed(lambda: ds_cms(int_list[:n_ds]), n_ds),
+        n_ds,
+    )
+    add(
+        "datasketches 5.2 (loop)",
+        "Count-Min",
+        "str",
+        _timed(lambda: ds_cms(str_list[:n_ds]), n_ds),
+        n_ds,
+    )
     add(
         "datasketches 5.2 (loop)",
         "frequent items",
@@ -125,11 +142,17 @@ def _table(rows: list[dict], columns: list[str]) -> str:
 
 
 SECTIONS = (
-    ("Sketch batch updates (Zipf(1.1) over 10^6 items)", "benchmarks.run:bench_sketches",
-     ["benchmark", "impl", "keys", "n", "items_per_s"]),
+    (
+        "Sketch batch updates (Zipf(1.1) over 10^6 items)",
+        "benchmarks.run:bench_sketches",
+        ["benchmark", "impl", "keys", "n", "items_per_s"],
+    ),
     ("Noise samplers", "benchmarks.bench_noise:run", ["benchmark", "params", "items_per_s"]),
-    ("End-to-end Beam pipelines (Parquet, 2 workers)", "benchmarks.bench_beam:run",
-     ["benchmark", "runner", "n", "seconds", "items_per_s", "notes"]),
+    (
+        "End-to-end Beam pipelines (Parquet, 2 workers)",
+        "benchmarks.bench_beam:run",
+        ["benchmark", "runner", "n", "seconds", "items_per_s", "notes"],
+    ),
 )
 
 

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from beam_dpsketch.serialization import SketchFormatError
 from beam_dpsketch.sketches.linear import LinearSketch
 
 __all__ = ["CountMinSketch"]
@@ -47,6 +48,13 @@ class CountMinSketch(LinearSketch):
     def estimate_hashes(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
         """Minimum over rows of each key's counters (int64)."""
         return self._row_values(h1, h2).min(axis=0)
+
+    @classmethod
+    def _check_invariants(cls, table: np.ndarray, total_weight: int) -> None:
+        # Every key adds its weight to exactly one cell per row (int64 arithmetic wraps alike).
+        wrapped = np.array([total_weight & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64).view(np.int64)
+        if np.any(table.sum(axis=1) != wrapped[0]):
+            raise SketchFormatError("Count-Min rows do not all sum to total_weight")
 
     def error_bound(self) -> tuple[float, float]:
         """``(additive error, failure probability)`` of a point query with non-negative weights."""

@@ -46,6 +46,8 @@ def validate_counts(counts: Any, n: int) -> np.ndarray | None:
     if counts is None:
         return None
     arr = np.asarray(counts)
+    if arr.size == 0 and n == 0:
+        return np.zeros(0, dtype=np.int64)
     if arr.ndim == 0:
         arr = np.full(n, arr)
     if arr.dtype.kind not in "iub":
@@ -233,16 +235,24 @@ class LinearSketch:
         _, params, arrays = serialization.loads(data, expected_kind=cls.KIND)
         req = serialization.require
         try:
-            sketch = cls(
-                req(params, "width", int), req(params, "depth", int), req(params, "seed", int)
-            )
+            width = _check_positive_int(req(params, "width", int), "width", MAX_WIDTH)
+            depth = _check_positive_int(req(params, "depth", int), "depth", MAX_DEPTH)
+            seed = check_seed(req(params, "seed", int))
         except (TypeError, ValueError) as exc:
             raise serialization.SketchFormatError(f"invalid sketch parameters: {exc}") from None
-        sketch.table = serialization.require_array(
-            arrays, "table", "<i8", (sketch.depth, sketch.width)
-        )
-        sketch.total_weight = req(params, "total_weight", int)
+        # The table comes from the bytes themselves, so a forged width x depth cannot make us
+        # allocate more than the input holds.
+        table = serialization.require_array(arrays, "table", "<i8", (depth, width))
+        total_weight = req(params, "total_weight", int)
+        cls._check_invariants(table, total_weight)
+        sketch = cls.__new__(cls)
+        sketch.width, sketch.depth, sketch.seed = width, depth, seed
+        sketch.table, sketch.total_weight = table, total_weight
         return sketch
+
+    @classmethod
+    def _check_invariants(cls, table: np.ndarray, total_weight: int) -> None:
+        """Raise ``SketchFormatError`` if the table is not one this class can produce."""
 
     def __reduce__(self):
         return (type(self).from_bytes, (self.to_bytes(),))

@@ -314,37 +314,46 @@ class MisraGries:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> MisraGries:
-        """Inverse of :meth:`to_bytes`; raises ``SketchFormatError`` on malformed bytes."""
+        """Inverse of :meth:`to_bytes`; raises ``SketchFormatError`` on malformed bytes.
+
+        Beyond the format, the spec §8.1 invariants are checked: exactly ``k`` slots, counters
+        summing to ``n - (k+1)d`` (at most that after a merge) and ``(k+1)d <= n``.
+        """
         err = serialization.SketchFormatError
         _, params, arrays = serialization.loads(data, expected_kind=cls.KIND)
         req = serialization.require
-        k = req(params, "k", int)
-        if not 1 <= k <= MAX_K:
-            raise err(f"invalid k {k}")
-        sketch = cls(k)
-        sketch.n = req(params, "n", int)
-        sketch.d = req(params, "d", int)
-        sketch.merged = req(params, "merged", bool)
-        if sketch.n < 0 or sketch.d < 0:
-            raise err("negative n or d")
+        k, n, d = req(params, "k", int), req(params, "n", int), req(params, "d", int)
+        merged = req(params, "merged", bool)
         encoded = serialization.unpack_bytes_list(
             serialization.require_array(arrays, "key_data", "|u1"),
             serialization.require_array(arrays, "key_offsets", "<i8"),
         )
         counts = serialization.require_array(arrays, "counts", "<i8", (len(encoded),))
         dummy_ids = serialization.require_array(arrays, "dummy_ids", "<i8")
-        if dummy_ids.ndim != 1 or len(encoded) + len(dummy_ids) != k:
-            raise err("a MisraGries sketch must hold exactly k slots")
+        # Check sizes against the arrays before building anything of size k.
+        if not 1 <= k <= MAX_K or dummy_ids.ndim != 1 or len(encoded) + len(dummy_ids) != k:
+            raise err("a MisraGries sketch must hold exactly k slots, 1 <= k <= 2**24")
+        if n < 0 or d < 0 or (k + 1) * d > n:
+            raise err(f"impossible Misra-Gries totals n={n}, d={d} for k={k}")
         if len(counts) and counts.min() < 0:
             raise err("negative Misra-Gries counter")
+        held = int(counts.sum())
+        if held > n - (k + 1) * d or (not merged and held != n - (k + 1) * d):
+            raise err("Misra-Gries counters do not add up to n - (k+1)d")
+        if len(dummy_ids) and (
+            dummy_ids.min() < 0 or len(set(dummy_ids.tolist())) != len(dummy_ids)
+        ):
+            raise err("malformed dummy slots")
         try:
             keys = [decode_key(b) for b in encoded]
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:
             raise err(f"malformed key: {exc}") from None
         cnt: dict[Any, int] = {_Dummy(i): 0 for i in dummy_ids.tolist()}
         cnt.update(zip(keys, counts.tolist(), strict=True))
         if len(cnt) != k:
             raise err("duplicate keys in MisraGries bytes")
+        sketch = cls.__new__(cls)
+        sketch.k, sketch.n, sketch.d, sketch.merged = k, n, d, merged
         sketch._cnt = cnt
         sketch._rebuild_zero_list()
         return sketch

@@ -1,0 +1,799 @@
+"""A privacy accountant that refuses, at pipeline construction, to exceed its budget.
+
+:class:`PrivacyAccountant` holds one :class:`~beam_dpsketch.privacy.budget.PrivacyBudget` and a list
+of entries, in order:
+
+* :class:`Charge` (alias ``Release``): one transform's mechanism, its cost per release and the
+  number of releases one privacy unit can influence (from a
+  :class:`~beam_dpsketch.privacy.windowing.ReleasePlan`), composed sequentially;
+* a *split* (:meth:`PrivacyAccountant.split`): a child accountant with its own budget, reserved in
+  full from the parent when it is created;
+* a *parallel group* (:meth:`PrivacyAccountant.parallel`): a reserved budget whose partitions
+  (disjoint parts of the data, e.g. key-partitioned shards, spec dp-misra-gries §6.5) each get the
+  whole group budget, because parallel composition costs the maximum (spec dpsw-sketch §1.3).
+
+Composition rules (what "the total" means):
+
+* sequential, pure or approximate DP: basic composition, ``sum eps`` and ``sum delta`` (spec
+  dp-misra-gries §11.7; spec dp-count-sketch-intermittent §1.3);
+* sequential, zCDP: ``sum rho`` (spec dp-linear-sketches §1.3, Lemma 2.7); a pure charge joins as
+  ``eps^2/2`` (Bun and Steinke 2016, Prop. 1.4);
+* with an approximate-DP budget, zCDP charges are added up first and converted **once** with the
+  delta left over by the approximate-DP charges (``method`` ``"standard"`` by default, spec
+  dp-linear-sketches §1.3 Lemma 2.9; or ``"cks"``). Pure charges are counted either in the
+  ``eps`` sum or as ``eps^2/2`` in the zCDP part, whichever gives the smaller total; both are valid
+  bounds, so their minimum is too;
+* parallel: component-wise maximum over the partitions of the group.
+
+Every check uses the *committed* total (charges plus full reservations of splits and groups), so a
+child can never push its parent over budget. Comparisons allow a relative slack of ``1e-12`` for
+floating-point rounding (the tolerance spec dpsw-sketch §2.4 uses for its budget assertion);
+:meth:`PrivacyBudget.divide` rounds shares down so exact splits never rely on it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .budget import ConversionMethod, PrivacyBudget, zcdp_to_epsilon
+
+if TYPE_CHECKING:
+    from .windowing import ReleasePlan
+
+__all__ = [
+    "BudgetExceededError",
+    "BudgetUsage",
+    "Charge",
+    "ParallelComposition",
+    "PrivacyAccountant",
+    "Release",
+]
+
+_REL_TOL = 1e-12
+
+
+class BudgetExceededError(ValueError):
+    """A charge or reservation would take an accountant over its budget.
+
+    Attributes
+    ----------
+    transform
+        Name of the transform (or split/group) that asked.
+    accountant
+        Name of the accountant that refused.
+    spent
+        What was already committed, in the budget's terms.
+    requested
+        The cost of the refused charge or reservation.
+    budget
+        The accountant's budget.
+    """
+
+    def __init__(
+        self,
+        transform: str,
+        accountant: str,
+        spent: BudgetUsage,
+        requested: str,
+        budget: PrivacyBudget,
+        would_be: BudgetUsage | None,
+        reason: str = "",
+    ) -> None:
+        self.transform = transform
+        self.accountant = accountant
+        self.spent = spent
+        self.requested = requested
+        self.budget = budget
+        self.would_be = would_be
+        total = f"; total would be {would_be}" if would_be is not None else ""
+        why = f" ({reason})" if reason else ""
+        super().__init__(
+            f"privacy budget exceeded: transform {transform!r} requests {requested} but "
+            f"accountant {accountant!r} has already committed {spent} of its budget "
+            f"{budget}{total}{why}"
+        )
+
+
+@dataclass(frozen=True)
+class BudgetUsage:
+    """An amount of privacy loss expressed in a budget's terms (values may be 0).
+
+    ``kind`` is the budget kind; ``epsilon``/``delta`` are meaningful for ``pure``/``approx``,
+    ``rho`` for ``zcdp``. ``route`` says how an approximate-DP total was obtained.
+    """
+
+    kind: str
+    epsilon: float = 0.0
+    delta: float = 0.0
+    rho: float = 0.0
+    route: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        if self.kind == "zcdp":
+            return {"kind": self.kind, "rho": self.rho}
+        out: dict[str, Any] = {"kind": self.kind, "epsilon": self.epsilon, "delta": self.delta}
+        if self.route:
+            out["route"] = self.route
+        return out
+
+    def __str__(self) -> str:
+        if self.kind == "zcdp":
+            return f"rho={self.rho:.6g}"
+        if self.kind == "pure":
+            return f"eps={self.epsilon:.6g}"
+        return f"eps={self.epsilon:.6g}, delta={self.delta:.6g}"
+
+
+@dataclass(frozen=True)
+class _Cost:
+    """Cost vector: every component composes additively (sequential) or by max (parallel)."""
+
+    pure_eps: float = 0.0
+    pure_rho: float = 0.0  # the same pure charges expressed as zCDP (sum of eps^2/2)
+    approx_eps: float = 0.0
+    approx_delta: float = 0.0
+    rho: float = 0.0
+
+    @staticmethod
+    def of(budget: PrivacyBudget, k: int = 1) -> _Cost:
+        if budget.kind == "zcdp":
+            return _Cost(rho=k * budget.rho)  # type: ignore[operator]
+        eps = budget.epsilon
+        if budget.is_pure:
+            return _Cost(pure_eps=k * eps, pure_rho=k * 0.5 * eps * eps)  # type: ignore[operator]
+        return _Cost(approx_eps=k * eps, approx_delta=k * budget.delta)  # type: ignore[operator]
+
+    def __add__(self, other: _Cost) -> _Cost:
+        return _Cost(
+            math.fsum((self.pure_eps, other.pure_eps)),
+            math.fsum((self.pure_rho, other.pure_rho)),
+            math.fsum((self.approx_eps, other.approx_eps)),
+            math.fsum((self.approx_delta, other.approx_delta)),
+            math.fsum((self.rho, other.rho)),
+        )
+
+    def max(self, other: _Cost) -> _Cost:
+        return _Cost(
+            max(self.pure_eps, other.pure_eps),
+            max(self.pure_rho, other.pure_rho),
+            max(self.approx_eps, other.approx_eps),
+            max(self.approx_delta, other.approx_delta),
+            max(self.rho, other.rho),
+        )
+
+    @property
+    def is_zero(self) -> bool:
+        return not (self.pure_eps or self.approx_eps or self.approx_delta or self.rho)
+
+
+def _sum_costs(costs: list[_Cost]) -> _Cost:
+    total = _Cost()
+    for c in costs:
+        total = total + c
+    return total
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One recorded charge: a transform's mechanism released ``releases`` times.
+
+    Attributes
+    ----------
+    transform, mechanism
+        Names shown in reports.
+    per_release_cost
+        Privacy cost of one release (one window x pane) for one privacy unit.
+    releases
+        How many releases one privacy unit can influence (sequential composition).
+    total_cost
+        ``per_release_cost`` composed ``releases`` times.
+    privacy_unit
+        What is protected: ``"element"``, ``"user"``, or a named privacy-unit id.
+    noise_scale, threshold
+        Calibrated noise parameter and release threshold, if any (for the report).
+    windows_per_unit, panes_per_window
+        Windowing behind ``releases`` (from a ``ReleasePlan``), if known.
+    details
+        Free-form extra facts (sensitivity, relation, spec reference, ...).
+    remaining_after
+        The accountant's remaining budget right after this charge.
+    """
+
+    transform: str
+    mechanism: str
+    per_release_cost: PrivacyBudget
+    releases: int
+    total_cost: PrivacyBudget
+    privacy_unit: str
+    noise_scale: float | None = None
+    threshold: float | None = None
+    windows_per_unit: int | None = None
+    panes_per_window: int | None = None
+    details: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    remaining_after: BudgetUsage | None = field(default=None, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return {
+            "type": "charge",
+            "transform": self.transform,
+            "mechanism": self.mechanism,
+            "per_release_cost": self.per_release_cost.to_dict(),
+            "releases": self.releases,
+            "total_cost": self.total_cost.to_dict(),
+            "privacy_unit": self.privacy_unit,
+            "noise_scale": self.noise_scale,
+            "threshold": self.threshold,
+            "windows_per_unit": self.windows_per_unit,
+            "panes_per_window": self.panes_per_window,
+            "details": {k: _jsonable(v) for k, v in self.details.items()},
+            "remaining_after": None
+            if self.remaining_after is None
+            else self.remaining_after.to_dict(),
+        }
+
+
+#: The issue calls a recorded entry a "release"; it is the same object.
+Release = Charge
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        if isinstance(value, list | tuple):
+            return [_jsonable(v) for v in value]
+        return repr(value)
+
+
+def _check_name(name: object, what: str) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"{what} must be a non-empty string, got {name!r}")
+    return name
+
+
+def _optional_positive_int(value: object, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return int(value)
+
+
+def _optional_finite(value: object, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    return float(value)
+
+
+@dataclass
+class _Reservation:
+    kind: str  # "split" or "parallel"
+    name: str
+    budget: PrivacyBudget
+    child: PrivacyAccountant | ParallelComposition
+
+
+class PrivacyAccountant:
+    """Tracks privacy charges against a budget and refuses to exceed it.
+
+    Parameters
+    ----------
+    budget
+        The total budget. Its kind decides the composition rules (module docstring).
+    name
+        Name used in reports and error messages.
+    conversion
+        zCDP to ``(eps, delta)`` conversion used with an approximate-DP budget: ``"standard"``
+        (default; spec dp-linear-sketches §1.3 Lemma 2.9) or ``"cks"`` (Canonne, Kamath and
+        Steinke 2020; tighter, valid for any zCDP mechanism).
+
+    Examples
+    --------
+    >>> acc = PrivacyAccountant(PrivacyBudget.approx(1.0, 1e-6))
+    >>> _ = acc.charge("hh", "PMG", PrivacyBudget.approx(0.25, 2.5e-7), releases=2)
+    >>> str(acc.remaining)
+    'eps=0.5, delta=5e-07'
+    """
+
+    def __init__(
+        self,
+        budget: PrivacyBudget,
+        name: str = "pipeline",
+        *,
+        conversion: ConversionMethod = "standard",
+    ) -> None:
+        if not isinstance(budget, PrivacyBudget):
+            raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
+        if conversion not in ("standard", "cks"):
+            raise ValueError(f"conversion must be 'standard' or 'cks', got {conversion!r}")
+        self.budget = budget
+        self.name = _check_name(name, "name")
+        self.conversion: ConversionMethod = conversion
+        self._entries: list[Charge | _Reservation] = []
+
+    # ---- evaluation -------------------------------------------------------------------------
+
+    def _evaluate(self, cost: _Cost) -> BudgetUsage:
+        """Express ``cost`` in the budget's terms; raise ValueError if it cannot be expressed."""
+        b = self.budget
+        if b.kind == "pure":
+            if cost.approx_eps or cost.approx_delta or cost.rho:
+                raise ValueError(
+                    f"accountant {self.name!r} has a pure budget {b}; approximate-DP or zCDP "
+                    "charges cannot be counted against it"
+                )
+            return BudgetUsage("pure", epsilon=cost.pure_eps)
+        if b.kind == "zcdp":
+            if cost.approx_eps or cost.approx_delta:
+                raise ValueError(
+                    f"accountant {self.name!r} has a zCDP budget {b}; approximate-DP charges "
+                    "with delta > 0 cannot be converted to zCDP"
+                )
+            return BudgetUsage("zcdp", rho=math.fsum((cost.rho, cost.pure_rho)))
+        # approximate-DP budget
+        delta_left = b.delta - cost.approx_delta
+        linear_route = BudgetUsage(
+            "approx",
+            epsilon=math.fsum((cost.pure_eps, cost.approx_eps)),
+            delta=cost.approx_delta,
+            route="basic composition",
+        )
+        if not cost.rho and not cost.pure_rho:
+            return linear_route
+        routes: list[BudgetUsage] = []
+        if delta_left > 0.0:
+            if cost.rho:
+                eps_z = zcdp_to_epsilon(cost.rho, delta_left, self.conversion)
+                routes.append(
+                    BudgetUsage(
+                        "approx",
+                        epsilon=math.fsum((cost.pure_eps, cost.approx_eps, eps_z)),
+                        delta=b.delta,
+                        route=f"zCDP part (rho={cost.rho:.6g}) converted at delta={delta_left:.6g}",
+                    )
+                )
+            if cost.pure_rho:
+                rho_all = math.fsum((cost.rho, cost.pure_rho))
+                eps_z = zcdp_to_epsilon(rho_all, delta_left, self.conversion)
+                routes.append(
+                    BudgetUsage(
+                        "approx",
+                        epsilon=math.fsum((cost.approx_eps, eps_z)),
+                        delta=b.delta,
+                        route=(
+                            f"pure charges as zCDP, rho={rho_all:.6g} converted at "
+                            f"delta={delta_left:.6g}"
+                        ),
+                    )
+                )
+        if not cost.rho:
+            routes.append(linear_route)
+        if not routes:
+            # zCDP charges but no delta left to convert them: infinite epsilon.
+            return BudgetUsage(
+                "approx",
+                epsilon=math.inf,
+                delta=cost.approx_delta,
+                route="zCDP charges need delta but the approximate-DP charges used it all",
+            )
+        return min(routes, key=lambda u: u.epsilon)
+
+    def _fits(self, usage: BudgetUsage) -> bool:
+        b = self.budget
+        slack = 1.0 + _REL_TOL
+        if b.kind == "zcdp":
+            return usage.rho <= b.rho * slack  # type: ignore[operator]
+        if usage.epsilon > b.epsilon * slack:  # type: ignore[operator]
+            return False
+        return usage.delta <= b.delta * slack
+
+    def _remaining_of(self, usage: BudgetUsage) -> BudgetUsage:
+        b = self.budget
+        if b.kind == "zcdp":
+            return BudgetUsage("zcdp", rho=max(0.0, b.rho - usage.rho))  # type: ignore[operator]
+        return BudgetUsage(
+            b.kind,
+            epsilon=max(0.0, b.epsilon - usage.epsilon),  # type: ignore[operator]
+            delta=max(0.0, b.delta - usage.delta),
+        )
+
+    def _committed_cost(self) -> _Cost:
+        costs: list[_Cost] = []
+        for e in self._entries:
+            if isinstance(e, Charge):
+                costs.append(_Cost.of(e.per_release_cost, e.releases))
+            else:
+                costs.append(_Cost.of(e.budget))
+        return _sum_costs(costs)
+
+    def _spent_cost(self) -> _Cost:
+        costs: list[_Cost] = []
+        for e in self._entries:
+            if isinstance(e, Charge):
+                costs.append(_Cost.of(e.per_release_cost, e.releases))
+            else:
+                costs.append(e.child._spent_cost())
+        return _sum_costs(costs)
+
+    def _admit(self, who: str, cost: _Cost, requested: str) -> BudgetUsage:
+        """Check that adding ``cost`` fits; return the new committed usage or raise."""
+        before = self._evaluate(self._committed_cost())
+        after = self._evaluate(self._committed_cost() + cost)
+        if not self._fits(after):
+            reason = after.route if math.isinf(after.epsilon) else ""
+            raise BudgetExceededError(who, self.name, before, requested, self.budget, after, reason)
+        return after
+
+    # ---- public views -----------------------------------------------------------------------
+
+    @property
+    def charges(self) -> tuple[Charge, ...]:
+        """This accountant's own charges, in order (children are not included)."""
+        return tuple(e for e in self._entries if isinstance(e, Charge))
+
+    def all_charges(self) -> list[tuple[str, Charge]]:
+        """Every charge in this accountant and its children, as ``(path, charge)`` pairs."""
+        out: list[tuple[str, Charge]] = []
+        for e in self._entries:
+            if isinstance(e, Charge):
+                out.append((self.name, e))
+            else:
+                children = (
+                    [e.child]
+                    if isinstance(e.child, PrivacyAccountant)
+                    else list(e.child.partitions.values())
+                )
+                for child in children:
+                    out.extend((f"{self.name}/{p}", c) for p, c in child.all_charges())
+        return out
+
+    @property
+    def committed(self) -> BudgetUsage:
+        """Charges plus full reservations of splits and parallel groups: what the checks use."""
+        return self._evaluate(self._committed_cost())
+
+    @property
+    def spent(self) -> BudgetUsage:
+        """Actual composed cost: charges, plus children's actual spending (max over partitions)."""
+        return self._evaluate(self._spent_cost())
+
+    @property
+    def remaining(self) -> BudgetUsage:
+        """Budget minus :attr:`committed` (never negative)."""
+        return self._remaining_of(self.committed)
+
+    # ---- recording --------------------------------------------------------------------------
+
+    def charge(
+        self,
+        name: str,
+        mechanism: str,
+        per_release_cost: PrivacyBudget,
+        releases: int = 1,
+        privacy_unit: str = "element",
+        *,
+        noise_scale: float | None = None,
+        threshold: float | None = None,
+        windows: int | None = None,
+        panes: int | None = None,
+        **details: Any,
+    ) -> Charge:
+        """Record that transform ``name`` releases ``mechanism`` ``releases`` times.
+
+        Parameters
+        ----------
+        name
+            Transform name (shown in reports and errors).
+        mechanism
+            Mechanism name, e.g. ``"PMG (Laplace)"`` or ``"Gaussian (zCDP)"``.
+        per_release_cost
+            Cost of one release for one privacy unit.
+        releases
+            Number of releases one privacy unit can influence (``ReleasePlan.releases_per_element``).
+        privacy_unit
+            What is protected (``"element"``, ``"user"``, ...).
+        noise_scale, threshold
+            Calibrated parameters to show in :meth:`explain`.
+        windows, panes
+            Windows per unit and panes per window behind ``releases``, for the report.
+        **details
+            Extra facts for the report (sensitivity, spec reference, ...).
+
+        Returns
+        -------
+        Charge
+            The recorded entry.
+
+        Raises
+        ------
+        BudgetExceededError
+            If the committed total would exceed the budget; nothing is recorded then.
+        ValueError
+            For invalid arguments, or a cost kind the budget cannot absorb (e.g. zCDP into pure).
+        """
+        _check_name(name, "name")
+        _check_name(mechanism, "mechanism")
+        _check_name(privacy_unit, "privacy_unit")
+        if not isinstance(per_release_cost, PrivacyBudget):
+            raise TypeError(
+                f"per_release_cost must be a PrivacyBudget, got {type(per_release_cost).__name__}"
+            )
+        k = _optional_positive_int(releases, "releases")
+        assert k is not None
+        total = per_release_cost.times(k)
+        requested = f"{total} ({k} release{'s' if k != 1 else ''} of {per_release_cost})"
+        after = self._admit(name, _Cost.of(per_release_cost, k), requested)
+        entry = Charge(
+            transform=name,
+            mechanism=mechanism,
+            per_release_cost=per_release_cost,
+            releases=k,
+            total_cost=total,
+            privacy_unit=privacy_unit,
+            noise_scale=_optional_finite(noise_scale, "noise_scale"),
+            threshold=_optional_finite(threshold, "threshold"),
+            windows_per_unit=_optional_positive_int(windows, "windows"),
+            panes_per_window=_optional_positive_int(panes, "panes"),
+            details=dict(details),
+            remaining_after=self._remaining_of(after),
+        )
+        self._entries.append(entry)
+        return entry
+
+    def charge_plan(
+        self,
+        name: str,
+        mechanism: str,
+        per_release_cost: PrivacyBudget,
+        plan: ReleasePlan,
+        *,
+        noise_scale: float | None = None,
+        threshold: float | None = None,
+        **details: Any,
+    ) -> Charge:
+        """:meth:`charge` with releases, privacy unit, windows and panes taken from ``plan``.
+
+        The plan's pane relation, accumulation mode, trigger and data-dependent-schedule notes are
+        added to the charge details so that :meth:`explain` shows them.
+        """
+        extra = {
+            "accumulation": plan.accumulation_mode,
+            "trigger": plan.trigger,
+            "pane_relation": plan.pane_relation,
+            "max_panes_per_window": plan.panes_per_window,
+        }
+        if plan.data_dependent_schedule:
+            extra["data_dependent_schedule"] = list(plan.data_dependent_schedule)
+        extra.update(details)
+        return self.charge(
+            name,
+            mechanism,
+            per_release_cost,
+            plan.releases_per_element,
+            plan.privacy_unit,
+            noise_scale=noise_scale,
+            threshold=threshold,
+            windows=plan.windows_per_element,
+            panes=plan.panes_charged_per_window,
+            **extra,
+        )
+
+    def _budget_for_child(
+        self, fraction_or_budget: float | PrivacyBudget, what: str
+    ) -> PrivacyBudget:
+        if isinstance(fraction_or_budget, PrivacyBudget):
+            child = fraction_or_budget
+            self._evaluate(_Cost.of(child))  # raises ValueError if the kinds are incompatible
+            return child
+        if isinstance(fraction_or_budget, bool) or not isinstance(fraction_or_budget, numbers.Real):
+            raise TypeError(
+                f"{what} must be a fraction in (0, 1] or a PrivacyBudget, "
+                f"got {type(fraction_or_budget).__name__}"
+            )
+        return self.budget.fraction(float(fraction_or_budget))
+
+    def _reserve(self, kind: str, name: str, budget: PrivacyBudget, child: Any) -> None:
+        _check_name(name, "name")
+        if any(isinstance(e, _Reservation) and e.name == name for e in self._entries):
+            raise ValueError(
+                f"accountant {self.name!r} already has a split or group named {name!r}"
+            )
+        self._admit(name, _Cost.of(budget), f"a {kind} reservation of {budget}")
+        self._entries.append(_Reservation(kind, name, budget, child))
+
+    def split(self, name: str, fraction_or_budget: float | PrivacyBudget) -> PrivacyAccountant:
+        """Reserve part of this budget for a child accountant (e.g. one transform) and return it.
+
+        Parameters
+        ----------
+        name
+            Child name (unique among this accountant's splits and groups).
+        fraction_or_budget
+            A fraction in ``(0, 1]`` of *this accountant's total* budget, or an explicit
+            :class:`PrivacyBudget` (pure into anything; approximate into approximate; zCDP into
+            zCDP or approximate).
+
+        Raises
+        ------
+        BudgetExceededError
+            If the reservation does not fit in what is left.
+        """
+        budget = self._budget_for_child(fraction_or_budget, "fraction_or_budget")
+        child = PrivacyAccountant(budget, name, conversion=self.conversion)
+        self._reserve("split", name, budget, child)
+        return child
+
+    def parallel(self, name: str, fraction_or_budget: float | PrivacyBudget) -> ParallelComposition:
+        """Reserve a budget for a group of disjoint partitions that compose in parallel.
+
+        Every partition (``group.partition(key)``) is an accountant with the whole group budget;
+        the group's actual cost is the maximum over partitions. Use it only when each privacy unit
+        lands in exactly one partition (spec dp-misra-gries §6.5: element-level data hashed by
+        element; spec dp-linear-sketches §7.5 rule 4: one user, one key).
+        """
+        budget = self._budget_for_child(fraction_or_budget, "fraction_or_budget")
+        group = ParallelComposition(name, budget, self.conversion)
+        self._reserve("parallel", name, budget, group)
+        return group
+
+    # ---- reports ----------------------------------------------------------------------------
+
+    def _composition_text(self) -> str:
+        b = self.budget
+        if b.kind == "pure":
+            return "sequential: sum of eps; parallel partitions: max"
+        if b.kind == "zcdp":
+            return "sequential: sum of rho (pure charges as eps^2/2); parallel partitions: max"
+        conv = (
+            "rho + 2 sqrt(rho ln(1/delta))"
+            if self.conversion == "standard"
+            else "Canonne-Kamath-Steinke 2020"
+        )
+        return (
+            "sequential: sum of eps and delta; zCDP charges summed and converted once "
+            f"({conv}); parallel partitions: max"
+        )
+
+    def explain(self) -> str:
+        """A human-readable report of every charge, split and group, with running budgets."""
+        return "\n".join(self._explain_lines(0))
+
+    def _explain_lines(self, indent: int) -> list[str]:
+        pad = "  " * indent
+        lines = [
+            f"{pad}Privacy accountant {self.name!r}: budget {self.budget}",
+            f"{pad}  composition: {self._composition_text()}",
+        ]
+        if not self._entries:
+            lines.append(f"{pad}  (no charges)")
+        for i, e in enumerate(self._entries, 1):
+            if isinstance(e, Charge):
+                lines.extend(_charge_lines(i, e, pad + "  "))
+            elif isinstance(e.child, PrivacyAccountant):
+                lines.append(f"{pad}  [{i}] split {e.name!r}: reserved {e.budget}")
+                lines.extend(e.child._explain_lines(indent + 3))
+            else:
+                group = e.child
+                lines.append(
+                    f"{pad}  [{i}] parallel group {e.name!r}: reserved {e.budget}; partitions "
+                    f"compose in parallel (max); actual cost {group.spent}"
+                )
+                if not group.partitions:
+                    lines.append(f"{pad}      (no partitions)")
+                for part in group.partitions.values():
+                    lines.extend(part._explain_lines(indent + 3))
+        committed = self.committed
+        lines.append(f"{pad}  committed (charges + reservations): {committed}")
+        if committed.route and self.budget.kind == "approx":
+            lines.append(f"{pad}    computed as: {committed.route}")
+        lines.append(f"{pad}  actually spent: {self.spent}")
+        lines.append(f"{pad}  remaining budget: {self.remaining}")
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable report (the same content as :meth:`explain`)."""
+        entries: list[dict[str, Any]] = []
+        for e in self._entries:
+            if isinstance(e, Charge):
+                entries.append(e.to_dict())
+            elif isinstance(e.child, PrivacyAccountant):
+                entries.append(
+                    {
+                        "type": "split",
+                        "name": e.name,
+                        "reserved": e.budget.to_dict(),
+                        "accountant": e.child.to_dict(),
+                    }
+                )
+            else:
+                entries.append(
+                    {
+                        "type": "parallel",
+                        "name": e.name,
+                        "reserved": e.budget.to_dict(),
+                        "spent": e.child.spent.to_dict(),
+                        "partitions": {k: p.to_dict() for k, p in e.child.partitions.items()},
+                    }
+                )
+        return {
+            "name": self.name,
+            "budget": self.budget.to_dict(),
+            "conversion": self.conversion,
+            "composition": self._composition_text(),
+            "entries": entries,
+            "committed": self.committed.to_dict(),
+            "spent": self.spent.to_dict(),
+            "remaining": self.remaining.to_dict(),
+        }
+
+
+def _fmt(value: float | None) -> str:
+    return "none" if value is None else f"{value:.6g}"
+
+
+def _charge_lines(i: int, c: Charge, pad: str) -> list[str]:
+    lines = [
+        f"{pad}[{i}] transform {c.transform!r}: mechanism {c.mechanism!r}",
+        f"{pad}    noise scale: {_fmt(c.noise_scale)}; threshold: {_fmt(c.threshold)}",
+    ]
+    windows = "unknown" if c.windows_per_unit is None else str(c.windows_per_unit)
+    panes = "unknown" if c.panes_per_window is None else str(c.panes_per_window)
+    lines.append(
+        f"{pad}    privacy unit: {c.privacy_unit}; windows per unit: {windows}; "
+        f"panes per window: {panes}"
+    )
+    lines.append(
+        f"{pad}    cost per release: {c.per_release_cost}; releases: {c.releases}; "
+        f"total: {c.total_cost}"
+    )
+    for key, value in c.details.items():
+        lines.append(f"{pad}    {key}: {value}")
+    if c.remaining_after is not None:
+        lines.append(f"{pad}    remaining budget after this charge: {c.remaining_after}")
+    return lines
+
+
+class ParallelComposition:
+    """A reserved budget shared by disjoint partitions (parallel composition: the maximum).
+
+    Obtain it from :meth:`PrivacyAccountant.parallel`; call :meth:`partition` for each disjoint
+    part of the data. Each partition is a :class:`PrivacyAccountant` with the whole group budget.
+    """
+
+    def __init__(self, name: str, budget: PrivacyBudget, conversion: ConversionMethod) -> None:
+        self.name = name
+        self.budget = budget
+        self.conversion: ConversionMethod = conversion
+        self.partitions: dict[str, PrivacyAccountant] = {}
+
+    def partition(self, key: str) -> PrivacyAccountant:
+        """The accountant of partition ``key`` (created on first use)."""
+        _check_name(key, "key")
+        if key not in self.partitions:
+            self.partitions[key] = PrivacyAccountant(
+                self.budget, f"{self.name}[{key}]", conversion=self.conversion
+            )
+        return self.partitions[key]
+
+    def _spent_cost(self) -> _Cost:
+        total = _Cost()
+        for part in self.partitions.values():
+            total = total.max(part._spent_cost())
+        return total
+
+    @property
+    def spent(self) -> BudgetUsage:
+        """Actual cost of the group: the component-wise maximum over partitions."""
+        return PrivacyAccountant(self.budget, self.name, conversion=self.conversion)._evaluate(
+            self._spent_cost()
+        )

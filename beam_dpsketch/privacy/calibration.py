@@ -1,0 +1,638 @@
+"""Noise calibration and thresholds: the one module every mechanism calls.
+
+Every function validates its inputs (``ValueError`` naming the parameter) and cites the spec
+section it implements (specs live in ``shared/specs/``). Conventions:
+
+* ``sensitivity`` is the L1 sensitivity for Laplace-type noise and ``l2_sensitivity`` the L2
+  sensitivity for Gaussian noise, both under the neighbouring relation the caller uses (see
+  ``docs/privacy-model.md``). The sketch class, not this module, knows its own sensitivity.
+* ``Lap(b)`` has density ``exp(-|x|/b) / (2b)``; ``Geo2(alpha)`` (discrete Laplace) has
+  ``P[Z = z] = (1-alpha)/(1+alpha) * alpha^|z|``; ``N(0, sigma^2)`` has standard deviation sigma.
+* Gaussian privacy profiles use the standard normal CDF from :mod:`._normal` (``erfc`` based, so
+  scipy is not needed at run time; the tests compare with ``scipy.special.ndtr``/``log_ndtr``).
+
+Thresholds implemented here are the generic union-bound forms and the DP Misra-Gries family of
+spec dp-misra-gries §4-§6 and Appendix A.6, which are the ones the specs give numbers for.
+Mechanism-specific thresholds with no generic form belong next to their sketch.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from fractions import Fraction
+
+from ._normal import log_ndtr, ndtr
+from .budget import check_delta, check_epsilon, check_rho
+
+__all__ = [
+    "CLASSICAL_GAUSSIAN_MARGIN",
+    "analytic_gaussian_sigma",
+    "approx_pp_threshold",
+    "classical_gaussian_sigma",
+    "discrete_laplace_parameter",
+    "discrete_laplace_scale",
+    "gaussian_delta",
+    "gaussian_epsilon",
+    "gaussian_zcdp_rho",
+    "geometric_tail_threshold",
+    "gshm_closed_form_parameters",
+    "gshm_delta",
+    "gshm_threshold",
+    "laplace_scale",
+    "laplace_tail_threshold",
+    "merged_laplace_threshold",
+    "pmg_geometric_threshold",
+    "pmg_geometric_threshold_paper",
+    "pmg_standard_threshold",
+    "pmg_threshold",
+    "rational_epsilon_floor",
+    "subsampled_epsilon",
+    "user_level_pmg_parameters",
+    "zcdp_gaussian_sigma",
+]
+
+#: Relative margin added to the classical Gaussian sigma so that Dwork and Roth's Theorem A.1
+#: condition ``c^2 > 2 ln(1.25/delta)`` holds *strictly* (spec dp-misra-gries §5.4, "Pedantic
+#: point": "round sigma up by a hair: multiply by (1 + 1e-9)").
+CLASSICAL_GAUSSIAN_MARGIN = 1e-9
+
+
+# --------------------------------------------------------------------------------------------
+# Validation helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _positive(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    v = float(value)
+    if not math.isfinite(v) or v <= 0.0:
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+    return v
+
+
+def _positive_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if int(value) < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    return int(value)
+
+
+# --------------------------------------------------------------------------------------------
+# Laplace and discrete Laplace
+# --------------------------------------------------------------------------------------------
+
+
+def laplace_scale(sensitivity: float, epsilon: float) -> float:
+    """Scale ``b = sensitivity / epsilon`` of the Laplace mechanism.
+
+    Releasing ``f(X) + Lap(b)`` with L1 sensitivity ``sensitivity`` is ``epsilon``-DP (spec
+    dp-count-sketch-intermittent §1.3, "Laplace mechanism"; used with sensitivity 1 by PMG, spec
+    dp-misra-gries §4.1, and 2 by PURE_PP, §4.4).
+
+    Parameters
+    ----------
+    sensitivity
+        L1 sensitivity, finite and ``> 0``.
+    epsilon
+        Privacy parameter, finite and ``> 0``.
+
+    Returns
+    -------
+    float
+        The Laplace scale ``b``.
+    """
+    return _positive(sensitivity, "sensitivity") / check_epsilon(epsilon)
+
+
+def discrete_laplace_parameter(sensitivity: float, epsilon: float) -> float:
+    """Parameter ``alpha = exp(-epsilon / sensitivity)`` of the discrete Laplace ``Geo2(alpha)``.
+
+    Integer-valued queries get ``Geo2(alpha)`` noise, ``P[Z=z] = (1-a)/(1+a) a^|z|``, which is
+    ``epsilon``-DP for integer sensitivity ``sensitivity`` (spec dp-count-sketch-intermittent §4.1
+    and §8.2 item 2, ``a = exp(-eps/d)``; spec dp-misra-gries §4.6 and §11.1, ``Geo2(exp(-eps))``).
+    The exact sampler wants a rational scale instead: see :func:`discrete_laplace_scale`.
+
+    Parameters
+    ----------
+    sensitivity
+        L1 sensitivity (normally an integer), finite and ``> 0``.
+    epsilon
+        Privacy parameter, finite and ``> 0``.
+
+    Returns
+    -------
+    float
+        ``alpha`` in ``(0, 1)``.
+    """
+    return math.exp(-check_epsilon(epsilon) / _positive(sensitivity, "sensitivity"))
+
+
+def rational_epsilon_floor(
+    epsilon: float | str | Fraction, max_denominator: int = 1_000_000
+) -> Fraction:
+    """The largest fraction ``p/q`` with ``q = max_denominator`` that is ``<= epsilon``.
+
+    The exact integer samplers take rational parameters; rounding ``eps`` **down** gives more noise
+    and stays private (spec dp-misra-gries Appendix B). A ``str`` is parsed exactly as a decimal
+    (``"0.01"`` is exactly 1/100; spec dp-count-sketch-intermittent §8.2 item 2 recommends building
+    from the decimal string); a float is taken at its exact binary value.
+
+    Raises
+    ------
+    ValueError
+        If ``epsilon`` is not finite and ``> 0``, or rounds down to 0.
+    """
+    q = _positive_int(max_denominator, "max_denominator")
+    if isinstance(epsilon, str):
+        try:
+            exact = Fraction(epsilon.strip())
+        except (ValueError, ZeroDivisionError):
+            raise ValueError(f"epsilon must be a decimal number, got {epsilon!r}") from None
+        if exact <= 0:
+            raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
+    elif isinstance(epsilon, Fraction):
+        if epsilon <= 0:
+            raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
+        exact = epsilon
+    else:
+        exact = Fraction(check_epsilon(epsilon))
+    if exact.denominator <= q:
+        return exact
+    floored = Fraction(math.floor(exact * q), q)
+    if floored <= 0:
+        raise ValueError(
+            f"epsilon={epsilon!r} rounds down to 0 with max_denominator={q}; raise max_denominator"
+        )
+    return floored
+
+
+def discrete_laplace_scale(
+    sensitivity: int | Fraction,
+    epsilon: float | str | Fraction,
+    max_denominator: int = 1_000_000,
+) -> Fraction:
+    """Exact rational scale ``t/s = sensitivity / eps'`` for the integer discrete Laplace sampler.
+
+    ``eps'`` is :func:`rational_epsilon_floor` of ``epsilon`` (rounded down, so the scale is
+    rounded up). The sampler ``discrete_laplace(s, t)`` of spec dp-misra-gries Appendix B
+    (Canonne, Kamath and Steinke 2020) draws ``P[Z=z] ~ exp(-|z| s/t)``, i.e. scale ``t/s``; pass
+    ``s = scale.denominator`` and ``t = scale.numerator``.
+
+    Parameters
+    ----------
+    sensitivity
+        Integer (or rational) L1 sensitivity ``> 0``; floats are rejected because their binary
+        value is rarely the intended one.
+    epsilon
+        Privacy parameter (float, decimal string or Fraction), ``> 0``.
+    max_denominator
+        Denominator used to round ``epsilon`` down.
+
+    Returns
+    -------
+    fractions.Fraction
+        The scale ``b >= sensitivity / epsilon``.
+    """
+    if isinstance(sensitivity, bool) or not isinstance(sensitivity, numbers.Rational):
+        raise TypeError(f"sensitivity must be an int or Fraction, got {type(sensitivity).__name__}")
+    sens = Fraction(sensitivity)
+    if sens <= 0:
+        raise ValueError(f"sensitivity must be > 0, got {sensitivity!r}")
+    return sens / rational_epsilon_floor(epsilon, max_denominator)
+
+
+# --------------------------------------------------------------------------------------------
+# Gaussian mechanisms
+# --------------------------------------------------------------------------------------------
+
+
+def classical_gaussian_sigma(
+    l2_sensitivity: float,
+    epsilon: float,
+    delta: float,
+    *,
+    margin: float = CLASSICAL_GAUSSIAN_MARGIN,
+) -> float:
+    """Classical Gaussian mechanism: ``sigma = sqrt(2 ln(1.25/delta)) * Delta2 / eps * (1+margin)``.
+
+    Dwork and Roth's Theorem A.1, restated as the paper's Lemma 1 in spec lazy-sketch §1.5. It is
+    only valid for ``0 < eps < 1``: spec lazy-sketch §10 erratum E5 (the paper's "for any eps > 0"
+    is wrong), so ``eps >= 1`` raises ``ValueError``; use :func:`analytic_gaussian_sigma` there.
+    ``margin`` makes the theorem's strict inequality hold (spec dp-misra-gries §5.4, "round sigma
+    up by a hair"); it is far below any test tolerance in the specs (lazy-sketch §8.1 G1 uses
+    1e-4). Note spec lazy-sketch §10 E4: the paper's Theorem 1 proof drops the factor 2 inside the
+    root; this function keeps it.
+
+    Parameters
+    ----------
+    l2_sensitivity
+        L2 sensitivity ``Delta2 > 0``.
+    epsilon
+        In ``(0, 1)``.
+    delta
+        In ``(0, 1)``.
+    margin
+        Relative upward rounding, ``>= 0``.
+
+    Returns
+    -------
+    float
+        The standard deviation sigma.
+    """
+    d2 = _positive(l2_sensitivity, "l2_sensitivity")
+    eps = check_epsilon(epsilon)
+    if eps >= 1.0:
+        raise ValueError(
+            f"epsilon must be < 1 for the classical Gaussian mechanism, got {epsilon!r} "
+            "(spec lazy-sketch §10 E5); use analytic_gaussian_sigma for epsilon >= 1"
+        )
+    dl = check_delta(delta, allow_zero=False)
+    if margin < 0 or not math.isfinite(margin):
+        raise ValueError(f"margin must be finite and >= 0, got {margin!r}")
+    return math.sqrt(2.0 * math.log(1.25 / dl)) * d2 / eps * (1.0 + margin)
+
+
+def gaussian_delta(l2_sensitivity: float, sigma: float, epsilon: float) -> float:
+    """Exact ``delta(eps)`` of the Gaussian mechanism (Balle and Wang 2018, Theorem 8).
+
+    ``delta = Phi(D/(2s) - eps*s/D) - exp(eps) * Phi(-D/(2s) - eps*s/D)`` with ``D = Delta2`` and
+    ``s = sigma``: the curve of spec lazy-sketch §8.2 S6, the privacy profile of spec
+    dp-linear-sketches §1.3 ("Optional tight conversion", ``mu = D/s``) and ``Psi(eps, mu)`` of
+    spec dp-misra-gries §5.4. The mechanism is ``(eps, delta)``-DP iff ``delta >= gaussian_delta``.
+    The second term is evaluated as ``exp(eps + log Phi(.))`` so it neither overflows nor
+    underflows early.
+
+    Parameters
+    ----------
+    l2_sensitivity
+        ``Delta2 > 0``.
+    sigma
+        Noise standard deviation ``> 0``.
+    epsilon
+        ``eps >= 0``.
+
+    Returns
+    -------
+    float
+        ``delta`` in ``[0, 1)``.
+    """
+    d2 = _positive(l2_sensitivity, "l2_sensitivity")
+    s = _positive(sigma, "sigma")
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+        raise TypeError(f"epsilon must be a real number, got {type(epsilon).__name__}")
+    eps = float(epsilon)
+    if not math.isfinite(eps) or eps < 0.0:
+        raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
+    return _psi(eps, d2 / s)
+
+
+def _psi(eps: float, mu: float) -> float:
+    """Gaussian hockey-stick divergence ``Psi(eps, mu)`` (spec dp-misra-gries §5.4).
+
+    Defined for every real ``eps`` (GSHM evaluates it at ``eps + j ln p``, which can be negative).
+    """
+    a = mu / 2.0 - eps / mu
+    b = -mu / 2.0 - eps / mu
+    first = ndtr(a)
+    second = math.exp(eps + log_ndtr(b)) if eps + log_ndtr(b) > -745.0 else 0.0
+    return max(0.0, first - second)
+
+
+def analytic_gaussian_sigma(l2_sensitivity: float, epsilon: float, delta: float) -> float:
+    """Smallest sigma with :func:`gaussian_delta` ``<= delta`` (analytic Gaussian, Balle-Wang 2018).
+
+    Valid for every ``eps > 0`` (this is the "labelled analytic-Gaussian mode" that spec
+    lazy-sketch §10 E5 and §4.7 item 6 allow for ``eps >= 1``; the exact condition is the one of
+    spec lazy-sketch §8.2 S6). ``gaussian_delta`` decreases in sigma, so the function brackets the
+    answer and bisects in ``log(sigma)`` until the bracket is below ``1e-13`` relative, then
+    returns the upper end, which satisfies the target exactly as evaluated. The target is
+    shrunk by ``1e-10`` relative to absorb floating-point error in the evaluation.
+
+    Parameters
+    ----------
+    l2_sensitivity
+        ``Delta2 > 0``.
+    epsilon
+        ``eps > 0`` (any size).
+    delta
+        ``0 < delta < 1``.
+
+    Returns
+    -------
+    float
+        sigma.
+    """
+    d2 = _positive(l2_sensitivity, "l2_sensitivity")
+    eps = check_epsilon(epsilon)
+    target = check_delta(delta, allow_zero=False) * (1.0 - 1e-10)
+    # Work with unit sensitivity (delta depends on sigma / Delta2 only), then scale.
+    lo, hi = 1e-3, 1.0
+    while _psi(eps, 1.0 / hi) > target:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e12:
+            raise ValueError(f"delta={delta!r} is too small to calibrate")
+    while _psi(eps, 1.0 / lo) <= target:
+        hi, lo = lo, lo / 2.0
+        if lo < 1e-300:
+            return hi * d2
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        if _psi(eps, 1.0 / mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+        if hi / lo - 1.0 < 1e-13:
+            break
+    return hi * d2
+
+
+def gaussian_epsilon(l2_sensitivity: float, sigma: float, delta: float) -> float:
+    """Smallest ``eps`` with :func:`gaussian_delta` ``<= delta``: the exact Gaussian profile.
+
+    With ``mu = Delta2 / sigma = sqrt(2 rho)`` this is the "optional tight conversion" of spec
+    dp-linear-sketches §1.3 (table: ``rho = 1``, ``delta = 1e-5`` gives 6.5730). It is valid only
+    for a Gaussian mechanism (or a composition of Gaussian mechanisms, whose ``mu^2`` add up), not
+    for an arbitrary zCDP mechanism; for those use
+    :func:`beam_dpsketch.privacy.budget.zcdp_to_epsilon`.
+
+    Returns
+    -------
+    float
+        ``eps >= 0`` (0 when even ``eps = 0`` meets ``delta``).
+    """
+    d2 = _positive(l2_sensitivity, "l2_sensitivity")
+    s = _positive(sigma, "sigma")
+    target = check_delta(delta, allow_zero=False)
+    mu = d2 / s
+    if _psi(0.0, mu) <= target:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while _psi(hi, mu) > target:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if _psi(mid, mu) <= target:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= 1e-13 * hi:
+            break
+    return hi
+
+
+def zcdp_gaussian_sigma(l2_sensitivity: float, rho: float) -> float:
+    """``sigma = Delta2 / sqrt(2 rho)``: the Gaussian mechanism is then ``rho``-zCDP.
+
+    Spec dp-linear-sketches §1.3, Lemma 2.8 corrected (erratum E2: the paper drops ``rho``); spec
+    dpsw-sketch §1.3 (``sigma^2 = Delta_2^2 / (2 rho)``). Example A of spec dp-linear-sketches §3
+    (``Delta2 = sqrt(6)``, ``rho = 1``) gives 1.732051.
+    """
+    return _positive(l2_sensitivity, "l2_sensitivity") / math.sqrt(2.0 * check_rho(rho))
+
+
+def gaussian_zcdp_rho(l2_sensitivity: float, sigma: float) -> float:
+    """``rho = Delta2^2 / (2 sigma^2)`` of a Gaussian mechanism (spec dp-linear-sketches §1.3)."""
+    d2 = _positive(l2_sensitivity, "l2_sensitivity")
+    s = _positive(sigma, "sigma")
+    return d2 * d2 / (2.0 * s * s)
+
+
+# --------------------------------------------------------------------------------------------
+# Generic union-bound thresholds
+# --------------------------------------------------------------------------------------------
+
+
+def laplace_tail_threshold(scale: float, delta: float, draws: int) -> float:
+    """Smallest ``t`` with ``draws * P[Lap(scale) >= t] <= delta``: ``t = b ln(draws / (2 delta))``.
+
+    This is the union bound behind every "noise plus threshold" release in spec dp-misra-gries:
+    PMG counts 6 draws (§4.1, Lemma 5), PMG-std ``2(k+1)`` (§4.2), M-LAP and APPROX_PP ``k``
+    (§6.3, §4.5), each with ``P[Lap(b) >= t] = exp(-t/b)/2``. A key whose exact value is at most
+    ``v`` passes ``v + t`` with probability ``<= delta`` over all draws. Clipped at 0.
+    """
+    b = _positive(scale, "scale")
+    d = check_delta(delta, allow_zero=False)
+    n = _positive_int(draws, "draws")
+    return max(0.0, b * math.log(n / (2.0 * d)))
+
+
+def geometric_tail_threshold(epsilon: float, delta: float, draws: int) -> int:
+    """Smallest integer ``t`` with ``draws * P[Geo2(e^-eps) >= t] <= delta``.
+
+    ``P[Geo2 >= t] = e^(-eps t) / (1 + e^(-eps))`` (spec dp-misra-gries §4.6), so
+    ``t = ceil(ln(draws e^eps / ((1 + e^eps) delta)) / eps)``, clipped at 0. For a sensitivity
+    ``s > 1`` pass ``epsilon / s``. With 6 draws this is the ``t*`` of spec dp-misra-gries §4.6.
+    """
+    eps = check_epsilon(epsilon)
+    d = check_delta(delta, allow_zero=False)
+    n = _positive_int(draws, "draws")
+    # log(n e^eps / ((1+e^eps) d)) = log n - log(1 + e^-eps) - log d
+    value = (math.log(n) - math.log1p(math.exp(-eps)) - math.log(d)) / eps
+    t = max(0, math.ceil(value))
+    # Guard the ceiling against floating error: verify and adjust by one step if needed.
+    while t > 0 and n * math.exp(-eps * (t - 1)) / (1.0 + math.exp(-eps)) <= d:
+        t -= 1
+    while n * math.exp(-eps * t) / (1.0 + math.exp(-eps)) > d:
+        t += 1
+    return t
+
+
+# --------------------------------------------------------------------------------------------
+# DP Misra-Gries thresholds (spec dp-misra-gries §4-§6, Appendix A.6)
+# --------------------------------------------------------------------------------------------
+
+
+def pmg_threshold(epsilon: float, delta: float) -> float:
+    """PMG threshold ``tau = 1 + 2 ln(3/delta) / eps`` (spec dp-misra-gries §4.1, Algorithm 2).
+
+    Equals ``1 + 2 * laplace_tail_threshold(1/eps, delta, 6)`` (Lemma 5 counts 6 draws).
+    Appendix A.6: ``eps = 1, delta = 1e-6`` gives 30.8282.
+    """
+    eps = check_epsilon(epsilon)
+    d = check_delta(delta, allow_zero=False)
+    return 1.0 + 2.0 * math.log(3.0 / d) / eps
+
+
+def pmg_standard_threshold(epsilon: float, delta: float, k: int) -> float:
+    """PMG on standard MG: ``tau_std = 1 + 2 ln((k+1)/delta) / eps`` (spec dp-misra-gries §4.2).
+
+    The spec keeps this value (it is above the derived ``(k+2)/(2 delta)`` form) until the paper
+    text is checked. Appendix A.6: ``(1, 1e-6, 100)`` gives 37.8613.
+    """
+    eps = check_epsilon(epsilon)
+    d = check_delta(delta, allow_zero=False)
+    kk = _positive_int(k, "k")
+    return 1.0 + 2.0 * math.log((kk + 1) / d) / eps
+
+
+def pmg_geometric_threshold(epsilon: float, delta: float, k: int | None = None) -> tuple[int, int]:
+    """Discrete PMG threshold ``(tau_geo, t*)`` with ``tau_geo = 1 + 2 t*`` (spec dp-misra-gries §4.6).
+
+    ``t* = ceil(ln(6 e^eps / ((1+e^eps) delta)) / eps)`` for the variant MG (6 draws); for
+    standard MG (pass ``k``) the 6 becomes ``2(k+1)``. This is the spec's default, conservative
+    form. Appendix A.6: ``eps = 1, delta = 1e-6`` gives ``(33, 16)``.
+    """
+    draws = 6 if k is None else 2 * (_positive_int(k, "k") + 1)
+    t_star = geometric_tail_threshold(epsilon, delta, draws)
+    return 1 + 2 * t_star, t_star
+
+
+def pmg_geometric_threshold_paper(epsilon: float, delta: float) -> float:
+    """Probable-paper discrete PMG threshold ``1 + 2 L / eps`` (spec dp-misra-gries §4.6).
+
+    ``L = ln(6 e^eps / ((1 + e^eps) delta))``; keep integer noisy counts ``y >= ceil(tau)``. The
+    spec keeps :func:`pmg_geometric_threshold` as the default. Appendix A.6: 31.5880, 89.1638,
+    300.2575.
+    """
+    eps = check_epsilon(epsilon)
+    d = check_delta(delta, allow_zero=False)
+    big_l = math.log(6.0) - math.log1p(math.exp(-eps)) - math.log(d)
+    return 1.0 + 2.0 * big_l / eps
+
+
+def merged_laplace_threshold(epsilon: float, delta: float, k: int) -> float:
+    """M-LAP threshold ``1 + (k/eps) ln(k / (2 delta))`` for merged MG sketches (spec dp-misra-gries §6.3).
+
+    Noise is ``Lap(k/eps)`` on the positive keys; Appendix A.6: ``(1, 1e-6, 100)`` gives 1773.75.
+    """
+    eps = check_epsilon(epsilon)
+    kk = _positive_int(k, "k")
+    return 1.0 + laplace_tail_threshold(kk / eps, delta, kk)
+
+
+def approx_pp_threshold(epsilon: float, delta: float, k: int) -> float:
+    """APPROX_PP threshold ``1 + (2/eps) ln(k / (2 delta))`` (spec dp-misra-gries §4.5 and §6.4).
+
+    For the post-processed sketch (Algorithm 3) with ``Lap(2/eps)`` noise on the positive keys.
+    """
+    eps = check_epsilon(epsilon)
+    kk = _positive_int(k, "k")
+    return 1.0 + laplace_tail_threshold(2.0 / eps, delta, kk)
+
+
+def user_level_pmg_parameters(epsilon: float, delta: float, m: int) -> tuple[float, float, float]:
+    """``(eps0, delta0, tau)`` for PMG on a flattened user-level stream (spec dp-misra-gries §5.1).
+
+    ``eps0 = eps/m``, ``delta0 = delta / (m e^eps)`` and ``tau = 1 + 2 (m/eps) ln(3 m e^eps /
+    delta)`` (= :func:`pmg_threshold` at ``(eps0, delta0)``); group privacy then gives
+    ``(eps, delta)`` for users of at most ``m`` elements. Appendix A.6: ``(1, 1e-6, 10)`` gives
+    ``(0.1, 3.67879e-8, 365.3342)``.
+    """
+    eps = check_epsilon(epsilon)
+    d = check_delta(delta, allow_zero=False)
+    mm = _positive_int(m, "m")
+    eps0 = eps / mm
+    delta0 = d / (mm * math.exp(eps))
+    return eps0, delta0, pmg_threshold(eps0, delta0)
+
+
+# --------------------------------------------------------------------------------------------
+# Gaussian sparse histogram mechanism (spec dp-misra-gries §5.4)
+# --------------------------------------------------------------------------------------------
+
+
+def gshm_delta(l: int, sigma: float, tau: float, epsilon: float) -> float:  # noqa: E741
+    """Exact ``delta_GSHM(l, sigma, tau, eps)`` of the Gaussian sparse histogram mechanism.
+
+    Spec dp-misra-gries §5.4 (Theorem 5, after Wilkins, Kifer, Zhang and Karrer): GSHM adds
+    ``N(0, sigma^2)`` to every positive count and keeps ``y >= 1 + tau``; it is
+    ``(eps, delta)``-DP iff ``delta >= max(1 - p^l, max_j [1 - p^j + p^j Psi(eps - j ln p,
+    sqrt(l-j)/sigma)], max_j Psi(eps + j ln p, sqrt(l-j)/sigma))`` with ``p = Phi(tau/sigma)`` and
+    ``j = 0..l-1``. Evaluated stably with ``ln p = log_ndtr(tau/sigma)`` and ``1 - p^j =
+    -expm1(j ln p)``, as the spec prescribes. Table in §5.4: ``(1, 5, 20, 0.5)`` gives
+    ``5.1254e-04``.
+    """
+    ll = _positive_int(l, "l")
+    s = _positive(sigma, "sigma")
+    if isinstance(tau, bool) or not isinstance(tau, numbers.Real) or not math.isfinite(tau):
+        raise ValueError(f"tau must be a finite real number, got {tau!r}")
+    eps = check_epsilon(epsilon)
+    lp = log_ndtr(float(tau) / s)
+    worst = -math.expm1(ll * lp)
+    for j in range(ll):
+        pj = math.exp(j * lp)
+        mu = math.sqrt(ll - j) / s
+        add = -math.expm1(j * lp) + pj * _psi(eps - j * lp, mu)
+        remove = _psi(eps + j * lp, mu)  # eps + j ln p may be negative: Psi is defined there
+        worst = max(worst, add, remove)
+    return min(1.0, worst)
+
+
+def gshm_threshold(l: int, sigma: float, epsilon: float, delta: float) -> float:  # noqa: E741
+    """Smallest ``tau`` with :func:`gshm_delta` ``<= delta`` for a fixed sigma, by bisection.
+
+    ``delta_GSHM`` decreases in ``tau`` (spec dp-misra-gries §5.4, verified numerically there),
+    and the spec asks to re-evaluate the exact condition after rounding: the returned value is
+    the upper end of the bisection, for which the condition holds as evaluated.
+
+    Raises
+    ------
+    ValueError
+        If sigma is too small: even an infinite threshold leaves the Gaussian part above delta.
+    """
+    ll = _positive_int(l, "l")
+    s = _positive(sigma, "sigma")
+    eps = check_epsilon(epsilon)
+    target = check_delta(delta, allow_zero=False)
+    if _psi(eps, math.sqrt(ll) / s) > target:
+        raise ValueError(
+            f"sigma={sigma!r} is too small for (epsilon={epsilon!r}, delta={delta!r}) with l={l}: "
+            "the Gaussian part alone exceeds delta"
+        )
+    lo, hi = 0.0, s
+    while gshm_delta(ll, s, hi, eps) > target:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e6 * s:
+            raise ValueError(f"no threshold reaches delta={delta!r} with sigma={sigma!r}")
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if gshm_delta(ll, s, mid, eps) <= target:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return hi
+
+
+def gshm_closed_form_parameters(
+    l: int,  # noqa: E741
+    epsilon: float,
+    delta: float,
+) -> tuple[float, float]:
+    """Lemma-6 style closed-form ``(sigma, tau)`` for GSHM (spec dp-misra-gries §5.4).
+
+    ``sigma = sqrt(2 l ln(2.5/delta)) / eps`` (classical Gaussian with ``Delta2 = sqrt(l)`` at
+    ``delta/2``, rounded up by :data:`CLASSICAL_GAUSSIAN_MARGIN`) and ``tau = sigma sqrt(2
+    ln(l/delta))``. Needs ``eps < 1`` (Theorem A.1). Always looser than the exact condition: A.7
+    gives ``sigma = 108.5608``, ``tau = 658.9322`` and exact delta ``6.4071e-08`` for
+    ``(100, 0.5, 1e-6)``. Prefer :func:`gshm_threshold` with an exact check.
+    """
+    ll = _positive_int(l, "l")
+    d = check_delta(delta, allow_zero=False)
+    sigma = classical_gaussian_sigma(math.sqrt(ll), epsilon, d / 2.0)
+    tau = sigma * math.sqrt(2.0 * math.log(ll / d))
+    return sigma, tau
+
+
+# --------------------------------------------------------------------------------------------
+# Amplification by subsampling
+# --------------------------------------------------------------------------------------------
+
+
+def subsampled_epsilon(epsilon: float, rate: float, delta: float = 0.0) -> tuple[float, float]:
+    """Privacy of an ``(eps, delta)`` mechanism run on a Poisson subsample with keep rate ``rate``.
+
+    ``eps' = ln(1 + rate (e^eps - 1))`` and ``delta' = rate * delta`` under add/remove
+    neighbours (spec dp-count-sketch-intermittent §2.10 item 1 and erratum E24, after Balle,
+    Barthe and Gaboardi 2018). Estimates must be rescaled by ``1/rate`` (post-processing).
+    """
+    eps = check_epsilon(epsilon)
+    q = _positive(rate, "rate")
+    if q > 1.0:
+        raise ValueError(f"rate must be in (0, 1], got {rate!r}")
+    d = check_delta(delta)
+    return math.log1p(q * math.expm1(eps)), q * d
