@@ -311,8 +311,11 @@ def test_merge_bounds_under_random_merge_trees(k, streams, choices):
             j = (i + 1) % len(nodes)
         (a, fa), (b, fb) = nodes[i], nodes[j]
         b_before = b.copy()
+        a_flag, a_empty, b_empty = a.merged, a.is_empty(), b.is_empty()
         merged = a.merge(b)
-        assert merged is a and merged.merged
+        # An empty side is the identity; any other merge records its provenance.
+        expected_flag = a_flag if b_empty else b_before.merged if a_empty else True
+        assert merged is a and merged.merged == expected_flag
         assert b == b_before  # the argument is not modified
         f = fa + fb
         assert_merge_bounds(merged, f)
@@ -329,7 +332,8 @@ def test_merge_is_commutative_and_equals_reference_merge(k, s1, s2):
     ba = b.copy().merge(a.copy())
     assert ab == ba
     assert ab.slots() == ba.slots()
-    assert ab.merged and ba.merged
+    # Provenance is recorded unless one side is empty (the identity, see the merge docstring).
+    assert ab.merged == ba.merged == (not a.is_empty() and not b.is_empty())
     assert ab.to_dict() == ref_merge(k, a.to_dict(), b.to_dict())
     assert ab.n == a.n + b.n
 
@@ -341,7 +345,7 @@ def test_updates_after_a_merge_keep_the_bound(k, s1, s2, s3):
     sk = mg(k, s1).merge(mg(k, s2))
     if s3:
         sk.update(s3)
-    assert sk.merged
+    assert sk.merged == (bool(s1) and bool(s2))
     assert_merge_bounds(sk, frequencies(s1 + s2 + s3))
     # and merging again after updating
     again = sk.copy().merge(mg(k, s1))
@@ -351,7 +355,7 @@ def test_updates_after_a_merge_keep_the_bound(k, s1, s2, s3):
 def test_merge_with_empty_and_small_supports():
     a = MisraGries(3).update([1, 1, 2])
     m = a.copy().merge(MisraGries(3))
-    assert m.to_dict() == {1: 2, 2: 1} and m.merged and m.d == a.d
+    assert m == a and m.to_dict() == {1: 2, 2: 1} and not m.merged  # empty: the identity
     # fewer than k+1 keys in the summed support: a plain sum
     m = MisraGries(3).update([1, 2]).merge(MisraGries(3).update([2, 3]))
     assert m.to_dict() == {1: 1, 2: 2, 3: 1}
@@ -549,3 +553,18 @@ def test_copy_is_independent():
     c.update([3, 3, 3])
     assert a.to_dict() == {1: 2, 2: 1} and a.n == 3
     assert c != a
+
+
+def test_merge_with_empty_sketch_is_the_identity_both_ways():
+    # Beam creates and merges empty accumulators freely: they must not change the state
+    # (zero-count keys, dummies and the single-stream provenance are kept).
+    stream = [5, 1, 5, 2, 3, 5, 4, 4, 4]
+    direct = MisraGries(3).update(stream)
+    assert direct.slots() == [(2, 0), (4, 3), (5, 2)]
+    left = MisraGries(3).update(stream).merge(MisraGries(3))
+    right = MisraGries(3).merge(MisraGries(3).update(stream))
+    assert left == direct and right == direct
+    assert not left.merged and not right.merged
+    assert right.slots() == direct.slots()
+    # A non-empty merge still marks provenance.
+    assert MisraGries(3).update([1]).merge(MisraGries(3).update([2])).merged

@@ -4,7 +4,8 @@ Each subcommand lives in its own module under :mod:`beam_dpsketch.pipelines` (or
 :mod:`beam_dpsketch.evaluation`) and exposes ``register(subparsers)``, which adds its parser and
 sets ``run=<callable(args, beam_args) -> int>`` as a default. Arguments this parser does not know
 are Beam pipeline options (``--runner``, ``--direct_num_workers``, ...) and are passed through.
-Errors print one line to stderr and exit with status 2.
+Errors print one line to stderr and exit with status 2; with ``--verbose`` they propagate, so the
+traceback shows.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import re
 import sys
 from collections.abc import Sequence
 
@@ -36,7 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
             "passed to Beam as pipeline options (e.g. --runner, --direct_num_workers)."
         ),
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="show Beam's log output")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show Beam's log output and full tracebacks on errors",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
@@ -45,18 +52,46 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Before the subcommand modules are imported: importing Beam's filesystems logs an
+    # apitools warning, and Beam logs the Prism download attempt at INFO.
+    _configure_logging(verbose=any(a in ("-v", "--verbose") for a in argv))
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR)
-    if not args.verbose:
-        # Beam logs an apitools warning on import and Prism download attempts at INFO.
-        logging.getLogger("apache_beam").setLevel(logging.ERROR)
-        logging.getLogger().setLevel(logging.ERROR)
+    _configure_logging(verbose=args.verbose)
     try:
         return int(args.run(args, beam_args) or 0)
-    except (CliError, ValueError, TypeError, FileNotFoundError, OSError) as exc:
-        print(f"beam-dpsketch {args.command}: error: {exc}", file=sys.stderr)
+    except Exception as exc:
+        if args.verbose:
+            raise
+        print(f"beam-dpsketch {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+
+
+def _configure_logging(verbose: bool) -> None:
+    level = logging.INFO if verbose else logging.ERROR
+    logging.basicConfig(level=level)
+    logging.getLogger().setLevel(level)
+    logging.getLogger("apache_beam").setLevel(level)
+
+
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)\b.*:")
+
+
+def _one_line(exc: BaseException) -> str:
+    """One line describing ``exc``.
+
+    Portable and multi-process runners wrap a worker's failure in an exception whose message
+    is a traceback; the worker's own ``SomeError: message`` line is the informative one.
+    """
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    if len(lines) > 1 and (lines[0].startswith("Traceback") or "failed in state" in lines[0]):
+        errors = [line for line in lines if _ERROR_LINE.match(line)]
+        if errors:
+            return errors[-1]
+    return lines[0]
 
 
 if __name__ == "__main__":

@@ -249,9 +249,26 @@ class MisraGries:
                 f"cannot merge MisraGries sketches with different k: {self.k} vs {other.k}"
             )
 
+    def is_empty(self) -> bool:
+        """True if no key ever reached this sketch (directly or through a merge)."""
+        return self.n == 0 and not self.merged
+
     def merge(self, other: MisraGries) -> Self:
-        """Agarwal et al. merge of ``other`` into this sketch (spec §6.1); sets ``merged``."""
+        """Agarwal et al. merge of ``other`` into this sketch (spec §6.1); sets ``merged``.
+
+        An empty sketch is the identity: merging it changes nothing, and merging into it adopts
+        ``other``'s exact state (zero-count keys and provenance included). Beam creates and
+        merges empty accumulators freely, and a real merge would needlessly drop zero-count keys
+        and mark a single-stream sketch as merged, which changes its DP release (spec §6.7).
+        """
         self.check_compatible(other)
+        if other.is_empty():
+            return self
+        if self.is_empty():
+            self.n, self.d, self.merged = other.n, other.d, other.merged
+            self._cnt = dict(other._cnt)
+            self._rebuild_zero_list()
+            return self
         total = {x: c for x, c in self._cnt.items() if c > 0}
         for x, c in other._cnt.items():
             if c > 0:

@@ -1,0 +1,32 @@
+"""Beam adapters over the exact sketches: batching, CombineFns and coders, readers, PTransforms.
+
+Everything here is a thin layer over :mod:`beam_dpsketch.sketches` (DESIGN §2): the sketches do
+the counting; these transforms move batches of keys to them. Nothing here is differentially
+private on its own; the DP releases build on these exact sketches.
+"""
+
+from beam_dpsketch.transforms.batching import (
+    DEFAULT_BATCH_SIZE,
+    INVALID_TAG,
+    BatchKeys,
+    BatchKeysPerGroup,
+    KeyBatch,
+)
+from beam_dpsketch.transforms.combiners import SketchCoder, SketchCombineFn, SketchSpec
+from beam_dpsketch.transforms.readers import ReadKeyBatches, infer_input_format
+from beam_dpsketch.transforms.sketch import SketchGlobally, SketchPerKey
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "INVALID_TAG",
+    "BatchKeys",
+    "BatchKeysPerGroup",
+    "KeyBatch",
+    "ReadKeyBatches",
+    "SketchCoder",
+    "SketchCombineFn",
+    "SketchGlobally",
+    "SketchPerKey",
+    "SketchSpec",
+    "infer_input_format",
+]

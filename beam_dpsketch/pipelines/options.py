@@ -1,0 +1,255 @@
+"""Shared command-line helpers: input and output arguments, Beam pipeline options, tables.
+
+Every subcommand builds its pipeline through :func:`make_pipeline`, which runs on Beam's
+in-process ``FnApiRunner`` unless ``--runner`` is given. The default ``DirectRunner`` would first
+try to download the Prism runner (offline machines wait for it to fail), and the FnApiRunner's
+``multi_threading`` mode is refused because it loses elements around large GroupByKeys
+(DESIGN §5); ``--direct_running_mode=multi_processing --direct_num_workers=N`` is the way to use
+several cores locally.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TextIO
+
+import apache_beam as beam
+from apache_beam.options import pipeline_options as beam_pipeline_options
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beam_dpsketch.transforms.readers import INPUT_FORMATS, KEY_TYPES
+
+__all__ = [
+    "DEFAULT_RUNNER",
+    "OUTPUT_FORMATS",
+    "add_format_argument",
+    "add_input_arguments",
+    "convert_query_keys",
+    "format_table",
+    "jsonable_key",
+    "make_pipeline",
+    "pipeline_options",
+    "print_records",
+]
+
+DEFAULT_RUNNER = "FnApiRunner"
+OUTPUT_FORMATS = ("table", "json")
+
+
+def add_input_arguments(parser: argparse.ArgumentParser, *, input_required: bool = True) -> None:
+    """Add ``--input``, ``--input-format``, ``--column`` and ``--key-type`` to ``parser``."""
+    group = parser.add_argument_group("input")
+    group.add_argument(
+        "--input",
+        required=input_required,
+        metavar="PATH",
+        help="input file or glob (Parquet, CSV, JSON Lines or text; any Beam filesystem)",
+    )
+    group.add_argument(
+        "--input-format",
+        choices=INPUT_FORMATS,
+        default=None,
+        help="input format (default: from the extension; .parquet, .csv, .jsonl/.ndjson/.json, "
+        "anything else is text with one key per line)",
+    )
+    group.add_argument(
+        "--column",
+        metavar="NAME",
+        default=None,
+        help="key column (required except for text input)",
+    )
+    group.add_argument(
+        "--key-type",
+        choices=KEY_TYPES,
+        default=None,
+        help="convert keys to int or str (default: the column's type; CSV and text give str)",
+    )
+
+
+def add_format_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--format table|json`` to ``parser``."""
+    parser.add_argument(
+        "--format",
+        choices=OUTPUT_FORMATS,
+        default="table",
+        help="output: an aligned table, or one JSON document (a list of records) on stdout",
+    )
+
+
+def _has_flag(args: Sequence[str], name: str) -> bool:
+    return any(a == name or a.startswith(name + "=") for a in args)
+
+
+def _flag_value(args: Sequence[str], name: str) -> str | None:
+    value = None
+    for i, a in enumerate(args):
+        if a.startswith(name + "="):
+            value = a.split("=", 1)[1]
+        elif a == name and i + 1 < len(args):
+            value = args[i + 1]
+    return value
+
+
+def _warn_unknown(beam_args: Sequence[str], known: Iterable[str], stderr: TextIO) -> None:
+    """Warn about options neither this CLI nor Beam knows: Beam ignores them silently."""
+    # The same parser Beam builds in PipelineOptions.get_all_options (private, but it is how
+    # Beam itself decides which arguments it will discard).
+    parser = beam_pipeline_options._BeamArgumentParser(allow_abbrev=False)  # noqa: SLF001
+    classes: dict[str, type] = {}
+    for cls in PipelineOptions.__subclasses__():
+        classes.setdefault(str(cls), cls)
+    for cls in classes.values():
+        cls._add_argparse_args(parser)  # noqa: SLF001
+    _, unknown = parser.parse_known_args(list(beam_args))
+    choices = sorted({s for a in parser._actions for s in a.option_strings} | set(known))  # noqa: SLF001
+    for arg in unknown:
+        if not arg.startswith("--"):
+            continue
+        name = arg.split("=", 1)[0]
+        hint = difflib.get_close_matches(name, choices, n=1)
+        suffix = f" (did you mean {hint[0]}?)" if hint else ""
+        print(
+            f"beam-dpsketch: warning: unknown option {name} passed to Beam, which ignores it"
+            + suffix,
+            file=stderr,
+        )
+
+
+def pipeline_options(
+    beam_args: Sequence[str] | None = None,
+    *,
+    known_options: Iterable[str] = (),
+    stderr: TextIO | None = None,
+) -> PipelineOptions:
+    """Beam pipeline options from the pass-through arguments, defaulting to the FnApiRunner.
+
+    Parameters
+    ----------
+    beam_args
+        Arguments the subcommand did not parse (``--runner``, ``--direct_num_workers``, ...).
+    known_options
+        The subcommand's own option strings, used to suggest corrections for typos.
+    stderr
+        Where to warn about options Beam does not know (default ``sys.stderr``).
+
+    Raises
+    ------
+    ValueError
+        For ``--direct_running_mode=multi_threading``, which loses data on this Beam version.
+    """
+    args = list(beam_args or ())
+    if _flag_value(args, "--direct_running_mode") == "multi_threading":
+        raise ValueError(
+            "--direct_running_mode=multi_threading loses elements on Beam 2.77 (DESIGN §5); use "
+            "in_memory (the default) or multi_processing"
+        )
+    if not _has_flag(args, "--runner"):
+        args = [f"--runner={DEFAULT_RUNNER}", *args]
+    _warn_unknown(args, known_options, stderr or sys.stderr)
+    return PipelineOptions(args)
+
+
+def make_pipeline(
+    beam_args: Sequence[str] | None = None, *, known_options: Iterable[str] = ()
+) -> beam.Pipeline:
+    """A ``beam.Pipeline`` with :func:`pipeline_options` (FnApiRunner unless ``--runner``)."""
+    return beam.Pipeline(options=pipeline_options(beam_args, known_options=known_options))
+
+
+def jsonable_key(key: Any) -> Any:
+    """A key as JSON: str and int as they are, bytes decoded as UTF-8 (escaped if invalid),
+    tuples as lists."""
+    if isinstance(key, bytes):
+        return key.decode("utf-8", "backslashreplace")
+    if isinstance(key, tuple):
+        return [jsonable_key(k) for k in key]
+    return key
+
+
+def convert_query_keys(queries: Sequence[str], key_type: str | None, column: str | None) -> list:
+    """Convert ``--query`` strings to the key type of the input, so they can match.
+
+    Raises
+    ------
+    ValueError
+        If a query is not an integer but the keys are ints (the message names the column).
+    """
+    if key_type == "int":
+        out = []
+        for q in queries:
+            try:
+                out.append(int(q))
+            except ValueError:
+                where = f"column {column!r}" if column else "the input"
+                raise ValueError(
+                    f"--query {q!r} is not an integer, but {where} holds integer keys"
+                ) from None
+        return out
+    if key_type == "bytes":
+        return [q.encode("utf-8") for q in queries]
+    return list(queries)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    return str(value)
+
+
+def format_table(
+    records: Sequence[Mapping[str, Any]],
+    columns: Sequence[str],
+    headers: Sequence[str] | None = None,
+) -> str:
+    """Records as an aligned text table (numbers right-aligned), one line per record."""
+    headers = list(headers or columns)
+    rows = [[_cell(r.get(c, "")) for c in columns] for r in records]
+    numeric = [
+        bool(records) and all(isinstance(r.get(c), int | float) for r in records) for c in columns
+    ]
+    widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [
+            cell.rjust(w) if num else cell.ljust(w)
+            for cell, w, num in zip(cells, widths, numeric, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(row) for row in rows]
+    return "\n".join(out)
+
+
+def print_records(
+    records: Sequence[Mapping[str, Any]],
+    columns: Sequence[str],
+    fmt: str,
+    *,
+    title: str | None = None,
+    headers: Sequence[str] | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> None:
+    """Print records as a table (with ``title`` above it) or as ONE JSON list on stdout.
+
+    In JSON mode the title goes to stderr, so stdout stays a single parseable document.
+    """
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    if fmt == "json":
+        if title:
+            print(title, file=stderr)
+        payload = [{c: jsonable_key(r.get(c)) for c in columns} for r in records]
+        json.dump(payload, stdout)
+        stdout.write("\n")
+        return
+    if title:
+        print(title, file=stdout)
+    print(format_table(records, columns, headers), file=stdout)

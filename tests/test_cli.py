@@ -1,0 +1,213 @@
+"""The ``beam-dpsketch`` command line: ``sketch`` and ``demo`` (in-process, plus one real process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from beam_dpsketch.pipelines.cli import SUBCOMMAND_MODULES, _one_line, main
+from beam_dpsketch.pipelines.options import format_table
+from beam_dpsketch.sketches import CountMinSketch, CountSketch, MisraGries
+
+KEYS = ["LAX-SFO"] * 30 + ["JFK-BOS"] * 20 + [f"r{i}" for i in range(200)] + ["007"] * 5
+
+
+@pytest.fixture
+def flights_csv(tmp_path):
+    path = tmp_path / "flights.csv"
+    path.write_text("route,delay\n" + "".join(f"{k},1\n" for k in KEYS))
+    return str(path)
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_sketch_count_min_json(flights_csv, capsys, tmp_path):
+    saved = tmp_path / "out" / "cms.bin"
+    os.makedirs(saved.parent)
+    code, out, err = run_cli(
+        [
+            "sketch",
+            "--input",
+            flights_csv,
+            "--column",
+            "route",
+            "--width",
+            "64",
+            "--depth",
+            "3",
+            "--query",
+            "LAX-SFO",
+            "007",
+            "--query",
+            "nowhere",
+            "--format",
+            "json",
+            "--output",
+            str(saved),
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    records = json.loads(out)
+    direct = CountMinSketch(64, 3, 0).update(KEYS)
+    expected = direct.estimate(["LAX-SFO", "007", "nowhere"]).tolist()
+    assert records == [
+        {"key": k, "estimate": e}
+        for k, e in zip(["LAX-SFO", "007", "nowhere"], expected, strict=True)
+    ]
+    assert "NOT differentially private" in err
+    assert CountMinSketch.from_bytes(saved.read_bytes()) == direct
+
+
+def test_sketch_misra_gries_top_json_and_table(flights_csv, capsys):
+    args = ["sketch", "--input", flights_csv, "--column", "route", "--sketch", "misra-gries"]
+    code, out, err = run_cli([*args, "--k", "20", "--top", "2", "--format", "json"], capsys)
+    assert code == 0, err
+    top = json.loads(out)
+    assert [r["key"] for r in top] == ["LAX-SFO", "JFK-BOS"]
+    mg = MisraGries(20).update(KEYS)
+    bound = len(KEYS) / 21
+    for record, exact in zip(top, [30, 20], strict=True):
+        assert set(record) == {"key", "count"}
+        assert exact - bound <= record["count"] <= exact
+        assert record["count"] == mg.estimate([record["key"]])[0]
+
+    code, out, err = run_cli([*args, "--k", "300", "--query", "007"], capsys)
+    assert code == 0, err
+    assert "NOT differentially private" in out.splitlines()[1]
+    assert out.splitlines()[-1].split() == ["007", "5"]
+
+
+def test_sketch_count_sketch_with_int_keys(tmp_path, capsys):
+    path = tmp_path / "ids.parquet"
+    ids = np.random.default_rng(0).integers(0, 50, 1000)
+    pq.write_table(pa.table({"id": ids}), path)
+    code, out, err = run_cli(
+        [
+            "sketch",
+            "--input",
+            str(path),
+            "--column",
+            "id",
+            "--sketch",
+            "count-sketch",
+            "--depth",
+            "3",
+            "--query",
+            "7",
+            "--format",
+            "json",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    direct = CountSketch(2048, 3, 0).update(ids)
+    assert json.loads(out) == [{"key": 7, "estimate": int(direct.estimate([7])[0])}]
+    code, _, err = run_cli(
+        ["sketch", "--input", str(path), "--column", "id", "--query", "x"], capsys
+    )
+    assert code == 2 and "not an integer" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--k", "5", "--query", "a"], "--k only applies to misra-gries"),
+        (["--top", "3"], "--top needs --sketch misra-gries"),
+        ([], "pass --query KEY"),
+        (["--width", "0", "--query", "a"], "width must be in"),
+        (["--query", "a", "--direct_running_mode=multi_threading"], "multi_threading"),
+        (["--column", "nope", "--query", "a"], "column 'nope' not found"),
+    ],
+)
+def test_sketch_usage_errors_exit_2_with_one_line(flights_csv, capsys, extra, message):
+    args = ["sketch", "--input", flights_csv]
+    if "--column" not in extra:
+        args += ["--column", "route"]
+    code, out, err = run_cli(args + extra, capsys)
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1 and message in err
+
+
+def test_verbose_reraises(capsys, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no file matches"):
+        main(
+            ["-v", "sketch", "--input", str(tmp_path / "nope.csv"), "--column", "x", "--query", "a"]
+        )
+
+
+@pytest.mark.parametrize("command", [[], *[[m.rsplit(".", 1)[1]] for m in SUBCOMMAND_MODULES]])
+def test_help_of_every_subcommand_exits_0(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([*command, "--help"])
+    assert exc.value.code == 0
+    assert "usage: beam-dpsketch" in capsys.readouterr().out
+
+
+def test_missing_file_real_process_one_stderr_line(tmp_path):
+    # A real process: Beam's import-time warnings must not reach stderr either.
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "beam_dpsketch.pipelines.cli",
+            "sketch",
+            "--input",
+            str(tmp_path / "missing.parquet"),
+            "--column",
+            "route",
+            "--query",
+            "a",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        f"beam-dpsketch sketch: error: no file matches {str(tmp_path / 'missing.parquet')!r}"
+    ]
+
+
+def test_demo_writes_report(tmp_path, capsys):
+    out_dir = tmp_path / "demo"
+    code, out, err = run_cli(["demo", "--out", str(out_dir), "--top", "5"], capsys)
+    assert code == 0, err
+    assert "NOT differentially private" in out
+    assert "[1/4]" in err and "[4/4]" in err
+    results = json.loads((out_dir / "results.json").read_text())
+    assert results["flights"] == 300_000
+    rows = results["top_routes"]
+    assert len(rows) == 5 and [r["rank"] for r in rows] == [1, 2, 3, 4, 5]
+    bound = results["misra_gries"]["error_bound"]
+    for row in rows:
+        assert row["exact_count"] - bound <= row["mg_estimate"] <= row["exact_count"]
+        assert row["cms_estimate"] >= row["exact_count"]
+    report = (out_dir / "report.md").read_text()
+    assert "NOT differentially private" in report and rows[0]["route"] in report
+
+
+def test_one_line_picks_the_worker_error_from_a_traceback():
+    exc = RuntimeError(
+        "Traceback (most recent call last):\n  File x\nTypeError: invalid key of type 'float'\n"
+    )
+    assert _one_line(exc) == "TypeError: invalid key of type 'float'"
+    assert _one_line(ValueError("first\nsecond")) == "first"
+
+
+def test_format_table_aligns_numbers_right():
+    text = format_table([{"key": "a", "n": 5}, {"key": "bbb", "n": 12}], ["key", "n"])
+    assert text.splitlines() == ["key   n", "---  --", "a     5", "bbb  12"]

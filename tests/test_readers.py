@@ -1,0 +1,203 @@
+"""ReadKeyBatches: Parquet, CSV, JSON Lines and text files -> batches -> sketch == direct."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.testing.util import assert_that, equal_to
+
+from beam_dpsketch.sketches import CountMinSketch, MisraGries
+from beam_dpsketch.transforms import ReadKeyBatches, SketchGlobally, infer_input_format
+
+ROUTES = [f"R{i % 37:03d}" for i in range(2000)] + ["007"] * 50
+IDS = [int(x) for x in np.random.default_rng(3).integers(0, 90, len(ROUTES))]
+
+
+def fnapi_pipeline() -> beam.Pipeline:
+    return beam.Pipeline(runner=FnApiRunner())
+
+
+def equals_sketch(expected):
+    def check(actual):
+        assert len(actual) == 1 and actual[0] == expected, actual
+
+    return check
+
+
+def write_parquet(path, n_files=1):
+    table = pa.table({"route": ROUTES, "id": IDS, "delay": np.linspace(0, 1, len(ROUTES))})
+    paths = []
+    for i in range(n_files):
+        p = path / f"part-{i}.parquet"
+        pq.write_table(table, p, row_group_size=500)
+        paths.append(p)
+    return paths
+
+
+def cms_of(keys, n_copies=1):
+    sketch = CountMinSketch(128, 3, 1)
+    for _ in range(n_copies):
+        sketch.update(keys)
+    return sketch
+
+
+@pytest.mark.parametrize(("column", "keys"), [("route", ROUTES), ("id", IDS)])
+def test_parquet_glob_of_files_with_row_groups(tmp_path, column, keys):
+    write_parquet(tmp_path, n_files=2)
+    reader = ReadKeyBatches(str(tmp_path / "*.parquet"), column)
+    assert reader.input_format == "parquet"
+    assert reader.key_type == ("str" if column == "route" else "int")
+    with fnapi_pipeline() as p:
+        batches = p | reader
+        assert batches.element_type is pa.Array
+        assert_that(
+            batches | SketchGlobally.count_min(128, 3, seed=1), equals_sketch(cms_of(keys, 2))
+        )
+
+
+def test_csv_keeps_string_keys_and_reads_quoted_empty_string(tmp_path):
+    path = tmp_path / "flights.csv"
+    lines = ["id,route,delay"] + [f"{i},{r},1.5" for i, r in zip(IDS, ROUTES, strict=True)]
+    lines.append('1,"",2.0')
+    path.write_text("\n".join(lines) + "\n")
+    reader = ReadKeyBatches(str(path), "route")
+    assert reader.key_type == "str"
+    mg = MisraGries(64).update([*ROUTES, ""])
+    with fnapi_pipeline() as p:
+        out = p | reader | SketchGlobally.misra_gries(64)
+
+        def check(actual):
+            # k exceeds the distinct keys, so any merge tree gives the exact counts; "007"
+            # keeps its leading zeros as a CSV string key.
+            assert [s.to_dict() for s in actual] == [mg.to_dict()]
+            assert actual[0].estimate(["007", ""]).tolist() == [50, 1]
+
+        assert_that(out, check)
+
+
+def test_gzipped_csv_with_int_key_type(tmp_path):
+    path = tmp_path / "ids.csv.gz"
+    with gzip.open(path, "wt") as f:
+        f.write("id\n" + "\n".join(map(str, IDS)) + "\n")
+    reader = ReadKeyBatches(str(path), "id", key_type="int")
+    assert reader.input_format == "csv" and reader.key_type == "int"
+    with fnapi_pipeline() as p:
+        assert_that(
+            p | reader | SketchGlobally.count_min(128, 3, seed=1), equals_sketch(cms_of(IDS))
+        )
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".ndjson", ".json"])
+def test_json_lines(tmp_path, suffix):
+    path = tmp_path / f"events{suffix}"
+    path.write_text(
+        "".join(
+            json.dumps({"route": r, "id": i, "extra": {"x": 1}}) + "\n"
+            for r, i in zip(ROUTES, IDS, strict=True)
+        )
+    )
+    reader = ReadKeyBatches(str(path), "id")
+    assert reader.input_format == "jsonl" and reader.key_type == "int"
+    with fnapi_pipeline() as p:
+        assert_that(
+            p | reader | SketchGlobally.count_min(128, 3, seed=1), equals_sketch(cms_of(IDS))
+        )
+
+
+def test_text_lines_are_str_keys(tmp_path):
+    path = tmp_path / "keys.txt"
+    path.write_text("\n".join(ROUTES) + "\n")
+    reader = ReadKeyBatches(str(path))
+    assert reader.input_format == "text" and reader.key_type == "str"
+    with fnapi_pipeline() as p:
+        assert_that(
+            p | reader | SketchGlobally.count_min(128, 3, seed=1), equals_sketch(cms_of(ROUTES))
+        )
+
+
+def test_missing_column_names_column_and_lists_available(tmp_path):
+    (path,) = write_parquet(tmp_path)
+    with pytest.raises(ValueError, match=r"'routes' not found.*'route', 'id', 'delay'"):
+        ReadKeyBatches(str(path), "routes")
+    csv = tmp_path / "a.csv"
+    csv.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match=r"column 'c' not found.*'a', 'b'"):
+        ReadKeyBatches(str(csv), "c")
+    jsonl = tmp_path / "a.jsonl"
+    jsonl.write_text('{"a": 1}\n')
+    with pytest.raises(ValueError, match=r"column 'b' not found.*'a'"):
+        ReadKeyBatches(str(jsonl), "b")
+
+
+def test_missing_column_in_a_later_file_fails_at_run_time(tmp_path):
+    write_parquet(tmp_path)
+    pq.write_table(pa.table({"other": [1]}), tmp_path / "zz.parquet")
+    with pytest.raises(ValueError, match=r"column 'route' not found in .*zz.parquet"):
+        with fnapi_pipeline() as p:
+            _ = p | ReadKeyBatches(str(tmp_path / "*.parquet"), "route")
+
+
+def test_missing_file_and_bad_arguments(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no file matches"):
+        ReadKeyBatches(str(tmp_path / "nope.parquet"), "route")
+    (path,) = write_parquet(tmp_path)
+    with pytest.raises(TypeError, match=r"column 'delay'.*double"):
+        ReadKeyBatches(str(path), "delay")
+    with pytest.raises(ValueError, match="column is required"):
+        ReadKeyBatches(str(path))
+    with pytest.raises(ValueError, match="input_format"):
+        ReadKeyBatches(str(path), "route", input_format="xml")
+    with pytest.raises(ValueError, match="key_type"):
+        ReadKeyBatches(str(path), "route", key_type="float")
+    with pytest.raises(ValueError, match="text input has no columns"):
+        ReadKeyBatches(str(tmp_path / "x.txt"), "route", validate=False)
+
+
+def _jsonl_with_nulls(tmp_path):
+    path = tmp_path / "nulls.jsonl"
+    path.write_text('{"user": "a"}\n{"user": null}\n{"other": 1}\n{"user": "b"}\n')
+    return path
+
+
+def test_nulls_are_rejected_naming_the_column(tmp_path):
+    path = _jsonl_with_nulls(tmp_path)
+    with pytest.raises(TypeError, match=r"None is not a valid key: column 'user'.* 2 null"):
+        with fnapi_pipeline() as p:
+            _ = p | ReadKeyBatches(str(path), "user") | SketchGlobally.misra_gries(3)
+    csv = tmp_path / "nulls.csv"
+    csv.write_text("user,x\na,1\n,2\n")
+    with pytest.raises(TypeError, match="column 'user'"):
+        with fnapi_pipeline() as p:
+            _ = p | ReadKeyBatches(str(csv), "user")
+
+
+def test_nulls_go_to_dead_letter_when_asked(tmp_path):
+    path = _jsonl_with_nulls(tmp_path)
+    with fnapi_pipeline() as p:
+        result = p | ReadKeyBatches(str(path), "user", dead_letter=True)
+        assert_that(
+            result["invalid"] | beam.MapTuple(lambda e, reason: (e, "'user'" in reason)),
+            equal_to([(None, True), (None, True)]),
+            label="invalid",
+        )
+        assert_that(
+            result["batches"] | SketchGlobally.count_min(128, 3, seed=1),
+            equals_sketch(cms_of(["a", "b"])),
+            label="sketch",
+        )
+
+
+def test_infer_input_format():
+    assert infer_input_format("gs://b/x/part-0001.parquet") == "parquet"
+    assert infer_input_format("a.CSV") == "csv"
+    assert infer_input_format("a.csv.gz") == "csv"
+    assert infer_input_format("a.ndjson.bz2") == "jsonl"
+    assert infer_input_format("words") == "text"
+    assert infer_input_format("log.txt") == "text"
