@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from beam_dpsketch.pipelines.cli import SUBCOMMAND_MODULES, _one_line, main
+from beam_dpsketch.pipelines.cli import SUBCOMMAND_MODULES, _one_line, build_parser, main
 from beam_dpsketch.pipelines.options import format_table
 from beam_dpsketch.sketches import CountMinSketch, CountSketch, MisraGries
 
@@ -148,7 +149,17 @@ def test_verbose_reraises(capsys, tmp_path):
         )
 
 
-@pytest.mark.parametrize("command", [[], *[[m.rsplit(".", 1)[1]] for m in SUBCOMMAND_MODULES]])
+def _subcommands() -> list[str]:
+    parser = build_parser()
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return sorted(action.choices)
+
+
+def test_every_registered_module_adds_a_subcommand():
+    assert len(_subcommands()) == len(SUBCOMMAND_MODULES)
+
+
+@pytest.mark.parametrize("command", [[], *[[name] for name in _subcommands()]])
 def test_help_of_every_subcommand_exits_0(command, capsys):
     with pytest.raises(SystemExit) as exc:
         main([*command, "--help"])
