@@ -30,3 +30,33 @@ __all__ = [
     "SketchSpec",
     "infer_input_format",
 ]
+
+# DP release step, contribution bounding and DPCount (issue #3). Appended after __all__ so that
+# concurrent additions above do not conflict.
+from beam_dpsketch.transforms.bounding import BoundContributions  # noqa: E402
+from beam_dpsketch.transforms.count import (  # noqa: E402
+    CountGaussianMechanism,
+    CountLaplaceMechanism,
+    DPCount,
+)
+from beam_dpsketch.transforms.release import (  # noqa: E402
+    DPAggregate,
+    GroupPrivacyReplace,
+    Release,
+    ReleaseMechanism,
+    explain_pipeline,
+    release_id_for,
+)
+
+__all__ += [
+    "BoundContributions",
+    "CountGaussianMechanism",
+    "CountLaplaceMechanism",
+    "DPAggregate",
+    "DPCount",
+    "GroupPrivacyReplace",
+    "Release",
+    "ReleaseMechanism",
+    "explain_pipeline",
+    "release_id_for",
+]

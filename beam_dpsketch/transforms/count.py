@@ -1,0 +1,342 @@
+"""``DPCount``: a differentially private count per window and pane.
+
+The count of a pane is exact (``CountCombineFn``) and gets integer noise once, at release
+(:class:`~beam_dpsketch.transforms.release.DPAggregate`):
+
+* pure or approximate DP budget: discrete Laplace ``Geo2(exp(-eps/Delta))`` with scale
+  ``Delta / eps`` (spec dp-count-sketch-intermittent §4.1 and §8.2 item 2; exact sampler of
+  Canonne, Kamath and Steinke 2020, ``noise.discrete_laplace``). ``eps`` is rounded down to a
+  rational first (:func:`~beam_dpsketch.privacy.discrete_laplace_scale`): more noise, never less.
+  The mechanism is pure ``eps``-DP, so an approximate budget's ``delta`` is not spent;
+* zCDP budget: discrete Gaussian with ``sigma = Delta / sqrt(2 rho)``, which is
+  ``Delta^2 / (2 sigma^2) = rho``-zCDP (Canonne, Kamath and Steinke 2020: the same bound as the
+  continuous Gaussian; spec dp-linear-sketches §1.3 for the calibration).
+
+Sensitivity ``Delta``
+    * element level (add/remove one element): ``Delta = 1``;
+    * user level after :class:`~beam_dpsketch.transforms.BoundContributions` with
+      ``max_contributions = m``: ``Delta = m``;
+    * pane relation ``"replace"`` (multi-pane triggers whose pane boundaries depend on the data,
+      ``ReleasePlan.pane_relation``): a pane's input may lose up to ``Delta`` elements (the
+      removed ones) and gain up to ``Delta`` others that shifted in from the next pane. A count
+      changes by ``#added - #removed``, whose absolute value is at most ``max(#added, #removed)
+      <= Delta``: a pure swap leaves it unchanged, a one-sided change (e.g. the last pane, which
+      nothing shifts into) moves it by at most ``Delta``. The sensitivity is therefore ``Delta``
+      under replacement too, and group privacy (which would double the noise, as needed for a
+      histogram, where a swap moves one unit of count between two cells) is not needed.
+
+The released count is unbiased and can be negative; clamping at 0 is post-processing (it costs
+no privacy) and is left to the caller.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.transforms.combiners import CountCombineFn
+
+from beam_dpsketch.noise import NoiseSource, NoiseStream, discrete_gaussian, discrete_laplace
+from beam_dpsketch.privacy.accountant import PrivacyAccountant
+from beam_dpsketch.privacy.budget import PrivacyBudget
+from beam_dpsketch.privacy.calibration import discrete_laplace_scale, zcdp_gaussian_sigma
+from beam_dpsketch.transforms.bounding import BoundContributions
+from beam_dpsketch.transforms.release import (
+    PANE_RELATIONS,
+    DPAggregate,
+    ReleaseMechanism,
+    _applied_label,
+)
+
+__all__ = ["CountGaussianMechanism", "CountLaplaceMechanism", "DPCount"]
+
+# The exact discrete Gaussian sampler accepts sigma >= 1/16; a smaller sigma is raised to it
+# (more noise, never less).
+_MIN_SIGMA = Fraction(1, 16)
+
+
+def _exact_count(accumulator: Any) -> int:
+    if isinstance(accumulator, bool | np.bool_) or not isinstance(accumulator, numbers.Integral):
+        raise TypeError(f"a count must be an int, got {type(accumulator).__name__}")
+    value = int(accumulator)
+    if value < 0:
+        raise ValueError("a count must be >= 0")
+    return value
+
+
+class _CountMechanism(ReleaseMechanism):
+    def __init__(self, max_contributions: int = 1, pane_relation: str = "add_remove") -> None:
+        if (
+            isinstance(max_contributions, bool)
+            or not isinstance(max_contributions, numbers.Integral)
+            or int(max_contributions) < 1
+        ):
+            raise ValueError(f"max_contributions must be an int >= 1, got {max_contributions!r}")
+        if pane_relation not in PANE_RELATIONS:
+            raise ValueError(
+                f"pane_relation must be one of {PANE_RELATIONS}, got {pane_relation!r}"
+            )
+        self.max_contributions = int(max_contributions)
+        self.pane_relation = pane_relation
+
+    @property
+    def sensitivity(self) -> int:
+        """Sensitivity of a pane's count under :attr:`pane_relation` (see the module docstring)."""
+        # Same value under both relations: |#added - #removed| <= max contributions.
+        return self.max_contributions
+
+    def for_pane_relation(self, pane_relation: str) -> ReleaseMechanism:
+        if pane_relation not in PANE_RELATIONS:
+            raise ValueError(
+                f"pane_relation must be one of {PANE_RELATIONS}, got {pane_relation!r}"
+            )
+        return type(self)(self.max_contributions, pane_relation)
+
+    def _relation_text(self) -> str:
+        unit = (
+            "one element"
+            if self.max_contributions == 1
+            else f"one privacy unit's <= {self.max_contributions} contributions"
+        )
+        if self.pane_relation == "add_remove":
+            return f"add/remove {unit}"
+        return (
+            f"replace: a pane may lose {unit} and gain as many shifted from another pane; the "
+            f"count moves by |added - removed| <= {self.max_contributions}, so the sensitivity "
+            "is unchanged"
+        )
+
+    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
+        count = _exact_count(accumulator)
+        noise = int(self.noise(budget, stream))
+        return [{"count": count + noise}]
+
+    def noise(self, budget: PrivacyBudget, stream: NoiseStream) -> int:
+        """The one noise draw of a release (from ``stream``; exposed for tests and audits)."""
+        raise NotImplementedError
+
+
+class CountLaplaceMechanism(_CountMechanism):
+    """Count + discrete Laplace noise of scale ``sensitivity / eps`` (pure ``eps``-DP).
+
+    Parameters
+    ----------
+    max_contributions
+        Elements one privacy unit contributes at most per window (1 at element level).
+    pane_relation
+        ``"add_remove"`` or ``"replace"`` (same sensitivity for a count).
+    """
+
+    name = "count + discrete Laplace"
+
+    def check_budget(self, budget: PrivacyBudget) -> None:
+        if budget.kind not in ("pure", "approx"):
+            raise ValueError(
+                f"budget: the discrete Laplace count needs a pure or approximate-DP budget, got "
+                f"{budget.kind} (use CountGaussianMechanism for zCDP)"
+            )
+
+    def scale(self, budget: PrivacyBudget) -> Fraction:
+        """Exact rational noise scale ``>= sensitivity / eps`` for a release with ``budget``."""
+        self.check_budget(budget)
+        return discrete_laplace_scale(self.sensitivity, budget.epsilon)  # type: ignore[arg-type]
+
+    def privacy_cost(self, budget: PrivacyBudget) -> PrivacyBudget:
+        # Pure eps-DP: an approximate budget's delta is not needed, so it is not charged.
+        self.check_budget(budget)
+        return PrivacyBudget.pure(budget.epsilon)  # type: ignore[arg-type]
+
+    def noise(self, budget: PrivacyBudget, stream: NoiseStream) -> int:
+        return int(discrete_laplace(stream, self.scale(budget), 1)[0])
+
+    def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
+        scale = self.scale(budget)
+        alpha = math.exp(-1.0 / float(scale))
+        return {
+            "noise": "discrete Laplace Geo2(exp(-1/scale))",
+            "noise_scale": float(scale),
+            "noise_variance": 2.0 * alpha / (1.0 - alpha) ** 2,
+            "threshold": None,
+            "sensitivity": self.sensitivity,
+            "sensitivity_norm": "L1",
+            "neighbouring_relation": self._relation_text(),
+            "guarantee": f"{budget.epsilon:.6g}-DP per release",
+        }
+
+
+class CountGaussianMechanism(_CountMechanism):
+    """Count + discrete Gaussian noise, ``sigma = sensitivity / sqrt(2 rho)`` (``rho``-zCDP).
+
+    Parameters
+    ----------
+    max_contributions
+        Elements one privacy unit contributes at most per window (1 at element level).
+    pane_relation
+        ``"add_remove"`` or ``"replace"`` (same sensitivity for a count).
+    """
+
+    name = "count + discrete Gaussian"
+
+    def check_budget(self, budget: PrivacyBudget) -> None:
+        if budget.kind != "zcdp":
+            raise ValueError(
+                f"budget: the discrete Gaussian count needs a zCDP budget, got {budget.kind} "
+                "(use CountLaplaceMechanism for pure or approximate DP)"
+            )
+
+    def sigma(self, budget: PrivacyBudget) -> float:
+        """Noise sigma for a release with ``budget`` (rounded up, at least 1/16)."""
+        self.check_budget(budget)
+        sigma = zcdp_gaussian_sigma(self.sensitivity, budget.rho)  # type: ignore[arg-type]
+        # Two ulps up absorb the rounding of sqrt and the division: rho is never exceeded.
+        sigma = math.nextafter(math.nextafter(sigma, math.inf), math.inf)
+        return max(sigma, float(_MIN_SIGMA))
+
+    def noise(self, budget: PrivacyBudget, stream: NoiseStream) -> int:
+        return int(discrete_gaussian(stream, self.sigma(budget), 1)[0])
+
+    def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
+        return {
+            "noise": "discrete Gaussian N_Z(0, sigma^2)",
+            "noise_scale": self.sigma(budget),
+            "threshold": None,
+            "sensitivity": self.sensitivity,
+            "sensitivity_norm": "L2",
+            "neighbouring_relation": self._relation_text(),
+            "guarantee": f"{budget.rho:.6g}-zCDP per release",
+        }
+
+
+class DPCount(beam.PTransform):
+    """Differentially private number of elements per window and pane.
+
+    Output: one record ``{"count": int}`` per released pane (or a
+    :class:`~beam_dpsketch.transforms.release.Release` with ``with_metadata=True``). In the
+    default global window an empty input still gives one noisy count.
+
+    Parameters
+    ----------
+    budget
+        Total budget for one privacy unit: pure/approximate DP (discrete Laplace noise) or zCDP
+        (discrete Gaussian). ``None`` takes what ``accountant`` has left.
+    accountant
+        Pipeline accountant to charge (default: a private one with ``budget``).
+    privacy_id_fn
+        If given, the guarantee is **user level**: elements are grouped by
+        ``privacy_id_fn(element)`` and each unit keeps at most ``max_contributions`` per window
+        (:class:`~beam_dpsketch.transforms.BoundContributions`), so ``sensitivity =
+        max_contributions``. If ``None`` (default), the guarantee is **element level**.
+    max_contributions
+        Per-window bound on one unit's elements (user level only).
+    max_windows_per_unit
+        Declared bound on the windows one unit appears in (user level with non-global windows).
+        It is a declaration the data must satisfy: bounding is per window.
+    max_panes_per_window
+        Declared maximum panes per window, required for triggers that can fire more than once;
+        further panes are withheld and counted (``beam_dpsketch.privacy/panes_withheld``).
+    data_independent_panes
+        See :func:`~beam_dpsketch.privacy.plan_releases`.
+    noise_source
+        Secret noise key; default ``NoiseSource()`` (``os.urandom``), drawn at construction.
+    selection_key
+        Secret key of the contribution selection (user level); default ``os.urandom``.
+    with_metadata
+        Emit :class:`~beam_dpsketch.transforms.release.Release` objects instead of records.
+    label
+        Release label and accountant entry name (default: the full transform label).
+
+    Notes
+    -----
+    **Privacy guarantee.** The output is ``budget``-DP (``eps``-DP for a pure budget, and for an
+    approximate budget, whose ``delta`` is not used; ``rho``-zCDP for a zCDP budget) under the
+    add/remove neighbouring relation of one element (default) or of one privacy unit's bounded
+    contributions (``privacy_id_fn``). Each of the ``R`` releases a unit can influence
+    (windows x panes, :class:`~beam_dpsketch.privacy.ReleasePlan`) is calibrated with
+    ``budget / R``. Not protected: whether and when panes exist (Beam emits no pane for a window
+    without data; count triggers fire at data-dependent times).
+
+    User level needs a trigger that fires once per window (the bound is per window); see
+    :class:`~beam_dpsketch.transforms.BoundContributions`.
+    """
+
+    def __init__(
+        self,
+        budget: PrivacyBudget | None = None,
+        *,
+        accountant: PrivacyAccountant | None = None,
+        privacy_id_fn: Callable[[Any], Any] | None = None,
+        max_contributions: int = 1,
+        max_windows_per_unit: int | None = None,
+        max_panes_per_window: int | None = None,
+        data_independent_panes: bool = False,
+        noise_source: NoiseSource | None = None,
+        selection_key: bytes | None = None,
+        with_metadata: bool = False,
+        label: str | None = None,
+    ) -> None:
+        super().__init__()
+        if budget is None and accountant is None:
+            raise ValueError("budget: pass a PrivacyBudget, an accountant, or both")
+        if privacy_id_fn is None:
+            if max_contributions != 1:
+                raise ValueError(
+                    "max_contributions applies to user-level counts only: pass privacy_id_fn"
+                )
+            if selection_key is not None:
+                raise ValueError("selection_key applies to user-level counts only")
+            self._bound: BoundContributions | None = None
+            privacy_unit = "element"
+        else:
+            self._bound = BoundContributions(
+                privacy_id_fn, max_contributions, selection_key=selection_key
+            )
+            privacy_unit = "user"
+        if accountant is None:
+            # A private accountant named after the transform, so that explain() reads well.
+            accountant = PrivacyAccountant(budget, name=label or "DPCount")  # type: ignore[arg-type]
+        kind = budget.kind if budget is not None else accountant.budget.kind
+        mechanism_cls = CountGaussianMechanism if kind == "zcdp" else CountLaplaceMechanism
+        self.mechanism = mechanism_cls(max_contributions)
+        self._aggregate = DPAggregate(
+            CountCombineFn(),
+            self.mechanism,
+            budget=budget,
+            accountant=accountant,
+            privacy_unit=privacy_unit,
+            max_panes_per_window=max_panes_per_window,
+            max_windows_per_unit=max_windows_per_unit,
+            data_independent_panes=data_independent_panes,
+            noise_source=noise_source,
+            with_metadata=with_metadata,
+            label=label,
+        )
+        self._label_arg = label
+
+    @property
+    def aggregate(self) -> DPAggregate:
+        """The underlying release step (plan, charge and calibrated mechanism once applied)."""
+        return self._aggregate
+
+    @property
+    def accountant(self) -> PrivacyAccountant:
+        """The accountant charged by this transform."""
+        return self._aggregate.accountant
+
+    def explain(self) -> str:
+        """The accountant's report (available once the transform is applied)."""
+        return self._aggregate.explain()
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        # The release label and plan belong to DPCount itself: its input's windowing is the user's
+        # (a bounding GroupByKey would replace the trigger by its continuation).
+        self._aggregate._release_label = self._label_arg or _applied_label(pcoll, self.label)
+        self._aggregate._windowing = pcoll.windowing
+        counted = pcoll
+        if self._bound is not None:
+            counted = pcoll | "BoundContributions" >> self._bound
+        return counted | "DPAggregate" >> self._aggregate

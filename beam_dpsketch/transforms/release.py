@@ -1,0 +1,674 @@
+"""The accounted release step every differentially private transform uses.
+
+A DP transform in this library is *exact aggregation, then one noisy release per window and pane*
+(DESIGN §3 principles 1-3):
+
+1. :class:`DPAggregate` reads the windowing strategy of its **input** PCollection at pipeline
+   construction and turns it into a :class:`~beam_dpsketch.privacy.windowing.ReleasePlan`
+   (windows per privacy unit x panes per window = releases per unit). The plan is read from the
+   input, not from the combine's output, because after a ``GroupByKey`` Beam replaces the trigger
+   with its *continuation* trigger, which no longer says how often the user's trigger fires.
+2. It splits the transform's budget evenly over those releases and charges the
+   :class:`~beam_dpsketch.privacy.accountant.PrivacyAccountant` **before anything runs**: an
+   over-budget configuration raises :class:`~beam_dpsketch.privacy.BudgetExceededError` naming
+   the transform, and a trigger that can fire an unbounded number of panes without a declared
+   ``max_panes_per_window`` raises ``ValueError``.
+3. ``CombineGlobally(combine_fn)`` builds the exact aggregate of every pane (no noise there:
+   Beam makes one accumulator per bundle, so noise in ``add_input`` would stack).
+4. A release ``DoFn`` adds noise **once** per pane with a :class:`ReleaseMechanism`. Its random
+   bits come from ``noise_source.stream(release_id)`` with ``release_id = (label, window bounds,
+   pane index)``, so a retried bundle re-draws exactly the same noise instead of publishing a
+   second draw of the same data. A pane whose index is at or beyond the declared maximum is
+   **withheld** (never emitted) and counted in the Beam counter
+   ``beam_dpsketch.privacy/panes_withheld``: no pane is ever released without being accounted.
+
+Empty panes (an ON_TIME pane after early panes in DISCARDING mode, or the global window of an
+empty input) are releases too and get noise like any other. Noisy values and accumulators are
+never logged.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import PaneInfoTiming
+
+from beam_dpsketch.noise import NoiseSource, NoiseStream
+from beam_dpsketch.privacy.accountant import BudgetExceededError, PrivacyAccountant
+from beam_dpsketch.privacy.budget import PrivacyBudget
+from beam_dpsketch.privacy.windowing import (
+    WITHHELD_PANES_METRIC_NAME,
+    WITHHELD_PANES_METRIC_NAMESPACE,
+    ReleasePlan,
+    plan_releases,
+)
+
+__all__ = [
+    "PANE_RELATIONS",
+    "RELEASED_PANES_METRIC_NAME",
+    "DPAggregate",
+    "GroupPrivacyReplace",
+    "Release",
+    "ReleaseMechanism",
+    "explain_pipeline",
+    "release_id_for",
+]
+
+_LOG = logging.getLogger(__name__)
+
+#: Neighbouring relations a pane's input can obey (``ReleasePlan.pane_relation``).
+PANE_RELATIONS = ("add_remove", "replace")
+
+#: Beam counter (namespace ``WITHHELD_PANES_METRIC_NAMESPACE``) counting released panes.
+RELEASED_PANES_METRIC_NAME = "panes_released"
+
+
+# --------------------------------------------------------------------------------------------
+# Mechanisms
+# --------------------------------------------------------------------------------------------
+
+
+class ReleaseMechanism(abc.ABC):
+    """How one exact aggregate becomes one noisy release.
+
+    Subclasses set :attr:`name` and implement :meth:`release` and :meth:`describe`. A mechanism
+    is pickled into the release ``DoFn``, so keep it small (plain parameters, no tables).
+
+    Notes
+    -----
+    * :meth:`release` adds noise **once**, drawing every random bit from the ``stream`` it is
+      given (never from ``random``, ``numpy.random`` or ``os.urandom``): the same stream must give
+      the same output, which is what makes retries safe.
+    * It is calibrated for the neighbouring relation of a pane's input,
+      ``ReleasePlan.pane_relation``: ``"add_remove"`` (one element, or one privacy unit's bounded
+      contributions, added or removed) or ``"replace"`` (a pane may also gain other elements that
+      shifted in from a neighbouring pane). :meth:`for_pane_relation` returns the mechanism to use
+      for a relation. The default handles ``"replace"`` by group privacy of size 2 (a replacement
+      is a removal plus an addition; spec dp-misra-gries §1.2); a mechanism whose sensitivity is
+      known under replacement overrides it (e.g. a count, whose value a swap does not change).
+    * :meth:`privacy_cost` is what one release actually costs given the budget it was calibrated
+      for (at most that budget); it is what the accountant is charged.
+    """
+
+    #: Mechanism name shown in reports and release metadata.
+    name: str = "mechanism"
+    #: Neighbouring relation this instance is calibrated for.
+    pane_relation: str = "add_remove"
+
+    def check_budget(self, budget: PrivacyBudget) -> None:  # noqa: B027 (optional hook)
+        """Raise ``ValueError`` if this mechanism cannot spend a budget of ``budget.kind``."""
+
+    def for_pane_relation(self, pane_relation: str) -> ReleaseMechanism:
+        """The mechanism to use when a pane's input obeys ``pane_relation``."""
+        _check_relation(pane_relation)
+        if pane_relation == self.pane_relation:
+            return self
+        if pane_relation == "replace":
+            return GroupPrivacyReplace(self)
+        raise ValueError(
+            f"{type(self).__name__} is calibrated for {self.pane_relation!r} and cannot be "
+            f"recalibrated for {pane_relation!r}"
+        )
+
+    def privacy_cost(self, budget: PrivacyBudget) -> PrivacyBudget:
+        """Cost of one release calibrated for ``budget`` (default: the whole ``budget``)."""
+        return budget
+
+    @abc.abstractmethod
+    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
+        """Release ``accumulator`` (the combine's output for one pane) with ``budget``.
+
+        Returns the released records (a list, possibly of one record).
+        """
+
+    @abc.abstractmethod
+    def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
+        """Calibration facts for reports: at least ``noise``, ``noise_scale``, ``threshold``,
+        ``sensitivity`` and ``neighbouring_relation`` (values must be JSON-friendly)."""
+
+
+class GroupPrivacyReplace(ReleaseMechanism):
+    """Run an add/remove-calibrated mechanism so that it is private under replacement.
+
+    A replacement is one removal plus one addition, so a mechanism that is ``b``-private under
+    add/remove is ``group_privacy(b, 2)``-private under replacement (spec dp-misra-gries §1.2;
+    :func:`beam_dpsketch.privacy.group_privacy`). To spend ``budget`` under replacement, the
+    inner mechanism is therefore run with the budget whose group-of-2 guarantee fits in it:
+    ``eps/2`` (pure), ``(eps/2, delta / (2 e^(eps/2)))`` (approximate) or ``rho/4`` (zCDP).
+    """
+
+    pane_relation = "replace"
+
+    def __init__(self, inner: ReleaseMechanism) -> None:
+        if not isinstance(inner, ReleaseMechanism):
+            raise TypeError(f"inner must be a ReleaseMechanism, got {type(inner).__name__}")
+        self.inner = inner
+        self.name = f"{inner.name} (group privacy 2 for replacement)"
+
+    @staticmethod
+    def shrink(budget: PrivacyBudget) -> PrivacyBudget:
+        """The add/remove budget whose group-of-2 guarantee is within ``budget``."""
+        if budget.kind == "zcdp":
+            return PrivacyBudget.zcdp(budget.rho / 4.0, budget.delta_for_conversion)  # type: ignore[operator]
+        eps = budget.epsilon / 2.0  # type: ignore[operator]
+        if budget.kind == "pure":
+            return PrivacyBudget.pure(eps)
+        return PrivacyBudget.approx(eps, budget.delta / (2.0 * math.exp(eps)))
+
+    def check_budget(self, budget: PrivacyBudget) -> None:
+        self.inner.check_budget(budget)
+
+    def for_pane_relation(self, pane_relation: str) -> ReleaseMechanism:
+        _check_relation(pane_relation)
+        return self if pane_relation == "replace" else self.inner
+
+    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
+        return self.inner.release(accumulator, self.shrink(budget), stream)
+
+    def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
+        out = dict(self.inner.describe(self.shrink(budget)))
+        out["neighbouring_relation"] = (
+            f"replace one element (calibrated by group privacy of size 2 from: "
+            f"{out.get('neighbouring_relation', 'add/remove')})"
+        )
+        out["pane_relation"] = "replace"
+        return out
+
+
+def _check_relation(pane_relation: str) -> None:
+    if pane_relation not in PANE_RELATIONS:
+        raise ValueError(f"pane_relation must be one of {PANE_RELATIONS}, got {pane_relation!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Release ids and metadata
+# --------------------------------------------------------------------------------------------
+
+
+def _window_bounds(window: Any) -> tuple[Any, ...]:
+    if isinstance(window, GlobalWindow):
+        return ("global",)
+    start = getattr(window, "start", None)
+    end = getattr(window, "end", None)
+    if start is None or end is None:
+        raise TypeError(f"cannot name a release in a window of type {type(window).__name__}")
+    # Integer microseconds: exact, and accepted by the canonical key encoding.
+    return (int(start.micros), int(end.micros))
+
+
+def release_id_for(label: str, window: Any, pane_index: int) -> tuple[Any, ...]:
+    """The release id of pane ``pane_index`` of ``window`` in the transform labelled ``label``.
+
+    ``(label, "global", pane_index)`` in the global window, else
+    ``(label, start_micros, end_micros, pane_index)``. The noise of that release is drawn from
+    ``noise_source.stream(release_id_for(...))``.
+    """
+    return (str(label), *_window_bounds(window), int(pane_index))
+
+
+@dataclass(frozen=True)
+class Release:
+    """One released pane with its metadata (output of ``DPAggregate(..., with_metadata=True)``).
+
+    Not to be confused with :class:`beam_dpsketch.privacy.Release`, the accountant's record of a
+    charge. Every field here is public information or noisy output.
+
+    Attributes
+    ----------
+    transform
+        Label of the releasing transform (part of the release id).
+    window_start, window_end
+        Window bounds in seconds; ``None`` for the global window.
+    pane_index
+        Beam ``PaneInfo.index`` (0 for the first pane of the window).
+    pane_timing
+        ``"EARLY"``, ``"ON_TIME"``, ``"LATE"`` or ``"UNKNOWN"``.
+    is_last_pane
+        Beam's ``PaneInfo.is_last``.
+    mechanism
+        Mechanism name.
+    privacy_unit
+        ``"element"`` or ``"user"``.
+    pane_relation
+        ``"add_remove"`` or ``"replace"``: the relation the release is calibrated for.
+    epsilon, delta, rho
+        Cost of this release (``epsilon``/``delta`` for pure or approximate DP, ``rho`` for zCDP).
+    noise_scale, threshold
+        Calibrated noise parameter and release threshold (``None`` if not applicable).
+    records
+        The released records.
+    """
+
+    transform: str
+    window_start: float | None
+    window_end: float | None
+    pane_index: int
+    pane_timing: str
+    is_last_pane: bool
+    mechanism: str
+    privacy_unit: str
+    pane_relation: str
+    epsilon: float | None
+    delta: float
+    rho: float | None
+    noise_scale: float | None
+    threshold: float | None
+    records: tuple[Any, ...]
+
+
+# --------------------------------------------------------------------------------------------
+# The release DoFn
+# --------------------------------------------------------------------------------------------
+
+
+class _ReleaseDoFn(beam.DoFn):
+    """Withhold panes beyond the plan's maximum; add noise once to every other pane."""
+
+    def __init__(
+        self,
+        label: str,
+        mechanism: ReleaseMechanism,
+        plan: ReleasePlan,
+        budget: PrivacyBudget,
+        cost: PrivacyBudget,
+        noise_source: NoiseSource,
+        with_metadata: bool,
+        noise_scale: float | None,
+        threshold: float | None,
+    ) -> None:
+        self._label = label
+        self._mechanism = mechanism
+        self._plan = plan
+        self._budget = budget
+        self._cost = cost
+        self._noise_source = noise_source
+        self._with_metadata = with_metadata
+        self._noise_scale = noise_scale
+        self._threshold = threshold
+        self._withheld = Metrics.counter(
+            WITHHELD_PANES_METRIC_NAMESPACE, WITHHELD_PANES_METRIC_NAME
+        )
+        self._released = Metrics.counter(
+            WITHHELD_PANES_METRIC_NAMESPACE, RELEASED_PANES_METRIC_NAME
+        )
+
+    def process(self, accumulator, window=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
+        index = int(pane.index)
+        if not self._plan.allows_pane(index):
+            # Only the declared number of panes was charged: a further pane would be an
+            # unaccounted release, so it is dropped here and made visible through the counter.
+            self._withheld.inc()
+            return
+        stream = self._noise_source.stream(release_id_for(self._label, window, index))
+        records = self._mechanism.release(accumulator, self._budget, stream)
+        self._released.inc()
+        if not self._with_metadata:
+            yield from records
+            return
+        if isinstance(window, GlobalWindow):
+            start = end = None
+        else:
+            start, end = window.start.micros / 1e6, window.end.micros / 1e6
+        cost = self._cost
+        yield Release(
+            transform=self._label,
+            window_start=start,
+            window_end=end,
+            pane_index=index,
+            pane_timing=PaneInfoTiming.to_string(pane.timing),
+            is_last_pane=bool(pane.is_last),
+            mechanism=self._mechanism.name,
+            privacy_unit=self._plan.privacy_unit,
+            pane_relation=self._plan.pane_relation,
+            epsilon=cost.epsilon,
+            delta=cost.delta,
+            rho=cost.rho,
+            noise_scale=self._noise_scale,
+            threshold=self._threshold,
+            records=tuple(records),
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# DPAggregate
+# --------------------------------------------------------------------------------------------
+
+
+def _remaining_budget(accountant: PrivacyAccountant, name: str) -> PrivacyBudget:
+    rem = accountant.remaining
+    kind = accountant.budget.kind
+    if (kind == "zcdp" and rem.rho <= 0.0) or (kind != "zcdp" and rem.epsilon <= 0.0):
+        raise BudgetExceededError(
+            name,
+            accountant.name,
+            accountant.committed,
+            "the rest of the budget, but nothing is left",
+            accountant.budget,
+            None,
+        )
+    if kind == "zcdp":
+        return PrivacyBudget.zcdp(rem.rho, accountant.budget.delta_for_conversion)
+    if kind == "pure":
+        return PrivacyBudget.pure(rem.epsilon)
+    return PrivacyBudget.approx(rem.epsilon, rem.delta)
+
+
+def _applied_label(pcoll: beam.PCollection, fallback: str) -> str:
+    """Full label of the transform being expanded (unique in a pipeline), else ``fallback``."""
+    try:
+        # Beam has no public accessor; the applied transform is on top of this stack while its
+        # expand() runs. The full label keeps release ids of same-named transforms apart.
+        return str(pcoll.pipeline._current_transform().full_label) or fallback
+    except Exception:  # pragma: no cover - defensive: fall back to the short label
+        return fallback
+
+
+def _processing_time_triggers(trigger: Any, allowed_lateness: Any) -> list[str]:
+    """The ``AfterProcessingTime`` components of ``trigger`` that can fire."""
+    from apache_beam.transforms import trigger as tr
+
+    late_can_fire = int(getattr(allowed_lateness, "micros", allowed_lateness or 0)) > 0
+    found: list[str] = []
+
+    def walk(t: Any) -> None:
+        if isinstance(t, tr.AfterProcessingTime) or type(t).__name__ == (
+            "_AfterSynchronizedProcessingTime"
+        ):
+            found.append(repr(t))
+        elif isinstance(t, tr.AfterWatermark):
+            if t.early is not None:
+                walk(t.early)
+            if t.late is not None and late_can_fire:
+                walk(t.late)
+        elif isinstance(t, tr.Repeatedly):
+            walk(t.underlying)
+        elif isinstance(t, tr.AfterAny | tr.AfterAll | tr.AfterEach):
+            for sub in t.triggers:
+                walk(sub)
+
+    walk(trigger)
+    return found
+
+
+def _optional_int(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
+        raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
+    return int(value)
+
+
+class DPAggregate(beam.PTransform):
+    """Exact ``CombineGlobally`` per window and pane, then one accounted, noisy release per pane.
+
+    Parameters
+    ----------
+    combine_fn
+        Exact ``CombineFn`` (or callable) building the aggregate of a pane; it must not add noise.
+    mechanism
+        The :class:`ReleaseMechanism` turning each pane's aggregate into released records.
+    budget
+        Total budget of this transform for one privacy unit, split evenly over the releases the
+        unit can influence. If ``None``, the transform takes everything ``accountant`` has left
+        when it is applied.
+    accountant
+        Where the cost is charged (shared by the transforms of a pipeline to enforce a pipeline
+        budget). If ``None``, a private accountant with exactly ``budget`` is created.
+    privacy_unit
+        ``"element"`` (default: neighbouring inputs differ by one element) or ``"user"`` (by all
+        contributions of one privacy unit, which the caller must have bounded upstream with
+        :class:`~beam_dpsketch.transforms.BoundContributions` and reflected in the mechanism's
+        sensitivity).
+    max_panes_per_window
+        Declared maximum panes per window; required when the trigger can fire more than once.
+        Panes with index ``>= max_panes_per_window`` are withheld and counted.
+    max_windows_per_unit
+        Declared maximum windows one privacy unit influences (see
+        :func:`~beam_dpsketch.privacy.plan_releases`).
+    data_independent_panes
+        Caller's assertion that pane boundaries do not depend on the data (see
+        :func:`~beam_dpsketch.privacy.plan_releases`).
+    noise_source
+        Secret key of the noise. Default: ``NoiseSource()`` with a fresh ``os.urandom`` key,
+        created here so that it travels pickled to the workers and a retry reuses the key.
+    with_metadata
+        If true, emit one :class:`Release` per pane instead of the bare records.
+    label
+        Release label (part of every release id, and the name charged to the accountant).
+        Default: the transform's full label in the pipeline. Give an explicit, stable label to
+        reproduce noise across pipelines with the same ``noise_source``.
+    windowing
+        Windowing strategy the release plan is read from; default: the input's. A composite that
+        transforms its input before aggregating (e.g. with a ``GroupByKey``) passes its own
+        input's windowing here.
+
+    Raises
+    ------
+    ValueError
+        At construction or application: invalid parameters, a trigger that needs
+        ``max_panes_per_window``, a budget kind the mechanism cannot spend, or a trigger with
+        an ``AfterProcessingTime`` part (pane contents shift unboundedly when one element is
+        removed).
+    BudgetExceededError
+        When applied, if the charge does not fit in the accountant (before anything runs).
+
+    Notes
+    -----
+    **Privacy guarantee.** If ``mechanism`` is ``b``-private for one release under the pane
+    relation of the plan, the transform's output is ``budget``-DP (pure/approximate DP or zCDP,
+    as ``budget``) under the add/remove relation of the chosen privacy unit (one element by
+    default; one unit's bounded contributions with ``privacy_unit="user"``): each of the ``R``
+    releases one unit can influence gets ``budget / R`` (basic composition), panes beyond the
+    declared maximum are never emitted, and windows that do not contain a unit compose in
+    parallel. The *existence and timing* of panes is not protected (see
+    ``docs/privacy-model.md``, "What the noise does not hide").
+    """
+
+    def __init__(
+        self,
+        combine_fn: Any,
+        mechanism: ReleaseMechanism,
+        *,
+        budget: PrivacyBudget | None = None,
+        accountant: PrivacyAccountant | None = None,
+        privacy_unit: str = "element",
+        max_panes_per_window: int | None = None,
+        max_windows_per_unit: int | None = None,
+        data_independent_panes: bool = False,
+        noise_source: NoiseSource | None = None,
+        with_metadata: bool = False,
+        label: str | None = None,
+        windowing: Any = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(mechanism, ReleaseMechanism):
+            raise TypeError(f"mechanism must be a ReleaseMechanism, got {type(mechanism).__name__}")
+        if budget is not None and not isinstance(budget, PrivacyBudget):
+            raise TypeError(f"budget must be a PrivacyBudget or None, got {type(budget).__name__}")
+        if accountant is not None and not isinstance(accountant, PrivacyAccountant):
+            raise TypeError(
+                f"accountant must be a PrivacyAccountant or None, got {type(accountant).__name__}"
+            )
+        if budget is None and accountant is None:
+            raise ValueError("budget: pass a PrivacyBudget, an accountant, or both")
+        if privacy_unit not in ("element", "user"):
+            raise ValueError(f"privacy_unit must be 'element' or 'user', got {privacy_unit!r}")
+        if noise_source is None:
+            noise_source = NoiseSource()
+        elif not isinstance(noise_source, NoiseSource):
+            raise TypeError(
+                f"noise_source must be a NoiseSource or None, got {type(noise_source).__name__}"
+            )
+        if label is not None and (not isinstance(label, str) or not label.strip()):
+            raise ValueError(f"label must be a non-empty string or None, got {label!r}")
+        if not isinstance(with_metadata, bool):
+            raise TypeError("with_metadata must be a bool")
+        if not isinstance(data_independent_panes, bool):
+            raise TypeError("data_independent_panes must be a bool")
+        mechanism.check_budget(budget if budget is not None else accountant.budget)  # type: ignore[union-attr]
+        if noise_source.is_insecure:
+            _LOG.warning(
+                "DPAggregate uses an INSECURE test noise key: its releases are not private"
+            )
+        self._combine_fn = combine_fn
+        self._mechanism = mechanism
+        self._budget = budget
+        self._accountant = accountant
+        self._privacy_unit = privacy_unit
+        self._max_panes = _optional_int(max_panes_per_window, "max_panes_per_window")
+        self._max_windows = _optional_int(max_windows_per_unit, "max_windows_per_unit")
+        self._data_independent_panes = data_independent_panes
+        self._noise_source = noise_source
+        self._with_metadata = with_metadata
+        self._release_label = label
+        self._windowing = windowing
+        if accountant is None:
+            self._accountant = PrivacyAccountant(budget, name=label or "DPAggregate")  # type: ignore[arg-type]
+        # Filled in when applied.
+        self.plan: ReleasePlan | None = None
+        self.charge = None
+        self.per_release_budget: PrivacyBudget | None = None
+        self.calibrated_mechanism: ReleaseMechanism | None = None
+        self.release_label: str | None = None
+
+    @property
+    def accountant(self) -> PrivacyAccountant:
+        """The accountant this transform charges."""
+        return self._accountant  # type: ignore[return-value]
+
+    @property
+    def noise_source(self) -> NoiseSource:
+        """The noise source (its key is never shown)."""
+        return self._noise_source
+
+    def explain(self) -> str:
+        """The accountant's explain report, including this transform's charge.
+
+        Raises
+        ------
+        RuntimeError
+            If the transform has not been applied yet (its cost depends on the input windowing).
+        """
+        if self.charge is None:
+            raise RuntimeError(
+                "explain() is available once the transform is applied to a PCollection: its "
+                "cost depends on the input's windowing"
+            )
+        return explain_pipeline(self.accountant)
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        name = self._release_label or _applied_label(pcoll, self.label)
+        windowing = self._windowing if self._windowing is not None else pcoll.windowing
+        try:
+            plan = plan_releases(
+                windowing,
+                privacy_unit=self._privacy_unit,  # type: ignore[arg-type]
+                max_panes_per_window=self._max_panes,
+                max_windows_per_unit=self._max_windows,
+                data_independent_panes=self._data_independent_panes,
+            )
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"{name}: {exc}") from exc
+        processing_time = _processing_time_triggers(
+            windowing.triggerfn, getattr(windowing, "allowed_lateness", 0)
+        )
+        if processing_time:
+            # AfterProcessingTime starts its delay at the first element of a pane: without that
+            # element the pane closes later and can take in any number of later elements, so no
+            # mechanism calibrated for "replace one element" bounds what a pane releases.
+            raise ValueError(
+                f"{name}: trigger {windowing.triggerfn!r} fires on {', '.join(processing_time)}, "
+                "whose pane boundaries start at a pane's first element: removing one element can "
+                "move any number of others into a pane, so no finite sensitivity holds. Use "
+                "watermark (event-time) or count triggers"
+            )
+        accountant = self.accountant
+        if any(c.transform == name for _, c in accountant.all_charges()):
+            # Two releases with one label and one noise key would add *identical* noise, and the
+            # difference of their outputs would be exact.
+            raise ValueError(
+                f"{name}: accountant {accountant.name!r} already has a charge for this label; "
+                "give every DP transform its own label"
+            )
+        budget = self._budget if self._budget is not None else _remaining_budget(accountant, name)
+        self._mechanism.check_budget(budget)
+        mechanism = self._mechanism.for_pane_relation(plan.pane_relation)
+        per_release = plan.per_release_budget(budget)
+        cost = mechanism.privacy_cost(per_release)
+        desc = dict(mechanism.describe(per_release))
+        noise_scale = desc.pop("noise_scale", None)
+        threshold = desc.pop("threshold", None)
+        for reserved in ("mechanism", "privacy_unit", "windows", "panes", "releases"):
+            desc.pop(reserved, None)
+        self.charge = accountant.charge_plan(
+            name,
+            mechanism.name,
+            cost,
+            plan,
+            noise_scale=noise_scale,
+            threshold=threshold,
+            **desc,
+        )
+        self.plan = plan
+        self.per_release_budget = per_release
+        self.calibrated_mechanism = mechanism
+        self.release_label = name
+
+        combine = beam.CombineGlobally(self._combine_fn)
+        if not pcoll.windowing.is_default():
+            # Defaults exist only for the default global windowing; elsewhere Beam's default
+            # injection would drop pane information (and refuses non-global windows).
+            combine = combine.without_defaults()
+        combined = pcoll | "ExactCombine" >> combine
+        release = _ReleaseDoFn(
+            name,
+            mechanism,
+            plan,
+            per_release,
+            cost,
+            self._noise_source,
+            self._with_metadata,
+            noise_scale,
+            threshold,
+        )
+        return combined | "NoisyRelease" >> beam.ParDo(release).with_output_types(Any)
+
+
+def explain_pipeline(accountant: PrivacyAccountant, result: Any = None) -> str:
+    """The privacy report of a pipeline: every charge of ``accountant`` with running budgets.
+
+    Parameters
+    ----------
+    accountant
+        The pipeline's accountant (shared by its DP transforms).
+    result
+        Optional ``PipelineResult`` of a finished run; the report then also states how many panes
+        were released and withheld (Beam counters ``beam_dpsketch.privacy/panes_released`` and
+        ``.../panes_withheld``).
+    """
+    if not isinstance(accountant, PrivacyAccountant):
+        raise TypeError(f"accountant must be a PrivacyAccountant, got {type(accountant).__name__}")
+    text = accountant.explain()
+    if result is None:
+        return text
+    from apache_beam.metrics.metric import MetricsFilter
+
+    counters = result.metrics().query(
+        MetricsFilter().with_namespace(WITHHELD_PANES_METRIC_NAMESPACE)
+    )["counters"]
+    totals = {WITHHELD_PANES_METRIC_NAME: 0, RELEASED_PANES_METRIC_NAME: 0}
+    for c in counters:
+        if c.key.metric.name in totals:
+            totals[c.key.metric.name] += int(c.committed or 0)
+    return (
+        f"{text}\nRun: {totals[RELEASED_PANES_METRIC_NAME]} pane(s) released, "
+        f"{totals[WITHHELD_PANES_METRIC_NAME]} pane(s) withheld beyond the declared maximum"
+    )
