@@ -20,7 +20,9 @@ raises ``TypeError`` naming the type.
 
 Putting the tag last lets int64 keys be hashed without leaving numpy: their encoding is one 9-byte
 MurmurHash3 tail, which :func:`_murmur3_int64` computes over whole arrays with uint64 arithmetic and
-which equals ``mmh3`` on the encoded bytes bit for bit (tested).
+which equals ``mmh3`` on the encoded bytes bit for bit (tested). Strings and bytes in Arrow arrays
+(and lists of ``str``, converted to one) are hashed the same way by :func:`_murmur3_var`, which runs
+the MurmurHash3 block loop over all values at once, reading the Arrow buffers in place.
 
 Row hashes for a depth-``d`` sketch are derived from the two 64-bit halves ``(h1, h2)`` by double
 hashing, ``g_i = h1 + i * h2 (mod 2**64)``; the bucket is the high 32 bits of ``g_i`` mapped to
@@ -72,6 +74,10 @@ _C2 = np.uint64(0x4CF5AD432745937F)
 _FMIX1 = np.uint64(0xFF51AFD7ED558CCD)
 _FMIX2 = np.uint64(0xC4CEB9FE1A85EC53)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_N1 = np.uint64(0x52DCE729)
+_N2 = np.uint64(0x38495AB5)
+_FIVE = np.uint64(5)
+_SHIFT = tuple(np.uint64(r) for r in range(65))
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 
@@ -301,6 +307,239 @@ def _murmur3_int64(values: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarra
     return h1, h2
 
 
+# Strings and bytes: MurmurHash3_x64_128 over the values of an Arrow array, vectorised over values.
+#
+# Values are hashed in chunks of _VAR_CHUNK (temporaries stay in cache). A chunk's bytes are copied
+# into a zero-padded uint64 buffer ``words``, so the unaligned little-endian word at byte ``s`` is
+# ``words[s >> 3] >> 8 (s & 7) | words[(s >> 3) + 1] << (64 - 8 (s & 7))`` (numpy shifts by 64
+# give 0).
+# Values are sorted by their number of full 16-byte blocks (descending), so the rows still in the
+# body loop at block ``j`` are a prefix. The type tag is never written to the buffer: it is or-ed
+# into the word holding it (the tail, or the last body block when the encoded length is a multiple of
+# 16). Bytes past a value's end are masked off, so zero-padded tail words reproduce the reference
+# switch: zero tail words leave ``h1``/``h2`` unchanged, like the skipped cases.
+
+_VAR_CHUNK = 1 << 14
+# Values whose encoding is longer than this go to mmh3 one by one: C hashes long runs faster than the
+# numpy body loop, whose per-iteration overhead would dominate for a few long values.
+_VAR_MAX_VECTOR_LEN = 256
+_LOW56 = np.uint64(0x00FFFFFFFFFFFFFF)
+
+
+def _tail_tables(tag: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Masks and tag words for the tail ``k1``/``k2``, indexed by the tail length 0..15 (incl. tag)."""
+    mask1, tag1, mask2, tag2 = (np.zeros(16, np.uint64) for _ in range(4))
+    for tail in range(16):
+        raw = tail - 1  # payload bytes in the tail; the tag byte follows them
+        mask1[tail] = (1 << (8 * min(max(raw, 0), 8))) - 1
+        mask2[tail] = (1 << (8 * min(max(raw - 8, 0), 8))) - 1
+        if 0 <= raw < 8:
+            tag1[tail] = tag << (8 * raw)
+        elif raw >= 8:
+            tag2[tail] = tag << (8 * (raw - 8))
+    return mask1, tag1, mask2, tag2
+
+
+_TAIL_TABLES = {_TAG_STR: _tail_tables(_TAG_STR), _TAG_BYTES: _tail_tables(_TAG_BYTES)}
+
+
+def _rotl_(x: np.ndarray, r: int, tmp: np.ndarray) -> None:
+    """``x = rotl64(x, r)`` in place (``tmp``: scratch of the same shape)."""
+    np.right_shift(x, _SHIFT[64 - r], out=tmp)
+    np.left_shift(x, _SHIFT[r], out=x)
+    x |= tmp
+
+
+def _fmix64_(k: np.ndarray, tmp: np.ndarray) -> None:
+    for mult in (_FMIX1, _FMIX2):
+        np.right_shift(k, _SHIFT[33], out=tmp)
+        k ^= tmp
+        k *= mult
+    np.right_shift(k, _SHIFT[33], out=tmp)
+    k ^= tmp
+
+
+def _mix_k1_into(h1: np.ndarray, k1: np.ndarray, tmp: np.ndarray) -> None:
+    k1 *= _C1
+    _rotl_(k1, 31, tmp)
+    k1 *= _C2
+    h1 ^= k1
+
+
+def _mix_k2_into(h2: np.ndarray, k2: np.ndarray, tmp: np.ndarray) -> None:
+    k2 *= _C2
+    _rotl_(k2, 33, tmp)
+    k2 *= _C1
+    h2 ^= k2
+
+
+def _load_words(
+    words: np.ndarray,
+    index: np.ndarray,
+    shift: np.ndarray,
+    co_shift: np.ndarray,
+    out: np.ndarray,
+    tmp: np.ndarray,
+) -> None:
+    """``out`` = the unaligned little-endian uint64 at word ``index`` plus byte ``shift / 8``.
+
+    Increments ``index`` by one, so a second call loads the next 8 bytes.
+    """
+    np.take(words, index, out=out, mode="clip")
+    out >>= shift
+    index += 1
+    np.take(words, index, out=tmp, mode="clip")
+    tmp <<= co_shift
+    out |= tmp
+
+
+def _murmur3_var_chunk(
+    data: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    tag: int,
+    seed: np.uint64,
+    h1: np.ndarray,
+    h2: np.ndarray,
+) -> None:
+    """Hash ``data[starts[i]:starts[i] + lengths[i]] + bytes([tag])`` into ``h1[i]``, ``h2[i]``.
+
+    ``starts`` must be non-decreasing, with values not overlapping, and every encoded length
+    ``lengths[i] + 1`` at most ``_VAR_MAX_VECTOR_LEN``.
+    """
+    n = len(starts)
+    first, last = int(starts[0]), int(starts[-1] + lengths[-1])
+    words = np.zeros((last - first + 7) // 8 + 3, np.uint64)
+    words.view(np.uint8)[: last - first] = data[first:last]
+    starts = starts - first
+    enc_len = lengths + 1
+    blocks = enc_len >> 4
+    tail_len = enc_len & 15
+    tmp = np.empty(n, np.uint64)
+    k1 = np.empty(n, np.uint64)
+    k2 = np.empty(n, np.uint64)
+    h1.fill(seed)
+    h2.fill(seed)
+    max_blocks = int(blocks.max())
+    order = None
+    if max_blocks:
+        if int(blocks.min()) != max_blocks:
+            order = np.argsort(-blocks.astype(np.int8), kind="stable")
+            starts, enc_len, blocks, tail_len = (
+                starts[order],
+                enc_len[order],
+                blocks[order],
+                tail_len[order],
+            )
+            # active[j] = number of values with more than j full blocks: a prefix after sorting.
+            active = n - np.cumsum(np.bincount(blocks, minlength=max_blocks + 1))
+        else:
+            active = np.full(max_blocks + 1, n)
+            active[-1] = 0
+        tag_in_body = tail_len == 0
+        shift = ((starts & 7) << 3).view(np.uint64)
+        co_shift = _SHIFT[64] - shift
+        word0 = starts >> 3
+        tag_word = np.uint64(tag << 56)
+        for j in range(max_blocks):
+            c, c_next = int(active[j]), int(active[j + 1])
+            index = word0[:c] + 2 * j
+            a1, a2, t, g1, g2 = k1[:c], k2[:c], tmp[:c], h1[:c], h2[:c]
+            _load_words(words, index, shift[:c], co_shift[:c], a1, t)
+            _load_words(words, index, shift[:c], co_shift[:c], a2, t)
+            # Rows c_next..c end with this block; where the encoding fills it, its last byte is
+            # the tag (the data buffer holds the next value's first byte there).
+            fix = tag_in_body[c_next:c]
+            if fix.any():
+                last_k2 = a2[c_next:c]
+                last_k2[fix] = (last_k2[fix] & _LOW56) | tag_word
+            _mix_k1_into(g1, a1, t)
+            _rotl_(g1, 27, t)
+            g1 += g2
+            g1 *= _FIVE
+            g1 += _N1
+            _mix_k2_into(g2, a2, t)
+            _rotl_(g2, 31, t)
+            g2 += g1
+            g2 *= _FIVE
+            g2 += _N2
+    mask1, tag1, mask2, tag2 = _TAIL_TABLES[tag]
+    tail_start = starts + (blocks << 4)
+    index = tail_start >> 3
+    shift = ((tail_start & 7) << 3).view(np.uint64)
+    co_shift = _SHIFT[64] - shift
+    _load_words(words, index, shift, co_shift, k1, tmp)
+    if (tail_len > 8).any():  # else every tail (tag included) fits k1: k2 = 0 is a no-op
+        _load_words(words, index, shift, co_shift, k2, tmp)
+        k2 &= mask2[tail_len]
+        k2 |= tag2[tail_len]
+        _mix_k2_into(h2, k2, tmp)
+    k1 &= mask1[tail_len]
+    k1 |= tag1[tail_len]
+    _mix_k1_into(h1, k1, tmp)
+    enc_len = enc_len.view(np.uint64)
+    h1 ^= enc_len
+    h2 ^= enc_len
+    h1 += h2
+    h2 += h1
+    _fmix64_(h1, tmp)
+    _fmix64_(h2, tmp)
+    h1 += h2
+    h2 += h1
+    if order is not None:
+        h1[order], h2[order] = h1.copy(), h2.copy()
+
+
+def _murmur3_var(arr: pa.Array, tag: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """MurmurHash3_x64_128 of ``value + bytes([tag])`` for each value of a string/binary array.
+
+    Reads the Arrow offsets and data buffers in place (any array offset; nulls are not checked)
+    and equals ``mmh3`` on the encoded bytes bit for bit.
+    """
+    n = len(arr)
+    h1 = np.empty(n, np.uint64)
+    h2 = np.empty(n, np.uint64)
+    if n == 0:
+        return h1, h2
+    _, offsets_buf, data_buf = arr.buffers()
+    wide = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    offsets = np.frombuffer(offsets_buf, np.int64 if wide else np.int32)
+    offsets = offsets[arr.offset : arr.offset + n + 1].astype(np.int64)
+    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    starts = offsets[:-1]
+    lengths = np.diff(offsets)
+    is_long = lengths >= _VAR_MAX_VECTOR_LEN
+    rows = None
+    if is_long.any():
+        long_rows = np.flatnonzero(is_long)
+        digest = mmh3.mmh3_x64_128_utupledigest
+        tag_byte = bytes([tag])
+        pairs = [
+            digest(data[start : start + length].tobytes() + tag_byte, seed)
+            for start, length in zip(
+                starts[long_rows].tolist(), lengths[long_rows].tolist(), strict=True
+            )
+        ]
+        table = np.array(pairs, dtype=np.uint64)
+        h1[long_rows] = table[:, 0]
+        h2[long_rows] = table[:, 1]
+        rows = np.flatnonzero(~is_long)
+        starts, lengths = starts[rows], lengths[rows]
+    out1 = h1 if rows is None else np.empty(len(rows), np.uint64)
+    out2 = h2 if rows is None else np.empty(len(rows), np.uint64)
+    useed = np.uint64(seed)
+    with np.errstate(over="ignore"):
+        for lo in range(0, len(starts), _VAR_CHUNK):
+            hi = lo + _VAR_CHUNK
+            _murmur3_var_chunk(
+                data, starts[lo:hi], lengths[lo:hi], tag, useed, out1[lo:hi], out2[lo:hi]
+            )
+    if rows is not None:
+        h1[rows] = out1
+        h2[rows] = out2
+    return h1, h2
+
+
 def _hash_python_keys(keys: Iterable[Any], seed: int) -> tuple[np.ndarray, np.ndarray]:
     digest = mmh3.mmh3_x64_128_utupledigest
     pairs = [digest(encode_key(k), seed) for k in keys]
@@ -310,8 +549,28 @@ def _hash_python_keys(keys: Iterable[Any], seed: int) -> tuple[np.ndarray, np.nd
     return arr[:, 0].copy(), arr[:, 1].copy()
 
 
+def _var_tag(typ: pa.DataType) -> int | None:
+    """The canonical tag of a string/binary Arrow type (hashed by :func:`_murmur3_var`), else None."""
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return _TAG_STR
+    if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
+        return _TAG_BYTES
+    return None
+
+
 def _hash_arrow(arr: pa.Array, seed: int) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(arr, pa.ChunkedArray):
+        if _var_tag(arr.type) is not None and arr.num_chunks != 1:
+            # Hash chunk by chunk: no concatenation copy (nor 32-bit offset overflow).
+            if arr.null_count:
+                raise TypeError("None is not a valid key: the input array has null values")
+            if arr.num_chunks == 0:
+                return np.empty(0, np.uint64), np.empty(0, np.uint64)
+            parts = [_hash_arrow(chunk, seed) for chunk in arr.chunks]
+            return (
+                np.concatenate([h1 for h1, _ in parts]),
+                np.concatenate([h2 for _, h2 in parts]),
+            )
         arr = arr.combine_chunks()
     if arr.null_count:
         raise TypeError("None is not a valid key: the input array has null values")
@@ -326,24 +585,12 @@ def _hash_arrow(arr: pa.Array, seed: int) -> tuple[np.ndarray, np.ndarray]:
         dict_h1, dict_h2 = _hash_arrow(arr.dictionary, seed)
         idx = arr.indices.to_numpy(zero_copy_only=False)
         return dict_h1[idx], dict_h2[idx]
-    if (
-        pa.types.is_string(typ)
-        or pa.types.is_large_string(typ)
-        or pa.types.is_binary(typ)
-        or (pa.types.is_large_binary(typ))
-    ):
-        # Hash each distinct value once: real key streams repeat keys, so this is the fast path.
-        encoded = pc.dictionary_encode(arr)
-        tag = b"\x03" if pa.types.is_string(typ) or pa.types.is_large_string(typ) else b"\x04"
-        digest = mmh3.mmh3_x64_128_utupledigest
-        values = encoded.dictionary.to_pylist()
-        if tag == b"\x03":
-            pairs = [digest(v.encode("utf-8") + tag, seed) for v in values]
-        else:
-            pairs = [digest(v + tag, seed) for v in values]
-        table = np.array(pairs, dtype=np.uint64).reshape(-1, 2)
-        idx = encoded.indices.to_numpy(zero_copy_only=False)
-        return table[idx, 0], table[idx, 1]
+    tag = _var_tag(typ)
+    if tag is not None:
+        # Vectorised over all values, repeats included: dictionary-encoding first costs about as
+        # much as hashing every value, so it only pays for arrays that are already encoded
+        # (the dictionary branch above hashes each distinct value once).
+        return _murmur3_var(arr, tag, seed)
     raise TypeError(f"unsupported key column type {typ}: keys must be integers, strings or binary")
 
 
@@ -353,9 +600,10 @@ def hash_keys(keys: Any, seed: int) -> tuple[np.ndarray, np.ndarray]:
     Parameters
     ----------
     keys
-        A numpy array (integer or bool dtype: fully vectorised; str/bytes/object dtype: per distinct
-        value), a pyarrow ``Array``/``ChunkedArray`` (integer, string or binary), or any sequence of
-        supported keys (see :func:`encode_key`).
+        A numpy array (integer, bool, str or bytes dtype: vectorised; object dtype: as a list), a
+        pyarrow ``Array``/``ChunkedArray`` (integer, string or binary, plain or dictionary-encoded:
+        vectorised), or any sequence of supported keys (see :func:`encode_key`); lists of only
+        ``str`` are vectorised too.
     seed
         Hash seed in ``[0, 2**32)``.
 
@@ -394,8 +642,18 @@ def hash_keys(keys: Any, seed: int) -> tuple[np.ndarray, np.ndarray]:
         )
     if not isinstance(keys, Sequence):
         keys = list(keys)
-    if keys and all(type(k) is str for k in keys):
-        return _hash_arrow(pa.array(keys, type=pa.string()), seed)
+    if keys and type(keys[0]) is str:
+        # Arrow infers ``string`` only when every value is a str (or None): str and bytes mixed
+        # infer ``binary``, other types fail. This replaces a per-key type check.
+        try:
+            arr = pa.array(keys)
+        except pa.ArrowException:
+            arr = None
+        if arr is not None and not arr.null_count:
+            if isinstance(arr, pa.ChunkedArray) and arr.type == pa.string():
+                return _hash_arrow(arr, seed)
+            if arr.type == pa.string():
+                return _murmur3_var(arr, _TAG_STR, seed)
     if keys and all(type(k) is int for k in keys):
         try:
             arr = np.array(keys, dtype=np.int64)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -197,18 +198,26 @@ def test_demo_writes_report(tmp_path, capsys):
     out_dir = tmp_path / "demo"
     code, out, err = run_cli(["demo", "--out", str(out_dir), "--top", "5"], capsys)
     assert code == 0, err
-    assert "NOT differentially private" in out
+    assert "DP heavy hitters" in out and "are NOT" in out  # exact columns labelled non-private
     assert "[1/4]" in err and "[4/4]" in err
+    assert "dp-misra-gries/design-b" in err  # the accounting is printed before the run
     results = json.loads((out_dir / "results.json").read_text())
     assert results["flights"] == 300_000
     rows = results["top_routes"]
     assert len(rows) == 5 and [r["rank"] for r in rows] == [1, 2, 3, 4, 5]
     bound = results["misra_gries"]["error_bound"]
+    dp = results["dp_release"]
+    assert (dp["epsilon"], dp["delta"], dp["mechanism"]) == (1.0, 1e-6, "design-b")
+    # Design B: exact - n/(k+1) <= estimate <= exact, plus discrete Laplace noise of scale
+    # 2/eps, which exceeds (2/eps) ln(1e9) with probability <= 1e-9 per key (5 keys: <= 5e-9).
+    offset = results["flights"] / (dp["k"] + 1)
+    noise = 2 / dp["epsilon"] * math.log(1e9)
     for row in rows:
         assert row["exact_count"] - bound <= row["mg_estimate"] <= row["exact_count"]
         assert row["cms_estimate"] >= row["exact_count"]
+        assert row["exact_count"] - offset - noise <= row["dp_count"] <= row["exact_count"] + noise
     report = (out_dir / "report.md").read_text()
-    assert "NOT differentially private" in report and rows[0]["route"] in report
+    assert "differentially private" in report and rows[0]["route"] in report
 
 
 def test_one_line_picks_the_worker_error_from_a_traceback():
@@ -222,3 +231,82 @@ def test_one_line_picks_the_worker_error_from_a_traceback():
 def test_format_table_aligns_numbers_right():
     text = format_table([{"key": "a", "n": 5}, {"key": "bbb", "n": 12}], ["key", "n"])
     assert text.splitlines() == ["key   n", "---  --", "a     5", "bbb  12"]
+
+
+def test_heavy_hitters_json_on_csv_finds_the_heavy_key(tmp_path, capsys):
+    path = tmp_path / "events.csv"
+    path.write_text("browser\n" + "firefox\n" * 600 + "chrome\n" * 300 + "lynx\n" * 2)
+    code, out, err = run_cli(
+        [
+            "heavy-hitters",
+            "--input",
+            str(path),
+            "--column",
+            "browser",
+            "--k",
+            "10",
+            "--epsilon",
+            "1",
+            "--format",
+            "json",
+            "--insecure-test-seed",
+            "3",
+            "--explain",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    released = json.loads(out)
+    assert [r["key"] for r in released] == ["firefox", "chrome"]  # "lynx" is below threshold
+    # Design B with k=10 > 3 distinct keys: offset n/(k+1) = 82, noise scale 2 (<= 2 ln 1e9).
+    assert 600 - 902 / 11 - 2 * math.log(1e9) <= released[0]["count"] <= 600 + 2 * math.log(1e9)
+    assert "(eps=1, delta=1e-06)-DP" in err and "design-b" in err
+
+
+def test_heavy_hitters_user_level_bounds_contributions(tmp_path, capsys):
+    users = [f"u{i}" for i in range(400)] + ["bot"] * 5000
+    keys = ["news"] * 400 + ["spam"] * 5000
+    path = tmp_path / "visits.parquet"
+    pq.write_table(pa.table({"user": users, "site": keys}), path)
+    code, out, err = run_cli(
+        [
+            "heavy-hitters",
+            "--input",
+            str(path),
+            "--column",
+            "site",
+            "--privacy-id",
+            "user",
+            "--max-contributions",
+            "1",
+            "--k",
+            "8",
+            "--epsilon",
+            "1",
+            "--format",
+            "json",
+            "--insecure-test-seed",
+            "1",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    released = {r["key"]: r["count"] for r in json.loads(out)}
+    assert "spam" not in released and "news" in released  # one bot = one contribution
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--format", "parquet"], "--format parquet needs --output"),
+        (["--max-contributions", "2"], "--max-contributions applies with --privacy-id"),
+        (["--delta", "0"], "delta"),
+    ],
+)
+def test_heavy_hitters_errors_are_one_line(tmp_path, capsys, extra, message):
+    path = tmp_path / "k.txt"
+    path.write_text("a\nb\n")
+    code, out, err = run_cli(
+        ["heavy-hitters", "--input", str(path), "--epsilon", "1", *extra], capsys
+    )
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1

@@ -22,6 +22,7 @@ __all__ = ["main", "SUBCOMMAND_MODULES"]
 # Order is the order of `beam-dpsketch --help`.
 SUBCOMMAND_MODULES = (
     "beam_dpsketch.pipelines.demo",
+    "beam_dpsketch.pipelines.heavy_hitters",
     "beam_dpsketch.pipelines.sketch",
     "beam_dpsketch.evaluation.cli",
 )

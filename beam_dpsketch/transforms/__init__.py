@@ -60,3 +60,13 @@ __all__ += [
     "explain_pipeline",
     "release_id_for",
 ]
+
+# DP heavy hitters and histograms with Misra-Gries (issue #5).
+from beam_dpsketch.transforms.heavy_hitters import (  # noqa: E402
+    DesignBCombineFn,
+    DPHeavyHitters,
+    DPHistogram,
+    MisraGriesReleaseMechanism,
+)
+
+__all__ += ["DPHeavyHitters", "DPHistogram", "DesignBCombineFn", "MisraGriesReleaseMechanism"]

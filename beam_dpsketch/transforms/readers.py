@@ -457,3 +457,67 @@ class ReadKeyBatches(beam.PTransform):
         if self._dead_letter:
             return work | "ReadColumn" >> read.with_outputs(INVALID_TAG, main=MAIN_TAG)
         return work | "ReadColumn" >> read
+
+
+class _ReadPairs(beam.DoFn):
+    """Read ``(privacy id, key)`` pairs from the two columns of one file."""
+
+    def __init__(self, fmt: str, id_column: str, key_column: str):
+        self._fmt, self._id, self._key = fmt, id_column, key_column
+
+    def process(self, metadata: Any) -> Iterator[tuple[Any, Any]]:
+        path, columns = metadata.path, [self._id, self._key]
+        with _open(path, compressed=self._fmt != "parquet") as f:
+            if self._fmt == "parquet":
+                table = pq.read_table(f, columns=columns)
+            elif self._fmt == "csv":
+                options = pa_csv.ConvertOptions(
+                    include_columns=columns,
+                    column_types=dict.fromkeys(columns, pa.string()),
+                    null_values=[""],
+                    strings_can_be_null=True,
+                    quoted_strings_can_be_null=False,
+                )
+                table = pa_csv.read_csv(f, convert_options=options)
+            else:
+                table = pa_json.read_json(f).select(columns)
+        for name in columns:
+            if table.column(name).null_count:
+                raise TypeError(f"column {name!r} of {path} has missing values (None)")
+        yield from zip(
+            table.column(self._id).to_pylist(), table.column(self._key).to_pylist(), strict=True
+        )
+
+
+class ReadKeyPairs(beam.PTransform):
+    """Read ``(privacy_id, key)`` pairs from two columns of Parquet, CSV or JSON Lines files.
+
+    The input of user-level releases (``privacy_id_fn=lambda p: p[0], key_fn=lambda p: p[1]``).
+    Missing columns raise ``ValueError`` at construction, listing the available ones; missing
+    values raise ``TypeError`` naming the column.
+    """
+
+    def __init__(
+        self, path_or_glob: str, key_column: str, id_column: str, input_format: str | None = None
+    ) -> None:
+        super().__init__()
+        self._pattern = path_or_glob
+        self._fmt = _normalise_format(input_format, path_or_glob)
+        if self._fmt == "text":
+            raise ValueError("input_format: a privacy id column needs Parquet, CSV or JSON Lines")
+        matches = FileSystems.match([path_or_glob])[0].metadata_list
+        if not matches:
+            raise FileNotFoundError(f"no file matches {path_or_glob}")
+        for column in (key_column, id_column):
+            _probe_column(matches[0].path, self._fmt, column)
+        self._key, self._id = key_column, id_column
+
+    def expand(self, pbegin):
+        files = pbegin | "Match" >> fileio.MatchFiles(
+            self._pattern, fileio.EmptyMatchTreatment.DISALLOW
+        )
+        return (
+            files
+            | "Spread" >> beam.Reshuffle()
+            | "ReadPairs" >> beam.ParDo(_ReadPairs(self._fmt, self._id, self._key))
+        )

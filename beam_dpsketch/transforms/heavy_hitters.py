@@ -1,0 +1,461 @@
+"""DP heavy hitters and sparse histograms with Misra-Gries: ``DPHeavyHitters``, ``DPHistogram``.
+
+A thin Beam adapter over :mod:`beam_dpsketch.sketches.dp_misragries` (spec dp-misra-gries) and
+the accounted release step :class:`~beam_dpsketch.transforms.release.DPAggregate`. Which release a
+pipeline shape allows is spec §6.7's decision table; the shapes offered here:
+
+``"design-b"`` (default, element level)
+    Each Beam accumulator runs Algorithm 1 on the elements it receives; when Beam merges
+    accumulators, every open segment is post-processed (Algorithm 3 with its own ``n``, ``d``) and
+    the results are summed exactly (spec §6.4, §6.8 "Design B" CombineFn). Released with
+    APPROX_PP: discrete Laplace noise of scale ``2/eps`` per key (on the ``1/(k+1)`` grid) that
+    does not grow with ``k``. Memory is at most ``max_shards * k`` keys at the aggregator; a
+    pipeline that produces more segments than ``max_shards`` fails loudly rather than truncate.
+``"sequential"`` (element level, strict mode)
+    All elements of a window go through one ``GroupByKey`` to a single Algorithm-1 sketch, which
+    PMG releases (spec §4.1, discrete variant §4.6): the most accurate release (noise ``O(1/eps)``,
+    threshold ``O(log(1/delta)/eps)``), but one worker sketches the whole window.
+``"merged-gshm"`` / ``"merged-laplace"`` (element level, strictly bounded memory)
+    Beam merges raw sketches with the Agarwal merge (``MERGE_k``) and the result is released with
+    the Gaussian sparse histogram mechanism at ``l = k`` or Laplace noise of scale ``k/eps``
+    (spec §6.3): noise grows with ``k``.
+``"pamg-gshm"`` (user level: the default when ``privacy_id_fn`` is given)
+    Each privacy unit contributes one set of at most ``max_contributions`` distinct keys per
+    window (chosen by keyed hash, :class:`~beam_dpsketch.transforms.BoundContributions`), folded
+    into a PAMG sketch (Algorithm 4) merged with ``MERGE_k``, released with GSHM at ``l = k``
+    (spec §5.3-5.5, Theorem 12).
+
+Every release is one window and pane of one transform, accounted at pipeline construction
+(``docs/privacy-model.md``). The partition-stability assumption A-PART of spec §6.8 applies to the
+CombineFn shapes: the DP claim relies on Beam's bundling not depending on record contents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import apache_beam as beam
+
+from beam_dpsketch.hashing import canonical_key
+from beam_dpsketch.noise import NoiseSource, NoiseStream
+from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.sketches import MisraGries
+from beam_dpsketch.sketches.dp_misragries import (
+    HeavyHitterRelease,
+    PAMGSketch,
+    PostProcessedSum,
+    approx_pp,
+    merged_gshm,
+    merged_laplace,
+    pamg_gshm,
+    pmg,
+)
+from beam_dpsketch.transforms.batching import BatchKeys, is_key_batch
+from beam_dpsketch.transforms.bounding import BoundContributions
+from beam_dpsketch.transforms.combiners import SketchCombineFn
+from beam_dpsketch.transforms.release import DPAggregate, ReleaseMechanism, _applied_label
+
+__all__ = [
+    "MECHANISMS",
+    "DPHeavyHitters",
+    "DPHistogram",
+    "DesignBCombineFn",
+    "MisraGriesReleaseMechanism",
+]
+
+MECHANISMS = ("design-b", "sequential", "merged-gshm", "merged-laplace", "pamg-gshm")
+_ELEMENT_MECHANISMS = MECHANISMS[:4]
+
+
+# --------------------------------------------------------------------------------------------
+# Exact aggregation (no noise)
+# --------------------------------------------------------------------------------------------
+
+
+class _DesignBAccumulator:
+    """An open Algorithm-1 segment plus the exact sum of the already post-processed ones."""
+
+    __slots__ = ("open", "closed")
+
+    def __init__(self, k: int, max_shards: int) -> None:
+        self.open = MisraGries(k)
+        self.closed = PostProcessedSum(k, max_shards=max_shards)
+
+    def close(self) -> PostProcessedSum:
+        """Post-process the open segment into the sum (an empty segment adds nothing)."""
+        if not self.open.is_empty():
+            self.closed.add_sketch(self.open)
+            self.open = MisraGries(self.open.k)
+        return self.closed
+
+
+class DesignBCombineFn(beam.CombineFn):
+    """Design B of spec §6.8: Algorithm 1 per accumulator, Algorithm 3 at merge, exact sums.
+
+    The output is a :class:`~beam_dpsketch.sketches.dp_misragries.PostProcessedSum`, whose value
+    does not depend on Beam's merge order. No noise is added here.
+
+    Parameters
+    ----------
+    k
+        Counters per segment sketch.
+    max_shards
+        Declared maximum number of segments (Beam accumulators) per window; the aggregator holds
+        at most ``max_shards * k`` keys and raises ``ValueError`` rather than truncate.
+    """
+
+    def __init__(self, k: int, max_shards: int) -> None:
+        super().__init__()
+        self.k = k
+        self.max_shards = max_shards
+        PostProcessedSum(k, max_shards=max_shards)  # validate now, at construction
+
+    def create_accumulator(self) -> _DesignBAccumulator:
+        return _DesignBAccumulator(self.k, self.max_shards)
+
+    def add_input(self, acc: _DesignBAccumulator, element: Any) -> _DesignBAccumulator:
+        acc.open.update(
+            element if is_key_batch(element) or isinstance(element, list) else [element]
+        )
+        return acc
+
+    def merge_accumulators(
+        self, accumulators: Iterable[_DesignBAccumulator]
+    ) -> _DesignBAccumulator:
+        it = iter(accumulators)
+        first = next(it)
+        first.close()
+        for acc in it:
+            # Only the first accumulator may be mutated: post-process a copy of the others' segment.
+            if not acc.open.is_empty():
+                first.closed.add_sketch(acc.open)
+            first.closed.merge(acc.closed)
+        return first
+
+    def extract_output(self, acc: _DesignBAccumulator) -> PostProcessedSum:
+        return acc.close()
+
+
+class _MergeSketchesFn(beam.CombineFn):
+    """Merge already-built sketches (``MisraGries`` or ``PAMGSketch``) of one window."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        super().__init__()
+        self._factory = factory
+
+    def create_accumulator(self) -> Any:
+        return self._factory()
+
+    def add_input(self, acc: Any, sketch: Any) -> Any:
+        return acc.merge(sketch)
+
+    def merge_accumulators(self, accumulators: Iterable[Any]) -> Any:
+        it = iter(accumulators)
+        first = next(it)
+        for acc in it:
+            first.merge(acc)
+        return first
+
+    def extract_output(self, acc: Any) -> Any:
+        return acc
+
+
+def _sequential_sketch(k: int) -> Callable[[tuple[Any, Iterable[Any]]], MisraGries]:
+    def build(grouped: tuple[Any, Iterable[Any]]) -> MisraGries:
+        sketch = MisraGries(k)
+        for batch in grouped[1]:
+            sketch.update(batch)
+        return sketch
+
+    return build
+
+
+def _pamg_of_users(k: int, m: int) -> Callable[[tuple[Any, Iterable[Any]]], PAMGSketch]:
+    def build(grouped: tuple[Any, Iterable[Any]]) -> PAMGSketch:
+        # One privacy unit's (already bounded) keys become one set of distinct keys.
+        return PAMGSketch(k, m, allow_m_gt_k=True).update_user(set(grouped[1]))
+
+    return build
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _first(pair: tuple[Any, Any]) -> Any:
+    return pair[0]
+
+
+def _second(pair: tuple[Any, Any]) -> Any:
+    return pair[1]
+
+
+# --------------------------------------------------------------------------------------------
+# Release
+# --------------------------------------------------------------------------------------------
+
+
+class MisraGriesReleaseMechanism(ReleaseMechanism):
+    """One of the DP Misra-Gries releases of spec dp-misra-gries, as a release-step mechanism.
+
+    Parameters
+    ----------
+    mechanism
+        One of :data:`MECHANISMS`.
+    k
+        Sketch size.
+    top
+        If given, only the ``top`` largest noisy counts are emitted (post-processing).
+    """
+
+    def __init__(self, mechanism: str, k: int, top: int | None = None) -> None:
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+        self.mechanism = mechanism
+        self.k = k
+        self.top = top
+        self.name = f"dp-misra-gries/{mechanism}"
+
+    def check_budget(self, budget: PrivacyBudget) -> None:
+        if budget.kind != "approx" or not budget.delta:
+            raise ValueError(
+                f"{self.name} is (epsilon, delta)-DP: pass PrivacyBudget.approx(eps, delta) with "
+                f"delta > 0 (got a {budget.kind} budget); thresholding needs delta to hide keys"
+            )
+
+    def _release(self, acc: Any, budget: PrivacyBudget, stream: NoiseStream) -> HeavyHitterRelease:
+        eps, delta = budget.epsilon, budget.delta
+        if self.mechanism == "design-b":
+            return approx_pp(acc, eps, delta, stream)
+        if self.mechanism == "sequential":
+            return pmg(acc, eps, delta, stream)
+        if self.mechanism == "merged-gshm":
+            return merged_gshm(acc, eps, delta, stream)
+        if self.mechanism == "merged-laplace":
+            return merged_laplace(acc, eps, delta, stream)
+        return pamg_gshm(acc, eps, delta, stream)
+
+    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
+        released = self._release(accumulator, budget, stream)
+        if self.top is None:
+            return [(key, count) for key, count in released.items]
+        # Largest noisy counts first; ties by the canonical key order of the release.
+        ranked = sorted(released.top(self.top).items, key=lambda kv: -kv[1])
+        return [(key, count) for key, count in ranked]
+
+    def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
+        # A release of an empty aggregate exposes the calibration without touching data.
+        empty = {
+            "design-b": lambda: PostProcessedSum(self.k, max_shards=1),
+            "sequential": lambda: MisraGries(self.k),
+            "merged-gshm": lambda: MisraGries(self.k),
+            "merged-laplace": lambda: MisraGries(self.k),
+            "pamg-gshm": lambda: PAMGSketch(self.k, 1),
+        }[self.mechanism]()
+        probe = self._release(empty, budget, NoiseSource.insecure_for_tests(0).stream("describe"))
+        return {
+            "noise": probe.noise.distribution,
+            "noise_scale": float(probe.noise.scale),
+            "threshold": float(probe.threshold),
+            "sensitivity": "spec dp-misra-gries §3 (structure lemmas) for " + self.mechanism,
+            "neighbouring_relation": probe.neighbouring,
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# PTransforms
+# --------------------------------------------------------------------------------------------
+
+
+class DPHistogram(beam.PTransform):
+    """Differentially private sparse histogram of keys per window, from Misra-Gries sketches.
+
+    Emits ``(key, noisy_count)`` tuples for every key whose noisy count passes the mechanism's
+    threshold, in canonical key order (never insertion order, spec §11.3), one release per window
+    and pane (or :class:`~beam_dpsketch.transforms.release.Release` objects carrying the records
+    and the release's mechanism, epsilon, delta, noise scale and threshold, with
+    ``with_metadata=True``).
+
+    Parameters
+    ----------
+    k
+        Counters per Misra-Gries sketch; every key with true count above ``n/(k+1)`` plus the
+        noise threshold is released with high probability.
+    budget
+        ``PrivacyBudget.approx(epsilon, delta)`` for this transform, split over the releases one
+        privacy unit can influence (windows and panes, see ``docs/privacy-model.md``).
+    key_fn
+        Extracts the key from a record; default: elements are keys (or batches of keys, as
+        produced by :class:`~beam_dpsketch.transforms.ReadKeyBatches`).
+    privacy_id_fn, max_contributions
+        User-level privacy: each privacy unit contributes at most ``max_contributions`` distinct
+        keys per window (chosen by a secret keyed hash). Requires ``key_fn`` or key elements,
+        and unbatched input.
+    mechanism
+        One of :data:`MECHANISMS`; default ``"design-b"`` at element level and ``"pamg-gshm"`` at
+        user level (see the module docstring for when each is allowed).
+    max_shards
+        Design B only: declared maximum number of Beam accumulators per window (memory bound).
+    accountant, max_panes_per_window, max_windows_per_unit, noise_source, with_metadata, label
+        As for :class:`~beam_dpsketch.transforms.release.DPAggregate`.
+
+    Notes
+    -----
+    **Privacy guarantee.** ``(epsilon, delta)``-DP for the whole transform under add/remove of one
+    element (default) or of one privacy unit's bounded contributions, by basic composition over
+    the releases a unit can influence (Lebeda and Tetek, DP Misra-Gries; spec dp-misra-gries §4.1,
+    §4.5, §5.5, §6.3-6.8). CombineFn shapes rely on assumption A-PART (spec §6.8).
+    """
+
+    _top: int | None = None
+
+    def __init__(
+        self,
+        k: int,
+        budget: PrivacyBudget | None = None,
+        *,
+        key_fn: Callable[[Any], Any] | None = None,
+        privacy_id_fn: Callable[[Any], Any] | None = None,
+        max_contributions: int | None = None,
+        mechanism: str | None = None,
+        max_shards: int = 256,
+        accountant: PrivacyAccountant | None = None,
+        max_panes_per_window: int | None = None,
+        max_windows_per_unit: int | None = None,
+        noise_source: NoiseSource | None = None,
+        selection_key: bytes | None = None,
+        with_metadata: bool = False,
+        label: str | None = None,
+    ) -> None:
+        super().__init__()
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive int, got {k!r}")
+        if budget is None and accountant is None:
+            raise ValueError(
+                "budget: pass PrivacyBudget.approx(epsilon, delta), an accountant, or both"
+            )
+        user_level = privacy_id_fn is not None
+        if mechanism is None:
+            mechanism = "pamg-gshm" if user_level else "design-b"
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+        if user_level != (mechanism == "pamg-gshm"):
+            raise ValueError(
+                "mechanism 'pamg-gshm' is the user-level release and needs privacy_id_fn; "
+                f"element-level mechanisms are {_ELEMENT_MECHANISMS}"
+            )
+        if user_level and (max_contributions is None or max_contributions < 1):
+            raise ValueError("max_contributions: a positive int is required with privacy_id_fn")
+        if not user_level and max_contributions is not None:
+            raise ValueError("max_contributions applies to user-level releases: pass privacy_id_fn")
+        self.k = k
+        self.mechanism_name = mechanism
+        self._key_fn = key_fn
+        self._mechanism = MisraGriesReleaseMechanism(mechanism, k, self._top)
+        if mechanism == "design-b":
+            combine: beam.CombineFn = DesignBCombineFn(k, max_shards)
+        elif mechanism == "merged-gshm" or mechanism == "merged-laplace":
+            combine = SketchCombineFn.misra_gries(k)
+        elif mechanism == "sequential":
+            combine = _MergeSketchesFn(lambda: MisraGries(k))
+        else:
+            m = int(max_contributions)  # type: ignore[arg-type]
+            combine = _MergeSketchesFn(lambda: PAMGSketch(k, m, allow_m_gt_k=True))
+        # Bounding runs on (privacy id, key) pairs: PAMG needs only each unit's distinct keys,
+        # and the pairs have a canonical id for the keyed-hash choice whatever the records are.
+        self._bound = (
+            BoundContributions(
+                _first,
+                max_contributions,
+                key_fn=_second,
+                max_partitions=max_contributions,
+                selection_key=selection_key,
+            )
+            if user_level
+            else None
+        )
+        self._max_contributions = max_contributions
+        self._privacy_id_fn = privacy_id_fn
+        if accountant is None:
+            accountant = PrivacyAccountant(budget, name=label or type(self).__name__)  # type: ignore[arg-type]
+        self._aggregate = DPAggregate(
+            combine,
+            self._mechanism,
+            budget=budget,
+            accountant=accountant,
+            privacy_unit="user" if user_level else "element",
+            max_panes_per_window=max_panes_per_window,
+            max_windows_per_unit=max_windows_per_unit,
+            noise_source=noise_source,
+            with_metadata=with_metadata,
+            label=label,
+        )
+        self._label_arg = label
+
+    @property
+    def aggregate(self) -> DPAggregate:
+        """The underlying release step (plan, charge and calibrated mechanism once applied)."""
+        return self._aggregate
+
+    @property
+    def accountant(self) -> PrivacyAccountant:
+        """The accountant charged by this transform."""
+        return self._aggregate.accountant
+
+    def explain(self) -> str:
+        """The accountant's report: mechanism, noise, threshold, windows, panes, cost, remaining."""
+        return self._aggregate.explain()
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        # The plan is read from the user's windowing: the GroupByKeys below would replace the
+        # trigger with its continuation.
+        self._aggregate._release_label = self._label_arg or _applied_label(pcoll, self.label)
+        self._aggregate._windowing = pcoll.windowing
+        if self._bound is not None:
+            key_fn = self._key_fn or _identity
+            pid = self._privacy_id_fn
+            users = (
+                pcoll
+                | "ToUnitKeyPairs"
+                >> beam.Map(lambda x: (canonical_key(pid(x)), canonical_key(key_fn(x))))
+                | "BoundContributions" >> self._bound
+                | "GroupByUnit" >> beam.GroupByKey()
+                | "PAMGPerUnit" >> beam.Map(_pamg_of_users(self.k, self._max_contributions))
+            )
+            return users | "DPAggregate" >> self._aggregate
+        keys = pcoll
+        if self._key_fn is not None or not _is_batched(pcoll):
+            keys = pcoll | "BatchKeys" >> BatchKeys(self._key_fn)
+        if self.mechanism_name == "sequential":
+            keys = (
+                keys
+                | "OneShard" >> beam.Map(lambda batch: (0, batch))
+                | "GroupToShard" >> beam.GroupByKey()
+                | "SequentialSketch" >> beam.Map(_sequential_sketch(self.k))
+            )
+        return keys | "DPAggregate" >> self._aggregate
+
+
+class DPHeavyHitters(DPHistogram):
+    """Differentially private top-``top`` heavy hitters per window, from Misra-Gries sketches.
+
+    The :class:`DPHistogram` release, post-processed to its ``top`` largest noisy counts (default
+    ``k``), emitted as ``(key, noisy_count)`` tuples from the largest count down (ties by
+    canonical key order). Same parameters and privacy guarantee as :class:`DPHistogram`
+    (post-processing costs nothing).
+    """
+
+    def __init__(
+        self, k: int, budget: PrivacyBudget | None = None, *, top: int | None = None, **kwargs: Any
+    ) -> None:
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
+            raise ValueError(f"top must be a positive int, got {top!r}")
+        self._top = k if top is None else top
+        super().__init__(k, budget, **kwargs)
+
+
+def _is_batched(pcoll: beam.PCollection) -> bool:
+    from beam_dpsketch.transforms.batching import is_batch_type
+
+    return is_batch_type(pcoll.element_type)

@@ -1,0 +1,230 @@
+"""DPHeavyHitters / DPHistogram: Beam pipelines equal the core mechanisms, accounting, bounding.
+
+Runners: FnApiRunner in-process for most tests, FnApiRunner multi_processing with 2 workers for
+one. Noise comes from ``NoiseSource.insecure_for_tests`` so every release is reproducible, and the
+expected output is recomputed from the same keyed stream (``release_id_for``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+from collections import Counter
+
+import apache_beam as beam
+import numpy as np
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.testing.util import assert_that
+from apache_beam.transforms.window import FixedWindows, GlobalWindow, TimestampedValue
+
+from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.sketches import MisraGries
+from beam_dpsketch.sketches.dp_misragries import PostProcessedSum, approx_pp, pmg
+from beam_dpsketch.transforms import DPHeavyHitters, DPHistogram
+from beam_dpsketch.transforms.release import release_id_for
+
+EPS, DELTA = 1.0, 1e-6
+BUDGET = PrivacyBudget.approx(EPS, DELTA)
+
+
+def zipf_keys(n: int, seed: int, items: int = 2000, s: float = 1.2) -> np.ndarray:
+    ranks = np.arange(1, items + 1, dtype=np.float64)
+    pmf = ranks**-s / np.sum(ranks**-s)
+    return np.random.default_rng(seed).choice(items, size=n, p=pmf).astype(np.int64)
+
+
+class Dump:
+    """assert_that matcher that stores the output in a file: Beam pickles matchers, so
+    appending to a list in the test would only fill a copy (on every runner)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __call__(self, actual):
+        with open(self.path, "wb") as f:
+            pickle.dump(list(actual), f)
+
+    def load(self) -> list:
+        with open(self.path, "rb") as f:
+            return pickle.load(f)
+
+
+@pytest.fixture
+def dump(tmp_path):
+    return Dump(tmp_path / "output.pickle")
+
+
+def run_one_batch(transform: beam.PTransform, keys: np.ndarray, dump: Dump) -> list:
+    """Run ``transform`` on one pre-batched array (a single bundle, a single segment)."""
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        assert_that(p | beam.Create([keys], reshuffle=False) | transform, dump)
+    return dump.load()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_design_b_pipeline_equals_the_core_release(seed, dump):
+    keys = zipf_keys(5000, seed)
+    source = NoiseSource.insecure_for_tests(seed)
+    t = DPHistogram(40, BUDGET, noise_source=source, label="hist")
+    expected = approx_pp(
+        PostProcessedSum.from_sketch(MisraGries(40).update(keys)),
+        EPS,
+        DELTA,
+        source.stream(release_id_for("hist", GlobalWindow(), 0)),
+    )
+    out = run_one_batch(t, keys, dump)
+    assert out == [(k, c) for k, c in expected.items]
+    assert len(out) > 3  # the heavy keys of a Zipf(1.2) stream pass the threshold
+
+
+def test_sequential_pipeline_equals_pmg_on_the_whole_stream(dump):
+    keys = zipf_keys(3000, 7)
+    source = NoiseSource.insecure_for_tests(9)
+    t = DPHistogram(30, BUDGET, mechanism="sequential", noise_source=source, label="seq")
+    expected = pmg(
+        MisraGries(30).update(keys),
+        EPS,
+        DELTA,
+        source.stream(release_id_for("seq", GlobalWindow(), 0)),
+    )
+    assert run_one_batch(t, keys, dump) == [(k, c) for k, c in expected.items]
+
+
+def test_heavy_hitters_are_found_and_counts_within_the_bound(dump):
+    keys = zipf_keys(20_000, 3)
+    n, k = len(keys), 100
+    truth = Counter(keys.tolist())
+    out = run_one_batch(
+        DPHeavyHitters(k, BUDGET, top=10, noise_source=NoiseSource.insecure_for_tests(4)),
+        keys,
+        dump,
+    )
+    assert len(out) == 10
+    counts = [c for _, c in out]
+    assert counts == sorted(counts, reverse=True)  # largest first
+    # Design B: f(x) - n/(k+1) <= V/(k+1) <= f(x), plus discrete Laplace noise of scale 2/eps;
+    # |noise| > (2/eps) * ln(1/beta) has probability <= beta; with beta = 1e-9 per key the
+    # union over 10 keys fails with probability <= 1e-8.
+    noise_bound = 2 / EPS * math.log(1e9)
+    for key, noisy in out:
+        assert truth[key] - n / (k + 1) - noise_bound <= noisy <= truth[key] + noise_bound
+    top5 = {key for key, _ in truth.most_common(5)}
+    assert top5 <= {key for key, _ in out}
+
+
+def test_histogram_is_in_canonical_key_order_and_has_no_dummies(dump):
+    keys = np.array(["b", "a", "c"] * 400 + ["d"] * 3, dtype=object)
+    out = run_one_batch(
+        DPHistogram(
+            5, BUDGET, mechanism="sequential", noise_source=NoiseSource.insecure_for_tests(1)
+        ),
+        keys,
+        dump,
+    )
+    assert [k for k, _ in out] == ["a", "b", "c"]  # "d" (count 3) is below the threshold
+    assert all(k is not None for k, _ in out)
+
+
+def test_fixed_windows_release_once_per_window_with_distinct_noise(dump):
+    source = NoiseSource.insecure_for_tests(5)
+    events = [TimestampedValue("x", t) for t in range(0, 10)] * 50 + [
+        TimestampedValue("x", t) for t in range(10, 20)
+    ] * 50
+    t = DPHistogram(
+        4, BUDGET, mechanism="sequential", noise_source=source, with_metadata=True, label="w"
+    )
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        res = p | beam.Create(events) | beam.WindowInto(FixedWindows(10)) | t
+        assert_that(res, dump)
+    out = sorted(dump.load(), key=lambda r: r.window_start)
+    assert len(out) == 2
+    assert {(r.window_start, r.pane_index) for r in out} == {(0.0, 0), (10.0, 0)}
+    # Each window holds 500 "x": both releases carry x, with different noise draws.
+    values = [dict(r.records)["x"] for r in out]
+    assert values[0] != values[1] and all(abs(v - 500) < 60 for v in values)
+    assert all(r.epsilon == EPS and r.delta == DELTA for r in out)  # fixed windows: parallel
+    assert "dp-misra-gries/sequential" in t.explain()
+
+
+def test_over_budget_fails_at_construction_naming_the_transform():
+    accountant = PrivacyAccountant(PrivacyBudget.approx(1.0, 1e-6))
+    p = beam.Pipeline(runner=FnApiRunner())
+    keys = p | beam.Create([np.arange(10, dtype=np.int64)])
+    _ = keys | "First" >> DPHeavyHitters(10, PrivacyBudget.approx(0.7, 5e-7), accountant=accountant)
+    with pytest.raises(BudgetExceededError, match="Second"):
+        _ = keys | "Second" >> DPHeavyHitters(
+            10, PrivacyBudget.approx(0.7, 5e-7), accountant=accountant
+        )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"k": 0, "budget": BUDGET}, "k must be"),
+        ({"k": 10, "budget": PrivacyBudget.pure(1.0)}, "delta"),
+        ({"k": 10, "budget": BUDGET, "mechanism": "nope"}, "mechanism must be one of"),
+        ({"k": 10, "budget": BUDGET, "mechanism": "pamg-gshm"}, "privacy_id_fn"),
+        ({"k": 10, "budget": BUDGET, "max_contributions": 3}, "privacy_id_fn"),
+        ({"k": 10}, "budget"),
+    ],
+)
+def test_invalid_parameters_name_the_parameter(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        p = beam.Pipeline(runner=FnApiRunner())
+        _ = p | beam.Create([np.arange(3, dtype=np.int64)]) | DPHeavyHitters(**kwargs)
+
+
+def test_user_level_bounds_each_units_contributions(dump):
+    # One user sends "spam" 2000 times; 300 users send "ham" once each. With one contribution
+    # per user, "spam" counts once and can never pass the GSHM threshold, "ham" does.
+    rows = [{"user": "spammer", "key": "spam"}] * 2000
+    rows += [{"user": f"u{i}", "key": "ham"} for i in range(300)]
+    t = DPHistogram(
+        8,
+        BUDGET,
+        key_fn=lambda r: r["key"],
+        privacy_id_fn=lambda r: r["user"],
+        max_contributions=1,
+        noise_source=NoiseSource.insecure_for_tests(2),
+    )
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        assert_that(p | beam.Create(rows) | t, dump)
+    released = dict(dump.load())
+    assert "spam" not in released
+    assert "ham" in released and abs(released["ham"] - 300) < 150
+    assert "privacy unit: user" in t.explain()
+
+
+@pytest.fixture
+def _workers_can_import_this_module(monkeypatch):
+    here = os.path.dirname(os.path.abspath(__file__))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
+    )
+
+
+def _generate(seed: int) -> list[np.ndarray]:
+    return np.array_split(zipf_keys(20_000, seed), 8)
+
+
+def _check_top(actual):
+    keys = [k for k, _ in actual]
+    assert len(keys) == 5 and 0 in keys and 1 in keys, actual
+
+
+@pytest.mark.usefixtures("_workers_can_import_this_module")
+def test_design_b_on_multi_processing_with_two_workers():
+    options = PipelineOptions(["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
+    with beam.Pipeline(runner=FnApiRunner(), options=options) as p:
+        res = (
+            p
+            | beam.Create([11, 12, 13])
+            | beam.Reshuffle()
+            | beam.FlatMap(_generate)
+            | DPHeavyHitters(50, BUDGET, top=5, noise_source=NoiseSource.insecure_for_tests(6))
+        )
+        assert_that(res, _check_top)
