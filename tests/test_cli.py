@@ -218,6 +218,9 @@ def test_demo_writes_report(tmp_path, capsys):
         assert row["exact_count"] - offset - noise <= row["dp_count"] <= row["exact_count"] + noise
     report = (out_dir / "report.md").read_text()
     assert "differentially private" in report and rows[0]["route"] in report
+    page = (out_dir / "report.html").read_text()
+    assert "<table>" in page and rows[0]["route"] in page and "top_routes.png" in page
+    assert "Privacy accounting" in page and (out_dir / "top_routes.png").stat().st_size > 1000
 
 
 def test_one_line_picks_the_worker_error_from_a_traceback():

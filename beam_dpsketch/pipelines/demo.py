@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import html
 import importlib.resources
 import importlib.util
 import json
@@ -65,7 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "and the exact counts. " + LABEL + "."
         ),
     )
-    parser.add_argument("--out", metavar="DIR", help="write report.md, results.json (and a PNG)")
+    parser.add_argument(
+        "--out", metavar="DIR", help="write report.html, report.md, results.json and a PNG"
+    )
     parser.add_argument("--k", type=int, default=4000, help="Misra-Gries counters (4000)")
     parser.add_argument("--epsilon", type=float, default=1.0, help="privacy epsilon (1.0)")
     parser.add_argument("--delta", type=float, default=1e-6, help="privacy delta (1e-6)")
@@ -243,9 +246,43 @@ def _write_report(results: dict[str, Any], out: str) -> list[str]:
     with open(report_path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
     written.append(report_path)
+    written.append(_write_html(results, out, plot_name))
     if plot_name:
         written.append(os.path.join(out, plot_name))
     return written
+
+
+def _write_html(results: dict[str, Any], out: str, plot_name: str | None) -> str:
+    """A self-contained HTML page: summary, the table, the chart and the privacy accounting."""
+    esc = html.escape
+    head = "".join(f"<th>{esc(h)}</th>" for h in _HEADERS)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{esc(str(row[c]))}</td>" for c in _COLUMNS) + "</tr>"
+        for row in results["top_routes"]
+    )
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>beam-dpsketch demo</title>",
+        "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .6em;"
+        "text-align:right}pre{background:#f6f6f6;padding:1em;overflow-x:auto}</style>",
+        "</head><body><h1>DP heavy flight routes</h1>",
+        f"<p><b>{esc(results['label'])}.</b></p>",
+        f"<p>Data: {esc(results['dataset'])}, column <code>{esc(results['column'])}</code>; "
+        f"Beam pipeline time {results['pipeline_seconds']:.2f} s.</p>",
+        "<ul>" + "".join(f"<li>{esc(line)}</li>" for line in _summary_lines(results)) + "</ul>",
+        f"<table><tr>{head}</tr>{body}</table>",
+    ]
+    if plot_name:
+        parts.append(f"<p><img src='{esc(plot_name)}' alt='top routes'></p>")
+    parts += [
+        "<h2>Privacy accounting</h2>",
+        f"<pre>{esc(results['dp_release']['accounting'])}</pre>",
+        "</body></html>",
+    ]
+    path = os.path.join(out, "report.html")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(parts))
+    return path
 
 
 def _write_plot(results: dict[str, Any], out: str) -> str | None:
