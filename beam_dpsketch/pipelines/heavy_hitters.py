@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 import apache_beam as beam
@@ -141,8 +142,8 @@ def heavy_hitters(
             args.input, args.column, args.privacy_id, args.input_format
         )
         options.update(
-            privacy_id_fn=_first,
-            key_fn=_second,
+            privacy_id_fn=itemgetter(0),
+            key_fn=itemgetter(1),
             max_contributions=args.max_contributions or 1,
         )
     else:
@@ -163,14 +164,6 @@ def heavy_hitters(
         shutil.rmtree(tmpdir, ignore_errors=True)
     records.sort(key=lambda kv: -kv[1])
     return records, transform, time.perf_counter() - started
-
-
-def _first(pair: tuple[Any, Any]) -> Any:
-    return pair[0]
-
-
-def _second(pair: tuple[Any, Any]) -> Any:
-    return pair[1]
 
 
 def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:

@@ -48,9 +48,9 @@ from beam_dpsketch.privacy.calibration import discrete_laplace_scale, zcdp_gauss
 from beam_dpsketch.transforms.bounding import BoundContributions
 from beam_dpsketch.transforms.release import (
     PANE_RELATIONS,
+    AccountedTransform,
     DPAggregate,
     ReleaseMechanism,
-    _applied_label,
 )
 
 __all__ = ["CountGaussianMechanism", "CountLaplaceMechanism", "DPCount"]
@@ -212,7 +212,7 @@ class CountGaussianMechanism(_CountMechanism):
         }
 
 
-class DPCount(beam.PTransform):
+class DPCount(AccountedTransform):
     """Differentially private number of elements per window and pane.
 
     Output: one record ``{"count": int}`` per released pane (or a
@@ -317,25 +317,8 @@ class DPCount(beam.PTransform):
         )
         self._label_arg = label
 
-    @property
-    def aggregate(self) -> DPAggregate:
-        """The underlying release step (plan, charge and calibrated mechanism once applied)."""
-        return self._aggregate
-
-    @property
-    def accountant(self) -> PrivacyAccountant:
-        """The accountant charged by this transform."""
-        return self._aggregate.accountant
-
-    def explain(self) -> str:
-        """The accountant's report (available once the transform is applied)."""
-        return self._aggregate.explain()
-
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        # The release label and plan belong to DPCount itself: its input's windowing is the user's
-        # (a bounding GroupByKey would replace the trigger by its continuation).
-        self._aggregate._release_label = self._label_arg or _applied_label(pcoll, self.label)
-        self._aggregate._windowing = pcoll.windowing
+        self._bind_release(pcoll)
         counted = pcoll
         if self._bound is not None:
             counted = pcoll | "BoundContributions" >> self._bound

@@ -33,6 +33,7 @@ CombineFn shapes: the DP claim relies on Beam's bundling not depending on record
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from operator import itemgetter
 from typing import Any
 
 import apache_beam as beam
@@ -54,7 +55,7 @@ from beam_dpsketch.sketches.dp_misragries import (
 from beam_dpsketch.transforms.batching import BatchKeys, is_key_batch
 from beam_dpsketch.transforms.bounding import BoundContributions
 from beam_dpsketch.transforms.combiners import SketchCombineFn
-from beam_dpsketch.transforms.release import DPAggregate, ReleaseMechanism, _applied_label
+from beam_dpsketch.transforms.release import AccountedTransform, DPAggregate, ReleaseMechanism
 
 __all__ = [
     "MECHANISMS",
@@ -183,14 +184,6 @@ def _identity(x: Any) -> Any:
     return x
 
 
-def _first(pair: tuple[Any, Any]) -> Any:
-    return pair[0]
-
-
-def _second(pair: tuple[Any, Any]) -> Any:
-    return pair[1]
-
-
 # --------------------------------------------------------------------------------------------
 # Release
 # --------------------------------------------------------------------------------------------
@@ -268,7 +261,7 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
 # --------------------------------------------------------------------------------------------
 
 
-class DPHistogram(beam.PTransform):
+class DPHistogram(AccountedTransform):
     """Differentially private sparse histogram of keys per window, from Misra-Gries sketches.
 
     Emits ``(key, noisy_count)`` tuples for every key whose noisy count passes the mechanism's
@@ -366,9 +359,9 @@ class DPHistogram(beam.PTransform):
         # and the pairs have a canonical id for the keyed-hash choice whatever the records are.
         self._bound = (
             BoundContributions(
-                _first,
+                itemgetter(0),
                 max_contributions,
-                key_fn=_second,
+                key_fn=itemgetter(1),
                 max_partitions=max_contributions,
                 selection_key=selection_key,
             )
@@ -393,25 +386,8 @@ class DPHistogram(beam.PTransform):
         )
         self._label_arg = label
 
-    @property
-    def aggregate(self) -> DPAggregate:
-        """The underlying release step (plan, charge and calibrated mechanism once applied)."""
-        return self._aggregate
-
-    @property
-    def accountant(self) -> PrivacyAccountant:
-        """The accountant charged by this transform."""
-        return self._aggregate.accountant
-
-    def explain(self) -> str:
-        """The accountant's report: mechanism, noise, threshold, windows, panes, cost, remaining."""
-        return self._aggregate.explain()
-
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        # The plan is read from the user's windowing: the GroupByKeys below would replace the
-        # trigger with its continuation.
-        self._aggregate._release_label = self._label_arg or _applied_label(pcoll, self.label)
-        self._aggregate._windowing = pcoll.windowing
+        self._bind_release(pcoll)
         if self._bound is not None:
             key_fn = self._key_fn or _identity
             pid = self._privacy_id_fn

@@ -672,3 +672,37 @@ def explain_pipeline(accountant: PrivacyAccountant, result: Any = None) -> str:
         f"{text}\nRun: {totals[RELEASED_PANES_METRIC_NAME]} pane(s) released, "
         f"{totals[WITHHELD_PANES_METRIC_NAME]} pane(s) withheld beyond the declared maximum"
     )
+
+
+class AccountedTransform(beam.PTransform):
+    """Base of the DP transforms built on one :class:`DPAggregate` (``self._aggregate``).
+
+    Gives them the same ``aggregate``/``accountant``/``explain()`` surface, and
+    :meth:`_bind_release`, which a composite's ``expand`` calls first: the release label and the
+    release plan belong to the composite, because its *input's* windowing is the user's (a
+    ``GroupByKey`` inside the composite would replace the trigger by its continuation).
+    """
+
+    _aggregate: DPAggregate
+    _label_arg: str | None = None
+
+    @property
+    def aggregate(self) -> DPAggregate:
+        """The underlying release step (plan, charge and calibrated mechanism once applied)."""
+        return self._aggregate
+
+    @property
+    def accountant(self) -> PrivacyAccountant:
+        """The accountant charged by this transform."""
+        return self._aggregate.accountant
+
+    def explain(self) -> str:
+        """The accountant's report: mechanism, noise, threshold, windows, panes, cost, remaining.
+
+        Available once the transform has been applied to a PCollection.
+        """
+        return self._aggregate.explain()
+
+    def _bind_release(self, pcoll: beam.PCollection) -> None:
+        self._aggregate._release_label = self._label_arg or _applied_label(pcoll, self.label)
+        self._aggregate._windowing = pcoll.windowing
