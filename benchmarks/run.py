@@ -156,10 +156,25 @@ SECTIONS = (
 )
 
 
+def _existing_sections() -> dict[str, str]:
+    """The ``## title`` sections of the current RESULTS.md, by title."""
+    if not RESULTS.exists():
+        return {}
+    found: dict[str, str] = {}
+    for chunk in RESULTS.read_text().split("\n## ")[1:]:
+        title = chunk.split("\n", 1)[0].strip()
+        found[title] = "## " + chunk.rstrip() + "\n"
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small inputs, for a smoke run")
-    parser.add_argument("--only", help="run only sections whose title contains this word")
+    parser.add_argument(
+        "--only",
+        help="re-run only the sections whose title contains this text; the others keep their "
+        "earlier figures in RESULTS.md",
+    )
     args = parser.parse_args(argv)
     command = "python -m benchmarks.run" + (" --quick" if args.quick else "")
     parts = [
@@ -167,21 +182,32 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"- date: {dt.date.today().isoformat()}",
         f"- machine: {_machine()}",
-        f"- command: `{command}` (`make bench` runs the full size)",
+        "- `make bench` runs every section at full size; each section states its command.",
         "",
     ]
+    sections = _existing_sections() if args.only else {}
     for title, target, columns in SECTIONS:
         if args.only and args.only.lower() not in title.lower():
             continue
         print(f"== {title}", file=sys.stderr)
         module, func = target.split(":")
         rows = getattr(importlib.import_module(module), func)(args.quick)
-        parts += [f"## {title}", "", _table(rows, columns), ""]
-    if not args.only:
-        RESULTS.write_text("\n".join(parts))
-        print(f"wrote {RESULTS}", file=sys.stderr)
-    else:
-        print("\n".join(parts))
+        sections[title] = "\n".join(
+            [
+                f"## {title}",
+                "",
+                f"Command: `{command}`, {dt.date.today().isoformat()}.",
+                "",
+                _table(rows, columns),
+                "",
+            ]
+        )
+    # Sections not re-run keep their earlier figures (each states its own command and date).
+    for title, _, _ in SECTIONS:
+        if title in sections:
+            parts.append(sections[title])
+    RESULTS.write_text("\n".join(parts))
+    print(f"wrote {RESULTS}", file=sys.stderr)
     return 0
 
 
