@@ -114,7 +114,10 @@ class SketchSpec:
         return self.sketch_type(**self.params)
 
 
-def as_sketch_factory(spec_or_factory: SketchSpec | SketchFactory) -> tuple[SketchFactory, type]:
+def as_sketch_factory(
+    spec_or_factory: SketchSpec | SketchFactory,
+    required: tuple[str, ...] = ("update", "merge", "to_bytes", "from_bytes"),
+) -> tuple[SketchFactory, type]:
     """Normalise a :class:`SketchSpec` or zero-argument factory; return ``(factory, sketch_type)``.
 
     A plain factory is called once, here, so that invalid sketch parameters fail at pipeline
@@ -128,7 +131,7 @@ def as_sketch_factory(spec_or_factory: SketchSpec | SketchFactory) -> tuple[Sket
             f"got {type(spec_or_factory).__name__}"
         )
     probe = spec_or_factory()
-    for method in ("update", "merge", "to_bytes", "from_bytes"):
+    for method in required:
         if not callable(getattr(probe, method, None)):
             raise ValueError(
                 f"sketch factory returned a {type(probe).__name__}, which has no {method}()"
@@ -195,11 +198,14 @@ class SketchCombineFn(beam.CombineFn):
     the merged error bound ``f(x) - n/(k+1) <= estimate(x) <= f(x)``.
     """
 
+    #: Methods the sketches of this CombineFn must have (checked at pipeline construction).
+    REQUIRED_METHODS: tuple[str, ...] = ("update", "merge", "to_bytes", "from_bytes")
+
     def __init__(self, sketch: SketchSpec | SketchFactory):
         super().__init__()
         # Only the small spec/factory is pickled with the CombineFn; tables are built per
         # accumulator on the worker (a big array on the instance slows every bundle).
-        self._factory, self._sketch_type = as_sketch_factory(sketch)
+        self._factory, self._sketch_type = as_sketch_factory(sketch, self.REQUIRED_METHODS)
 
     @property
     def sketch_type(self) -> type:
@@ -245,3 +251,30 @@ class SketchCombineFn(beam.CombineFn):
 
     def get_accumulator_coder(self) -> SketchCoder:
         return SketchCoder(self._sketch_type)
+
+
+class MergeSketchesCombineFn(SketchCombineFn):
+    """Combine sketches that were already built (e.g. one per ``GroupByKey`` shard or user).
+
+    ``add_input`` merges the incoming sketch into the accumulator; since merging an empty sketch
+    is the identity, a window holding one sketch yields exactly that sketch.
+    """
+
+    REQUIRED_METHODS = ("merge", "to_bytes", "from_bytes")
+
+    def add_input(self, mutable_accumulator: Sketch, element: Any) -> Sketch:
+        return mutable_accumulator.merge(element)
+
+
+class WeightedSketchCombineFn(SketchCombineFn):
+    """Inputs are ``(keys, counts)``: one key and its integer weight, or arrays of both.
+
+    Negative weights are deletions (turnstile model) for the sketches that allow them; ``counts``
+    may be ``None`` for unit weights.
+    """
+
+    def add_input(self, mutable_accumulator: Sketch, element: Any) -> Sketch:
+        keys, counts = element
+        if not isinstance(keys, np.ndarray | list):
+            return mutable_accumulator.update([keys], [counts])
+        return mutable_accumulator.update(keys, counts)

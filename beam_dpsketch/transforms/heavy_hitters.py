@@ -54,7 +54,7 @@ from beam_dpsketch.sketches.dp_misragries import (
 )
 from beam_dpsketch.transforms.batching import BatchKeys, is_key_batch
 from beam_dpsketch.transforms.bounding import BoundContributions
-from beam_dpsketch.transforms.combiners import SketchCombineFn
+from beam_dpsketch.transforms.combiners import MergeSketchesCombineFn, SketchCombineFn
 from beam_dpsketch.transforms.release import AccountedTransform, DPAggregate, ReleaseMechanism
 
 __all__ = [
@@ -136,30 +136,6 @@ class DesignBCombineFn(beam.CombineFn):
 
     def extract_output(self, acc: _DesignBAccumulator) -> PostProcessedSum:
         return acc.close()
-
-
-class _MergeSketchesFn(beam.CombineFn):
-    """Merge already-built sketches (``MisraGries`` or ``PAMGSketch``) of one window."""
-
-    def __init__(self, factory: Callable[[], Any]) -> None:
-        super().__init__()
-        self._factory = factory
-
-    def create_accumulator(self) -> Any:
-        return self._factory()
-
-    def add_input(self, acc: Any, sketch: Any) -> Any:
-        return acc.merge(sketch)
-
-    def merge_accumulators(self, accumulators: Iterable[Any]) -> Any:
-        it = iter(accumulators)
-        first = next(it)
-        for acc in it:
-            first.merge(acc)
-        return first
-
-    def extract_output(self, acc: Any) -> Any:
-        return acc
 
 
 def _sequential_sketch(k: int) -> Callable[[tuple[Any, Iterable[Any]]], MisraGries]:
@@ -351,10 +327,10 @@ class DPHistogram(AccountedTransform):
         elif mechanism == "merged-gshm" or mechanism == "merged-laplace":
             combine = SketchCombineFn.misra_gries(k)
         elif mechanism == "sequential":
-            combine = _MergeSketchesFn(lambda: MisraGries(k))
+            combine = MergeSketchesCombineFn(lambda: MisraGries(k))
         else:
             m = int(max_contributions)  # type: ignore[arg-type]
-            combine = _MergeSketchesFn(lambda: PAMGSketch(k, m, allow_m_gt_k=True))
+            combine = MergeSketchesCombineFn(lambda: PAMGSketch(k, m, allow_m_gt_k=True))
         # Bounding runs on (privacy id, key) pairs: PAMG needs only each unit's distinct keys,
         # and the pairs have a canonical id for the keyed-hash choice whatever the records are.
         self._bound = (
