@@ -157,7 +157,16 @@ def _subcommands() -> list[str]:
 
 
 def test_every_registered_module_adds_a_subcommand():
-    assert len(_subcommands()) == len(SUBCOMMAND_MODULES)
+    import importlib
+
+    for name in SUBCOMMAND_MODULES:
+        parser = argparse.ArgumentParser()
+        subparsers = parser.add_subparsers()
+        importlib.import_module(name).register(subparsers)
+        assert subparsers.choices, name
+    assert {"demo", "heavy-hitters", "frequencies", "quantiles", "sketch", "evaluate"} <= set(
+        _subcommands()
+    )
 
 
 @pytest.mark.parametrize("command", [[], *[[name] for name in _subcommands()]])
@@ -313,3 +322,75 @@ def test_heavy_hitters_errors_are_one_line(tmp_path, capsys, extra, message):
         ["heavy-hitters", "--input", str(path), "--epsilon", "1", *extra], capsys
     )
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_frequencies_json_estimates_the_queried_keys(tmp_path, capsys):
+    path = tmp_path / "events.csv"
+    path.write_text("browser\n" + "firefox\n" * 600 + "chrome\n" * 300)
+    code, out, err = run_cli(
+        [
+            "frequencies",
+            "--input",
+            str(path),
+            "--column",
+            "browser",
+            "--width",
+            "64",
+            "--depth",
+            "3",
+            "--epsilon",
+            "1",
+            "--query",
+            "firefox",
+            "opera",
+            "--format",
+            "json",
+            "--insecure-test-seed",
+            "2",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    got = {r["key"]: r["estimate"] for r in json.loads(out)}
+    # Count-Min: never below the truth minus the noise; noise scale depth/eps = 3, and the
+    # public offset keeps it above the truth w.p. >= 1 - beta.
+    assert 600 - 3 * math.log(1e9) <= got["firefox"] <= 600 + 300 + 3 * math.log(1e9) + 60
+    assert got["opera"] <= 300 + 3 * math.log(1e9) + 60
+
+
+def test_quantiles_json_on_an_integer_column(tmp_path, capsys):
+    path = tmp_path / "delays.parquet"
+    pq.write_table(pa.table({"delay": np.arange(0, 1000, dtype=np.int64)}), path)
+    code, out, err = run_cli(
+        [
+            "quantiles",
+            "--input",
+            str(path),
+            "--column",
+            "delay",
+            "--q",
+            "0.25",
+            "0.5",
+            "--lower",
+            "0",
+            "--upper",
+            "1023",
+            "--epsilon",
+            "1",
+            "--format",
+            "json",
+            "--insecure-test-seed",
+            "4",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    got = {r["quantile"]: r["value"] for r in json.loads(out)}
+    assert abs(got[0.25] - 250) <= 30 and abs(got[0.5] - 500) <= 30
+
+
+def test_frequencies_needs_queries_or_candidates(tmp_path, capsys):
+    path = tmp_path / "k.txt"
+    path.write_text("a\n")
+    code, _, err = run_cli(["frequencies", "--input", str(path), "--epsilon", "1"], capsys)
+    assert code == 2 and "--query" in err

@@ -23,6 +23,7 @@ __all__ = ["main", "SUBCOMMAND_MODULES"]
 SUBCOMMAND_MODULES = (
     "beam_dpsketch.pipelines.demo",
     "beam_dpsketch.pipelines.heavy_hitters",
+    "beam_dpsketch.pipelines.frequencies",
     "beam_dpsketch.pipelines.sketch",
     "beam_dpsketch.evaluation.cli",
 )

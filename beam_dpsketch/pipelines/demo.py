@@ -31,8 +31,7 @@ import pyarrow.parquet as pq
 from apache_beam.testing.util import assert_that
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.pipelines.heavy_hitters import DumpToFile
-from beam_dpsketch.pipelines.options import format_table, make_pipeline
+from beam_dpsketch.pipelines.options import DumpToFile, format_table, make_pipeline
 from beam_dpsketch.pipelines.sketch import SaveSketch, load_sketch
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms import DPHeavyHitters, ReadKeyBatches, SketchGlobally, SketchSpec

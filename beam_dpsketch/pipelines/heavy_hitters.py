@@ -9,12 +9,7 @@ stated up front (``--explain``).
 from __future__ import annotations
 
 import argparse
-import os
-import pickle
-import shutil
 import sys
-import tempfile
-import time
 from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
@@ -22,21 +17,20 @@ from typing import Any
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.testing.util import assert_that
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.options import (
     add_input_arguments,
     jsonable_key,
-    make_pipeline,
     print_records,
+    run_and_collect,
 )
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms import DPHeavyHitters, ReadKeyBatches
 from beam_dpsketch.transforms.heavy_hitters import MECHANISMS
 from beam_dpsketch.transforms.readers import ReadKeyPairs
 
-__all__ = ["DumpToFile", "heavy_hitters", "register", "run"]
+__all__ = ["heavy_hitters", "register", "run"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -96,25 +90,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-class DumpToFile:
-    """An ``assert_that`` matcher that stores a pipeline's output in a local file.
-
-    Beam pickles matchers, so collecting into a list of the caller would only fill a copy; a file
-    works on every runner whose workers share this filesystem (all the local ones).
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def __call__(self, actual: Any) -> None:
-        with open(self.path, "wb") as f:
-            pickle.dump(list(actual), f)
-
-    def load(self) -> list[Any]:
-        with open(self.path, "rb") as f:
-            return pickle.load(f)
-
-
 def heavy_hitters(
     args: argparse.Namespace, beam_args: Sequence[str]
 ) -> tuple[list[tuple[Any, Any]], DPHeavyHitters, float]:
@@ -149,21 +124,9 @@ def heavy_hitters(
     else:
         reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type=args.key_type)
     transform = DPHeavyHitters(args.k, budget, **options)
-    tmpdir = tempfile.mkdtemp(prefix="beam-dpsketch-")
-    try:
-        out = os.path.join(tmpdir, "released.pickle")
-        started = time.perf_counter()
-        pipeline = make_pipeline(beam_args)
-        released = pipeline | "Read" >> reader | "DPHeavyHitters" >> transform
-        assert_that(released, DumpToFile(out))
-        if args.explain:
-            print(transform.explain(), file=sys.stderr)
-        pipeline.run().wait_until_finish()
-        records = DumpToFile(out).load()
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+    records, seconds = run_and_collect(reader, transform, beam_args, explain=args.explain)
     records.sort(key=lambda kv: -kv[1])
-    return records, transform, time.perf_counter() - started
+    return records, transform, seconds
 
 
 def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:

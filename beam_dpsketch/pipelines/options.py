@@ -13,13 +13,19 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
+import pickle
+import shutil
 import sys
+import tempfile
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
 import apache_beam as beam
 from apache_beam.options import pipeline_options as beam_pipeline_options
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that
 
 from beam_dpsketch.transforms.readers import INPUT_FORMATS, KEY_TYPES
 
@@ -253,3 +259,48 @@ def print_records(
     if title:
         print(title, file=stdout)
     print(format_table(records, columns, headers), file=stdout)
+
+
+class DumpToFile:
+    """An ``assert_that`` matcher that stores a pipeline's output in a local file.
+
+    Beam pickles matchers, so collecting into a list of the caller would only fill a copy; a file
+    works on every runner whose workers share this filesystem (all the local ones).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __call__(self, actual: Any) -> None:
+        with open(self.path, "wb") as f:
+            pickle.dump(list(actual), f)
+
+    def load(self) -> list[Any]:
+        with open(self.path, "rb") as f:
+            return pickle.load(f)
+
+
+def run_and_collect(
+    source: beam.PTransform,
+    transform: beam.PTransform,
+    beam_args: Sequence[str] | None = None,
+    *,
+    explain: bool = False,
+) -> tuple[list[Any], float]:
+    """Run ``source | transform`` and return ``(output elements, seconds)``.
+
+    With ``explain``, the transform's privacy accounting (``transform.explain()``) is printed to
+    stderr after construction and before anything runs.
+    """
+    tmpdir = tempfile.mkdtemp(prefix="beam-dpsketch-")
+    try:
+        out = DumpToFile(os.path.join(tmpdir, "output.pickle"))
+        started = time.perf_counter()
+        pipeline = make_pipeline(beam_args)
+        assert_that(pipeline | "Read" >> source | "Release" >> transform, out)
+        if explain:
+            print(transform.explain(), file=sys.stderr)
+        pipeline.run().wait_until_finish()
+        return out.load(), time.perf_counter() - started
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)

@@ -70,3 +70,8 @@ from beam_dpsketch.transforms.heavy_hitters import (  # noqa: E402
 )
 
 __all__ += ["DPHeavyHitters", "DPHistogram", "DesignBCombineFn", "MisraGriesReleaseMechanism"]
+
+# DP frequency sketches and quantiles (issue #6).
+from beam_dpsketch.transforms.frequencies import DPFrequencies, DPQuantiles  # noqa: E402
+
+__all__ += ["DPFrequencies", "DPQuantiles"]
