@@ -153,6 +153,24 @@ SECTIONS = (
         "benchmarks.bench_beam:run",
         ["benchmark", "runner", "n", "seconds", "items_per_s", "notes"],
     ),
+    (
+        "DP heavy hitters vs PipelineDP (accuracy and throughput)",
+        "benchmarks.bench_heavy_hitters:run",
+        [
+            "benchmark",
+            "impl",
+            "dataset",
+            "epsilon",
+            "k",
+            "precision",
+            "recall",
+            "are",
+            "n",
+            "seconds",
+            "items_per_s",
+            "notes",
+        ],
+    ),
 )
 
 
