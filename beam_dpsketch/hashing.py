@@ -3,7 +3,7 @@
 Every sketch in the library identifies a key by the 128-bit MurmurHash3 (x64 variant) of its
 *canonical encoding* under a 32-bit seed. The canonical encoding is a deterministic, injective byte
 string, so the hash of a key is the same in every process, on every machine and in every run for the
-same seed. Python's ``hash()`` is salted per process and is never used.
+same seed. Python's built-in ``hash`` is salted per process and is never used.
 
 Canonical encoding (the last byte is a type tag, the payload comes first)::
 

@@ -9,7 +9,7 @@ release id names the release, e.g. ``("DPHeavyHitters/3", window_start, window_e
 The same (secret key, release id) always gives the same bytes, so a Beam bundle that is retried
 re-draws the *same* noise instead of publishing a second, fresh draw of the same data (which would
 let an observer average the noise away). Different release ids give computationally independent
-streams. ``random``, ``numpy.random`` and Python's ``hash()`` are never used.
+streams. ``random``, ``numpy.random`` and Python's built-in ``hash`` are never used.
 
 :data:`INSECURE_TEST_KEY` and :meth:`NoiseSource.insecure_for_tests` give publicly known keys for
 reproducible tests; noise drawn from them protects nothing. Keys made that way start with the

@@ -9,7 +9,7 @@ seeds, metrics, the library version and the experiment version.
 Caching and resuming
     A cell is identified by ``cell_key``: the sha256 of a canonical JSON encoding of the
     experiment name, its ``version``, the parameters, the base seed and the trial (never Python's
-    salted ``hash()``). Re-running skips every cell whose key is stored; adding a grid value runs
+    salted built-in ``hash``). Re-running skips every cell whose key is stored; adding a grid value runs
     only the new cells; bumping ``version`` (do it when the experiment's code changes) recomputes
     everything. The library version is recorded in each row but is not part of the key, so a
     library upgrade alone does not discard results. Each finished cell is appended at once to

@@ -15,7 +15,7 @@ Properties:
   uniform, so the kept set is a uniform random subset of the unit's contributions (as a multiset:
   a value contributed 3 times is 3 contributions). The tests check this with a chi-square test.
 * **Reproducible.** The rank depends only on the key and the contribution, never on arrival
-  order, bundle boundaries, the process or Python's salted ``hash()``. A retried bundle or a
+  order, bundle boundaries, the process or Python's salted built-in ``hash``. A retried bundle or a
   re-run with the same key keeps exactly the same contributions.
 * **Order-free duplicates.** The ``occurrence`` index of the j-th copy of the same
   ``(privacy_id, element)`` is ``j``; identical copies are interchangeable, so the multiset of

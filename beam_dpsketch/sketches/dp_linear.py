@@ -36,6 +36,7 @@ chosen independently of the data.
 
 from __future__ import annotations
 
+import abc
 import math
 from typing import Any, ClassVar, Self
 
@@ -122,7 +123,7 @@ def _top_order(keys: list[Any], values: np.ndarray, top: int | None) -> list[int
     return ordered if top is None else ordered[:top]
 
 
-class _PrivateLinearSketch:
+class _PrivateLinearSketch(abc.ABC):
     """Shared machinery of :class:`PrivateCountMinSketch` and :class:`PrivateCountSketch`."""
 
     KIND: ClassVar[str] = ""
@@ -364,8 +365,9 @@ class _PrivateLinearSketch:
         """Each key's (signed) noisy counter in each row: int64 array ``(depth, n)``."""
         return self._row_values_hashed(*hash_keys(keys, self.seed))
 
+    @abc.abstractmethod
     def _combine_rows(self, values: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """Combine the per-row estimates ``(depth, n)`` into one estimate per key."""
 
     def estimate_hashes(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
         """Point estimates of keys given by their hashes (float64)."""

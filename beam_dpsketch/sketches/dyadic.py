@@ -28,6 +28,7 @@ Float data: :class:`FloatDomain` maps floats to integer bins with declared bound
 
 from __future__ import annotations
 
+import abc
 import math
 import numbers
 from typing import Any, ClassVar, Self
@@ -120,7 +121,7 @@ def _levels_for(lower: int, upper: int) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-class _DyadicBase:
+class _DyadicBase(abc.ABC):
     """Layout (levels, exact levels, seeds) and the rank/quantile queries shared by the exact
     and the released sketches. Estimates are float64 (medians of signed counters)."""
 
@@ -215,9 +216,9 @@ class _DyadicBase:
             out[s : s + _QUERY_CHUNK] = np.median(values, axis=0)
         return out
 
+    @abc.abstractmethod
     def total(self) -> float:
         """Total weight ``N`` (see subclasses)."""
-        raise NotImplementedError
 
     def _top_total(self) -> float:
         """``est_{L-1}(0) + est_{L-1}(1)`` (spec §4.4, §5.5)."""

@@ -16,7 +16,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam import coders
 
-from beam_dpsketch.hashing import MAX_DEPTH, MAX_SEED, MAX_WIDTH
+from beam_dpsketch.hashing import MAX_DEPTH, MAX_SEED, MAX_WIDTH, hash_key
 from beam_dpsketch.sketches import CountMinSketch, CountSketch, MisraGries
 from beam_dpsketch.sketches.misragries import MAX_K
 from beam_dpsketch.transforms.batching import is_key_batch
@@ -88,7 +88,8 @@ class SketchSpec:
         object.__setattr__(self, "params", checked)
 
     def __hash__(self) -> int:
-        return hash((self.kind, tuple(sorted(self.params.items()))))
+        # Stable across processes, like every hash in the library (never the salted built-in).
+        return hash_key((self.kind, *sorted(self.params.items())), 0)[0]
 
     @classmethod
     def count_min(cls, width: int, depth: int, seed: int = 0) -> SketchSpec:
@@ -169,7 +170,7 @@ class SketchCoder(coders.Coder):
         return type(other) is type(self) and other._sketch_type is self._sketch_type
 
     def __hash__(self) -> int:
-        return hash((type(self), self._sketch_type))
+        return hash_key((type(self).__name__, self._sketch_type.__name__), 0)[0]
 
     def __repr__(self) -> str:
         return f"SketchCoder({self._sketch_type.__name__})"

@@ -31,6 +31,7 @@ no privacy) and is left to the caller.
 
 from __future__ import annotations
 
+import abc
 import math
 import numbers
 from collections.abc import Callable
@@ -116,9 +117,9 @@ class _CountMechanism(ReleaseMechanism):
         noise = int(self.noise(budget, stream))
         return [{"count": count + noise}]
 
+    @abc.abstractmethod
     def noise(self, budget: PrivacyBudget, stream: NoiseStream) -> int:
         """The one noise draw of a release (from ``stream``; exposed for tests and audits)."""
-        raise NotImplementedError
 
 
 class CountLaplaceMechanism(_CountMechanism):

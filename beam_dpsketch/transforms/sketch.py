@@ -13,6 +13,7 @@ Example
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +35,7 @@ __all__ = ["SketchGlobally", "SketchPerKey"]
 SKETCHES_TAG = "sketches"
 
 
-class _SketchBase(beam.PTransform):
+class _SketchBase(beam.PTransform, abc.ABC):
     _batcher: type[BatchKeys] = BatchKeys
 
     def __init__(
@@ -78,11 +79,13 @@ class _SketchBase(beam.PTransform):
         """Build :class:`~beam_dpsketch.sketches.MisraGries` summaries; ``kwargs`` as the class."""
         return cls(SketchSpec.misra_gries(k), **kwargs)
 
+    @abc.abstractmethod
     def _skip_batching(self, pcoll: beam.PCollection) -> bool:
-        raise NotImplementedError
+        """Whether the input is already batched (typed as arrays), so BatchKeys is skipped."""
 
+    @abc.abstractmethod
     def _combine(self, batches: beam.PCollection) -> beam.PCollection:
-        raise NotImplementedError
+        """Combine the batches into sketches (globally or per group)."""
 
     def expand(self, pcoll):
         if self._skip_batching(pcoll):
