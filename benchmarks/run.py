@@ -171,6 +171,11 @@ SECTIONS = (
             "notes",
         ],
     ),
+    (
+        "DP linear sketches vs PipelineDP percentiles and DP Misra-Gries",
+        "benchmarks.bench_linear:run",
+        ["benchmark", "impl", "dataset", "epsilon", "metric", "value", "seconds"],
+    ),
 )
 
 

@@ -1,8 +1,9 @@
 """``beam-dpsketch evaluate PAPER``: reproduce a paper's results table and write an HTML report.
 
 ``PAPER`` is one of :data:`PAPERS` or ``all``. Implemented so far: ``sketches`` (the non-private
-Count-Min, Count Sketch and Misra-Gries against their textbook bounds) and ``misra-gries`` (the
-DP Misra-Gries releases of Lebeda and Tetek against the paper's utility claims). The other
+Count-Min, Count Sketch and Misra-Gries against their textbook bounds), ``misra-gries`` (the
+DP Misra-Gries releases of Lebeda and Tetek against the paper's utility claims) and ``linear``
+(the DP linear sketches and quantiles of Zhao et al., claims C1-C9). The other
 papers' experiments need their DP algorithms; asking for one prints "not implemented yet" with
 the issue it lands with and exits with status 1, rather than showing made-up results.
 
@@ -47,9 +48,7 @@ class PendingPaper:
 PAPERS: dict[str, PendingPaper | None] = {
     "sketches": None,  # implemented: evaluation.experiments.sketches
     "misra-gries": None,  # implemented: evaluation.experiments.misra_gries
-    "linear": PendingPaper(
-        "DP linear sketches, Zhao et al.", "dp-linear-sketches.md §8.5", issue=6
-    ),
+    "linear": None,  # implemented: evaluation.experiments.linear
     "lazy": PendingPaper("Lazy/Punctual sketches, Holland", "lazy-sketch.md §7.2", issue=7),
     "dpsw": PendingPaper("DPSW-Sketch, Wang et al.", "dpsw-sketch.md §7.4", issue=8),
     "intermittent": PendingPaper(
@@ -70,8 +69,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Run a paper's experiments (cached and resumable) and write OUT/PAPER/index.html: "
             "each claim of the paper's results table, our figure beside it, and a verdict "
             "(reproduced / differs, with the reason). Implemented: sketches (non-private "
-            "Count-Min, Count Sketch, Misra-Gries vs their textbook bounds) and misra-gries "
-            "(DP Misra-Gries releases vs the paper's utility claims)."
+            "Count-Min, Count Sketch, Misra-Gries vs their textbook bounds), misra-gries "
+            "(DP Misra-Gries releases vs the paper's utility claims) and linear (DP linear "
+            "sketches and quantiles vs the paper's claims C1-C9)."
         ),
     )
     parser.add_argument(
@@ -144,6 +144,7 @@ def run_evaluation(
 _EXPERIMENT_MODULES = {
     "sketches": "beam_dpsketch.evaluation.experiments.sketches",
     "misra-gries": "beam_dpsketch.evaluation.experiments.misra_gries",
+    "linear": "beam_dpsketch.evaluation.experiments.linear",
 }
 """The module of each implemented paper; each has ``run(mode, out_dir, ...) -> (Report, ...)``."""
 
