@@ -222,3 +222,34 @@ def test_float_quantiles_through_a_declared_domain(dump):
 def test_quantile_parameters_are_validated(kwargs, match):
     with pytest.raises(ValueError, match=match):
         DPQuantiles(budget=PrivacyBudget.pure(1.0), **kwargs)
+
+
+def test_released_sketch_is_queryable_as_a_side_input(dump):
+    # The typical use: release once, then look keys up in another branch of the pipeline.
+    source = NoiseSource.insecure_for_tests(9)
+    budget = PrivacyBudget.pure(1.0)
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        released = (
+            p
+            | "Data" >> beam.Create(["a"] * 500 + ["b"] * 50)
+            | DPFrequencies(W, D, budget, noise_source=source, label="side")
+        )
+        lookups = (
+            p
+            | "Queries" >> beam.Create(["a", "b", "zzz"])
+            | beam.Map(
+                lambda key, sk: (key, float(sk.estimate([key])[0])),
+                sk=beam.pvalue.AsSingleton(released),
+            )
+        )
+        assert_that(lookups, dump)
+    got = dict(dump.load())
+    expected = PrivateCountMinSketch.release(
+        CountMinSketch(W, D, 0).update(["a"] * 500 + ["b"] * 50),
+        budget,
+        source.stream(release_id_for("side", GlobalWindow(), 0)),
+    )
+    assert got == {
+        k: float(v)
+        for k, v in zip("a b zzz".split(), expected.estimate(["a", "b", "zzz"]), strict=True)
+    }
