@@ -931,3 +931,26 @@ def word_stream(n: int, seed: SeedLike, freqs: WordFrequencies) -> np.ndarray:
     experiments whose papers used data unavailable here.
     """
     return sample_pmf(freqs.probabilities, n, seed)
+
+
+def resolve_flights(flights: str, rows: int | None, offline: bool) -> tuple[str | None, str]:
+    """Which flights data an experiment uses, and a note for its report when it differs.
+
+    ``flights`` is ``"none"``, ``"sample"`` (the bundled 300,000-row sample, optionally its first
+    ``rows`` rows) or ``"full"`` (the 3 M-row file, fetched and cached; falls back to the sample
+    with a note when the registry cannot be reached or ``offline`` forbids the download).
+    Returns ``(kind, note)`` with ``kind`` one of ``None``, ``"sample"``, ``"full"``.
+    """
+    if flights == "none":
+        return None, ""
+    if flights == "sample":
+        first = f", first {rows:,} rows" if rows else ""
+        return "sample", (
+            f"Flights: the bundled 300,000-row sample (every 10th row){first}; --full uses the "
+            "3 M-row file."
+        )
+    try:
+        fetch_flights(download=not offline)
+        return "full", ""
+    except DatasetUnavailableError as exc:
+        return "sample", f"Flights: the 3 M-row file was unavailable ({exc}); used the sample."

@@ -50,7 +50,6 @@ from beam_dpsketch.transforms.bounding import BoundContributions
 from beam_dpsketch.transforms.release import (
     PANE_RELATIONS,
     AccountedTransform,
-    DPAggregate,
     ReleaseMechanism,
 )
 
@@ -297,13 +296,10 @@ class DPCount(AccountedTransform):
                 privacy_id_fn, max_contributions, selection_key=selection_key
             )
             privacy_unit = "user"
-        if accountant is None:
-            # A private accountant named after the transform, so that explain() reads well.
-            accountant = PrivacyAccountant(budget, name=label or "DPCount")  # type: ignore[arg-type]
-        kind = budget.kind if budget is not None else accountant.budget.kind
+        kind = budget.kind if budget is not None else accountant.budget.kind  # type: ignore[union-attr]
         mechanism_cls = CountGaussianMechanism if kind == "zcdp" else CountLaplaceMechanism
         self.mechanism = mechanism_cls(max_contributions)
-        self._aggregate = DPAggregate(
+        self._build_aggregate(
             CountCombineFn(),
             self.mechanism,
             budget=budget,
@@ -316,7 +312,6 @@ class DPCount(AccountedTransform):
             with_metadata=with_metadata,
             label=label,
         )
-        self._label_arg = label
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
         self._bind_release(pcoll)

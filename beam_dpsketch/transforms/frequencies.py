@@ -26,7 +26,7 @@ from beam_dpsketch.sketches.dyadic_domain import FloatDomain
 from beam_dpsketch.sketches.dyadic_private import PrivateDyadicCountSketch
 from beam_dpsketch.transforms.batching import BatchKeys, is_batch_type
 from beam_dpsketch.transforms.combiners import SketchCombineFn, WeightedSketchCombineFn
-from beam_dpsketch.transforms.release import AccountedTransform, DPAggregate, ReleaseMechanism
+from beam_dpsketch.transforms.release import AccountedTransform, ReleaseMechanism
 
 __all__ = ["DPFrequencies", "DPQuantiles", "LinearSketchReleaseMechanism", "QuantileMechanism"]
 
@@ -139,9 +139,7 @@ class DPFrequencies(AccountedTransform):
         exact_cls(width, depth, seed)  # validate the shape now, at construction
         self._key_fn, self._weight_fn = key_fn, weight_fn
         self.mechanism = LinearSketchReleaseMechanism(sketch, width, depth, seed, neighbouring)
-        if accountant is None:
-            accountant = PrivacyAccountant(budget, name=label or type(self).__name__)  # type: ignore[arg-type]
-        self._aggregate = DPAggregate(
+        self._build_aggregate(
             (WeightedSketchCombineFn if weight_fn is not None else SketchCombineFn)(
                 lambda: exact_cls(width, depth, seed)
             ),
@@ -154,7 +152,6 @@ class DPFrequencies(AccountedTransform):
             with_metadata=with_metadata,
             label=label,
         )
-        self._label_arg = label
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
         self._bind_release(pcoll)
@@ -285,9 +282,7 @@ class DPQuantiles(AccountedTransform):
         self._clamp = clamp
         self._value_fn, self._weight_fn = value_fn, weight_fn
         self.mechanism = QuantileMechanism(qs, self.domain, neighbouring, layout)
-        if accountant is None:
-            accountant = PrivacyAccountant(budget, name=label or type(self).__name__)  # type: ignore[arg-type]
-        self._aggregate = DPAggregate(
+        self._build_aggregate(
             WeightedSketchCombineFn(lambda: DyadicCountSketch(*layout, clamp=clamp)),
             self.mechanism,
             budget=budget,
@@ -298,7 +293,6 @@ class DPQuantiles(AccountedTransform):
             with_metadata=with_metadata,
             label=label,
         )
-        self._label_arg = label
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
         self._bind_release(pcoll)

@@ -55,7 +55,7 @@ from beam_dpsketch.sketches.dp_misragries import (
 from beam_dpsketch.transforms.batching import BatchKeys, is_key_batch
 from beam_dpsketch.transforms.bounding import BoundContributions
 from beam_dpsketch.transforms.combiners import MergeSketchesCombineFn, SketchCombineFn
-from beam_dpsketch.transforms.release import AccountedTransform, DPAggregate, ReleaseMechanism
+from beam_dpsketch.transforms.release import AccountedTransform, ReleaseMechanism
 
 __all__ = [
     "MECHANISMS",
@@ -346,9 +346,7 @@ class DPHistogram(AccountedTransform):
         )
         self._max_contributions = max_contributions
         self._privacy_id_fn = privacy_id_fn
-        if accountant is None:
-            accountant = PrivacyAccountant(budget, name=label or type(self).__name__)  # type: ignore[arg-type]
-        self._aggregate = DPAggregate(
+        self._build_aggregate(
             combine,
             self._mechanism,
             budget=budget,
@@ -360,7 +358,6 @@ class DPHistogram(AccountedTransform):
             with_metadata=with_metadata,
             label=label,
         )
-        self._label_arg = label
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
         self._bind_release(pcoll)

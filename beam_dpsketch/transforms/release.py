@@ -703,6 +703,27 @@ class AccountedTransform(beam.PTransform):
         """
         return self._aggregate.explain()
 
+    def _build_aggregate(
+        self,
+        combine_fn: Any,
+        mechanism: ReleaseMechanism,
+        *,
+        accountant: PrivacyAccountant | None,
+        budget: PrivacyBudget | None,
+        label: str | None,
+        **options: Any,
+    ) -> None:
+        """Create the release step; without a shared accountant, one of exactly ``budget``.
+
+        The private accountant is named after the transform so that ``explain()`` reads well.
+        """
+        if accountant is None:
+            accountant = PrivacyAccountant(budget, name=label or type(self).__name__)  # type: ignore[arg-type]
+        self._aggregate = DPAggregate(
+            combine_fn, mechanism, budget=budget, accountant=accountant, label=label, **options
+        )
+        self._label_arg = label
+
     def _bind_release(self, pcoll: beam.PCollection) -> None:
         self._aggregate._release_label = self._label_arg or _applied_label(pcoll, self.label)
         self._aggregate._windowing = pcoll.windowing

@@ -1026,19 +1026,6 @@ def _claims(
 # ------------------------------------------------------------------------------------------------
 
 
-def _resolve_flights(config: LinearConfig, offline: bool) -> tuple[str | None, str]:
-    if config.flights == "none":
-        return None, ""
-    if config.flights == "sample":
-        rows = f", first {config.flights_rows:,} rows" if config.flights_rows else ""
-        return "sample", f"Flights: the bundled 300,000-row sample{rows}; --full uses 3 M rows."
-    try:
-        datasets.fetch_flights(download=not offline)
-        return "full", ""
-    except datasets.DatasetUnavailableError as exc:
-        return "sample", f"Flights: the 3 M-row file was unavailable ({exc}); used the sample."
-
-
 def run(
     mode: str,
     out_dir: str | Path,
@@ -1061,7 +1048,7 @@ def run(
         raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
     config = MODES[mode]
     start = time.perf_counter()
-    kind, note = _resolve_flights(config, offline)
+    kind, note = datasets.resolve_flights(config.flights, config.flights_rows, offline)
     out = Path(out_dir)
     exps = build_experiments(config, kind)
     results = [run_experiment(exp, out, workers=workers, progress=progress) for exp in exps]

@@ -1632,23 +1632,6 @@ def _accuracy_claim(acc: pa.Table, figure: str | None) -> Claim:
 # ------------------------------------------------------------------------------------------------
 
 
-def _resolve_flights(config: MGConfig, offline: bool) -> tuple[str | None, str]:
-    """Which flights data to use, and a note for the report when it is not what was asked."""
-    if config.flights == "none":
-        return None, ""
-    if config.flights == "sample":
-        return "sample", (
-            "Flights: the bundled 300,000-row sample (every 10th row)"
-            + (f", first {config.flights_rows:,} rows" if config.flights_rows else "")
-            + "; --full uses the 3 M-row file."
-        )
-    try:
-        datasets.fetch_flights(download=not offline)
-        return "full", ""
-    except datasets.DatasetUnavailableError as exc:
-        return "sample", f"Flights: the 3 M-row file was unavailable ({exc}); used the sample."
-
-
 def run(
     mode: str,
     out_dir: str | Path,
@@ -1672,7 +1655,7 @@ def run(
         raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
     config = MODES[mode]
     start = time.perf_counter()
-    kind, note = _resolve_flights(config, offline)
+    kind, note = datasets.resolve_flights(config.flights, config.flights_rows, offline)
     out = Path(out_dir)
     results = {
         name: run_experiment(exp, out, workers=workers, progress=progress)
