@@ -357,10 +357,28 @@ class NoiseSource:
         digest = hashlib.sha256(_INSECURE_SEED_DOMAIN + encode_key(int(seed))).digest()
         return cls(_INSECURE_MARKER + digest[:16])
 
+    @classmethod
+    def zero_noise_for_tests(cls) -> NoiseSource:
+        """A source whose samplers return exact zeros. TEST-ONLY: nothing it releases is private.
+
+        The spec oracles "with the noise scale forced to zero" (e.g. spec lazy-sketch section 8,
+        dpsw-sketch section 8) compare a private sketch with its exact non-private counterpart.
+        Every sampler in this module validates its parameters as usual and then returns zeros when
+        handed a stream of this source. :attr:`is_zero_noise` and :attr:`is_insecure` are
+        ``True``, and :func:`check_release_source` (called by every Beam transform and the
+        command line) refuses it, so it cannot be enabled in a release path.
+        """
+        return _ZeroNoiseSource(_ZERO_NOISE_KEY)
+
     @property
     def is_insecure(self) -> bool:
         """Whether the key is a publicly known test key (:data:`INSECURE_TEST_KEY` or seeded)."""
         return self._secret_key.startswith(_INSECURE_MARKER)
+
+    @property
+    def is_zero_noise(self) -> bool:
+        """Whether this is the test-only zero-noise source of :meth:`zero_noise_for_tests`."""
+        return False
 
     def __repr__(self) -> str:
         if self.is_insecure:
@@ -386,6 +404,61 @@ class NoiseSource:
             raise TypeError(f"release_id: {exc}") from None
         key = hmac.new(self._secret_key, _STREAM_DOMAIN + encoded, hashlib.sha256).digest()
         return NoiseStream(key, release_id)
+
+
+class _ZeroNoiseStream(NoiseStream):
+    """A stream the samplers recognise and answer with zeros (see ``zero_noise_for_tests``)."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple:
+        return (_ZeroNoiseStream, (self._key, self._release_id, self._consumed))
+
+
+class _ZeroNoiseSource(NoiseSource):
+    __slots__ = ()
+
+    @property
+    def is_zero_noise(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "NoiseSource(<TEST-ONLY zero noise>)"
+
+    def __reduce__(self) -> tuple:
+        return (_ZeroNoiseSource, (self._secret_key,))
+
+    def stream(self, release_id: Any) -> NoiseStream:
+        base = super().stream(release_id)
+        return _ZeroNoiseStream(base._key, release_id)
+
+
+_ZERO_NOISE_KEY = _INSECURE_MARKER + b"ZERO-NOISE-TEST!"
+
+
+def check_release_source(noise_source: Any, name: str = "noise_source") -> NoiseSource:
+    """``noise_source`` (a new secret :class:`NoiseSource` when ``None``), checked for a release path.
+
+    Raises ``TypeError`` for anything but a :class:`NoiseSource` and ``ValueError`` for the
+    test-only source of :meth:`NoiseSource.zero_noise_for_tests`, whose "releases" carry no noise.
+    Insecure seeded sources are allowed (tests and demos need reproducible noise) but the callers
+    log a warning for them.
+    """
+    if noise_source is None:
+        return NoiseSource()
+    if not isinstance(noise_source, NoiseSource):
+        raise TypeError(f"{name} must be a NoiseSource or None, got {type(noise_source).__name__}")
+    if noise_source.is_zero_noise:
+        raise ValueError(
+            f"{name} is the test-only zero-noise source; it cannot be used in a release path"
+        )
+    return noise_source
+
+
+def _zeros_if_test(stream: NoiseStream, size: int, dtype: Any) -> np.ndarray | None:
+    if type(stream) is _ZeroNoiseStream:
+        return np.zeros(size, dtype=dtype)
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -700,6 +773,9 @@ def discrete_laplace(stream: NoiseStream, scale: int | float | Fraction, size: i
     """
     size = _check_count(size, "size")
     frac = _laplace_fraction(_as_positive_fraction(scale, "scale"), "scale")
+    zeros = _zeros_if_test(stream, size, np.int64)
+    if zeros is not None:
+        return zeros
     if size == 0:
         return np.empty(0, dtype=np.int64)
     return _discrete_laplace_ts(stream, frac.numerator, frac.denominator, size)
@@ -791,6 +867,9 @@ def discrete_gaussian(stream: NoiseStream, sigma: int | float | Fraction, size: 
     """
     size = _check_count(size, "size")
     prm = _gaussian_params(_as_positive_fraction(sigma, "sigma"), "sigma")
+    zeros = _zeros_if_test(stream, size, np.int64)
+    if zeros is not None:
+        return zeros
     if size == 0:
         return np.empty(0, dtype=np.int64)
     return _discrete_gaussian_prm(stream, prm, size)
@@ -840,6 +919,9 @@ def gaussian(stream: NoiseStream, sigma: int | float | Fraction, size: int) -> n
     k = _lattice_exponent(x)
     _check_lattice(k, "sigma", sigma)
     prm = _gaussian_params(x * Fraction(2) ** k, "sigma")
+    zeros = _zeros_if_test(stream, size, np.float64)
+    if zeros is not None:
+        return zeros
     if size == 0:
         return np.empty(0, dtype=np.float64)
     return np.ldexp(_discrete_gaussian_prm(stream, prm, size).astype(np.float64), -k)
@@ -868,6 +950,9 @@ def laplace(stream: NoiseStream, scale: int | float | Fraction, size: int) -> np
     k = _lattice_exponent(x)
     _check_lattice(k, "scale", scale)
     frac = _laplace_fraction(x * Fraction(2) ** k, "scale")
+    zeros = _zeros_if_test(stream, size, np.float64)
+    if zeros is not None:
+        return zeros
     if size == 0:
         return np.empty(0, dtype=np.float64)
     z = _discrete_laplace_ts(stream, frac.numerator, frac.denominator, size)

@@ -31,6 +31,7 @@ from beam_dpsketch.noise import (
     INSECURE_TEST_KEY,
     NoiseSource,
     NoiseStream,
+    check_release_source,
     discrete_gaussian,
     discrete_laplace,
     gaussian,
@@ -621,3 +622,46 @@ def test_module_never_uses_insecure_randomness_or_hash():
         "laplace",
         "new_secret_key",
     }
+
+
+class TestZeroNoiseHook:
+    """The test-only zero-noise source: zeros from every sampler, refused by every release path."""
+
+    def test_samplers_return_zeros_after_validating(self):
+        src = NoiseSource.zero_noise_for_tests()
+        assert src.is_zero_noise and src.is_insecure
+        s = src.stream("r")
+        for fn, dtype in (
+            (discrete_laplace, np.int64),
+            (discrete_gaussian, np.int64),
+            (gaussian, np.float64),
+            (laplace, np.float64),
+        ):
+            out = fn(s, 3, 17)
+            assert out.dtype == dtype and out.shape == (17,) and not out.any()
+            with pytest.raises(ValueError):
+                fn(s, -1, 3)
+
+    def test_survives_pickling(self):
+        src = pickle.loads(pickle.dumps(NoiseSource.zero_noise_for_tests()))
+        assert src.is_zero_noise
+        stream = pickle.loads(pickle.dumps(src.stream("x")))
+        assert not discrete_gaussian(stream, 5, 4).any()
+
+    def test_ordinary_sources_are_not_zero_noise(self):
+        assert not NoiseSource.insecure_for_tests(1).is_zero_noise
+        assert discrete_laplace(NoiseSource.insecure_for_tests(1).stream("r"), 50, 64).any()
+
+    def test_release_paths_refuse_it(self):
+        with pytest.raises(ValueError, match="zero-noise"):
+            check_release_source(NoiseSource.zero_noise_for_tests())
+        with pytest.raises(TypeError, match="noise_source"):
+            check_release_source("key")
+        assert isinstance(check_release_source(None), NoiseSource)
+
+    def test_dp_aggregate_refuses_it(self):
+        from beam_dpsketch.privacy import PrivacyBudget
+        from beam_dpsketch.transforms import DPCount
+
+        with pytest.raises(ValueError, match="zero-noise"):
+            DPCount(PrivacyBudget.pure(1.0), noise_source=NoiseSource.zero_noise_for_tests())

@@ -41,7 +41,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
-from beam_dpsketch.noise import NoiseSource, NoiseStream
+from beam_dpsketch.noise import NoiseSource, NoiseStream, check_release_source
 from beam_dpsketch.privacy.accountant import BudgetExceededError, PrivacyAccountant
 from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.privacy.windowing import (
@@ -501,12 +501,7 @@ class DPAggregate(beam.PTransform):
             raise ValueError("budget: pass a PrivacyBudget, an accountant, or both")
         if privacy_unit not in ("element", "user"):
             raise ValueError(f"privacy_unit must be 'element' or 'user', got {privacy_unit!r}")
-        if noise_source is None:
-            noise_source = NoiseSource()
-        elif not isinstance(noise_source, NoiseSource):
-            raise TypeError(
-                f"noise_source must be a NoiseSource or None, got {type(noise_source).__name__}"
-            )
+        noise_source = check_release_source(noise_source)
         if label is not None and (not isinstance(label, str) or not label.strip()):
             raise ValueError(f"label must be a non-empty string or None, got {label!r}")
         if not isinstance(with_metadata, bool):
