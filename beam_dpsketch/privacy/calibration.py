@@ -35,6 +35,7 @@ __all__ = [
     "gaussian_delta",
     "gaussian_epsilon",
     "gaussian_zcdp_rho",
+    "geometric_split_epsilon",
     "geometric_tail_threshold",
     "gshm_closed_form_parameters",
     "gshm_delta",
@@ -636,3 +637,48 @@ def subsampled_epsilon(epsilon: float, rate: float, delta: float = 0.0) -> tuple
         raise ValueError(f"rate must be in (0, 1], got {rate!r}")
     d = check_delta(delta)
     return math.log1p(q * math.expm1(eps)), q * d
+
+
+# --------------------------------------------------------------------------------------------
+# Geometric budget split (budgets with no horizon)
+# --------------------------------------------------------------------------------------------
+
+
+def geometric_split_epsilon(
+    epsilon: float | str | Fraction, eta: float | str | Fraction, index: int
+) -> Fraction:
+    """Exact share ``eps_k = eps' (1 - eta) eta^(k-1)`` of the ``k``-th use, ``k >= 1``.
+
+    The split of spec dp-count-sketch-intermittent §2.7 (D1: ``eps_k`` per batch; D2: the
+    per-use budget of a cell with ``eps/d`` in place of ``eps``, erratum E10) and §4.8. The shares
+    sum to ``eps' (1 - eta^K)`` over ``K`` uses, below ``eps'`` for any number of uses, so no
+    horizon is needed. ``eps'`` is :func:`rational_epsilon_floor` of ``epsilon`` (rounded down);
+    ``eta`` is taken exactly (a float at its binary value, a str as an exact decimal), so the
+    returned share is the exact rational the sampler's scale ``sensitivity / eps_k`` is built from.
+
+    Parameters
+    ----------
+    epsilon
+        Total budget ``> 0``.
+    eta
+        Decay factor in ``(0, 1)`` (spec §7 A12: required, no default).
+    index
+        Use (or batch) index ``k >= 1``.
+    """
+    if isinstance(eta, bool) or not isinstance(eta, numbers.Real | str):
+        raise TypeError(f"eta must be a real number or a decimal string, got {type(eta).__name__}")
+    if isinstance(eta, str):
+        try:
+            e = Fraction(eta.strip())
+        except (ValueError, ZeroDivisionError):
+            raise ValueError(f"eta must be a decimal number, got {eta!r}") from None
+    elif isinstance(eta, numbers.Rational):
+        e = Fraction(int(eta.numerator), int(eta.denominator))
+    else:
+        if not math.isfinite(float(eta)):
+            raise ValueError(f"eta must be in (0, 1), got {eta!r}")
+        e = Fraction(float(eta))
+    if not 0 < e < 1:
+        raise ValueError(f"eta must be in (0, 1), got {eta!r}")
+    k = _positive_int(index, "index")
+    return rational_epsilon_floor(epsilon) * (1 - e) * e ** (k - 1)
