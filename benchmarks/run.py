@@ -176,6 +176,21 @@ SECTIONS = (
         "benchmarks.bench_linear:run",
         ["benchmark", "impl", "dataset", "epsilon", "metric", "value", "seconds"],
     ),
+    (
+        "Continual observation: Lazy vs Punctual sketches (arrivals/s)",
+        "benchmarks.bench_continual:run",
+        ["benchmark", "impl", "width", "depth", "n", "items_per_s", "notes"],
+    ),
+    (
+        "Sliding windows: DPSW-Sketch and baselines (updates/s)",
+        "benchmarks.bench_sliding:run",
+        ["benchmark", "impl", "window", "n", "items_per_s", "notes"],
+    ),
+    (
+        "Intermittent queries: DP Count Sketch (arrivals/s, answers/s)",
+        "benchmarks.bench_intermittent:run",
+        ["benchmark", "impl", "width", "depth", "n", "items_per_s", "notes"],
+    ),
 )
 
 

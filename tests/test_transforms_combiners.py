@@ -43,6 +43,20 @@ def test_linear_merge_any_tree_equals_direct(fn):
     assert fn.extract_output(right) == direct
 
 
+@pytest.mark.parametrize(
+    "fn",
+    [
+        SketchCombineFn.count_min(64, 3, 1),
+        SketchCombineFn.count_sketch(64, 3, 1),
+        SketchCombineFn.misra_gries(3),
+    ],
+)
+def test_merging_no_accumulators_gives_the_empty_sketch(fn):
+    # The streaming runner does this for an empty ON_TIME pane after early DISCARDING firings.
+    merged = fn.merge_accumulators(iter([]))
+    assert merged == fn.create_accumulator()
+
+
 def test_merge_mutates_only_the_first_accumulator():
     fn = SketchCombineFn.misra_gries(3)
     first, second, third = _partials(fn, [[["a", "b"]], [["b", "c", "d"]], [["e"]]])

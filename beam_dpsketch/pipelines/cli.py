@@ -25,6 +25,9 @@ SUBCOMMAND_MODULES = (
     "beam_dpsketch.pipelines.heavy_hitters",
     "beam_dpsketch.pipelines.frequencies",
     "beam_dpsketch.pipelines.sketch",
+    "beam_dpsketch.pipelines.sliding_window",
+    "beam_dpsketch.pipelines.continual",
+    "beam_dpsketch.pipelines.intermittent",
     "beam_dpsketch.evaluation.cli",
 )
 

@@ -75,3 +75,27 @@ __all__ += ["DPHeavyHitters", "DPHistogram", "DesignBCombineFn", "MisraGriesRele
 from beam_dpsketch.transforms.frequencies import DPFrequencies, DPQuantiles  # noqa: E402
 
 __all__ += ["DPFrequencies", "DPQuantiles"]
+
+# DP Count Sketch answering intermittent queries (issue #9).
+from beam_dpsketch.transforms.intermittent import (  # noqa: E402
+    DPIntermittentQueries,
+    QuerySchedule,
+)
+
+__all__ += ["DPIntermittentQueries", "QuerySchedule"]
+
+# DP frequencies and heavy hitters over a sliding window, DPSW-Sketch (issue #8).
+from beam_dpsketch.transforms.sliding import (  # noqa: E402
+    DPSlidingWindowFrequencies,
+    SlidingWindowRelease,
+)
+
+__all__ += ["DPSlidingWindowFrequencies", "SlidingWindowRelease"]
+
+# Private sketches under continual observation, Lazy/Punctual (issue #7).
+from beam_dpsketch.transforms.continual import (  # noqa: E402
+    ContinualDPSketch,
+    ContinualRelease,
+)
+
+__all__ += ["ContinualDPSketch", "ContinualRelease"]

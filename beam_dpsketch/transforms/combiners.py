@@ -237,9 +237,13 @@ class SketchCombineFn(beam.CombineFn):
         return mutable_accumulator.update([element])
 
     def merge_accumulators(self, accumulators: Iterable[Sketch]) -> Sketch:
-        # Beam allows mutating only the first accumulator; sketches merge in place.
+        # Beam allows mutating only the first accumulator; sketches merge in place. The streaming
+        # runner merges *no* accumulators for an empty ON_TIME pane after early firings in
+        # DISCARDING mode: that pane's sketch is the empty one.
         it = iter(accumulators)
-        first = next(it)
+        first = next(it, None)
+        if first is None:
+            return self.create_accumulator()
         for acc in it:
             first.merge(acc)
         return first

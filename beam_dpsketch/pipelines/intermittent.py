@@ -1,0 +1,298 @@
+"""``beam-dpsketch intermittent``: answer declared query batches at their times with a DP sketch.
+
+Runs :class:`~beam_dpsketch.transforms.intermittent.DPIntermittentQueries` (use-and-keep cell
+noise, paper Algorithm 4; spec dp-count-sketch-intermittent §2.8) over one key column and prints
+one estimate per query: ``epsilon``-DP in total for every batch (pure DP, element level).
+
+Times. With ``--time-column`` each row's time is that column (numbers, e.g. seconds, or
+timestamps); otherwise a row's time is its **position**: 1 for the first row, in file order (the
+files of a glob in sorted path order). A query at time ``t`` is answered with the rows whose time
+is ``<= t`` (the rows in ``(t_{k-1}, t_k]`` are the increment of batch ``k``). Positions are only a
+safe clock when removing one row does not renumber the others (spec §1.2 [R] item 1): the
+guarantee is stated for neighbours that keep every other row's time.
+
+Queries file (``--queries``), declared independently of the data:
+
+* CSV with a header that has the columns ``time`` and ``key``: one query per row;
+* JSON Lines: one object per line, ``{"time": t, "key": k}`` (one query) or
+  ``{"time": t, "keys": [k1, k2, ...]}`` (one batch per line).
+
+Queries with the same time form one batch. Keys are converted to the data's key type (CSV data
+and text give string keys unless ``--key-type int``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+
+from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.pipelines.options import (
+    add_format_argument,
+    add_input_arguments,
+    convert_query_keys,
+    print_records,
+    run_and_collect,
+)
+from beam_dpsketch.pipelines.sliding_window import read_rows
+from beam_dpsketch.privacy import PrivacyBudget
+from beam_dpsketch.transforms.intermittent import (
+    SKETCHES,
+    DPIntermittentQueries,
+    QuerySchedule,
+)
+
+__all__ = ["exact_counts", "read_queries", "register", "run_intermittent"]
+
+# Rows per (times, keys) element of the pipeline source: few, large elements.
+_CHUNK = 1 << 16
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``intermittent`` subcommand."""
+    sub = subparsers.add_parser(
+        "intermittent",
+        help="answer query batches at declared times with a DP Count Sketch (use-and-keep)",
+        description=(
+            "Answer the query batches of a --queries file, each at its time, with a "
+            "differentially private Count Sketch (or Count-Min) whose cells keep their noise "
+            "(use-and-keep, Yildirim et al. Algorithm 4; spec dp-count-sketch-intermittent). "
+            "The whole run is epsilon-DP (pure, element level) however many batches are "
+            "answered. Times are --time-column values, or row positions (1 = first row, in file "
+            "order). Queries file: CSV with columns time,key (one query per row), or JSON Lines "
+            'with {"time": t, "key": k} or {"time": t, "keys": [...]} per line; equal times '
+            "form one batch. Queries must not be chosen from the data."
+        ),
+    )
+    add_input_arguments(sub)
+    sub.add_argument(
+        "--time-column",
+        metavar="NAME",
+        help="event-time column (numbers or timestamps); default: row position in file order",
+    )
+    group = sub.add_argument_group("release")
+    group.add_argument(
+        "--queries", required=True, metavar="FILE", help="query batches (CSV or JSON Lines)"
+    )
+    group.add_argument("--sketch", choices=tuple(SKETCHES), default="count-sketch")
+    group.add_argument("--width", type=int, default=2048, help="counters per row (2048)")
+    group.add_argument("--depth", type=int, default=5, help="rows, odd for Count Sketch (5)")
+    group.add_argument("--seed", type=int, default=0, help="public hash seed (0)")
+    group.add_argument(
+        "--epsilon", type=float, required=True, help="total privacy budget (pure DP)"
+    )
+    group.add_argument(
+        "--insecure-test-seed",
+        type=int,
+        metavar="N",
+        help="INSECURE: derive the noise key from N (reproducible output, no privacy)",
+    )
+    group.add_argument(
+        "--explain", action="store_true", help="print the privacy accounting before running"
+    )
+    add_format_argument(sub)
+    sub.add_argument(
+        "--plot",
+        metavar="PATH.png",
+        help=(
+            "DIAGNOSTIC, NOT A DP RELEASE: also compute the exact counts of the queried keys "
+            "from the input and plot the absolute and relative error of the answers over query "
+            "time; the plot reveals exact counts, so do not publish it"
+        ),
+    )
+    sub.set_defaults(run=run_intermittent)
+
+
+def _number(value: Any, where: str) -> float | int:
+    if isinstance(value, bool):
+        raise ValueError(f"{where}: time must be a number, got {value!r}")
+    if isinstance(value, int | float):
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        pass
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: time must be a number, got {value!r}") from None
+
+
+def read_queries(path: str) -> list[tuple[float | int, list[Any]]]:
+    """``(time, raw keys)`` batches of a queries file (CSV ``time,key`` or JSON Lines).
+
+    Raises ``ValueError`` naming the file and line for a missing column or field, a time that is
+    not a number, or a file without queries.
+    """
+    batches: list[tuple[float | int, list[Any]]] = []
+    with open(path, encoding="utf-8", newline="") as f:
+        if path.lower().endswith(".csv"):
+            reader = csv.DictReader(f)
+            missing = {"time", "key"} - set(reader.fieldnames or ())
+            if missing:
+                raise ValueError(
+                    f"--queries {path}: CSV needs the columns time and key, missing "
+                    f"{', '.join(sorted(missing))}"
+                )
+            for line, row in enumerate(reader, start=2):
+                batches.append((_number(row["time"], f"{path}:{line}"), [row["key"]]))
+        else:
+            for line, text in enumerate(f, start=1):
+                if not text.strip():
+                    continue
+                where = f"{path}:{line}"
+                try:
+                    obj = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{where}: not JSON ({exc.msg})") from None
+                if not isinstance(obj, dict) or "time" not in obj:
+                    raise ValueError(f'{where}: expected {{"time": t, "key": k}} or "keys": [...]')
+                if "keys" in obj:
+                    if not isinstance(obj["keys"], list):
+                        raise ValueError(f'{where}: "keys" must be a list')
+                    keys = obj["keys"]
+                elif "key" in obj:
+                    keys = [obj["key"]]
+                else:
+                    raise ValueError(f'{where}: needs "key" or "keys"')
+                batches.append((_number(obj["time"], where), keys))
+    if not batches:
+        raise ValueError(f"--queries file {path} has no queries")
+    return batches
+
+
+def _convert_keys(raw: list[Any], key_type: str | None, column: str | None) -> list[Any]:
+    """Query keys in the data's key type (JSON ints stay ints for int data)."""
+    if key_type == "int":
+        return convert_query_keys([str(k) for k in raw], "int", column)
+    return [k if isinstance(k, str) else json.dumps(k) for k in raw]
+
+
+def _chunks(keys: list[Any], times: np.ndarray) -> list[tuple[np.ndarray, Any]]:
+    """``(times, keys)`` batches: int keys as int64 arrays, others as lists."""
+    out = []
+    as_ints = bool(keys) and all(type(k) is int for k in keys)
+    for s in range(0, len(keys), _CHUNK):
+        part = keys[s : s + _CHUNK]
+        out.append((times[s : s + _CHUNK], np.asarray(part, np.int64) if as_ints else part))
+    return out
+
+
+def exact_counts(
+    keys: Sequence[Any], times: np.ndarray, queries: Sequence[tuple[Any, Any]]
+) -> np.ndarray:
+    """Exact ``f_x(t)``: rows with key ``x`` and time ``<= t``, for each ``(t, x)`` query.
+
+    Not private: for diagnostics only (``--plot``).
+    """
+    wanted: dict[Any, int] = {}
+    for _, key in queries:
+        wanted.setdefault(key, len(wanted))
+    code = np.fromiter((wanted.get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
+    hit = code >= 0
+    code, t_hit = code[hit], np.asarray(times, dtype=np.float64)[hit]
+    order = np.lexsort((t_hit, code))
+    code, t_hit = code[order], t_hit[order]
+    bounds = np.searchsorted(code, np.arange(len(wanted) + 1))
+    out = np.empty(len(queries), dtype=np.int64)
+    for i, (t, key) in enumerate(queries):
+        j = wanted[key]
+        seg = t_hit[bounds[j] : bounds[j + 1]]
+        out[i] = int(np.searchsorted(seg, float(t), side="right"))
+    return out
+
+
+def _plot(path: str, records: list[dict[str, Any]], truth: np.ndarray, title: str) -> None:
+    from beam_dpsketch.evaluation.report import pyplot
+
+    plt = pyplot()
+    times = np.asarray([r["time"] for r in records], dtype=np.float64)
+    est = np.asarray([r["estimate"] for r in records], dtype=np.float64)
+    abs_err = np.abs(est - truth)
+    rel_err = abs_err / np.maximum(truth, 1)
+    batch_times = np.unique(times)
+    fig, axes = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    for ax, err, name in (
+        (axes[0], abs_err, "absolute error"),
+        (axes[1], rel_err, "relative error"),
+    ):
+        ax.scatter(times, err, s=8, alpha=0.4, label="per query")
+        ax.plot(
+            batch_times, [err[times == t].mean() for t in batch_times], "o-", label="batch mean"
+        )
+        ax.set_ylabel(name)
+        ax.grid(alpha=0.3)
+    axes[1].set_xlabel("query time")
+    axes[0].legend()
+    axes[0].set_title(title + "\n(diagnostic: uses exact counts, not a DP release)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run_intermittent(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    """Run the ``intermittent`` subcommand; returns the exit status."""
+    if args.plot and not args.plot.lower().endswith(".png"):
+        raise ValueError(f"--plot must name a .png file, got {args.plot!r}")
+    key_type = args.key_type
+    keys, times = read_rows(args.input, args.column, args.input_format, args.time_column, key_type)
+    if key_type is None:
+        ints = bool(keys) and all(type(k) is int for k in keys)
+        key_type = "int" if ints else "str"
+    if times is None:
+        times = np.arange(1, len(keys) + 1, dtype=np.int64)
+    raw = read_queries(args.queries)
+    batches = [(t, _convert_keys(q, key_type, args.column)) for t, q in raw]
+    schedule = QuerySchedule(batches)
+    source = (
+        NoiseSource.insecure_for_tests(args.insecure_test_seed)
+        if args.insecure_test_seed is not None
+        else NoiseSource()
+    )
+    budget = PrivacyBudget.pure(args.epsilon)
+    transform = DPIntermittentQueries(
+        args.width,
+        args.depth,
+        budget,
+        queries=schedule,
+        sketch=args.sketch,
+        seed=args.seed,
+        noise_source=source,
+        label="intermittent",
+    )
+    answers, seconds = run_and_collect(
+        beam.Create(_chunks(keys, times)), transform, beam_args, explain=args.explain
+    )
+    # Batch order, then the query order of the schedule.
+    rank = {}
+    for t, q in schedule.batches:
+        for i, key in enumerate(q):
+            rank.setdefault((t, key), (t, i))
+    answers.sort(key=lambda r: rank[(r[0], r[1])])
+    records = [{"time": t, "key": k, "estimate": round(float(e), 2)} for t, k, e in answers]
+    clock = f"time column {args.time_column!r}" if args.time_column else "row positions"
+    title = (
+        f"# DP answers of column {args.column!r} of {args.input} at {len(schedule)} batch times "
+        f"({clock}): {budget} in total, use-and-keep {args.sketch} {args.depth}x{args.width}; "
+        f"{seconds:.2f} s"
+    )
+    print_records(records, ["time", "key", "estimate"], args.format, title=title)
+    if args.plot:
+        truth = exact_counts(keys, times, [(r["time"], r["key"]) for r in records])
+        _plot(
+            args.plot,
+            records,
+            truth,
+            f"{args.column!r} ({clock}): use-and-keep {args.sketch} {args.depth}x{args.width}, "
+            f"{budget}",
+        )
+        print(f"# wrote {os.path.abspath(args.plot)} (exact counts: not private)", file=sys.stderr)
+    return 0

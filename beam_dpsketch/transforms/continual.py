@@ -1,0 +1,781 @@
+"""Private sketches under continual observation in Beam: ``ContinualDPSketch``.
+
+A thin adapter over :class:`~beam_dpsketch.sketches.continual.LazySketch` and
+:class:`~beam_dpsketch.sketches.continual.PunctualSketch` (Holland, "Faster Differentially Private
+Sketches under Continual Observation"; spec ``lazy-sketch`` §4, §6.2 option B, §9.5): a stateful
+``DoFn`` on a single key is the trusted aggregator. It holds the sketch (exact pending counts,
+running totals and noise slots) in Beam state, serialized with the versioned format
+(``to_bytes``/``from_bytes``), so a runner checkpoint restores it, and it emits a
+:class:`ContinualRelease` (noisy estimates of the declared public query keys at time ``t``) on a
+public schedule. Nothing exact ever leaves the state.
+
+Time models (spec §6.4)
+-----------------------
+Beam does not order elements, so the transform never uses arrival order as time. What defines the
+time step is explicit and public:
+
+``"element"`` (the paper's model: one time step per arrival)
+    Elements are ``(position, key)`` or ``(position, batch_of_keys)`` pairs. ``position`` is the
+    public 0-based index of the (first) arrival in its window's stream (e.g. an ingestion sequence
+    number, or the row number of an ordered file); a batch covers positions ``position ..
+    position + len(batch) - 1``. The ``DoFn`` buffers out-of-order batches in ``BagState`` and
+    processes the longest gap-free prefix as soon as it is complete, as arrays
+    (``update_batch``): the result equals the core sketch fed the whole stream in position order,
+    whatever Beam's bundling. **Only safe under event-level replacement neighbours with a
+    data-independent order** (spec §1.2, §6.3 item 11, §6.4): the positions must not depend on the
+    data (never sort by key or by a private timestamp). Under add/remove neighbours every later
+    arrival's time shifts and the guarantee collapses; use the pane model then.
+
+``"pane"`` (a time step per trigger firing: ticks)
+    Elements are keys (or key batches, or records with ``key_fn``) in a window with a trigger in
+    **DISCARDING** mode. An exact ``CountMinSketch``/``CountSketch`` of every pane is built by the
+    existing ``SketchCombineFn`` (no noise there), and pane ``i`` of a window is time step ``i``
+    (``PaneInfo.index``, a public count of firings): the ``DoFn`` advances one step per pane with
+    ``step_counts`` (arrays in, no per-key work), in pane order, buffering a pane that arrives
+    before its predecessor. Every firing is a step, **including empty panes** (an empty ON_TIME
+    pane after early firings pushes zeros, spec §6.4 "empty ticks still push"). With
+    ``AfterWatermark(early=AfterCount(n))`` the early panes are steps ``0, 1, ...`` and the
+    ON_TIME pane is the last step; late panes (with allowed lateness) are further steps.
+    ACCUMULATING mode is refused: it would add the same arrivals at several steps. The guarantee
+    holds for neighbouring streams that differ within **one** step by replacing (or adding or
+    removing) at most ``max_contributions`` arrivals (the core's ``step_counts`` sensitivity); the
+    pane boundaries themselves must not depend on the private data (event-time watermark triggers
+    on public timestamps; a count trigger is public only under replacement neighbours with a
+    data-independent order). The existence and timing of firings is not hidden by the noise (as for
+    every pane release, ``docs/privacy-model.md``); the release plan's data-dependent schedule
+    reasons are recorded in the charge.
+
+Privacy accounting
+------------------
+The whole time series of a window (all ``T`` steps, every release on the schedule, which is
+post-processing of the per-step outputs) is **one** ``(epsilon, delta)`` release (spec §1.4,
+Theorems 1-2). The transform charges the accountant once at pipeline construction, before
+anything runs. A windowing whose element falls in several windows (``SlidingWindows``) splits
+the budget over those windows (``plan_releases``); windows not containing an element compose in
+parallel. The horizon ``T`` is declared up front: a step at or beyond ``T`` raises
+:class:`~beam_dpsketch.sketches.binary_mechanism.HorizonExceededError` naming ``T`` (the pipeline
+fails; nothing is released for that step).
+
+Noise
+-----
+The sketch of a window draws all its noise from the keyed streams of the core's scheme under the
+release-id prefix :func:`continual_release_prefix` ``(label, window)`` (the transform label and
+the window bounds), so the same ``(noise source, label)`` reproduces identical releases, and a
+retried bundle (whose state change is rolled back) re-derives exactly the same noise instead of
+drawing fresh noise.
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+from apache_beam import coders
+from apache_beam.transforms import trigger as tr
+from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec
+from apache_beam.transforms.window import GlobalWindow
+
+from beam_dpsketch.hashing import canonical_key, hash_keys
+from beam_dpsketch.noise import NoiseSource, check_release_source
+from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy.windowing import plan_releases
+from beam_dpsketch.sketches.binary_mechanism import CALIBRATIONS, HorizonExceededError
+from beam_dpsketch.sketches.continual import CS_SENSITIVITIES, LazySketch, PunctualSketch
+from beam_dpsketch.transforms.batching import KeyBatch, validate_key_batch
+from beam_dpsketch.transforms.combiners import SketchCombineFn, SketchSpec
+from beam_dpsketch.transforms.release import (
+    _applied_label,
+    _remaining_budget,
+    explain_pipeline,
+    release_id_for,
+)
+
+__all__ = [
+    "CONTINUAL_SKETCHES",
+    "TIME_MODELS",
+    "ContinualDPSketch",
+    "ContinualRelease",
+    "continual_release_prefix",
+    "new_continual_sketch",
+]
+
+_LOG = logging.getLogger(__name__)
+
+#: Sketch names: (core class, core kind).
+CONTINUAL_SKETCHES: dict[str, tuple[type, str]] = {
+    "lazy-cms": (LazySketch, "cms"),
+    "lazy-cs": (LazySketch, "cs"),
+    "punctual-cms": (PunctualSketch, "cms"),
+    "punctual-cs": (PunctualSketch, "cs"),
+}
+TIME_MODELS = ("element", "pane")
+
+# All data goes to one trusted aggregator (spec §6.2 option B): a single state key, typed so
+# that Beam uses a deterministic key coder for the stateful step.
+_STATE_KEY = 0
+_KEYED = beam.typehints.KV[int, Any]
+
+
+@dataclass(frozen=True)
+class ContinualRelease:
+    """One release of a :class:`ContinualDPSketch`: noisy estimates after time step ``t``.
+
+    Every field is public information or noisy output; exact counts are never released.
+
+    Attributes
+    ----------
+    transform
+        Label of the releasing transform (part of the noise's release-id prefix).
+    window_start, window_end
+        Window bounds in seconds; ``None`` for the global window.
+    t
+        Time steps processed so far (``1..horizon``): the release is the sketch's output after
+        step ``t - 1`` (0-indexed), i.e. after ``t`` arrivals (element model) or ``t`` panes.
+    horizon
+        The declared horizon ``T`` of the calibration.
+    time_model
+        ``"element"`` or ``"pane"``.
+    sketch
+        ``"lazy-cms"``, ``"lazy-cs"``, ``"punctual-cms"`` or ``"punctual-cs"``.
+    width, depth
+        Sketch shape.
+    epsilon, delta
+        The ``(epsilon, delta)`` of this window's whole time series (not per release).
+    answers
+        ``{query key: noisy estimate}`` for the declared public query keys.
+    noisy_table
+        The released ``(depth, width)`` noisy table (``with_table=True``), else ``None``. Not
+        part of equality.
+    """
+
+    transform: str
+    window_start: float | None
+    window_end: float | None
+    t: int
+    horizon: int
+    time_model: str
+    sketch: str
+    width: int
+    depth: int
+    epsilon: float
+    delta: float
+    answers: Mapping[Any, float]
+    noisy_table: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+
+def continual_release_prefix(label: str, window: Any) -> tuple[Any, ...]:
+    """The release-id prefix of the continual sketch of ``window`` in the transform ``label``.
+
+    ``release_id_for(label, window, 0)``: the window's time series is one release (pane 0 of the
+    release-id scheme), and the core sketch keys every tree node's noise under this prefix.
+    """
+    return release_id_for(label, window, 0)
+
+
+def new_continual_sketch(
+    sketch: str,
+    width: int,
+    depth: int,
+    horizon: int,
+    budget: PrivacyBudget,
+    *,
+    release_prefix: Any,
+    seed: int = 0,
+    noise_source: NoiseSource | None = None,
+    calibration: str = "paper",
+    cs_sensitivity: str = "corrected_4d",
+    max_contributions: int = 1,
+) -> LazySketch | PunctualSketch:
+    """A fresh core sketch named by ``sketch`` (the one :class:`ContinualDPSketch` builds).
+
+    ``budget`` must be an approximate-DP budget (``delta > 0``): the Gaussian binary mechanism is
+    ``(epsilon, delta)``-DP (spec §2.6).
+    """
+    if sketch not in CONTINUAL_SKETCHES:
+        raise ValueError(f"sketch must be one of {tuple(CONTINUAL_SKETCHES)}, got {sketch!r}")
+    _check_budget_kind(budget)
+    cls, kind = CONTINUAL_SKETCHES[sketch]
+    return cls(
+        width,
+        depth,
+        horizon,
+        budget.epsilon,
+        budget.delta,
+        release_prefix=release_prefix,
+        kind=kind,
+        seed=seed,
+        noise_source=noise_source,
+        calibration=calibration,
+        cs_sensitivity=cs_sensitivity,
+        max_contributions=max_contributions,
+    )
+
+
+def _check_budget_kind(budget: Any) -> None:
+    if not isinstance(budget, PrivacyBudget):
+        raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
+    if budget.kind != "approx" or not budget.delta:
+        raise ValueError(
+            f"budget must be an (epsilon, delta) budget with delta > 0 (PrivacyBudget.approx): the "
+            f"Gaussian binary mechanism is (epsilon, delta)-DP (spec lazy-sketch §2.6), got {budget}"
+        )
+
+
+def _check_int(value: Any, name: str, lower: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if int(value) < lower:
+        raise ValueError(f"{name} must be >= {lower}, got {value}")
+    return int(value)
+
+
+# --------------------------------------------------------------------------------------------
+# Element preparation
+# --------------------------------------------------------------------------------------------
+
+
+def _batch_len(batch: Any) -> int:
+    return len(batch)
+
+
+def _batch_slice(batch: Any, start: int, stop: int) -> Any:
+    if isinstance(batch, pa.Array):
+        return batch.slice(start, stop - start)
+    return batch[start:stop]
+
+
+class _PrepareElements(beam.DoFn):
+    """``(position, key | batch)`` -> ``(state key, (position, batch))``; bad elements raise."""
+
+    def process(self, element: Any) -> Iterator[tuple[int, tuple[int, Any]]]:
+        if not isinstance(element, tuple) or len(element) != 2:
+            raise TypeError(
+                "the element time model expects (position, key) or (position, batch) pairs, got "
+                f"an element of type {type(element).__name__!r}"
+            )
+        position, value = element
+        if isinstance(position, np.integer):
+            position = int(position)
+        if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+            raise TypeError(
+                f"position must be an int >= 0 (a public sequence number), got {position!r} of "
+                f"type {type(position).__name__!r}"
+            )
+        if isinstance(value, pa.ChunkedArray):
+            value = value.combine_chunks()
+        if isinstance(value, np.ndarray | pa.Array | KeyBatch):
+            batch, invalid = validate_key_batch(value)
+            if invalid:
+                raise TypeError(invalid[0][1])
+            if isinstance(batch, np.ndarray) and batch.dtype.kind in "iub":
+                batch = batch.astype(np.int64, copy=False)
+        else:
+            try:
+                batch = [canonical_key(value)]
+            except TypeError:
+                raise TypeError(
+                    f"invalid key of type {type(value).__name__!r}: keys must be str, bytes, int, "
+                    "bool or tuples of these"
+                ) from None
+        if _batch_len(batch):
+            yield _STATE_KEY, (position, batch)
+
+
+class _TagPane(beam.DoFn):
+    """Exact pane sketch -> ``(state key, (pane index, table))``: the pane index is the step."""
+
+    def process(self, sketch: Any, pane=beam.DoFn.PaneInfoParam) -> Iterator[Any]:
+        yield _STATE_KEY, (int(pane.index), sketch.table)
+
+
+# --------------------------------------------------------------------------------------------
+# The stateful release DoFn
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Config:
+    label: str
+    sketch: str
+    width: int
+    depth: int
+    horizon: int
+    budget: PrivacyBudget
+    seed: int
+    calibration: str
+    cs_sensitivity: str
+    max_contributions: int
+    time_model: str
+    release_every: int
+    queries: tuple[Any, ...]
+    with_table: bool
+
+
+# The sketch's versioned bytes; the steps waiting for a predecessor; and the public schedule
+# facts ``(next step t, sorted positions waiting in the buffer)``, which let an element that has
+# to wait skip decoding the sketch, and an element that fills no gap skip reading the buffer.
+_SKETCH_STATE = ReadModifyWriteStateSpec("sketch", coders.BytesCoder())
+_BUFFER_STATE = BagStateSpec("buffer", coders.PickleCoder())
+_CLOCK_STATE = ReadModifyWriteStateSpec("clock", coders.PickleCoder())
+_SKETCH_PARAM = beam.DoFn.StateParam(_SKETCH_STATE)
+_BUFFER_PARAM = beam.DoFn.StateParam(_BUFFER_STATE)
+_CLOCK_PARAM = beam.DoFn.StateParam(_CLOCK_STATE)
+
+
+class _ContinualDoFn(beam.DoFn):
+    """Single-key trusted aggregator: sketch in state, gap-free steps, scheduled releases."""
+
+    def __init__(self, config: _Config, noise_source: NoiseSource) -> None:
+        self._config = config
+        self._noise_source = noise_source
+        self._cls = CONTINUAL_SKETCHES[config.sketch][0]
+        self._qh: tuple[np.ndarray, np.ndarray] | None = None
+
+    def setup(self) -> None:
+        self._qh = hash_keys(list(self._config.queries), self._config.seed)
+
+    def _load(self, state: Any, window: Any) -> Any:
+        data = state.read()
+        if data:
+            return self._cls.from_bytes(data, self._noise_source)
+        c = self._config
+        return new_continual_sketch(
+            c.sketch,
+            c.width,
+            c.depth,
+            c.horizon,
+            c.budget,
+            release_prefix=continual_release_prefix(c.label, window),
+            seed=c.seed,
+            noise_source=self._noise_source,
+            calibration=c.calibration,
+            cs_sensitivity=c.cs_sensitivity,
+            max_contributions=c.max_contributions,
+        )
+
+    def _steps(self, payload: Any) -> int:
+        return 1 if self._config.time_model == "pane" else _batch_len(payload)
+
+    def _check_position(self, position: int, steps: int, t: int) -> None:
+        horizon = self._config.horizon
+        if position + steps > horizon:
+            what = (
+                f"pane {position} (time step {position})"
+                if self._config.time_model == "pane"
+                else f"arrivals at positions {position}..{position + steps - 1}"
+            )
+            raise HorizonExceededError(
+                f"{self._config.label}: {what} would go beyond the declared horizon T={horizon} "
+                "time steps; nothing is released for steps at or beyond T (spec lazy-sketch §6.3 "
+                "item 5). Declare a larger horizon."
+            )
+        if position < t:
+            raise ValueError(
+                f"{self._config.label}: time step {position} arrived after step {t - 1} was "
+                "processed: positions must be unique (each arrival or pane exactly once)"
+            )
+
+    def process(
+        self,
+        element: tuple[int, tuple[int, Any]],
+        window=beam.DoFn.WindowParam,
+        sketch_state=_SKETCH_PARAM,
+        buffer=_BUFFER_PARAM,
+        clock=_CLOCK_PARAM,
+    ) -> Iterator[ContinualRelease]:
+        _, (position, payload) = element
+        t, waiting = clock.read() or (0, [])
+        self._check_position(position, self._steps(payload), t)
+        if position != t:
+            if position in waiting:
+                raise ValueError(
+                    f"{self._config.label}: time step {position} arrived twice: positions must "
+                    "be unique (each arrival or pane exactly once)"
+                )
+            # A gap before this step: hold it until its predecessors arrive.
+            buffer.add((position, payload))
+            clock.write((t, sorted([*waiting, position])))
+            return
+        sketch = self._load(sketch_state, window)
+        yield from self._apply(sketch, payload, window)
+        if waiting and waiting[0] <= sketch.t:
+            # The gap is filled: process the buffered steps that are now next, in order.
+            items = sorted(buffer.read(), key=lambda item: item[0])
+            buffer.clear()
+            left: list[tuple[int, Any]] = []
+            for pos, data in items:
+                if pos < sketch.t:
+                    self._check_position(pos, self._steps(data), sketch.t)
+                if pos == sketch.t and not left:
+                    yield from self._apply(sketch, data, window)
+                else:
+                    left.append((pos, data))
+            for item in left:
+                buffer.add(item)
+            waiting = [pos for pos, _ in left]
+        clock.write((sketch.t, waiting))
+        sketch_state.write(sketch.to_bytes())
+
+    def _apply(self, sketch: Any, payload: Any, window: Any) -> Iterator[ContinualRelease]:
+        c = self._config
+        if c.time_model == "pane":
+            sketch.step_counts(payload)
+            if self._scheduled(sketch.t):
+                yield self._release(sketch, window)
+            return
+        start = sketch.t
+        end = start + _batch_len(payload)
+        done = start
+        for b in self._release_points(start, end):
+            sketch.update_batch(_batch_slice(payload, done - start, b - start))
+            done = b
+            yield self._release(sketch, window)
+        if done < end:
+            sketch.update_batch(_batch_slice(payload, done - start, end - start))
+
+    def _scheduled(self, t: int) -> bool:
+        return t % self._config.release_every == 0 or t == self._config.horizon
+
+    def _release_points(self, start: int, end: int) -> list[int]:
+        """Scheduled release times ``t`` in ``(start, end]``: multiples of ``release_every``, and
+        the horizon ``T`` itself."""
+        r = self._config.release_every
+        points = list(range((start // r + 1) * r, end + 1, r))
+        horizon = self._config.horizon
+        if start < horizon <= end and horizon % r:
+            points.append(horizon)
+        return points
+
+    def _release(self, sketch: Any, window: Any) -> ContinualRelease:
+        c = self._config
+        assert self._qh is not None
+        estimates = sketch.estimate_hashes(*self._qh).tolist()
+        if isinstance(window, GlobalWindow):
+            start = end = None
+        else:
+            start, end = window.start.micros / 1e6, window.end.micros / 1e6
+        return ContinualRelease(
+            transform=c.label,
+            window_start=start,
+            window_end=end,
+            t=sketch.t,
+            horizon=c.horizon,
+            time_model=c.time_model,
+            sketch=c.sketch,
+            width=c.width,
+            depth=c.depth,
+            epsilon=c.budget.epsilon,
+            delta=c.budget.delta,
+            answers=dict(zip(c.queries, (float(v) for v in estimates), strict=True)),
+            noisy_table=sketch.noisy_table() if c.with_table else None,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# The PTransform
+# --------------------------------------------------------------------------------------------
+
+
+class ContinualDPSketch(beam.PTransform):
+    """A private Count-Min / Count Sketch released continually (Lazy or Punctual), on Beam.
+
+    Emits a :class:`ContinualRelease` (noisy estimates of the public ``queries`` keys) after every
+    ``release_every``-th time step and after step ``T``, per window (see the module docstring for
+    the two time models and the state layout).
+
+    Parameters
+    ----------
+    sketch
+        ``"lazy-cms"``, ``"lazy-cs"`` (paper Algorithm 5) or ``"punctual-cms"``,
+        ``"punctual-cs"`` (the baseline, Algorithms 3-4).
+    width, depth
+        Sketch shape; cells are hashed as :class:`~beam_dpsketch.sketches.CountMinSketch` /
+        :class:`~beam_dpsketch.sketches.CountSketch` with the same ``(width, depth, seed)``.
+    horizon
+        ``T``: the number of time steps (arrivals, or panes) per window the calibration covers,
+        declared up front. A step at or beyond ``T`` fails the pipeline with
+        :class:`~beam_dpsketch.sketches.binary_mechanism.HorizonExceededError`.
+    budget
+        ``PrivacyBudget.approx(epsilon, delta)`` for the whole time series of the transform
+        (split over the windows one element falls in). Without it, the accountant's remaining
+        budget.
+    queries
+        Public query keys whose estimates every release carries (non-empty).
+    time_model
+        ``"element"`` (input: ``(position, key | batch)`` pairs) or ``"pane"`` (input: keys, key
+        batches or records with ``key_fn``, in DISCARDING mode).
+    release_every
+        Release after steps ``t = release_every, 2 * release_every, ...`` (and ``T``): a public
+        schedule. Releasing more often costs no budget (post-processing of the per-step outputs).
+    seed
+        Public hash seed.
+    calibration
+        ``"paper"`` (Algorithm 1's classical Gaussian; needs ``epsilon < 1`` per window, E5) or
+        ``"analytic"`` (Balle-Wang; any ``epsilon``).
+    cs_sensitivity
+        ``"corrected_4d"`` (default, erratum E10) or ``"paper_2d"`` (NOT private; reproduction).
+    max_contributions
+        Pane model: how many arrivals of one step a neighbouring stream may change (``C``; the
+        sensitivity is scaled by it). Must be 1 in the element model.
+    key_fn
+        Pane model: extracts the key of a record (default: elements are keys or key batches).
+    accountant
+        Shared :class:`~beam_dpsketch.privacy.PrivacyAccountant` to charge (default: a private
+        one with exactly ``budget``).
+    noise_source
+        Secret :class:`~beam_dpsketch.noise.NoiseSource` (default: a fresh random key). The
+        test-only zero-noise source is refused.
+    with_table
+        Also put the noisy ``(depth, width)`` table in every release.
+    label
+        Release label (default: the applied transform's full label); it keys the noise.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Invalid parameters (naming them), a pure or zCDP budget, ``epsilon >= 1`` with the paper
+        calibration, ACCUMULATING mode in the pane model, a windowing ``plan_releases`` refuses.
+    BudgetExceededError
+        When applied, if the charge does not fit in the accountant (before anything runs).
+
+    Notes
+    -----
+    **Privacy guarantee.** Every window's releases at all times are jointly ``budget / W``-DP,
+    ``W`` the number of windows one element falls in (1 for global and fixed windows), so the
+    transform's output is ``budget``-DP under event-level **replacement** neighbouring (element
+    model; spec lazy-sketch §1.2, Theorem 2 with ``m = 2d`` for CMS and ``m = 4d`` for CS, E10),
+    or neighbouring tick streams that differ in at most ``max_contributions`` arrivals of one step
+    (pane model; spec §6.4). Positions and pane boundaries must not depend on the private data.
+    """
+
+    def __init__(
+        self,
+        sketch: str,
+        width: int,
+        depth: int,
+        horizon: int,
+        budget: PrivacyBudget | None = None,
+        *,
+        queries: Sequence[Any],
+        time_model: str = "element",
+        release_every: int = 1,
+        seed: int = 0,
+        calibration: str = "paper",
+        cs_sensitivity: str = "corrected_4d",
+        max_contributions: int = 1,
+        key_fn: Callable[[Any], Any] | None = None,
+        accountant: PrivacyAccountant | None = None,
+        noise_source: NoiseSource | None = None,
+        with_table: bool = False,
+        label: str | None = None,
+    ) -> None:
+        super().__init__()
+        if sketch not in CONTINUAL_SKETCHES:
+            raise ValueError(f"sketch must be one of {tuple(CONTINUAL_SKETCHES)}, got {sketch!r}")
+        if time_model not in TIME_MODELS:
+            raise ValueError(f"time_model must be one of {TIME_MODELS}, got {time_model!r}")
+        if calibration not in CALIBRATIONS:
+            raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+        if cs_sensitivity not in CS_SENSITIVITIES:
+            raise ValueError(
+                f"cs_sensitivity must be one of {CS_SENSITIVITIES}, got {cs_sensitivity!r}"
+            )
+        self._horizon = _check_int(horizon, "horizon")
+        self._release_every = _check_int(release_every, "release_every")
+        max_contributions = _check_int(max_contributions, "max_contributions")
+        if time_model == "element" and max_contributions != 1:
+            raise ValueError(
+                "max_contributions applies to the pane time model; the element model has one "
+                "arrival per step (max_contributions must be 1)"
+            )
+        if key_fn is not None and time_model != "pane":
+            raise ValueError("key_fn applies to the pane time model only")
+        if key_fn is not None and not callable(key_fn):
+            raise TypeError(f"key_fn must be callable, got {type(key_fn).__name__}")
+        if isinstance(queries, str | bytes) or not isinstance(queries, Sequence):
+            raise TypeError(
+                f"queries must be a sequence of keys, got {type(queries).__name__} (wrap a single "
+                "key in a list)"
+            )
+        if not queries:
+            raise ValueError("queries must hold at least one public query key")
+        try:
+            self._queries = tuple(canonical_key(q) for q in queries)
+        except TypeError as exc:
+            raise TypeError(f"queries: {exc}") from None
+        if budget is None and accountant is None:
+            raise ValueError("budget: pass a PrivacyBudget, an accountant, or both")
+        if budget is not None:
+            _check_budget_kind(budget)
+        if accountant is not None and not isinstance(accountant, PrivacyAccountant):
+            raise TypeError(
+                f"accountant must be a PrivacyAccountant or None, got {type(accountant).__name__}"
+            )
+        if label is not None and (not isinstance(label, str) or not label.strip()):
+            raise ValueError(f"label must be a non-empty string or None, got {label!r}")
+        if not isinstance(with_table, bool):
+            raise TypeError("with_table must be a bool")
+        self._noise_source = check_release_source(noise_source)
+        if self._noise_source.is_insecure:
+            _LOG.warning(
+                "ContinualDPSketch uses an INSECURE test noise key: its releases are not private"
+            )
+        self._sketch = sketch
+        self._width, self._depth, self._seed = width, depth, seed
+        self._time_model = time_model
+        self._calibration = calibration
+        self._cs_sensitivity = cs_sensitivity
+        self._max_contributions = max_contributions
+        self._key_fn = key_fn
+        self._budget = budget
+        if accountant is None:
+            accountant = PrivacyAccountant(budget, name=label or "ContinualDPSketch")  # type: ignore[arg-type]
+        self._accountant = accountant
+        self._with_table = with_table
+        self._label_arg = label
+        if budget is not None:
+            # Validates width, depth, seed and the calibration (epsilon < 1 for "paper") now.
+            self._probe(budget)
+        # Filled in when applied.
+        self.plan = None
+        self.charge = None
+        self.window_budget: PrivacyBudget | None = None
+        self.release_label: str | None = None
+
+    def _probe(self, budget: PrivacyBudget) -> LazySketch | PunctualSketch:
+        return new_continual_sketch(
+            self._sketch,
+            self._width,
+            self._depth,
+            self._horizon,
+            budget,
+            release_prefix=("probe",),
+            seed=self._seed,
+            noise_source=self._noise_source,
+            calibration=self._calibration,
+            cs_sensitivity=self._cs_sensitivity,
+            max_contributions=self._max_contributions,
+        )
+
+    @property
+    def accountant(self) -> PrivacyAccountant:
+        """The accountant this transform charges."""
+        return self._accountant
+
+    @property
+    def noise_source(self) -> NoiseSource:
+        """The noise source (its key is never shown)."""
+        return self._noise_source
+
+    def explain(self) -> str:
+        """The accountant's report including this transform's charge (once applied)."""
+        if self.charge is None:
+            raise RuntimeError(
+                "explain() is available once the transform is applied to a PCollection: its "
+                "cost depends on the input's windowing"
+            )
+        return explain_pipeline(self._accountant)
+
+    def _account(self, pcoll: beam.PCollection, name: str) -> _Config:
+        windowing = pcoll.windowing
+        if self._time_model == "pane" and (
+            windowing.accumulation_mode == tr.AccumulationMode.ACCUMULATING
+        ):
+            raise ValueError(
+                f"{name}: the pane time model needs DISCARDING panes (exact per-pane deltas); "
+                "ACCUMULATING mode would add the same arrivals at several time steps"
+            )
+        try:
+            # Panes are the steps of one continual release (bounded by the horizon), not
+            # separate releases: only the windows per element are composed.
+            plan = plan_releases(windowing, max_panes_per_window=self._horizon)
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"{name}: {exc}") from exc
+        accountant = self._accountant
+        if any(c.transform == name for _, c in accountant.all_charges()):
+            raise ValueError(
+                f"{name}: accountant {accountant.name!r} already has a charge for this label; "
+                "two continual releases with one label would share their noise"
+            )
+        budget = self._budget if self._budget is not None else _remaining_budget(accountant, name)
+        _check_budget_kind(budget)
+        windows = plan.windows_per_element
+        per_window = budget.divide(windows)
+        probe = self._probe(per_window)
+        relation = (
+            "event-level replacement (one arrival of a stream with public positions)"
+            if self._time_model == "element"
+            else f"up to {self._max_contributions} arrival(s) of one time step (pane) changed"
+        )
+        details: dict[str, Any] = {
+            "horizon": self._horizon,
+            "time_model": self._time_model,
+            "release_schedule": f"after every {self._release_every} step(s) and at T",
+            "sensitivity": f"sqrt(m h) * C, m={probe.m}, h={probe.tree_height}, "
+            f"C={self._max_contributions}",
+            "neighbouring_relation": relation,
+            "calibration": self._calibration,
+            "spec": "lazy-sketch §2.6, §4.4, §6.2 (B), §6.4",
+        }
+        if self._time_model == "pane" and plan.data_dependent_schedule:
+            details["data_dependent_schedule"] = "; ".join(plan.data_dependent_schedule)
+        self.charge = accountant.charge(
+            name,
+            f"continual {self._sketch} (Gaussian binary mechanism)",
+            per_window,
+            releases=windows,
+            privacy_unit="element",
+            noise_scale=probe.sigma,
+            windows=windows,
+            **details,
+        )
+        self.plan = plan
+        self.window_budget = per_window
+        self.release_label = name
+        return _Config(
+            label=name,
+            sketch=self._sketch,
+            width=self._width,
+            depth=self._depth,
+            horizon=self._horizon,
+            budget=per_window,
+            seed=self._seed,
+            calibration=self._calibration,
+            cs_sensitivity=self._cs_sensitivity,
+            max_contributions=self._max_contributions,
+            time_model=self._time_model,
+            release_every=self._release_every,
+            queries=self._queries,
+            with_table=self._with_table,
+        )
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        name = self._label_arg or _applied_label(pcoll, self.label)
+        config = self._account(pcoll, name)
+        if self._time_model == "element":
+            keyed = pcoll | "Positions" >> beam.ParDo(_PrepareElements()).with_output_types(_KEYED)
+        else:
+            # Keys are not re-batched here: batching per bundle would change what a count
+            # trigger counts (batches instead of the user's elements), hence the pane steps.
+            batches = pcoll
+            if self._key_fn is not None:
+                batches = pcoll | "Keys" >> beam.Map(self._key_fn)
+            kind = CONTINUAL_SKETCHES[self._sketch][1]
+            spec = (SketchSpec.count_min if kind == "cms" else SketchSpec.count_sketch)(
+                self._width, self._depth, self._seed
+            )
+            combine = beam.CombineGlobally(SketchCombineFn(spec))
+            if not pcoll.windowing.is_default():
+                combine = combine.without_defaults()
+            tag = beam.ParDo(_TagPane()).with_output_types(_KEYED)
+            keyed = batches | "ExactPaneDelta" >> combine | "PaneIndex" >> tag
+        dofn = _ContinualDoFn(config, self._noise_source)
+        # Typed input: the state key coder must be deterministic (VarInt for the int key).
+        stateful = beam.ParDo(dofn).with_input_types(_KEYED).with_output_types(Any)
+        return keyed | "ContinualRelease" >> stateful

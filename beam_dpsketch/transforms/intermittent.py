@@ -1,0 +1,822 @@
+"""DP Count Sketch / Count-Min answering intermittent query batches in Beam: ``DPIntermittentQueries``.
+
+A thin adapter over :class:`~beam_dpsketch.sketches.intermittent.UseAndKeepSketch` (paper
+Algorithm 4, "use-and-keep" cell noise; Yildirim et al.; spec dp-count-sketch-intermittent §2.8,
+Beam mapping §5.5). Exact partial sketches are built and merged by Beam (linear sketches merge by
+addition, spec §5.1); the noisy state has **one owner**, a single-key step that runs the D3 loop
+"add the exact delta of the interval, answer batch ``k``" in order and emits
+``(query_time, key, estimate)`` records. The whole stream costs one ``epsilon``, however many
+batches are answered (Theorem 4), and is charged once to the accountant when the transform is
+applied (at pipeline construction).
+
+Two ways to declare the queries (spec §5.5 items 3 and 4):
+
+* **A schedule** (:class:`QuerySchedule`, batch or replay with known query times). Each data
+  element carries a public time or position ``t`` and is assigned to interval
+  ``k(t) = 1 + #{l : t_l < t}`` (:func:`interval_index`), so interval ``(t_{k-1}, t_k]`` feeds
+  batch ``k``. ``CombinePerKey`` builds one exact delta per interval in parallel; one step over the
+  grouped deltas then runs the D3 loop in batch order. Fully deterministic: equal to the core fed
+  the same deltas with the same noise source. Elements after the last query time affect no answer
+  and are not aggregated (counted in the Beam counter
+  ``beam_dpsketch.intermittent/elements_after_last_query``).
+* **A query PCollection** (streaming, event time). Elements of ``(time, keys)`` give the batches;
+  the data elements' event timestamps are their times. A stateful ``DoFn`` on one key buffers the
+  hashed data and the pending queries, and an event-time timer answers the batch at ``time`` once
+  the watermark has passed it: data with timestamps ``<= time`` enter that batch. Data arriving
+  late (after its batch was answered) is added anyway and enters the **next** batch; an old batch
+  is never re-released (spec §5.5 item 7). A query arriving after a later batch was answered
+  cannot be answered at its time and fails the pipeline with ``ValueError`` (never dropped). On a
+  batch runner every element is present before the timers fire, so the answers equal those of
+  the schedule mode.
+
+Safety rules (spec §5.3 I1-I6, §8.3), and how they are kept here:
+
+* Query times and sets come from a declared, separate input (the schedule, or the query
+  PCollection), never from the data: a query PCollection computed from the data input is refused
+  when the transform is applied (the data PCollection is among its ancestors). The rule itself
+  (do not choose queries from the private data, e.g. "the current top items") cannot be checked
+  in general: only released answers may guide later queries.
+* Times must be a public clock that does not depend on the data (event time, or positions that
+  stay fixed when one element is removed, spec §1.2 [R] item 1): with arrival counts as positions,
+  removing one element would shift every later element to another interval.
+* One noise owner per cell (I1): noise exists only in the single-key step; CombineFns carry exact,
+  noise-free partial tables.
+* Each element is counted once (I2): deltas are discarding (per interval, or drained from the
+  buffer), never cumulative snapshots.
+* Reproducible noise (I5): all draws come from ``noise_source`` under the public
+  :func:`intermittent_sketch_id` of the transform's label, a pure function of (key, label, batch
+  index, cell) (see :mod:`beam_dpsketch.sketches.intermittent`), so a retried bundle re-draws
+  identical noise.
+* Non-global windows are refused: one D3 state per transform (P-7).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.coders import BytesCoder, PickleCoder
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import (
+    BagStateSpec,
+    ReadModifyWriteStateSpec,
+    TimerSpec,
+    on_timer,
+)
+from apache_beam.transforms.window import GlobalWindow, GlobalWindows
+from apache_beam.utils.timestamp import Timestamp
+from apache_beam.utils.windowed_value import WindowedValue
+
+from beam_dpsketch.hashing import canonical_key, canonical_keys, hash_keys
+from beam_dpsketch.noise import NoiseSource, check_release_source
+from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.sketches.intermittent import SKETCH_KINDS, UseAndKeepSketch
+from beam_dpsketch.transforms.batching import KeyBatch, is_key_batch
+from beam_dpsketch.transforms.combiners import SketchCombineFn, SketchSpec
+from beam_dpsketch.transforms.release import _applied_label
+
+__all__ = [
+    "INTERMITTENT_METRIC_NAMESPACE",
+    "SKETCHES",
+    "DPIntermittentQueries",
+    "IntermittentRecord",
+    "QuerySchedule",
+    "intermittent_sketch_id",
+    "interval_index",
+]
+
+_LOG = logging.getLogger(__name__)
+
+#: ``sketch`` names of the transform and the core ``kind`` each maps to.
+SKETCHES = {"count-sketch": "count_sketch", "count-min": "count_min"}
+
+#: Beam counter namespace of this module.
+INTERMITTENT_METRIC_NAMESPACE = "beam_dpsketch.intermittent"
+
+# Every delta and query of one transform goes to this single key (one noise owner, P-7).
+_SINGLE_KEY = 0
+_DATA, _QUERY = "data", "query"
+
+
+def intermittent_sketch_id(label: str) -> tuple[str, str]:
+    """The public ``sketch_id`` (noise-stream prefix) of the transform labelled ``label``.
+
+    Feeding a :class:`~beam_dpsketch.sketches.intermittent.UseAndKeepSketch` built with this id
+    and the same noise source the same deltas reproduces the transform's answers exactly.
+    """
+    if not isinstance(label, str) or not label:
+        raise ValueError(f"label must be a non-empty string, got {label!r}")
+    return ("dp-intermittent", label)
+
+
+def _check_time(value: Any, what: str) -> float | int:
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a real number, got {type(value).__name__}")
+    out = int(value) if isinstance(value, numbers.Integral) else float(value)
+    if isinstance(out, float) and not math.isfinite(out):
+        raise ValueError(f"{what} must be finite, got {value!r}")
+    return out
+
+
+def _query_keys(keys: Any, what: str) -> tuple[Any, ...]:
+    """A query batch's keys as canonical Python keys (a tuple is one composite key, not a batch)."""
+    if isinstance(keys, tuple) or not (is_key_batch(keys) or isinstance(keys, list)):
+        raise TypeError(
+            f"{what} must be a list or array of keys, got {type(keys).__name__} (a tuple is one "
+            "composite key: wrap it in a list)"
+        )
+    return tuple(canonical_keys(keys))
+
+
+def interval_index(query_times: Any, times: Any) -> np.ndarray:
+    """Batch index ``k(t) = 1 + #{l : t_l < t}`` of each time ``t`` (spec §5.5 item 4).
+
+    ``query_times`` are the sorted batch times ``t_1 < t_2 < ... < t_K``; an element at time ``t``
+    belongs to the interval ``(t_{k-1}, t_k]`` and enters batch ``k`` (``K + 1``: after the last
+    query). A public function of the time alone, so it never depends on the data.
+    """
+    q = np.asarray(query_times, dtype=np.float64)
+    t = np.asarray(times, dtype=np.float64)
+    if q.ndim != 1 or (q.size > 1 and not (np.diff(q) > 0).all()):
+        raise ValueError("query_times must be a strictly increasing one-dimensional sequence")
+    if np.isnan(t).any():
+        raise ValueError("times must not be NaN")
+    return np.searchsorted(q, t, side="left").astype(np.int64) + 1
+
+
+@dataclass(frozen=True)
+class QuerySchedule:
+    """A declared, data-independent list of query batches ``(time, keys)``.
+
+    Parameters
+    ----------
+    batches
+        ``(time, keys)`` pairs: ``time`` a real number (event time in seconds, or a public
+        position), ``keys`` a list or array of keys (duplicates allowed; they share cells and get
+        the same answer). Batches are sorted by time; batches with equal times are merged into
+        one (answered simultaneously, spec §1.1).
+
+    Raises
+    ------
+    ValueError
+        For no batches, or a non-finite time.
+    TypeError
+        For a time that is not a number, keys that are not a list/array, or an invalid key (the
+        message names its type).
+    """
+
+    batches: tuple[tuple[float | int, tuple[Any, ...]], ...]
+
+    def __init__(self, batches: Iterable[tuple[Any, Any]]) -> None:
+        merged: dict[float | int, list[Any]] = {}
+        for i, item in enumerate(batches):
+            if not isinstance(item, tuple | list) or len(item) != 2:
+                raise TypeError(
+                    f"batches[{i}] must be a (time, keys) pair, got {type(item).__name__}"
+                )
+            t = _check_time(item[0], f"batches[{i}] time")
+            merged.setdefault(t, []).extend(_query_keys(item[1], f"batches[{i}] keys"))
+        if not merged:
+            raise ValueError("batches: a schedule needs at least one query batch")
+        ordered = tuple((t, tuple(merged[t])) for t in sorted(merged))
+        object.__setattr__(self, "batches", ordered)
+
+    @classmethod
+    def from_pairs(cls, pairs: Iterable[tuple[Any, Any]]) -> QuerySchedule:
+        """A schedule from ``(time, key)`` pairs, one query each (grouped by time)."""
+        return cls((t, [k]) for t, k in pairs)
+
+    @property
+    def times(self) -> np.ndarray:
+        """Batch times ``t_1 < ... < t_K`` as float64."""
+        return np.asarray([t for t, _ in self.batches], dtype=np.float64)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    @property
+    def num_queries(self) -> int:
+        """Total number of (time, key) queries, duplicates included."""
+        return sum(len(keys) for _, keys in self.batches)
+
+
+class IntermittentRecord(NamedTuple):
+    """One answer with its public metadata (``with_metadata=True``).
+
+    Attributes
+    ----------
+    time
+        The batch's declared time.
+    key
+        The query key.
+    estimate
+        The private estimate (median of signed noisy cells for Count Sketch, minimum for
+        Count-Min), as the core returns it.
+    batch
+        1-based index of the batch among the non-empty batches.
+    noise_std
+        Standard deviation of the DP noise in this answer (spec §4.3 summary; public).
+    epsilon
+        Pure-DP guarantee covering every release of the transform so far.
+    """
+
+    time: float | int
+    key: Any
+    estimate: float
+    batch: int
+    noise_std: float
+    epsilon: float
+
+
+def _records(answer: Any, keys: Any, t: Any, with_metadata: bool) -> Iterator[Any]:
+    estimates = answer.estimates.tolist()
+    if not with_metadata:
+        for key, est in zip(keys, estimates, strict=True):
+            yield (t, key, est)
+        return
+    stds = answer.noise_std.tolist()
+    for key, est, std in zip(keys, estimates, stds, strict=True):
+        yield IntermittentRecord(t, key, est, answer.batch, std, answer.epsilon_total)
+
+
+@dataclass(frozen=True)
+class _CoreConfig:
+    """What every worker needs to build the single-key core (small, picklable)."""
+
+    width: int
+    depth: int
+    epsilon: float
+    kind: str
+    seed: int
+    sketch_id: tuple[str, str]
+    noise_source: NoiseSource
+
+    def new(self, quiet: bool = True) -> UseAndKeepSketch:
+        with warnings.catch_warnings():
+            if quiet:
+                # The even-depth warning was shown once, at pipeline construction.
+                warnings.simplefilter("ignore", UserWarning)
+            return UseAndKeepSketch(
+                self.width,
+                self.depth,
+                self.epsilon,
+                noise_source=self.noise_source,
+                sketch_id=self.sketch_id,
+                kind=self.kind,
+                seed=self.seed,
+            )
+
+    def restore(self, data: bytes | None) -> UseAndKeepSketch:
+        return self.new() if data is None else UseAndKeepSketch.from_bytes(data, self.noise_source)
+
+
+# --------------------------------------------------------------------------------------------
+# Schedule mode (spec §5.5 item 4)
+# --------------------------------------------------------------------------------------------
+
+
+def _split_timed(element: Any, time_fn: Any, key_fn: Any) -> tuple[np.ndarray, Any]:
+    """``(times float64, keys)`` of one data element of the schedule mode."""
+    if time_fn is not None:
+        t = _check_time(time_fn(element), "time_fn(element)")
+        key = canonical_key(key_fn(element) if key_fn is not None else element)
+        return np.asarray([t], dtype=np.float64), [key]
+    if not isinstance(element, tuple) or len(element) != 2:
+        raise TypeError(
+            f"a data element must be a (time, key) pair or a (times, keys) batch, got "
+            f"{type(element).__name__} (or pass time_fn/key_fn)"
+        )
+    times, keys = element
+    if isinstance(times, np.ndarray):
+        if times.ndim != 1 or times.dtype.kind not in "iuf":
+            raise TypeError(f"batch times must be a 1-d numeric array, got dtype {times.dtype}")
+        n = len(keys)
+        if times.size != n:
+            raise ValueError(f"a (times, keys) batch has {times.size} times but {n} keys")
+        if times.dtype.kind == "f" and not np.isfinite(times).all():
+            raise ValueError("batch times must be finite")
+        if isinstance(keys, np.ndarray) and keys.dtype.kind == "i":
+            return times.astype(np.float64), keys.astype(np.int64, copy=False)
+        return times.astype(np.float64), canonical_keys(keys)
+    t = _check_time(times, "element time")
+    key = canonical_key(key_fn(keys) if key_fn is not None else keys)
+    return np.asarray([t], dtype=np.float64), [key]
+
+
+class _AssignIntervals(beam.DoFn):
+    """Emit ``(k, keys of interval k)`` for the intervals of a data element (or batch)."""
+
+    def __init__(self, query_times: np.ndarray, time_fn: Any, key_fn: Any) -> None:
+        self._query_times = query_times
+        self._time_fn, self._key_fn = time_fn, key_fn
+        self._after = Metrics.counter(INTERMITTENT_METRIC_NAMESPACE, "elements_after_last_query")
+
+    def process(self, element: Any) -> Iterator[tuple[int, Any]]:
+        times, keys = _split_timed(element, self._time_fn, self._key_fn)
+        if times.size == 0:
+            return
+        k = interval_index(self._query_times, times)
+        last = self._query_times.size
+        after = int(np.count_nonzero(k > last))
+        if after:
+            # Counted in no batch: they arrive after the last query, so no answer depends on them.
+            self._after.inc(after)
+        order = np.argsort(k, kind="stable")
+        ks = k[order]
+        starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+        stops = np.r_[starts[1:], ks.size]
+        for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
+            interval = int(ks[start])
+            if interval > last:
+                continue
+            idx = order[start:stop]
+            if isinstance(keys, np.ndarray):
+                yield interval, keys[idx]
+            else:
+                yield interval, KeyBatch(keys[i] for i in idx.tolist())
+
+
+class _RunSchedule(beam.DoFn):
+    """The D3 loop over the grouped deltas: add the delta of interval ``k``, answer batch ``k``."""
+
+    def __init__(self, config: _CoreConfig, schedule: QuerySchedule, with_metadata: bool) -> None:
+        self._config, self._schedule, self._with_metadata = config, schedule, with_metadata
+
+    def process(self, element: tuple[int, Iterable[tuple[int, Any]]]) -> Iterator[Any]:
+        _, items = element
+        deltas: dict[int, Any] = {}
+        for k, delta in items:
+            if delta is None:  # the anchor: makes the loop run even without any data
+                continue
+            if k in deltas:
+                deltas[k].merge(delta)
+            else:
+                deltas[k] = delta
+        core = self._config.new()
+        for k, (t, keys) in enumerate(self._schedule.batches, start=1):
+            if k in deltas:
+                core.add_counts(deltas.pop(k))
+            answer = core.answer(list(keys), time=t)
+            yield from _records(answer, keys, t, self._with_metadata)
+
+
+# --------------------------------------------------------------------------------------------
+# Query-PCollection mode (spec §5.5 item 3)
+# --------------------------------------------------------------------------------------------
+
+
+class _StampData(beam.DoFn):
+    """Hash a bundle's data keys once, with their event times: ``(times_us, (h1, h2))`` batches."""
+
+    def __init__(self, seed: int, key_fn: Any) -> None:
+        self._seed, self._key_fn = seed, key_fn
+
+    def start_bundle(self) -> None:
+        # Integer arrays hash as arrays; everything else is collected into one list of keys.
+        self._int_keys: list[np.ndarray] = []
+        self._int_times: list[np.ndarray] = []
+        self._keys: list[Any] = []
+        self._key_times: list[int] = []
+
+    def process(self, element: Any, timestamp: Any = beam.DoFn.TimestampParam) -> None:
+        value = self._key_fn(element) if self._key_fn is not None else element
+        micros = int(timestamp.micros)
+        if isinstance(value, np.ndarray) and value.dtype.kind == "i" and value.ndim == 1:
+            self._int_keys.append(value.astype(np.int64, copy=False))
+            self._int_times.append(np.full(value.size, micros, dtype=np.int64))
+        elif is_key_batch(value):
+            batch = canonical_keys(value)
+            self._keys.extend(batch)
+            self._key_times.extend([micros] * len(batch))
+        else:
+            self._keys.append(canonical_key(value))
+            self._key_times.append(micros)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        parts = [hash_keys(arr, self._seed) for arr in self._int_keys]
+        times = list(self._int_times)
+        if self._keys:
+            parts.append(hash_keys(self._keys, self._seed))
+            times.append(np.asarray(self._key_times, dtype=np.int64))
+        self.start_bundle()
+        if not parts:
+            return
+        all_times = np.concatenate(times)
+        if all_times.size == 0:
+            return
+        h1 = np.concatenate([p[0] for p in parts])
+        h2 = np.concatenate([p[1] for p in parts])
+        # Stamped with the earliest time it holds: the downstream watermark cannot pass any of
+        # its elements' times before it is processed.
+        stamp = Timestamp(micros=int(all_times.min()))
+        yield WindowedValue((_SINGLE_KEY, (_DATA, all_times, (h1, h2))), stamp, (GlobalWindow(),))
+
+
+def _micros(t: float | int) -> int:
+    return int(Timestamp.of(t).micros)
+
+
+class _ParseQuery(beam.DoFn):
+    """``(time, keys)`` query elements -> ``(single key, ("query", time, keys))``."""
+
+    def process(self, element: Any) -> Iterator[tuple[int, tuple[str, Any, Any]]]:
+        if not isinstance(element, tuple | list) or len(element) != 2:
+            raise TypeError(
+                f"a query element must be a (time, keys) pair, got {type(element).__name__}"
+            )
+        t = _check_time(element[0], "query time")
+        yield _SINGLE_KEY, (_QUERY, t, _query_keys(element[1], "query keys"))
+
+
+_SKETCH_STATE = ReadModifyWriteStateSpec("sketch", BytesCoder())
+_DATA_STATE = BagStateSpec("data", PickleCoder())
+_QUERY_STATE = BagStateSpec("queries", PickleCoder())
+_NEXT_STATE = ReadModifyWriteStateSpec("next", PickleCoder())
+_LAST_STATE = ReadModifyWriteStateSpec("last", PickleCoder())
+_ANSWER_TIMER = TimerSpec("answer", TimeDomain.WATERMARK)
+# Module-level parameter singletons (Beam reads them from the signature's defaults).
+_SKETCH_PARAM = beam.DoFn.StateParam(_SKETCH_STATE)
+_DATA_PARAM = beam.DoFn.StateParam(_DATA_STATE)
+_QUERY_PARAM = beam.DoFn.StateParam(_QUERY_STATE)
+_NEXT_PARAM = beam.DoFn.StateParam(_NEXT_STATE)
+_LAST_PARAM = beam.DoFn.StateParam(_LAST_STATE)
+_TIMER_PARAM = beam.DoFn.TimerParam(_ANSWER_TIMER)
+
+
+class _AnswerAtEventTime(beam.DoFn):
+    """The single noise owner: buffer hashed data and queries; answer each batch at its time.
+
+    An event-time timer is kept at the earliest pending query time. When it fires, the pending
+    batches due by then are answered in time order; before each, the buffered data with event
+    times ``<=`` the batch time is added to the core (as one exact delta). Later data stays
+    buffered for later batches; data that arrives after its batch was answered enters the next
+    one. The core's state (exact table, kept noise, use counts) lives in Beam state through its
+    versioned ``to_bytes`` format, so a runner checkpoint restores it bit for bit.
+    """
+
+    def __init__(self, config: _CoreConfig, with_metadata: bool) -> None:
+        self._config, self._with_metadata = config, with_metadata
+
+    def process(
+        self,
+        element: tuple[int, tuple[str, Any, Any]],
+        data=_DATA_PARAM,
+        queries=_QUERY_PARAM,
+        next_time=_NEXT_PARAM,
+        last=_LAST_PARAM,
+        timer=_TIMER_PARAM,
+    ) -> None:
+        _, (tag, t, payload) = element
+        if tag == _DATA:
+            data.add((t, payload))
+            return
+        micros = _micros(t)
+        answered = last.read()
+        if answered is not None and micros <= answered[0]:
+            # Answering it now would put it at a later time than it declares; answering it at
+            # its time is impossible (batch times must increase). Fail loudly, drop nothing.
+            raise ValueError(
+                f"query batch at time {t!r} arrived after the batch at time {answered[1]!r} was "
+                "answered: query times must reach the transform before the watermark passes them"
+            )
+        queries.add((micros, t, payload))
+        pending = next_time.read()
+        if pending is None or micros < pending:
+            timer.set(Timestamp(micros=micros))
+            next_time.write(micros)
+
+    @on_timer(_ANSWER_TIMER)
+    def answer(
+        self,
+        fired=beam.DoFn.TimestampParam,
+        sketch=_SKETCH_PARAM,
+        data=_DATA_PARAM,
+        queries=_QUERY_PARAM,
+        next_time=_NEXT_PARAM,
+        last=_LAST_PARAM,
+        timer=_TIMER_PARAM,
+    ) -> Iterator[Any]:
+        now = next_time.read()
+        now = int(fired.micros) if now is None else now
+        pending = list(queries.read())
+        due = sorted((q for q in pending if q[0] <= now), key=lambda q: q[0])
+        rest = [q for q in pending if q[0] > now]
+        if not due:
+            return
+        core = self._config.restore(sketch.read())
+        buffered = list(data.read())
+        if buffered:
+            times = np.concatenate([b[0] for b in buffered])
+            h1 = np.concatenate([b[1][0] for b in buffered])
+            h2 = np.concatenate([b[1][1] for b in buffered])
+        else:
+            times = np.zeros(0, np.int64)
+            h1 = h2 = np.zeros(0, np.uint64)
+        added = np.zeros(times.size, dtype=np.bool_)
+        i = 0
+        while i < len(due):
+            micros, t = due[i][0], due[i][1]
+            keys: list[Any] = []
+            while i < len(due) and due[i][0] == micros:  # equal times form one batch
+                keys.extend(due[i][2])
+                i += 1
+            delta = (times <= micros) & ~added
+            if delta.any():
+                core.update_hashes(h1[delta], h2[delta])
+                added |= delta
+            yield from _records(core.answer(keys, time=t), keys, t, self._with_metadata)
+        sketch.write(core.to_bytes())
+        last.write((due[-1][0], due[-1][1]))
+        data.clear()
+        keep = ~added
+        if keep.any():
+            data.add((times[keep], (h1[keep], h2[keep])))
+        queries.clear()
+        for q in rest:
+            queries.add(q)
+        if rest:
+            upcoming = min(q[0] for q in rest)
+            timer.set(Timestamp(micros=upcoming))
+            next_time.write(upcoming)
+        else:
+            next_time.clear()
+
+
+# --------------------------------------------------------------------------------------------
+# The transform
+# --------------------------------------------------------------------------------------------
+
+
+def _ancestors(pcoll: beam.PCollection) -> Iterator[Any]:
+    """Every PCollection ``pcoll`` is computed from (main and side inputs, transitively)."""
+    stack, seen = [pcoll], set()
+    while stack:
+        current = stack.pop()
+        producer = getattr(current, "producer", None)
+        if producer is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        for parent in (*producer.inputs, *producer.side_inputs):
+            parent = getattr(parent, "pvalue", parent)
+            yield parent
+            stack.append(parent)
+
+
+class DPIntermittentQueries(beam.PTransform):
+    """Answer declared query batches at their times with a DP Count Sketch / Count-Min (D3).
+
+    Input: the data stream. Output: ``(query_time, key, estimate)`` records (or
+    :class:`IntermittentRecord` with ``with_metadata=True``), one per query, duplicates included.
+
+    Parameters
+    ----------
+    width, depth, seed
+        Sketch shape and public hash seed (the same cells as the exact
+        :class:`~beam_dpsketch.sketches.CountSketch` / ``CountMinSketch`` of that shape).
+    budget
+        ``PrivacyBudget.pure(eps)``: the total for the whole stream and every batch.
+    queries
+        The declared query input, independent of the data:
+
+        * a :class:`QuerySchedule` (or a list of ``(time, keys)`` pairs, converted to one):
+          data elements are ``(time, key)`` pairs or ``(times, keys)`` batches (a numeric numpy
+          array of times and an equally long key batch), or any record with ``time_fn`` (and
+          ``key_fn``); times are positions or event times on the same public clock as the
+          schedule;
+        * a ``PCollection`` of ``(time, keys)`` elements (``time`` in seconds of event time,
+          ``keys`` a list or array): data elements are keys (or key batches, or records with
+          ``key_fn``) whose event timestamps are their times. It must not be computed from the
+          data input (refused when detectable).
+    sketch
+        ``"count-sketch"`` (default; median of signed cells, the paper's choice) or
+        ``"count-min"`` (minimum of cells, spec §2.10 item 2).
+    time_fn, key_fn
+        Extract a record's time (schedule mode only) and key.
+    accountant
+        Where the cost is charged (shared by a pipeline's DP transforms); default: a private
+        accountant of exactly ``budget``.
+    noise_source
+        Secret noise key (default: a fresh ``os.urandom`` key). The zero-noise test source is
+        refused (:func:`~beam_dpsketch.noise.check_release_source`).
+    with_metadata
+        Emit :class:`IntermittentRecord` (batch index, noise std, epsilon) instead of tuples.
+    label
+        Release label: names the charge and, through :func:`intermittent_sketch_id`, every noise
+        stream. Default: the transform's full label. Give a stable label to reproduce answers.
+
+    Raises
+    ------
+    ValueError, TypeError
+        At construction or application for invalid parameters (named), a budget that is not pure
+        DP, non-default windowing of the data, a query PCollection derived from the data, or a
+        label already charged to the accountant.
+    BudgetExceededError
+        When applied, if ``budget`` does not fit in ``accountant``.
+
+    Notes
+    -----
+    **Privacy guarantee** (Yildirim et al., Theorem 4 and Lemma 1; spec
+    dp-count-sketch-intermittent §2.8): the answers to all batches, at any number of
+    data-independent times, are ``eps``-DP in total under add/remove of one element whose removal
+    leaves every other element's time (or position) unchanged. Each cell is a Lemma-1 counter at
+    ``eps/depth`` with exact discrete Laplace noise of scale ``depth/eps``, drawn once per batch
+    that reads it and kept; answers are post-processing. Replacing one element by another is
+    covered with ``2 eps`` (group privacy). The existence and times of answers are public (they
+    come from the declared queries).
+    """
+
+    def __init__(
+        self,
+        width: int,
+        depth: int,
+        budget: PrivacyBudget,
+        *,
+        queries: Any,
+        sketch: str = "count-sketch",
+        seed: int = 0,
+        time_fn: Callable[[Any], Any] | None = None,
+        key_fn: Callable[[Any], Any] | None = None,
+        accountant: PrivacyAccountant | None = None,
+        noise_source: NoiseSource | None = None,
+        with_metadata: bool = False,
+        label: str | None = None,
+    ) -> None:
+        super().__init__()
+        if sketch not in SKETCHES:
+            raise ValueError(f"sketch must be one of {tuple(SKETCHES)}, got {sketch!r}")
+        if not isinstance(budget, PrivacyBudget):
+            raise TypeError(
+                f"budget must be a PrivacyBudget (PrivacyBudget.pure(eps)), got "
+                f"{type(budget).__name__}"
+            )
+        if budget.kind != "pure":
+            raise ValueError(
+                f"budget must be pure DP (PrivacyBudget.pure(eps)): the use-and-keep sketch is "
+                f"pure eps-DP (spec §2.8), got {budget}"
+            )
+        if accountant is not None and not isinstance(accountant, PrivacyAccountant):
+            raise TypeError(
+                f"accountant must be a PrivacyAccountant or None, got {type(accountant).__name__}"
+            )
+        if label is not None and (not isinstance(label, str) or not label.strip()):
+            raise ValueError(f"label must be a non-empty string or None, got {label!r}")
+        if not isinstance(with_metadata, bool):
+            raise TypeError("with_metadata must be a bool")
+        for name, fn in (("time_fn", time_fn), ("key_fn", key_fn)):
+            if fn is not None and not callable(fn):
+                raise TypeError(f"{name} must be callable or None, got {type(fn).__name__}")
+        if isinstance(queries, beam.PCollection):
+            if time_fn is not None:
+                raise ValueError(
+                    "time_fn: with a query PCollection the data's event timestamps are the times"
+                )
+            self._schedule: QuerySchedule | None = None
+            self._queries: beam.PCollection | None = queries
+        elif isinstance(queries, QuerySchedule):
+            self._schedule, self._queries = queries, None
+        elif isinstance(queries, list | tuple):
+            self._schedule, self._queries = QuerySchedule(queries), None
+        else:
+            raise TypeError(
+                "queries must be a QuerySchedule, a list of (time, keys) pairs or a PCollection "
+                f"of (time, keys), got {type(queries).__name__}"
+            )
+        self._noise_source = check_release_source(noise_source)
+        if self._noise_source.is_insecure:
+            _LOG.warning("DPIntermittentQueries uses an INSECURE test noise key: not private")
+        self._kind = SKETCHES[sketch]
+        self._sketch = sketch
+        self._width, self._depth, self._seed = width, depth, seed
+        self._epsilon = float(budget.epsilon)  # type: ignore[arg-type]
+        self._budget = budget
+        # Validates width, depth, seed and epsilon now, at construction (and warns once for an
+        # even Count Sketch depth).
+        probe = _CoreConfig(
+            width, depth, self._epsilon, self._kind, seed, ("probe", ""), self._noise_source
+        ).new(quiet=False)
+        self._width, self._depth, self._seed = probe.width, probe.depth, probe.seed
+        self.noise_scale = float(probe.noise_scale)
+        self._time_fn, self._key_fn = time_fn, key_fn
+        self._with_metadata = with_metadata
+        self._label_arg = label
+        if accountant is None:
+            accountant = PrivacyAccountant(budget, name=label or "DPIntermittentQueries")
+        self._accountant = accountant
+        self.charge = None
+        self.release_label: str | None = None
+
+    @property
+    def accountant(self) -> PrivacyAccountant:
+        """The accountant charged by this transform."""
+        return self._accountant
+
+    @property
+    def schedule(self) -> QuerySchedule | None:
+        """The declared schedule (``None`` with a query PCollection)."""
+        return self._schedule
+
+    def explain(self) -> str:
+        """The accountant's report, including this transform's single charge (once applied)."""
+        if self.charge is None:
+            raise RuntimeError("explain() is available once the transform is applied")
+        return self._accountant.explain()
+
+    def _charge(self, name: str) -> None:
+        if any(c.transform == name for _, c in self._accountant.all_charges()):
+            raise ValueError(
+                f"{name}: accountant {self._accountant.name!r} already has a charge for this "
+                "label; give every DP transform its own label"
+            )
+        self.charge = self._accountant.charge(
+            name,
+            f"use-and-keep cell noise (D3), {self._sketch}, discrete Laplace",
+            PrivacyBudget.pure(self._epsilon),
+            1,
+            "element",
+            noise_scale=self.noise_scale,
+            sensitivity=f"1 per cell, {self._depth} cells per element (L1 {self._depth})",
+            neighbouring_relation="add/remove one element; other elements' times fixed",
+            queries="schedule" if self._schedule is not None else "PCollection (event time)",
+            spec="dp-count-sketch-intermittent §2.8, §5.5",
+        )
+        self.release_label = name
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        name = self._label_arg or _applied_label(pcoll, self.label)
+        if not pcoll.windowing.is_default():
+            raise ValueError(
+                f"{name}: the data must be in the global window with the default trigger (one "
+                "D3 state answers every batch; repeated panes would count elements twice); got "
+                f"{pcoll.windowing.windowfn!r} with trigger {pcoll.windowing.triggerfn!r}"
+            )
+        if self._queries is not None and any(a is pcoll for a in _ancestors(self._queries)):
+            raise ValueError(
+                f"{name}: the query PCollection is computed from the data input; query times "
+                "and sets must not depend on the private data (spec §5.3 I3). Declare queries "
+                "as a separate input or a QuerySchedule"
+            )
+        self._charge(name)
+        config = _CoreConfig(
+            self._width,
+            self._depth,
+            self._epsilon,
+            self._kind,
+            self._seed,
+            intermittent_sketch_id(name),
+            self._noise_source,
+        )
+        if self._schedule is not None:
+            return self._expand_schedule(pcoll, config)
+        return self._expand_event_time(pcoll, config)
+
+    def _expand_schedule(self, pcoll: beam.PCollection, config: _CoreConfig) -> Any:
+        spec = (
+            SketchSpec.count_sketch(self._width, self._depth, self._seed)
+            if self._kind == "count_sketch"
+            else SketchSpec.count_min(self._width, self._depth, self._seed)
+        )
+        assert SKETCH_KINDS[self._kind] is spec.sketch_type
+        deltas = (
+            pcoll
+            | "AssignIntervals"
+            >> beam.ParDo(_AssignIntervals(self._schedule.times, self._time_fn, self._key_fn))  # type: ignore[union-attr]
+            | "ExactDeltas" >> beam.CombinePerKey(SketchCombineFn(spec))
+            | "ToOwner" >> beam.Map(lambda kv: (_SINGLE_KEY, kv))
+        )
+        # Makes the loop run (and answer every batch) even when no data arrives at all.
+        anchor = pcoll.pipeline | "Anchor" >> beam.Create([(_SINGLE_KEY, (0, None))])
+        return (
+            (deltas, anchor)
+            | "Flatten" >> beam.Flatten()
+            | "Group" >> beam.GroupByKey()
+            | "AnswerBatches"
+            >> beam.ParDo(
+                _RunSchedule(config, self._schedule, self._with_metadata)
+            ).with_output_types(  # type: ignore[arg-type]
+                Any
+            )
+        )
+
+    def _expand_event_time(self, pcoll: beam.PCollection, config: _CoreConfig) -> Any:
+        data = pcoll | "HashData" >> beam.ParDo(_StampData(self._seed, self._key_fn))
+        queries = (
+            self._queries
+            | "GlobalQueries" >> beam.WindowInto(GlobalWindows())
+            | "ParseQueries" >> beam.ParDo(_ParseQuery())
+        )
+        return (
+            (data, queries)
+            | "Flatten" >> beam.Flatten()
+            | "AnswerAtEventTime"
+            >> beam.ParDo(_AnswerAtEventTime(config, self._with_metadata))
+            .with_input_types(tuple[int, Any])
+            .with_output_types(Any)
+        )

@@ -1,0 +1,808 @@
+"""DP frequencies and heavy hitters over a sliding window in Beam: ``DPSlidingWindowFrequencies``.
+
+A thin adapter over :class:`~beam_dpsketch.sketches.sliding.DPSWSketch` (Wang, Wang and Chen,
+"DPSW-Sketch", KDD 2024) following spec dpsw-sketch §6.5 and §10.6:
+
+1. **Steps.** Every element gets a 1-based *step*: its public position ``t`` (count-based mode,
+   spec §6.2 A1: a global sequencer numbered the stream ``1..n``), or its event-time unit
+   ``floor((timestamp - origin) / time_unit) + 1`` (time-based mode). A count-based element at
+   position ``t`` is given the event time ``t - 1`` seconds, so both modes run the same
+   event-time pipeline below.
+2. **Segments as windows.** A non-merging ``WindowFn`` puts each element into the window of its
+   ``(block, segment)`` (spec §6.5 step 2; segments are the elementary intervals of the cut points
+   ``{0, B} U {I[j], B - I[j]}``). Windowing uses the default ``AfterWatermark()`` trigger,
+   ``allowed_lateness = 0`` and ``DISCARDING`` (spec §6.5 "Time-based mode"): a segment's table is
+   emitted once, when the watermark has passed its end (spec §6.2 A2). Input whose windowing
+   declares any other trigger or a non-zero allowed lateness is refused at construction.
+3. **Exact raw counts.** ``CombineGlobally`` per segment window builds an exact int64 Count-Min
+   table (``CountMinSketch`` with the sketch's ``(width, depth, seed)``); partial tables of
+   different bundles and workers add exactly (spec §6.1). **No noise here** (spec §6.4 item 3).
+   A pane that is not the single ``ON_TIME`` pane raises (spec §10.6): nothing is released.
+4. **Seal and query.** One single-key stateful ``DoFn`` (the trusted aggregator, spec §6.2 A3)
+   holds a :class:`DPSWSketch` in state. An event-time timer fires at the end of every declared
+   query step ``t = every, 2 every, ...`` (up to the last step holding an element); by then the
+   watermark guarantees that every segment ending at or before ``t`` has arrived. The DoFn adds
+   those segment tables (:meth:`DPSWSketch.add_segment_counts`), seals with
+   :meth:`DPSWSketch.advance_to` (noise drawn once per PCMS from
+   ``noise_source.stream((label, "dpsw", block, kind, level))``, so a retried bundle re-draws the
+   same noise, spec §6.2 A5) and answers the public query keys or heavy hitters over the public
+   candidate set from the sealed sketches only (spec §1.4, §2.5, §2.6).
+
+Results equal the single-machine core fed with ``update_at(keys, steps)`` and ``advance_to(t)``
+at the same query steps, with the same noise source and label.
+
+Late data (time-based mode): an element behind the watermark when it reaches the segment windows
+is dropped by Beam (allowed lateness 0, spec §6.2 A2), which counts it in its
+``droppedDueToLateness`` metric; it never changes a sealed sketch. A segment table reaching the
+aggregator after its range was sealed would make :meth:`DPSWSketch.add_range_counts` raise: it is
+never added silently.
+
+Runner note: on the DirectRunner with ``--streaming`` (TestStream), a query timer that only
+becomes due at the final advance of the watermark to +infinity fires, but its output is lost
+downstream; a test stream should advance the watermark past its last query time before ending.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import math
+import numbers
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+from apache_beam import coders
+from apache_beam.coders.coders import IntervalWindowCoder
+from apache_beam.transforms import trigger as tr
+from apache_beam.transforms import userstate
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.window import (
+    GlobalWindows,
+    IntervalWindow,
+    NonMergingWindowFn,
+    TimestampedValue,
+)
+from apache_beam.utils.timestamp import Duration, Timestamp
+from apache_beam.utils.windowed_value import PaneInfoTiming
+
+from beam_dpsketch.hashing import canonical_key, hash_keys
+from beam_dpsketch.noise import NoiseSource, check_release_source
+from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.sketches import CountMinSketch
+from beam_dpsketch.sketches.sliding import DPSWSketch
+
+__all__ = ["DPSlidingWindowFrequencies", "SlidingWindowRelease"]
+
+_LOG = logging.getLogger(__name__)
+
+MODES = ("count", "time")
+PRESETS = (None, "theory", "paper_experiments")
+_MICROS = 1_000_000
+_BATCH = 4096
+
+
+@dataclass(frozen=True)
+class SlidingWindowRelease:
+    """One answered query (output of ``DPSlidingWindowFrequencies(..., with_metadata=True)``).
+
+    Every field is public or post-processing of sealed sketches.
+
+    Attributes
+    ----------
+    transform
+        Label of the transform (part of the noise release ids).
+    mode
+        ``"count"`` or ``"time"``.
+    step
+        Query step ``t`` (count-based: the position of the last element in the window).
+    time
+        The query time as in the plain records: ``t`` (count-based) or the event time
+        ``origin + t * time_unit`` in seconds that ends the window (time-based).
+    window_start, window_end
+        Count-based: positions ``max(t - W + 1, 1)`` and ``t`` (inclusive). Time-based: event
+        times ``origin + (t - W) * time_unit`` and ``origin + t * time_unit`` (half-open).
+    covered
+        ``(first, last)`` step actually summed by the query (spec §2.5 "covered range").
+    kind
+        ``"frequencies"`` or ``"heavy_hitters"``.
+    records
+        ``(key, estimate)`` pairs: every query key, or the heavy hitters among the candidates.
+    rho, epsilon, delta
+        The whole transform's guarantee (``epsilon``/``delta`` when given as (eps, delta)).
+    """
+
+    transform: str
+    mode: str
+    step: int
+    time: float
+    window_start: float
+    window_end: float
+    covered: tuple[int, int]
+    kind: str
+    records: tuple[tuple[Any, float], ...]
+    rho: float
+    epsilon: float | None
+    delta: float | None
+
+
+# --------------------------------------------------------------------------------------------
+# Steps and segment windows
+# --------------------------------------------------------------------------------------------
+
+
+def _micros(value: Any, name: str, *, positive: bool) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    micros = round(value * _MICROS)
+    if abs(micros - value * _MICROS) > 1e-6 * max(1.0, abs(value * _MICROS)):
+        raise ValueError(f"{name} must be a whole number of microseconds, got {value}")
+    if positive and micros <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return int(micros)
+
+
+def _seconds(micros: int) -> float:
+    """Seconds as an int when whole (readable output), else a float."""
+    return micros // _MICROS if micros % _MICROS == 0 else micros / _MICROS
+
+
+class _StepClock:
+    """The public map between steps and event time: step ``s`` is
+    ``[origin + (s-1) unit, origin + s unit)``; count-based mode uses ``unit = 1 s, origin = 0``.
+    """
+
+    def __init__(self, unit_micros: int, origin_micros: int) -> None:
+        self.unit, self.origin = unit_micros, origin_micros
+
+    def step_of(self, ts: Timestamp) -> int:
+        return (int(ts.micros) - self.origin) // self.unit + 1
+
+    def start_of(self, step: int) -> Timestamp:
+        """Event time at which ``step`` begins (``end_of(step - 1)``)."""
+        return Timestamp(micros=self.origin + (step - 1) * self.unit)
+
+    def end_of(self, step: int) -> Timestamp:
+        return Timestamp(micros=self.origin + step * self.unit)
+
+
+class _SegmentWindows(NonMergingWindowFn):
+    """Assigns each element to the window of its ``(block, segment)`` (spec §6.5 step 2).
+
+    Data independent: a window depends only on the element's timestamp, never on its key, so
+    every range is fixed before any data is seen (spec §6.4 item 4).
+    """
+
+    def __init__(self, block: int, cuts: Sequence[int], clock: _StepClock) -> None:
+        self.block, self.cuts, self.clock = block, tuple(cuts), clock
+
+    def segment_steps(self, step: int) -> tuple[int, int]:
+        """``(last step before the segment, last step of the segment)`` of ``step``."""
+        if step < 1:
+            raise ValueError(
+                f"event time {_seconds(self.clock.origin + (step - 1) * self.clock.unit)} s is "
+                f"before the origin {_seconds(self.clock.origin)} s of the steps"
+            )
+        k = (step - 1) // self.block + 1
+        rel = step - (k - 1) * self.block
+        g = bisect.bisect_left(self.cuts, rel, 1, len(self.cuts) - 1) - 1
+        base = (k - 1) * self.block
+        return base + self.cuts[g], base + self.cuts[g + 1]
+
+    def assign(self, context: Any) -> list[IntervalWindow]:
+        lo, hi = self.segment_steps(self.clock.step_of(context.timestamp))
+        return [IntervalWindow(self.clock.end_of(lo), self.clock.end_of(hi))]
+
+    def get_window_coder(self) -> coders.Coder:
+        return IntervalWindowCoder()
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is type(self)
+            and (self.block, self.cuts, self.clock.unit, self.clock.origin)
+            == (other.block, other.cuts, other.clock.unit, other.clock.origin)  # type: ignore[attr-defined]
+        )
+
+    def __hash__(self) -> int:
+        return hash_keys([(self.block, self.cuts, self.clock.unit, self.clock.origin)], 0)[0][
+            0
+        ].item()
+
+
+class _Stamp(beam.DoFn):
+    """Give each element its step, as ``(step, key)`` timestamped at the step's start."""
+
+    def __init__(
+        self,
+        mode: str,
+        clock: _StepClock,
+        key_fn: Callable[[Any], Any],
+        position_fn: Callable[[Any], Any] | None,
+        time_fn: Callable[[Any], Any] | None,
+    ) -> None:
+        self._mode, self._clock = mode, clock
+        self._key_fn, self._position_fn, self._time_fn = key_fn, position_fn, time_fn
+
+    def process(self, element: Any, timestamp=beam.DoFn.TimestampParam):
+        key = canonical_key(self._key_fn(element))
+        if self._mode == "count":
+            pos = self._position_fn(element)  # type: ignore[misc]
+            if isinstance(pos, bool | np.bool_) or not isinstance(pos, int | np.integer):
+                raise TypeError(
+                    f"position of element {element!r} must be an int, got {type(pos).__name__}"
+                )
+            if pos < 1:
+                raise ValueError(f"positions are 1-based, got {pos} for element {element!r}")
+            step = int(pos)
+            yield TimestampedValue((step, key), self._clock.start_of(step))
+            return
+        if self._time_fn is not None:
+            value = self._time_fn(element)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(
+                    f"event time of element {element!r} must be a number of seconds, got "
+                    f"{type(value).__name__}"
+                )
+            if not math.isfinite(value):
+                raise ValueError(f"event time of element {element!r} is {value}")
+            timestamp = Timestamp(micros=math.floor(float(value) * _MICROS))
+        step = self._clock.step_of(timestamp)
+        if step < 1:
+            raise ValueError(
+                f"element {element!r} has event time {timestamp.micros / _MICROS} s, before the "
+                f"origin {_seconds(self._clock.origin)} s of the time steps"
+            )
+        yield TimestampedValue((step, key), timestamp)
+
+
+class _SegmentCombineFn(beam.CombineFn):
+    """Exact Count-Min table and last step of one segment, from batches of ``(step, key)``.
+
+    The accumulator ``[CountMinSketch, max_step]`` is exact (no noise, spec §6.4 item 3); partial
+    tables merge by addition whatever Beam's merge tree (spec §6.1).
+    """
+
+    def __init__(self, width: int, depth: int, seed: int) -> None:
+        self._shape = (width, depth, seed)
+
+    def create_accumulator(self) -> list:
+        return [CountMinSketch(*self._shape), 0]
+
+    def add_input(self, mutable_accumulator: list, element: Any) -> list:
+        pairs = element if isinstance(element, list) else [element]
+        if pairs:
+            mutable_accumulator[0].update([key for _, key in pairs])
+            mutable_accumulator[1] = max(mutable_accumulator[1], max(s for s, _ in pairs))
+        return mutable_accumulator
+
+    def merge_accumulators(self, accumulators: Any) -> list:
+        it = iter(accumulators)
+        first = next(it)
+        for acc in it:
+            first[0].merge(acc[0])
+            first[1] = max(first[1], acc[1])
+        return first
+
+    def extract_output(self, accumulator: list) -> list:
+        return accumulator
+
+
+class _SegmentTables(beam.DoFn):
+    """Check that a segment's table is its single ON_TIME pane; key it for the aggregator."""
+
+    def __init__(self, label: str, windows: _SegmentWindows) -> None:
+        self._label, self._windows = label, windows
+
+    def process(
+        self, accumulator: list, window=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam
+    ):
+        # Spec §10.6: only the final ON_TIME pane may be sealed. Batch runners report the one
+        # pane of a bounded input as UNKNOWN timing, first and last; anything else (an early or
+        # late pane, a second firing) would release a range twice or before it is complete.
+        timing = pane.timing
+        if (
+            not pane.is_last
+            or not pane.is_first
+            or timing
+            not in (
+                PaneInfoTiming.ON_TIME,
+                PaneInfoTiming.UNKNOWN,
+            )
+        ):
+            raise RuntimeError(
+                f"{self._label}: segment window {window} produced a "
+                f"{PaneInfoTiming.to_string(timing)} pane (first={pane.is_first}, "
+                f"last={pane.is_last}); only one ON_TIME pane per segment may be sealed"
+            )
+        clock = self._windows.clock
+        lo = clock.step_of(window.start) - 1
+        hi = clock.step_of(window.end) - 1
+        if self._windows.segment_steps(lo + 1) != (lo, hi):
+            raise RuntimeError(f"{self._label}: window {window} is not a segment window")
+        sketch, max_step = accumulator
+        yield self._label, (lo + 1, hi, int(max_step), int(sketch.total_weight), sketch.to_bytes())
+
+
+_SEGMENT_CODER = coders.TupleCoder(
+    [coders.VarIntCoder(), coders.VarIntCoder(), coders.VarIntCoder(), coders.VarIntCoder()]
+    + [coders.BytesCoder()]
+)
+_PROGRESS_CODER = coders.TupleCoder([coders.VarIntCoder()] * 4)
+
+
+@dataclass(frozen=True)
+class _Queries:
+    """The public query workload: keys (frequencies) or candidates + gamma (heavy hitters)."""
+
+    keys: tuple[Any, ...]
+    gamma: float | None
+    hh_slack: float | None
+
+
+_SEGMENTS_STATE = userstate.BagStateSpec("segments", _SEGMENT_CODER)
+_SKETCH_STATE = userstate.ReadModifyWriteStateSpec("sketch", coders.BytesCoder())
+_PROGRESS_STATE = userstate.ReadModifyWriteStateSpec("progress", _PROGRESS_CODER)
+_QUERY_TIMER = userstate.TimerSpec("query", TimeDomain.WATERMARK)
+_SEGMENTS_PARAM = beam.DoFn.StateParam(_SEGMENTS_STATE)
+_SKETCH_PARAM = beam.DoFn.StateParam(_SKETCH_STATE)
+_PROGRESS_PARAM = beam.DoFn.StateParam(_PROGRESS_STATE)
+_QUERY_PARAM = beam.DoFn.TimerParam(_QUERY_TIMER)
+
+
+class _SealAndQuery(beam.DoFn):
+    """The single-key trusted aggregator: seals PCMSs once and answers the scheduled queries.
+
+    State: buffered segment tables (``(first step, last step, max step, items, table)``), the
+    :class:`DPSWSketch` bytes, and progress ``(next query step, max step seen, timer armed,
+    items in complete segments)``. Raw counts live only in the runner's state backend (spec
+    §6.2 A3, §10.4).
+    """
+
+    def __init__(self, transform: DPSlidingWindowFrequencies) -> None:
+        self._factory = transform._factory
+        self._noise_source = transform._noise_source
+        self._mode = transform.mode
+        self._every = transform.every
+        self._clock = transform._clock
+        self._queries = transform._queries
+        self._label = transform.release_label
+        self._with_metadata = transform.with_metadata
+        self._guarantee = (transform.rho, transform.epsilon, transform.delta)
+        self._hashes: tuple[np.ndarray, np.ndarray] | None = None
+
+    def setup(self) -> None:
+        # Query keys are public and fixed: hash them once per worker, not per query.
+        self._hashes = hash_keys(list(self._queries.keys), self._factory.kwargs["seed"])
+
+    def process(
+        self,
+        element: Any,
+        segments=_SEGMENTS_PARAM,
+        progress=_PROGRESS_PARAM,
+        timer=_QUERY_PARAM,
+    ):
+        _, (first, last, max_step, items, table) = element
+        if self._mode == "count" and items > last - first + 1:
+            raise ValueError(
+                f"{self._label}: positions {first}..{last} hold {items} elements: count-based "
+                "mode needs each position 1..n exactly once (spec dpsw-sketch §6.2 A1)"
+            )
+        segments.add((first, last, max_step, items, table))
+        next_q, seen, armed, complete = progress.read() or (self._every, 0, 0, 0)
+        seen = max(seen, max_step)
+        if not armed and next_q <= seen:
+            timer.set(self._clock.end_of(next_q))
+            armed = 1
+        progress.write((next_q, seen, armed, complete))
+
+    @userstate.on_timer(_QUERY_TIMER)
+    def on_query(
+        self,
+        segments=_SEGMENTS_PARAM,
+        sketch_state=_SKETCH_PARAM,
+        progress=_PROGRESS_PARAM,
+        timer=_QUERY_PARAM,
+    ):
+        t, seen, _, complete = progress.read()
+        data = sketch_state.read()
+        if data is None:
+            sketch = self._factory(self._noise_source)
+        else:
+            sketch = DPSWSketch.from_bytes(data, self._noise_source)
+        # The watermark has passed the end of step t, so every segment ending at or before t is
+        # here; later segments stay buffered (their sketches are not sealed yet).
+        keep = []
+        for seg in segments.read():
+            first, last, _, items, table = seg
+            if last > t:
+                keep.append(seg)
+                continue
+            sketch.add_range_counts(first, last, CountMinSketch.from_bytes(table).table)
+            complete += items
+        segments.clear()
+        for seg in keep:
+            segments.add(seg)
+        if self._mode == "count":
+            self._check_gap_free(sketch, t, complete)
+        sketch.advance_to(t)
+        sketch_state.write(sketch.to_bytes())
+        next_q = t + self._every
+        armed = 0
+        if next_q <= seen:
+            timer.set(self._clock.end_of(next_q))
+            armed = 1
+        progress.write((next_q, seen, armed, complete))
+        yield from self._answer(sketch, t)
+
+    def _check_gap_free(self, sketch: DPSWSketch, t: int, complete: int) -> None:
+        """Count-based mode: the positions of all complete segments up to ``t`` are ``1..e``."""
+        k, g = (int(v[0]) for v in sketch.locate([t]))
+        end = sketch.segment_end(k, g)
+        done = end if end == t else (k - 1) * sketch.block + sketch.layout.cuts[g]
+        if complete != done:
+            raise ValueError(
+                f"{self._label}: positions 1..{done} hold {complete} elements: count-based mode "
+                "needs each position 1..n exactly once (spec dpsw-sketch §6.2 A1)"
+            )
+
+    def _answer(self, sketch: DPSWSketch, t: int):
+        h1, h2 = self._hashes  # type: ignore[misc]
+        est = sketch.estimate_hashes(h1, h2, t).tolist()
+        keys = self._queries.keys
+        if self._queries.gamma is None:
+            records = tuple(zip(keys, est, strict=True))
+        else:
+            # The threshold of DPSWSketch.heavy_hitters (spec §2.6): nominal w even in warm-up.
+            slack = sketch.hh_slack if self._queries.hh_slack is None else self._queries.hh_slack
+            threshold = (self._queries.gamma - slack) * sketch.window
+            records = tuple((k, e) for k, e in zip(keys, est, strict=True) if e >= threshold)
+        when = t if self._mode == "count" else _seconds(int(self._clock.end_of(t).micros))
+        if not self._with_metadata:
+            if self._queries.gamma is None:
+                for key, value in records:
+                    yield when, key, value
+            else:
+                yield when, list(records)
+            return
+        sel = sketch.selection(t)
+        if self._mode == "count":
+            lo, hi = max(t - sketch.window + 1, 1), t
+        else:
+            lo = _seconds(int(self._clock.end_of(t - sketch.window).micros))
+            hi = when
+        rho, eps, delta = self._guarantee
+        yield SlidingWindowRelease(
+            transform=self._label,
+            mode=self._mode,
+            step=t,
+            time=when,
+            window_start=lo,
+            window_end=hi,
+            covered=(sel[0].start, sel[-1].end) if sel else (0, 0),
+            kind="frequencies" if self._queries.gamma is None else "heavy_hitters",
+            records=records,
+            rho=rho,
+            epsilon=eps,
+            delta=delta,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# The transform
+# --------------------------------------------------------------------------------------------
+
+
+class _SketchFactory:
+    """Builds the (validated) empty DPSWSketch on a worker from small picklable parameters."""
+
+    def __init__(self, preset: str | None, args: tuple, kwargs: dict[str, Any]) -> None:
+        self.preset, self.args, self.kwargs = preset, args, kwargs
+
+    def __call__(self, noise_source: NoiseSource) -> DPSWSketch:
+        build = DPSWSketch if self.preset is None else getattr(DPSWSketch, self.preset)
+        return build(*self.args, noise_source=noise_source, **self.kwargs)
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    return int(value)
+
+
+def _default_trigger(triggerfn: Any) -> bool:
+    if isinstance(triggerfn, tr.DefaultTrigger):
+        return True
+    return (
+        isinstance(triggerfn, tr.AfterWatermark)
+        and triggerfn.early is None
+        and triggerfn.late is None
+    )
+
+
+class DPSlidingWindowFrequencies(beam.PTransform):
+    """DP frequency or heavy-hitter queries over the last ``window`` steps, on a schedule.
+
+    Runs DPSW-Sketch (spec dpsw-sketch §2, errata E1, E4, E5, E7, E9 fixed) across Beam workers
+    per spec §6.5: exact per-segment Count-Min tables are combined across shards, sealed with
+    Gaussian noise once per PCMS by a single trusted aggregator, and queries are answered every
+    ``every`` steps (``t = every, 2 every, ...`` up to the last step holding an element) from
+    sealed sketches only.
+
+    Output records (``with_metadata=False``): ``(time, key, estimate)`` for every query key at
+    every query time, or ``(time, [(key, estimate), ...])`` for heavy-hitter queries (candidates
+    whose estimate is ``>= (gamma - hh_slack) * window``, in candidate order). ``time`` is the
+    query position ``t`` (count-based) or the event time ``origin + t * time_unit`` in seconds
+    that ends the window ``[time - window * time_unit, time)`` (time-based). With
+    ``with_metadata=True`` one :class:`SlidingWindowRelease` per query time.
+
+    Parameters
+    ----------
+    window
+        Window length ``W``: positions (count-based) or time units (time-based).
+    budget
+        ``PrivacyBudget.zcdp(rho)`` or ``PrivacyBudget.approx(eps, delta)`` (converted to
+        ``rho`` by spec §1.3 Eq. 1) for the **whole stream and all queries**. Pure DP is refused
+        (the mechanism is Gaussian).
+    every
+        Query period ``N`` in steps.
+    width, depth, seed
+        Count-Min shape and public hash seed of every PCMS.
+    query_keys
+        Public keys whose window frequency is estimated at every query time; or
+    candidates, gamma
+        A **public** candidate domain (fixed before seeing the data, spec §10.4) and the
+        heavy-hitter fraction ``gamma``; ``hh_slack`` overrides the threshold slack (spec §2.6,
+        E14; default ``e / width``).
+    mode
+        ``"count"`` (default): elements carry a public, gap-free position ``1..n`` (spec §6.2
+        A1), by default ``(position, key)`` pairs (``position_fn``/``key_fn`` extract them).
+        ``"time"``: steps are event-time units ``floor((ts - origin) / time_unit) + 1`` of the
+        element timestamp (or of ``time_fn(element)`` seconds); ``key_fn`` defaults to identity.
+    time_unit, origin
+        Seconds per step and event time at which step 1 starts (time-based mode).
+    preset
+        ``None`` (explicit ``block``/``beta``, ``alpha``/``checkpoints``, ``split``...),
+        ``"theory"`` or ``"paper_experiments"`` (:meth:`DPSWSketch.theory`,
+        :meth:`DPSWSketch.paper_experiments`).
+    sketch_options
+        Further :class:`~beam_dpsketch.sketches.sliding.DPSWSketch` arguments: ``block``,
+        ``beta``, ``alpha``, ``checkpoints``, ``split``, ``q``, ``noise``, ``middle``...
+    accountant
+        Charged once with the whole budget at construction (``BudgetExceededError`` if it does
+        not fit); default: a private accountant of exactly ``budget``.
+    noise_source
+        :class:`~beam_dpsketch.noise.NoiseSource` (default: a fresh secret one); the zero-noise
+        test source is refused.
+    with_metadata
+        Emit :class:`SlidingWindowRelease` records instead of plain tuples.
+    label
+        Names the transform in the accountant and in every noise release id
+        ``(label, "dpsw", block, kind, level)``: two transforms sharing a noise source need
+        different labels.
+
+    Notes
+    -----
+    **Privacy guarantee.** ``rho``-zCDP, hence ``(eps, delta)``-DP, over the whole unbounded
+    stream for **event-level substitution** neighbours (same length, one element's key changed),
+    whatever the number of queries: queries are post-processing of sealed PCMSs, each built over a
+    fixed range and noised once (spec §1.4, §3; paper Lemma 4.1, Thm 4.4(1)). Count-based mode
+    does not cover adding or removing an element (spec §1.2). Time-based mode treats timestamps as
+    public; it also covers adding or removing one event (spec §6.2 A6). Query times, the query
+    keys and the candidates are public; the last query time depends on the last step holding an
+    element, i.e. on the (public) positions or timestamps. Workers, combiners and the runner's
+    state backend see raw counts (central DP, spec §6.2 A3).
+    """
+
+    def __init__(
+        self,
+        window: int,
+        budget: PrivacyBudget,
+        *,
+        every: int,
+        width: int,
+        depth: int,
+        seed: int = 0,
+        query_keys: Sequence[Any] | None = None,
+        candidates: Sequence[Any] | None = None,
+        gamma: float | None = None,
+        hh_slack: float | None = None,
+        mode: str = "count",
+        key_fn: Callable[[Any], Any] | None = None,
+        position_fn: Callable[[Any], Any] | None = None,
+        time_fn: Callable[[Any], Any] | None = None,
+        time_unit: float = 1,
+        origin: float = 0,
+        preset: str | None = None,
+        accountant: PrivacyAccountant | None = None,
+        noise_source: NoiseSource | None = None,
+        with_metadata: bool = False,
+        label: str = "DPSlidingWindowFrequencies",
+        **sketch_options: Any,
+    ) -> None:
+        super().__init__()
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if preset not in PRESETS:
+            raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
+        if not isinstance(label, str) or not label.strip():
+            raise ValueError(f"label must be a non-empty string, got {label!r}")
+        if not isinstance(with_metadata, bool):
+            raise TypeError("with_metadata must be a bool")
+        self.mode = mode
+        self.every = _positive_int(every, "every")
+        self.with_metadata = with_metadata
+        self.release_label = label
+        self._noise_source = check_release_source(noise_source)
+        if self._noise_source.is_insecure:
+            _LOG.warning("%s uses an INSECURE test noise key: its output is not private", label)
+
+        if mode == "count":
+            if time_fn is not None:
+                raise ValueError("time_fn applies to mode='time' only")
+            if time_unit != 1 or origin != 0:
+                raise ValueError("time_unit and origin apply to mode='time' only")
+            self._clock = _StepClock(_MICROS, 0)
+        else:
+            if position_fn is not None:
+                raise ValueError("position_fn applies to mode='count' only")
+            self._clock = _StepClock(
+                _micros(time_unit, "time_unit", positive=True),
+                _micros(origin, "origin", positive=False),
+            )
+        self._key_fn = key_fn or ((lambda e: e[1]) if mode == "count" else (lambda e: e))
+        self._position_fn = (position_fn or (lambda e: e[0])) if mode == "count" else None
+        self._time_fn = time_fn
+
+        # Build (and so validate) the core sketch now, at construction.
+        self._factory = _SketchFactory(
+            preset,
+            (window, budget),
+            {"width": width, "depth": depth, "seed": seed, "label": label, **sketch_options},
+        )
+        probe = self._factory(self._noise_source)
+        self.window = probe.window
+        self.rho = probe.rho
+        self.epsilon = budget.epsilon if budget.kind == "approx" else None
+        self.delta = budget.delta if budget.kind == "approx" else None
+        self._queries = self._check_queries(probe, query_keys, candidates, gamma, hh_slack)
+        self._windows = _SegmentWindows(probe.block, probe.layout.cuts, self._clock)
+
+        cost = PrivacyBudget.zcdp(self.rho, self.delta)
+        if accountant is None:
+            accountant = PrivacyAccountant(budget, name=label)
+        elif not isinstance(accountant, PrivacyAccountant):
+            raise TypeError(
+                f"accountant must be a PrivacyAccountant or None, got {type(accountant).__name__}"
+            )
+        if any(c.transform == label for _, c in accountant.all_charges()):
+            # Same label and noise key would give identical noise to two releases.
+            raise ValueError(
+                f"{label}: accountant {accountant.name!r} already has a charge for this label; "
+                "give every DP transform its own label"
+            )
+        report = probe.privacy_report()
+        self._accountant = accountant
+        self.charge = accountant.charge(
+            label,
+            "DPSW-Sketch (Gaussian PCMS, spec dpsw-sketch §2-§3)",
+            cost,
+            1,
+            "element",
+            noise_scale=probe.level_sigmas()[0],
+            neighbouring_relation=(
+                "event-level substitution (time mode: also add/remove one event)"
+                if mode == "time"
+                else "event-level substitution"
+            ),
+            queries=f"every {self.every} steps, unlimited (post-processing)",
+            window=self.window,
+            block=probe.block,
+            checkpoints=list(probe.checkpoints),
+            level_rhos=", ".join(f"{r:.6g}" for r in report["levels"]),
+            level_sigmas=", ".join(f"{s:.6g}" for s in report["sigmas"]),
+        )
+
+    @staticmethod
+    def _check_queries(
+        probe: DPSWSketch,
+        query_keys: Sequence[Any] | None,
+        candidates: Sequence[Any] | None,
+        gamma: float | None,
+        hh_slack: float | None,
+    ) -> _Queries:
+        if (query_keys is None) == (candidates is None):
+            raise ValueError("pass either query_keys or candidates (with gamma)")
+        if query_keys is not None:
+            if gamma is not None or hh_slack is not None:
+                raise ValueError("gamma and hh_slack apply to candidates (heavy hitters) only")
+            keys = tuple(canonical_key(k) for k in query_keys)
+            if not keys:
+                raise ValueError("query_keys must not be empty")
+            return _Queries(keys, None, None)
+        keys = tuple(canonical_key(k) for k in candidates)  # type: ignore[union-attr]
+        if not keys:
+            raise ValueError("candidates must not be empty")
+        if gamma is None:
+            raise ValueError("gamma: heavy-hitter queries need the fraction gamma")
+        if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
+            raise TypeError(f"gamma must be a float, got {type(gamma).__name__}")
+        if not 0 < gamma <= 1:
+            raise ValueError(f"gamma must be in (0, 1], got {gamma}")
+        if hh_slack is not None:
+            if isinstance(hh_slack, bool) or not isinstance(hh_slack, numbers.Real):
+                raise TypeError(f"hh_slack must be a float, got {type(hh_slack).__name__}")
+            if not math.isfinite(hh_slack):
+                raise ValueError(f"hh_slack must be finite, got {hh_slack}")
+        zeta = math.e / probe.width
+        if gamma < 4 * zeta:
+            warnings.warn(
+                f"gamma = {gamma} < 4 zeta = {4 * zeta:.4g}: the heavy-hitter guarantee of "
+                "Lemma 4.3 needs gamma >= 4 zeta (spec dpsw-sketch E19)",
+                stacklevel=3,
+            )
+        return _Queries(keys, float(gamma), None if hh_slack is None else float(hh_slack))
+
+    @property
+    def accountant(self) -> PrivacyAccountant:
+        """The accountant charged (once, with the whole budget) by this transform."""
+        return self._accountant
+
+    @property
+    def noise_source(self) -> NoiseSource:
+        """The noise source (its key is never shown)."""
+        return self._noise_source
+
+    def explain(self) -> str:
+        """The accountant's report, including this transform's single charge."""
+        return self._accountant.explain()
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        windowing = pcoll.windowing
+        if not _default_trigger(windowing.triggerfn):
+            raise ValueError(
+                f"{self.release_label}: the input's trigger {windowing.triggerfn!r} is not the "
+                "default AfterWatermark() without early or late firings: each sketch must be "
+                "sealed exactly once, when its range is complete (spec dpsw-sketch §6.4, §6.5)"
+            )
+        lateness = int(Duration.of(windowing.allowed_lateness).micros)
+        if lateness != 0:
+            raise ValueError(
+                f"{self.release_label}: the input's allowed_lateness is "
+                f"{lateness / _MICROS:g} s; it must be 0 (late data must never reach a sealed "
+                "sketch, spec dpsw-sketch §6.2 A2, §6.4 item 2)"
+            )
+        stamp = _Stamp(self.mode, self._clock, self._key_fn, self._position_fn, self._time_fn)
+        tables = (
+            pcoll
+            | "Steps" >> beam.ParDo(stamp)
+            | "SegmentWindows"
+            >> beam.WindowInto(
+                self._windows,
+                trigger=tr.AfterWatermark(),
+                accumulation_mode=tr.AccumulationMode.DISCARDING,
+                allowed_lateness=0,
+            )
+            | "Batch" >> beam.BatchElements(min_batch_size=_BATCH, max_batch_size=_BATCH)
+            | "ExactSegmentTables"
+            >> beam.CombineGlobally(_SegmentCombineFn(*self._shape())).without_defaults()
+            | "OnTimeOnly"
+            >> beam.ParDo(_SegmentTables(self.release_label, self._windows)).with_output_types(
+                tuple[str, Any]
+            )
+        )
+        return (
+            tables
+            | "ToAggregator" >> beam.WindowInto(GlobalWindows())
+            | "SealAndQuery" >> beam.ParDo(_SealAndQuery(self)).with_output_types(Any)
+        )
+
+    def _shape(self) -> tuple[int, int, int]:
+        kw = self._factory.kwargs
+        return kw["width"], kw["depth"], kw["seed"]

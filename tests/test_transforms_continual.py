@@ -1,0 +1,548 @@
+"""ContinualDPSketch: equal to the core sketch on the same steps, on batch and streaming runners.
+
+Every released value is checked exactly against the core sketch (``LazySketch`` /
+``PunctualSketch``) built with the same noise source and release prefix
+(``continual_release_prefix(label, window)``) and fed the same time steps, so "noise only from
+the keyed streams of this label and window, nothing drawn twice" is what is asserted:
+
+* element model: the core fed the whole stream in position order, whatever order and bundling
+  Beam delivered the ``(position, batch)`` elements in (FnApiRunner, multi_processing x2, and
+  TestStream on the DirectRunner with ``--streaming``);
+* pane model: the core fed, step by step with ``step_counts``, the exact per-pane tables that a
+  parallel branch of the same pipeline records (TestStream, ``AfterWatermark(early=AfterCount)``
+  in DISCARDING mode, two fixed windows), so the number of releases equals the number of panes,
+  empty ON_TIME panes included.
+
+Runners: FnApiRunner in-process for batch; DirectRunner ``--streaming`` for TestStream.
+"""
+
+from __future__ import annotations
+
+import os
+
+import apache_beam as beam
+import numpy as np
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.testing import test_stream as ts
+from apache_beam.testing.util import assert_that
+from apache_beam.transforms import trigger as tr
+from apache_beam.transforms.window import (
+    FixedWindows,
+    GlobalWindow,
+    IntervalWindow,
+    SlidingWindows,
+    TimestampedValue,
+)
+
+from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.pipelines.options import DumpToFile
+from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.sketches import CountMinSketch, CountSketch
+from beam_dpsketch.transforms.continual import ContinualDPSketch, new_continual_sketch
+from beam_dpsketch.transforms.release import release_id_for
+
+SEED = 20261122
+BUDGET = PrivacyBudget.approx(0.5, 1e-6)
+QUERIES = [0, 1, 2, 7, 123]
+
+
+@pytest.fixture
+def dump(tmp_path):
+    return DumpToFile(str(tmp_path / "out.pickle"))
+
+
+def _stream(n: int, seed: int = 1) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.zipf(1.3, n) % 200).astype(np.int64)
+
+
+def _elements(keys: np.ndarray, sizes: list[int]) -> list:
+    """``(position, batch)`` pairs covering ``keys`` in consecutive runs of ``sizes`` (cycled);
+    runs of one key are given as a single key, not a batch."""
+    out, pos, i = [], 0, 0
+    while pos < len(keys):
+        size = sizes[i % len(sizes)]
+        run = keys[pos : pos + size]
+        out.append((pos, int(run[0]) if len(run) == 1 else run))
+        pos += len(run)
+        i += 1
+    return out
+
+
+def _core(sketch, width, depth, horizon, source, label, window=None, **kwargs):
+    return new_continual_sketch(
+        sketch,
+        width,
+        depth,
+        horizon,
+        BUDGET,
+        # The documented prefix, spelled out (not via continual_release_prefix, so that a
+        # prefix that drops the window or the label fails here).
+        release_prefix=release_id_for(label, window or GlobalWindow(), 0),
+        noise_source=source,
+        **kwargs,
+    )
+
+
+def _expected_element_releases(keys, times, core, queries=QUERIES):
+    """``{t: answers}`` of the core fed ``keys`` in order, read at each time in ``times``."""
+    out = {}
+    for t in sorted(times):
+        core.update_batch(keys[core.t : t])
+        out[t] = dict(zip(queries, core.estimate(queries).tolist(), strict=True))
+    return out
+
+
+def _by_t(releases) -> dict:
+    by_t = {r.t: r.answers for r in releases}
+    assert len(by_t) == len(releases), "two releases for one time step"
+    return by_t
+
+
+# --------------------------------------------------------------------------------------------
+# Element model, batch
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sketch", "width", "n", "horizon", "every"),
+    [
+        # T = n: the horizon itself (not a multiple of 300) is released too.
+        ("lazy-cms", 64, 2000, 2000, 300),
+        ("lazy-cs", 64, 2000, 4096, 250),
+        ("punctual-cms", 16, 600, 700, 100),
+        ("punctual-cs", 16, 600, 600, 75),
+    ],
+)
+def test_element_model_equals_core_on_the_ordered_stream(sketch, width, n, horizon, every, dump):
+    source = NoiseSource.insecure_for_tests(SEED)
+    keys = _stream(n)
+    # Runs of 1..173 keys, delivered in reverse: every run but the first waits in the buffer.
+    elements = _elements(keys, [173, 1, 40, 97, 1, 11])[::-1]
+    t = ContinualDPSketch(
+        sketch, width, 3, horizon, BUDGET, queries=QUERIES, release_every=every,
+        noise_source=source, label="cont", with_table=True,
+    )  # fmt: skip
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        assert_that(p | beam.Create(elements, reshuffle=False) | t, dump)
+    releases = dump.load()
+    times = list(range(every, n + 1, every)) + ([horizon] if horizon == n and n % every else [])
+    assert sorted(r.t for r in releases) == times
+    core = _core(sketch, width, 3, horizon, source, "cont")
+    expected = {}
+    for time in times:
+        core.update_batch(keys[core.t : time])
+        expected[time] = (
+            dict(zip(QUERIES, core.estimate(QUERIES).tolist(), strict=True)),
+            core.noisy_table(),
+        )
+    for r in releases:
+        answers, table = expected[r.t]
+        assert r.answers == answers
+        np.testing.assert_array_equal(r.noisy_table, table)
+        assert (r.sketch, r.width, r.depth, r.horizon, r.time_model) == (
+            sketch, width, 3, horizon, "element",
+        )  # fmt: skip
+        assert (r.epsilon, r.delta) == (0.5, 1e-6)
+        assert (r.window_start, r.window_end, r.transform) == (None, None, "cont")
+
+
+def test_same_seed_and_label_reproduce_other_seed_or_label_differ(tmp_path):
+    keys = _stream(1500, seed=3)
+    elements = _elements(keys, [500])
+
+    def run(seed, label):
+        out = DumpToFile(str(tmp_path / f"{seed}-{label}.pickle"))
+        t = ContinualDPSketch(
+            "lazy-cms", 32, 3, 1500, BUDGET, queries=QUERIES, release_every=500,
+            noise_source=NoiseSource.insecure_for_tests(seed), label=label,
+        )  # fmt: skip
+        with beam.Pipeline(runner=FnApiRunner()) as p:
+            assert_that(p | beam.Create(elements) | t, out)
+        return sorted((r.t, tuple(r.answers.values())) for r in out.load())
+
+    first = run(1, "a")
+    assert run(1, "a") == first
+    # Other noise: every release differs (same exact data and t).
+    for other in (run(2, "a"), run(1, "b")):
+        assert [t for t, _ in other] == [t for t, _ in first]
+        assert all(o != f for (_, o), (_, f) in zip(other, first, strict=True))
+
+
+def test_gap_holds_back_every_later_step(dump):
+    # Position 700..799 never arrives: steps after 700 cannot be processed, so nothing after the
+    # gap is released (out-of-order data is buffered, never skipped).
+    source = NoiseSource.insecure_for_tests(SEED)
+    keys = _stream(1200)
+    elements = [e for e in _elements(keys, [100]) if e[0] != 700]
+    t = ContinualDPSketch(
+        "lazy-cms", 32, 3, 2000, BUDGET, queries=QUERIES, release_every=200,
+        noise_source=source, label="gap",
+    )  # fmt: skip
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        assert_that(p | beam.Create(elements[::-1]) | t, dump)
+    got = _by_t(dump.load())
+    assert sorted(got) == [200, 400, 600]
+    core = _core("lazy-cms", 32, 3, 2000, source, "gap")
+    assert got == _expected_element_releases(keys, [200, 400, 600], core)
+
+
+@pytest.fixture
+def _workers_can_import_this_module(monkeypatch):
+    here = os.path.dirname(os.path.abspath(__file__))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
+    )
+
+
+@pytest.mark.usefixtures("_workers_can_import_this_module")
+def test_element_model_on_two_worker_processes_equals_core(dump):
+    source = NoiseSource.insecure_for_tests(SEED)
+    keys = _stream(3000, seed=5)
+    t = ContinualDPSketch(
+        "lazy-cs", 48, 3, 3000, BUDGET, queries=QUERIES, release_every=1000,
+        noise_source=source, label="mp",
+    )  # fmt: skip
+    options = PipelineOptions(["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
+    with beam.Pipeline(runner=FnApiRunner(), options=options) as p:
+        assert_that(p | beam.Create(_elements(keys, [128, 77])) | t, dump)
+    core = _core("lazy-cs", 48, 3, 3000, source, "mp")
+    assert _by_t(dump.load()) == _expected_element_releases(keys, [1000, 2000, 3000], core)
+
+
+# --------------------------------------------------------------------------------------------
+# Streaming (TestStream on the DirectRunner --streaming)
+# --------------------------------------------------------------------------------------------
+
+
+def streaming() -> beam.Pipeline:
+    # --streaming + TestStream runs on the BundleBasedDirectRunner.
+    return beam.Pipeline(options=PipelineOptions(["--streaming"]))
+
+
+def test_streaming_element_model_out_of_order_bundles(dump):
+    source = NoiseSource.insecure_for_tests(SEED)
+    keys = _stream(900, seed=7)
+    runs = _elements(keys, [100, 1, 49, 150])
+    # One add_elements per bundle, later positions first within each pair of bundles.
+    order = [runs[i + 1] if i + 1 < len(runs) else runs[i] for i in range(0, len(runs), 2)]
+    order += [runs[i] for i in range(0, len(runs), 2) if i + 1 < len(runs)]
+    assert sorted(e[0] for e in order) == [e[0] for e in runs]
+    s = ts.TestStream().advance_watermark_to(0)
+    for i, element in enumerate(order):
+        s = s.add_elements([TimestampedValue(element, i)])
+    t = ContinualDPSketch(
+        "lazy-cms", 32, 3, 900, BUDGET, queries=QUERIES, release_every=100,
+        noise_source=source, label="stream-el",
+    )  # fmt: skip
+    p = streaming()
+    assert_that(p | s.advance_watermark_to_infinity() | t, dump)
+    p.run().wait_until_finish()
+    core = _core("lazy-cms", 32, 3, 900, source, "stream-el")
+    assert _by_t(dump.load()) == _expected_element_releases(keys, range(100, 901, 100), core)
+
+
+class _RecordPane(beam.DoFn):
+    """Record ``(window start, pane index, timing, exact table)`` of every pane (test oracle)."""
+
+    def process(self, sketch, window=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
+        yield (float(window.start), int(pane.index), int(pane.timing), sketch.table.copy())
+
+
+# Window [0, 10): 3 + 1 + 4 elements, early firing every 2 elements; window [10, 20): 3 elements.
+PANE_STEPS = [
+    [(1, 1), (2, 2), (3, 3)],
+    [(1, 4)],
+    [(7, 5), (7, 6), (123, 7), (1, 8)],
+    [(2, 12), (2, 13), (0, 14)],
+]
+
+
+@pytest.mark.parametrize(
+    ("sketch", "exact_cls"), [("lazy-cms", CountMinSketch), ("punctual-cs", CountSketch)]
+)
+def test_streaming_pane_model_early_firings_equal_core_fed_the_pane_deltas(
+    sketch, exact_cls, tmp_path
+):
+    source = NoiseSource.insecure_for_tests(SEED)
+    s = ts.TestStream().advance_watermark_to(0)
+    for step in PANE_STEPS:
+        s = s.add_elements([TimestampedValue(k, when) for k, when in step])
+    s = s.advance_watermark_to(30).advance_watermark_to_infinity()
+    releases_out = DumpToFile(str(tmp_path / "releases.pickle"))
+    panes_out = DumpToFile(str(tmp_path / "panes.pickle"))
+    t = ContinualDPSketch(
+        sketch, 8, 3, 16, BUDGET, queries=QUERIES, time_model="pane",
+        noise_source=source, label="ticks",
+    )  # fmt: skip
+    p = streaming()
+    windowed = (
+        p
+        | s
+        | beam.WindowInto(
+            FixedWindows(10),
+            trigger=tr.AfterWatermark(early=tr.AfterCount(2)),
+            accumulation_mode=tr.AccumulationMode.DISCARDING,
+        )
+    )
+    assert_that(windowed | t, releases_out, label="Releases")
+    spec = exact_cls(8, 3, 0)
+    panes = (
+        windowed
+        | "Exact" >> beam.CombineGlobally(_ExactOrEmpty(spec)).without_defaults()
+        | beam.ParDo(_RecordPane())
+    )
+    assert_that(panes, panes_out, label="Panes")
+    p.run().wait_until_finish()
+
+    releases = releases_out.load()
+    panes = sorted(panes_out.load(), key=lambda x: (x[0], x[1]))
+    # Both windows fired early at least once and have an ON_TIME pane (timing 1), possibly empty.
+    assert {w for w, *_ in panes} == {0.0, 10.0}
+    assert sum(1 for _, _, timing, _ in panes if timing == 0) >= 2
+    assert sum(1 for _, _, timing, _ in panes if timing == 1) == 2
+    # No element lost: the panes' deltas add up to the exact sketch of each window.
+    total = sum(tab for _, _, _, tab in panes)
+    np.testing.assert_array_equal(
+        total, exact_cls(8, 3, 0).update([k for step in PANE_STEPS for k, _ in step]).table
+    )
+    # One release per pane, and each equals the core fed the same deltas in pane order.
+    assert len(releases) == len(panes)
+    got = {(r.window_start, r.t): r.answers for r in releases}
+    for start in (0.0, 10.0):
+        window = IntervalWindow(start, start + 10)
+        core = _core(sketch, 8, 3, 16, source, "ticks", window)
+        for _, index, _, table in [x for x in panes if x[0] == start]:
+            assert core.t == index
+            core.step_counts(table)
+            expected = dict(zip(QUERIES, core.estimate(QUERIES).tolist(), strict=True))
+            assert got[(start, index + 1)] == expected
+    assert {r.time_model for r in releases} == {"pane"}
+
+
+class _ExactOrEmpty(beam.CombineFn):
+    """Exact sketch of a pane (an empty pane gives the empty sketch): the test's oracle."""
+
+    def __init__(self, empty):
+        self._empty = empty
+
+    def create_accumulator(self):
+        return self._empty.copy()
+
+    def add_input(self, acc, key):
+        return acc.update([key])
+
+    def merge_accumulators(self, accs):
+        out = self._empty.copy()
+        for a in accs:
+            out.merge(a)
+        return out
+
+    def extract_output(self, acc):
+        return acc
+
+
+def test_streaming_pane_model_beyond_horizon_fails_naming_t():
+    s = ts.TestStream().advance_watermark_to(0)
+    for step in PANE_STEPS[:3]:
+        s = s.add_elements([TimestampedValue(k, when) for k, when in step])
+    t = ContinualDPSketch(
+        "lazy-cms", 8, 3, 2, BUDGET, queries=QUERIES, time_model="pane",
+        noise_source=NoiseSource.insecure_for_tests(1),
+    )  # fmt: skip
+    p = streaming()
+    _ = (
+        p
+        | s.advance_watermark_to_infinity()
+        | beam.WindowInto(
+            FixedWindows(10),
+            trigger=tr.AfterWatermark(early=tr.AfterCount(2)),
+            accumulation_mode=tr.AccumulationMode.DISCARDING,
+        )
+        | t
+    )
+    with pytest.raises(Exception, match=r"horizon T=2"):
+        p.run().wait_until_finish()
+
+
+# --------------------------------------------------------------------------------------------
+# Errors and accounting
+# --------------------------------------------------------------------------------------------
+
+
+def test_element_beyond_horizon_fails_naming_t():
+    t = ContinualDPSketch(
+        "lazy-cms", 16, 3, 100, BUDGET, queries=QUERIES,
+        noise_source=NoiseSource.insecure_for_tests(1),
+    )  # fmt: skip
+    with pytest.raises(
+        Exception, match=r"positions 50\.\.149 would go beyond the declared horizon T=100"
+    ):
+        with beam.Pipeline(runner=FnApiRunner()) as p:
+            _ = p | beam.Create([(0, _stream(50)), (50, _stream(100))]) | t
+
+
+@pytest.mark.parametrize(
+    ("elements", "error"),
+    [
+        ([(0, 1), (0, 2)], "positions must be unique"),
+        ([(3, 1), (3, 2)], "time step 3 arrived twice"),
+        # Overlapping runs: found when the gap before them is filled.
+        ([(2, np.arange(5)), (4, 1), (0, np.arange(2))], "time step 4 arrived after step 6"),
+        ([(-1, 1)], "position must be an int >= 0"),
+        ([("0", 1)], "position must be an int >= 0"),
+        ([5], "expects \\(position, key\\)"),
+        ([(0, 1.5)], "invalid key of type 'float'"),
+        ([(0, np.array([1.5]))], "dtype float64"),
+    ],
+)
+def test_bad_elements_raise_naming_the_problem(elements, error):
+    t = ContinualDPSketch(
+        "lazy-cms", 16, 3, 100, BUDGET, queries=QUERIES,
+        noise_source=NoiseSource.insecure_for_tests(1),
+    )  # fmt: skip
+    with pytest.raises(Exception, match=error):
+        with beam.Pipeline(runner=FnApiRunner()) as p:
+            _ = p | beam.Create(elements, reshuffle=False) | t
+
+
+def test_zero_noise_source_is_refused():
+    with pytest.raises(ValueError, match="zero-noise"):
+        ContinualDPSketch(
+            "lazy-cms", 16, 3, 100, BUDGET, queries=QUERIES,
+            noise_source=NoiseSource.zero_noise_for_tests(),
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "message"),
+    [
+        ({"sketch": "lazy"}, ValueError, "sketch must be one of"),
+        ({"time_model": "tick"}, ValueError, "time_model must be one of"),
+        ({"horizon": 0}, ValueError, "horizon must be >= 1"),
+        ({"horizon": 10.0}, TypeError, "horizon must be an int"),
+        ({"release_every": 0}, ValueError, "release_every must be >= 1"),
+        ({"queries": []}, ValueError, "at least one public query key"),
+        ({"queries": "abc"}, TypeError, "queries must be a sequence"),
+        ({"queries": [1.5]}, TypeError, "queries:"),
+        ({"budget": PrivacyBudget.pure(0.5)}, ValueError, "delta > 0"),
+        ({"budget": PrivacyBudget.zcdp(0.5)}, ValueError, "delta > 0"),
+        ({"budget": PrivacyBudget.approx(1.5, 1e-6)}, ValueError, "epsilon"),
+        ({"width": 0}, ValueError, "width"),
+        ({"max_contributions": 2}, ValueError, "max_contributions applies to the pane"),
+        ({"key_fn": str}, ValueError, "key_fn applies to the pane"),
+        ({"calibration": "exact"}, ValueError, "calibration must be one of"),
+        ({"cs_sensitivity": "2d"}, ValueError, "cs_sensitivity must be one of"),
+        ({"label": " "}, ValueError, "label must be a non-empty string"),
+        ({"budget": None}, ValueError, "pass a PrivacyBudget, an accountant"),
+    ],
+)
+def test_bad_parameters_raise_naming_them(kwargs, exc, message):
+    args = {"sketch": "lazy-cms", "width": 16, "depth": 3, "horizon": 100, "budget": BUDGET}
+    args.update(kwargs)
+    positional = [args.pop(k) for k in ("sketch", "width", "depth", "horizon", "budget")]
+    options = {"queries": QUERIES, "noise_source": NoiseSource.insecure_for_tests(1)}
+    options.update(args)
+    with pytest.raises(exc, match=message):
+        ContinualDPSketch(*positional, **options)
+
+
+def test_analytic_calibration_allows_epsilon_above_one():
+    t = ContinualDPSketch(
+        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(2.0, 1e-6), queries=QUERIES,
+        calibration="analytic", noise_source=NoiseSource.insecure_for_tests(1),
+    )  # fmt: skip
+    assert t.noise_source.is_insecure
+
+
+def test_charge_once_for_the_horizon_and_split_over_sliding_windows():
+    acc = PrivacyAccountant(PrivacyBudget.approx(1.0, 1e-5), name="pipeline")
+    p = beam.Pipeline(runner=FnApiRunner())
+    events = p | beam.Create([(0, 1)])
+    t1 = ContinualDPSketch(
+        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.3, 2e-6), queries=QUERIES,
+        accountant=acc, noise_source=NoiseSource.insecure_for_tests(1), label="global",
+    )  # fmt: skip
+    _ = events | "G" >> t1
+    # One release of the whole budget for the horizon (panes are steps, not releases).
+    assert (t1.charge.releases, t1.charge.windows_per_unit) == (1, 1)
+    assert t1.window_budget == PrivacyBudget.approx(0.3, 2e-6)
+    assert t1.charge.details["horizon"] == 100
+    sigma = new_continual_sketch(
+        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.3, 2e-6), release_prefix="x"
+    ).sigma
+    assert t1.charge.noise_scale == pytest.approx(sigma)
+    # SlidingWindows(30, 10): each element in 3 windows -> 3 window sketches of budget / 3.
+    t2 = ContinualDPSketch(
+        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.6, 3e-6), queries=QUERIES,
+        accountant=acc, noise_source=NoiseSource.insecure_for_tests(1), label="sliding",
+    )  # fmt: skip
+    _ = events | beam.WindowInto(SlidingWindows(30, 10)) | "S" >> t2
+    assert (t2.charge.releases, t2.charge.windows_per_unit) == (3, 3)
+    assert t2.window_budget.epsilon == pytest.approx(0.2)
+    assert t2.window_budget.delta == pytest.approx(1e-6)
+    assert acc.spent.epsilon == pytest.approx(0.9)
+    assert acc.spent.delta == pytest.approx(5e-6)
+    assert "horizon: 100" in t2.explain()
+    # Over budget: refused at construction of the pipeline, before anything runs.
+    t3 = ContinualDPSketch(
+        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.2, 1e-6), queries=QUERIES,
+        accountant=acc, noise_source=NoiseSource.insecure_for_tests(1), label="third",
+    )  # fmt: skip
+    with pytest.raises(BudgetExceededError):
+        _ = events | "T" >> t3
+    # The same label twice would share noise.
+    t4 = ContinualDPSketch(
+        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.01, 1e-8), queries=QUERIES,
+        accountant=acc, noise_source=NoiseSource.insecure_for_tests(1), label="global",
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="already has a charge for this label"):
+        _ = events | "G2" >> t4
+
+
+def test_pane_model_refuses_accumulating_mode():
+    t = ContinualDPSketch(
+        "lazy-cms", 16, 3, 100, BUDGET, queries=QUERIES, time_model="pane",
+        noise_source=NoiseSource.insecure_for_tests(1),
+    )  # fmt: skip
+    p = beam.Pipeline(runner=FnApiRunner())
+    windowed = (
+        p
+        | beam.Create([1])
+        | beam.WindowInto(
+            FixedWindows(10),
+            trigger=tr.AfterWatermark(early=tr.AfterCount(2)),
+            accumulation_mode=tr.AccumulationMode.ACCUMULATING,
+        )
+    )
+    with pytest.raises(ValueError, match="DISCARDING"):
+        _ = windowed | t
+
+
+def test_explain_before_apply_is_an_error():
+    t = ContinualDPSketch(
+        "lazy-cms", 16, 3, 100, BUDGET, queries=QUERIES,
+        noise_source=NoiseSource.insecure_for_tests(1),
+    )  # fmt: skip
+    with pytest.raises(RuntimeError, match="once the transform is applied"):
+        t.explain()
+
+
+def test_batch_pane_model_global_window_is_one_step_with_key_fn(dump):
+    # Default windowing, batch: one (ON_TIME) pane, so one step whose delta is the exact sketch
+    # of every record's key.
+    source = NoiseSource.insecure_for_tests(SEED)
+    records = [{"route": int(k)} for k in _stream(300, seed=9)]
+    t = ContinualDPSketch(
+        "lazy-cs", 16, 3, 4, BUDGET, queries=QUERIES, time_model="pane",
+        key_fn=lambda r: r["route"], noise_source=source, label="batch-pane",
+    )  # fmt: skip
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        assert_that(p | beam.Create(records) | t, dump)
+    (release,) = dump.load()
+    core = _core("lazy-cs", 16, 3, 4, source, "batch-pane")
+    core.step_counts(CountSketch(16, 3, 0).update([r["route"] for r in records]))
+    assert release.t == 1
+    assert release.answers == dict(zip(QUERIES, core.estimate(QUERIES).tolist(), strict=True))

@@ -1,0 +1,367 @@
+"""DPSlidingWindowFrequencies (DPSW-Sketch on Beam, spec dpsw-sketch §6.5) against the core.
+
+Every released value is checked **exactly**: the single-machine
+:class:`~beam_dpsketch.sketches.sliding.DPSWSketch` with the same (insecure, seeded) noise
+source and label is fed the same items with ``update_at(keys, steps)`` and moved with
+``advance_to(t)`` to each query step; the Beam output must be bit-identical. Since every PCMS's
+noise comes from ``noise_source.stream((label, "dpsw", block, kind, level))``, equality shows
+that the pipeline adds noise exactly once per sealed sketch, from the keyed stream, over the
+exact raw counts of the range (any double noising, missing or duplicated item, or query on an
+unsealed range would change the floats).
+
+Count-based mode runs on the FnApiRunner (multi_processing with 2 workers, and in_memory);
+time-based mode on the DirectRunner with ``--streaming`` and a TestStream (watermark advances;
+the stream advances the watermark past the last query time before ending, because the direct
+runner drops the output of timers that only fire at the final advance to +infinity).
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+import numpy as np
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing import test_stream as ts
+from apache_beam.testing.util import assert_that
+from apache_beam.transforms import trigger as tr
+from apache_beam.transforms.window import FixedWindows, IntervalWindow, TimestampedValue
+from apache_beam.utils.timestamp import Timestamp
+from apache_beam.utils.windowed_value import PaneInfo, PaneInfoTiming
+
+from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.pipelines.options import DumpToFile
+from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.sketches import CountMinSketch
+from beam_dpsketch.sketches.sliding import DPSWSketch
+from beam_dpsketch.transforms import DPSlidingWindowFrequencies, SlidingWindowRelease
+from beam_dpsketch.transforms.sliding import _SegmentTables, _SegmentWindows, _StepClock
+
+SEED = 20261122
+SHAPE = {"width": 64, "depth": 3, "seed": 5}
+# B = 10, alpha = 1/2: I = [10, 5, 3, 2, 1] (spec App. A), segments cut at
+# {0, 1, 2, 3, 5, 7, 8, 9, 10}.
+CUTS = (0, 1, 2, 3, 5, 7, 8, 9, 10)
+LAYOUT = {"block": 10, "alpha": "1/2"}
+
+
+def source() -> NoiseSource:
+    return NoiseSource.insecure_for_tests(SEED)
+
+
+def run(pipeline: beam.Pipeline, build, out_file) -> list:
+    out = DumpToFile(str(out_file))
+    assert_that(build(pipeline), out)
+    pipeline.run().wait_until_finish()
+    return out.load()
+
+
+def core(window: int, budget: PrivacyBudget, label: str, **kw) -> DPSWSketch:
+    return DPSWSketch(window, budget, noise_source=source(), label=label, **SHAPE, **kw)
+
+
+def stream_data(n: int, domain: int, seed: int) -> list[int]:
+    # Zipf-like skew so heavy hitters exist; np.random only generates test data.
+    rng = np.random.default_rng(seed)
+    return (rng.zipf(1.6, n) % domain).tolist()
+
+
+# ------------------------------------------------------------------------------------------------
+# Count-based mode (FnApiRunner)
+# ------------------------------------------------------------------------------------------------
+
+
+def test_count_mode_two_workers_equals_core(tmp_path):
+    keys = stream_data(400, 30, 1)
+    budget = PrivacyBudget.approx(1.0, 1e-6)
+    queries = [0, 1, 2, 7, 29]
+    transform = DPSlidingWindowFrequencies(
+        60, budget, every=7, query_keys=queries, noise_source=source(), label="sw2",
+        **SHAPE, **LAYOUT,
+    )  # fmt: skip
+    options = PipelineOptions(
+        [
+            "--runner=FnApiRunner",
+            "--direct_running_mode=multi_processing",
+            "--direct_num_workers=2",
+        ]
+    )
+    got = run(
+        beam.Pipeline(options=options),
+        lambda p: p | beam.Create(list(enumerate(keys, start=1))) | transform,
+        tmp_path / "out.pickle",
+    )
+    ref = core(60, budget, "sw2", **LAYOUT).update_at(keys, np.arange(1, 401))
+    expected = []
+    for t in range(7, 401, 7):
+        ref.advance_to(t)
+        expected += [
+            (t, k, v) for k, v in zip(queries, ref.estimate(queries).tolist(), strict=True)
+        ]
+    assert len(got) == len(expected) == 57 * len(queries)
+    assert sorted(got) == sorted(expected)
+
+
+def test_count_mode_heavy_hitters_with_metadata_equals_core(tmp_path):
+    keys = stream_data(300, 12, 2)
+    budget = PrivacyBudget.zcdp(2.0)
+    candidates = list(range(12)) + [99]
+    transform = DPSlidingWindowFrequencies(
+        50, budget, every=25, candidates=candidates, gamma=0.3, hh_slack=0.05,
+        noise_source=source(), with_metadata=True, label="hh", **SHAPE, **LAYOUT,
+    )  # fmt: skip
+    got = run(
+        beam.Pipeline(runner="FnApiRunner"),
+        lambda p: p | beam.Create([(t, k) for t, k in enumerate(keys, start=1)]) | transform,
+        tmp_path / "out.pickle",
+    )
+    ref = core(50, budget, "hh", **LAYOUT).update_at(keys, np.arange(1, 301))
+    got = sorted(got, key=lambda r: r.step)
+    assert [r.step for r in got] == list(range(25, 301, 25))
+    nonempty = 0
+    for r in got:
+        ref.advance_to(r.step)
+        hh = ref.heavy_hitters(candidates, 0.3, hh_slack=0.05)
+        sel = ref.selection(r.step)
+        assert isinstance(r, SlidingWindowRelease)
+        assert list(r.records) == hh
+        assert (r.window_start, r.window_end) == (max(r.step - 49, 1), r.step)
+        assert r.covered == (sel[0].start, sel[-1].end)
+        assert (r.kind, r.mode, r.transform, r.time) == ("heavy_hitters", "count", "hh", r.step)
+        assert r.rho == 2.0 and r.epsilon is None
+        nonempty += bool(hh)
+    # The oracle is not vacuous: the skewed stream has heavy hitters at most query times.
+    assert nonempty >= 6
+
+
+def test_queries_are_post_processing_same_values_whatever_the_schedule(tmp_path):
+    """Spec §1.4: a query re-reads sealed sketches; no schedule draws fresh noise."""
+    keys = stream_data(120, 8, 3)
+    budget = PrivacyBudget.zcdp(1.0)
+    runs = {}
+    for every in (4, 6):
+        transform = DPSlidingWindowFrequencies(
+            30, budget, every=every, query_keys=[0, 1, 2], noise_source=source(), label="pp",
+            **SHAPE, **LAYOUT,
+        )  # fmt: skip
+        runs[every] = run(
+            beam.Pipeline(runner="FnApiRunner"),
+            lambda p, tr_=transform: p | beam.Create(list(enumerate(keys, start=1))) | tr_,
+            tmp_path / f"out{every}.pickle",
+        )
+    four = {(t, k): v for t, k, v in runs[4] if t % 12 == 0}
+    six = {(t, k): v for t, k, v in runs[6] if t % 12 == 0}
+    assert len(four) == 30 and four == six
+
+
+@pytest.mark.parametrize(
+    ("positions", "message"),
+    [
+        ([1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12], "positions 1..10 hold 9 elements"),
+        ([1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "positions 1..1 hold 2 elements"),
+    ],
+)
+def test_count_mode_refuses_gaps_and_duplicates(tmp_path, positions, message):
+    transform = DPSlidingWindowFrequencies(
+        20, PrivacyBudget.zcdp(1.0), every=10, query_keys=["a"], noise_source=source(),
+        **SHAPE, **LAYOUT,
+    )  # fmt: skip
+    with pytest.raises(Exception, match=message):
+        run(
+            beam.Pipeline(runner="FnApiRunner"),
+            lambda p: p | beam.Create([(t, "a") for t in positions]) | transform,
+            tmp_path / "out.pickle",
+        )
+
+
+# ------------------------------------------------------------------------------------------------
+# Time-based mode (TestStream, DirectRunner --streaming)
+# ------------------------------------------------------------------------------------------------
+
+
+def test_time_mode_teststream_equals_core_and_drops_late_data(tmp_path):
+    rng = np.random.default_rng(4)
+    n = 240
+    # Millisecond times (TestStream watermarks are whole milliseconds), several items per step.
+    times = np.round(np.sort(rng.uniform(0.0, 60.0, n)), 3)
+    keys = stream_data(n, 10, 5)
+    budget = PrivacyBudget.approx(2.0, 1e-6)
+    queries = [0, 1, 3]
+    # Steps of 0.5 s starting at origin 0.25 s: step s = floor((time - 0.25) / 0.5) + 1.
+    times = times[times >= 0.25]
+    keys = keys[: len(times)]
+    n = len(times)
+    transform = DPSlidingWindowFrequencies(
+        24, budget, every=5, query_keys=queries, mode="time", time_unit=0.5, origin=0.25,
+        noise_source=source(), label="time", **SHAPE, block=8, alpha="1/2",
+    )  # fmt: skip
+    # The watermark advances to the middle and to the end of every step (0.5 s), so a query
+    # timer that fired before its range was complete would see a segment arrive after sealing.
+    stream = ts.TestStream().advance_watermark_to(0)
+    step_ends = 0.25 + 0.25 * np.arange(1, 243)
+    where = np.searchsorted(times, step_ends, side="left")
+    lo = 0
+    for end, hi in zip(step_ends, where, strict=True):
+        part = [
+            TimestampedValue(k, float(x)) for k, x in zip(keys[lo:hi], times[lo:hi], strict=True)
+        ]
+        if part:
+            stream = stream.add_elements(part)
+        stream = stream.advance_watermark_to(float(end))
+        lo = hi
+        if end == 40.25:
+            # Behind the watermark: its segment is already sealed, so Beam drops it
+            # (allowed_lateness 0, spec §6.2 A2); it must change nothing.
+            stream = stream.add_elements([TimestampedValue(0, 1.0)])
+    stream = stream.advance_watermark_to(100.0).advance_watermark_to_infinity()
+    got = run(
+        beam.Pipeline(options=PipelineOptions(["--streaming"])),
+        lambda p: p | stream | transform,
+        tmp_path / "out.pickle",
+    )
+    steps = (np.floor(times * 1e6).astype(np.int64) - 250_000) // 500_000 + 1
+    ref = core(24, budget, "time", block=8, alpha="1/2")
+    ref.update_at(keys, steps)
+    expected = []
+    for t in range(5, int(steps.max()) + 1, 5):
+        ref.advance_to(t)
+        when = 0.25 + 0.5 * t
+        expected += [
+            (when, k, v) for k, v in zip(queries, ref.estimate(queries).tolist(), strict=True)
+        ]
+    assert len(expected) == 3 * (int(steps.max()) // 5)
+    assert sorted(got) == sorted(expected)
+
+
+def test_segment_windows_follow_the_layout():
+    windows = _SegmentWindows(10, CUTS, _StepClock(500_000, 250_000))
+    # Step 14 is relative position 4 of block 2: segment (3, 5], i.e. steps 14..15.
+    assert windows.segment_steps(14) == (13, 15)
+    assert windows.segment_steps(10) == (9, 10)
+    assert windows.segment_steps(11) == (10, 11)
+    assert windows.segment_steps(17) == (15, 17)
+
+    class Ctx:
+        timestamp = Timestamp(micros=250_000 + 13 * 500_000 + 7)  # inside step 14
+
+    (w,) = windows.assign(Ctx())
+    assert (w.start.micros, w.end.micros) == (250_000 + 13 * 500_000, 250_000 + 15 * 500_000)
+    with pytest.raises(ValueError, match="before the origin"):
+        windows.segment_steps(0)
+
+
+@pytest.mark.parametrize(
+    "pane",
+    [
+        PaneInfo(True, False, PaneInfoTiming.EARLY, 0, -1),
+        PaneInfo(False, True, PaneInfoTiming.LATE, 1, 0),
+        PaneInfo(False, True, PaneInfoTiming.ON_TIME, 1, 0),
+    ],
+)
+def test_only_a_single_on_time_pane_is_sealed(pane):
+    """Spec §10.6: early, late or repeated panes are asserted away (nothing is emitted)."""
+    windows = _SegmentWindows(10, CUTS, _StepClock(1_000_000, 0))
+    fn = _SegmentTables("sw", windows)
+    window = IntervalWindow(Timestamp(3), Timestamp(5))  # steps 4..5
+    acc = [CountMinSketch(8, 2), 5]
+    with pytest.raises(RuntimeError, match="only one ON_TIME pane"):
+        list(fn.process(acc, window=window, pane=pane))
+    ok = PaneInfo(True, True, PaneInfoTiming.ON_TIME, 0, 0)
+    ((label, (first, last, max_step, items, _)),) = fn.process(acc, window=window, pane=ok)
+    assert (label, first, last, max_step, items) == ("sw", 4, 5, 5, 0)
+
+
+# ------------------------------------------------------------------------------------------------
+# Construction: accounting and refusals
+# ------------------------------------------------------------------------------------------------
+
+
+def test_one_charge_of_the_whole_budget_however_many_queries():
+    budget = PrivacyBudget.approx(1.0, 1e-6)
+    acc = PrivacyAccountant(budget, name="pipe")
+    t = DPSlidingWindowFrequencies(
+        100, budget, every=1, query_keys=["a"], accountant=acc, noise_source=source(),
+        label="one", **SHAPE, **LAYOUT,
+    )  # fmt: skip
+    (charge,) = acc.charges
+    assert charge.releases == 1
+    # Spec §1.3 Eq. 1 reference value (eps 1, delta 1e-6).
+    assert charge.per_release_cost.rho == pytest.approx(0.01746890476912338, rel=1e-12)
+    assert t.rho == charge.per_release_cost.rho
+    assert acc.remaining.epsilon == pytest.approx(0.0, abs=1e-9)
+    assert "DPSW-Sketch" in t.explain()
+    with pytest.raises(BudgetExceededError):
+        DPSlidingWindowFrequencies(
+            100, PrivacyBudget.approx(0.1, 1e-7), every=1, query_keys=["a"], accountant=acc,
+            noise_source=source(), label="two", **SHAPE, **LAYOUT,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="already has a charge"):
+        DPSlidingWindowFrequencies(
+            100, budget, every=1, query_keys=["a"], accountant=acc, noise_source=source(),
+            label="one", **SHAPE, **LAYOUT,
+        )  # fmt: skip
+
+
+def _build(**overrides):
+    kwargs = {
+        "every": 5,
+        "query_keys": ["a"],
+        "noise_source": source(),
+        **SHAPE,
+        **LAYOUT,
+    }
+    kwargs.update(overrides)
+    return DPSlidingWindowFrequencies(20, PrivacyBudget.zcdp(1.0), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "error", "message"),
+    [
+        ({"every": 0}, ValueError, "every"),
+        ({"every": 2.5}, TypeError, "every"),
+        ({"mode": "sessions"}, ValueError, "mode"),
+        ({"candidates": ["a"]}, ValueError, "either query_keys or candidates"),
+        ({"query_keys": None, "candidates": ["a"]}, ValueError, "gamma"),
+        ({"query_keys": None, "candidates": ["a"], "gamma": 1.5}, ValueError, "gamma"),
+        ({"query_keys": []}, ValueError, "query_keys"),
+        ({"query_keys": [1.5]}, TypeError, "float"),
+        ({"gamma": 0.5}, ValueError, "gamma and hh_slack"),
+        ({"time_unit": 2}, ValueError, "time_unit"),
+        ({"mode": "time", "time_unit": 0}, ValueError, "time_unit"),
+        ({"mode": "time", "position_fn": lambda e: e}, ValueError, "position_fn"),
+        ({"block": 30}, ValueError, "block"),
+        ({"width": 0}, ValueError, "width"),
+        ({"preset": "fast"}, ValueError, "preset"),
+        ({"label": ""}, ValueError, "label"),
+        ({"noise_source": NoiseSource.zero_noise_for_tests()}, ValueError, "zero-noise"),
+    ],
+)
+def test_bad_parameters_name_the_parameter(overrides, error, message):
+    with pytest.raises(error, match=message):
+        _build(**overrides)
+
+
+def test_pure_budget_is_refused():
+    with pytest.raises(ValueError, match="pure DP"):
+        DPSlidingWindowFrequencies(
+            20, PrivacyBudget.pure(1.0), every=5, query_keys=["a"], noise_source=source(),
+            **SHAPE, **LAYOUT,
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("windowing", "message"),
+    [
+        (
+            {"trigger": tr.AfterWatermark(early=tr.AfterCount(1)),
+             "accumulation_mode": tr.AccumulationMode.DISCARDING},
+            "trigger",
+        ),
+        ({"allowed_lateness": 30}, "allowed_lateness"),
+    ],
+)  # fmt: skip
+def test_early_triggers_and_lateness_are_refused_at_construction(windowing, message):
+    transform = _build(mode="time")
+    p = beam.Pipeline(runner="FnApiRunner")
+    windowed = p | beam.Create(["a"]) | beam.WindowInto(FixedWindows(10), **windowing)
+    with pytest.raises(ValueError, match=message):
+        _ = windowed | transform
