@@ -23,14 +23,11 @@ The Lazy/Punctual throughput ratio is in the notes of each Lazy row. Run
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable
-
-import numpy as np
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
 from beam_dpsketch.sketches.continual import LazySketch, PunctualSketch
+from benchmarks.run import bench_main, best_time, update_in_batches, zipf_keys
 
 WIDTHS = (33, 100, 500, 1000, 2000, 4000)
 DEPTH = 3
@@ -39,29 +36,13 @@ EPSILON, DELTA = 0.3, 1e-3
 BATCH = 1 << 18
 SMALL_BATCH = 1 << 16
 UNIVERSE = 100_001
-
-
-def _keys(n: int, seed: int = 1) -> np.ndarray:
-    """Zipf(1.3) ranks over a finite universe of ``UNIVERSE`` items (inverse-CDF sampling)."""
-    rng = np.random.default_rng(seed)
-    weights = 1.0 / np.arange(1, UNIVERSE + 1) ** 1.3
-    cdf = np.cumsum(weights)
-    return np.searchsorted(cdf, rng.random(n) * cdf[-1]).astype(np.int64)
-
-
-def _best(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, out
-
-
-def _feed(sketch: LazySketch | PunctualSketch, keys: np.ndarray, batch: int) -> object:
-    for start in range(0, len(keys), batch):
-        sketch.update_batch(keys[start : start + batch])
-    return sketch
+COLUMNS = (
+    ("impl", "impl", "<26"),
+    ("width", "width", ">6"),
+    ("n", "n", ">9"),
+    ("items_per_s", "arrivals/s", ">14,.0f"),
+    ("notes", "notes", ""),
+)
 
 
 def run(quick: bool = False) -> list[dict]:
@@ -69,7 +50,7 @@ def run(quick: bool = False) -> list[dict]:
     n_lazy = 1 << 18 if quick else HORIZON
     punct_values = 1_000_000 if quick else 3_000_000  # noise values drawn per Punctual timing
     repeats = 1 if quick else 2
-    keys = _keys(n_lazy)
+    keys = zipf_keys(n_lazy, 1.3, UNIVERSE)
     source = NoiseSource.insecure_for_tests(0)
     rows: list[dict] = []
 
@@ -93,7 +74,7 @@ def run(quick: bool = False) -> list[dict]:
 
     for width in WIDTHS:
         for exact_cls in (CountMinSketch, CountSketch):
-            secs, _ = _best(lambda c=exact_cls, w=width: c(w, DEPTH).update(keys), repeats)
+            secs, _ = best_time(lambda _, c=exact_cls, w=width: c(w, DEPTH).update(keys), repeats)
             add(exact_cls.__name__, width, n_lazy, secs, "non-private, update(keys)")
         n_punct = int(min(1 << 14, max(64, punct_values // (DEPTH * width))))
         for kind in ("cms", "cs"):
@@ -112,7 +93,9 @@ def run(quick: bool = False) -> list[dict]:
                 )
 
             part = keys[:n_punct]
-            secs, punct = _best(lambda m=make, p=part: _feed(m(PunctualSketch), p, BATCH), 1)
+            secs, punct = best_time(
+                lambda _, m=make, p=part: update_in_batches(m(PunctualSketch), p, BATCH), 1
+            )
             p_rate = add(
                 f"PunctualSketch[{kind}]",
                 width,
@@ -127,8 +110,11 @@ def run(quick: bool = False) -> list[dict]:
                     (" faithful", True, BATCH, 1),
                 ]
             for label, faithful, batch, reps in variants:
-                secs, lazy = _best(
-                    lambda m=make, f=faithful, b=batch: _feed(m(LazySketch, f), keys, b), reps
+                secs, lazy = best_time(
+                    lambda _, m=make, f=faithful, b=batch: update_in_batches(
+                        m(LazySketch, f), keys, b
+                    ),
+                    reps,
                 )
                 rate = n_lazy / secs
                 add(
@@ -144,14 +130,7 @@ def run(quick: bool = False) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    rows = run(quick="--quick" in argv)
-    print(f"{'impl':<26} {'width':>6} {'n':>9} {'arrivals/s':>14}  notes")
-    for row in rows:
-        print(
-            f"{row['impl']:<26} {row['width']:>6} {row['n']:>9} {row['items_per_s']:>14,.0f}  "
-            f"{row['notes']}"
-        )
+    bench_main(run, COLUMNS, argv)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,7 @@ Goals (issue 9): >= 5 M arrivals/s batched and >= 1 M point answers/s.
 
 from __future__ import annotations
 
-import sys
 import time
-from collections.abc import Callable
 
 import numpy as np
 
@@ -26,19 +24,19 @@ from beam_dpsketch.evaluation.datasets import zipf_stream
 from beam_dpsketch.hashing import hash_keys
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches.intermittent_strategies import make_intermittent_sketch
+from benchmarks.run import bench_main, best_time
 
 WIDTH, DEPTH = 1 << 16, 5
 PAPER_WIDTH, PAPER_DEPTH = 5000, 9
-
-
-def _best(fn: Callable[[int], object], repeats: int) -> float:
-    """Best wall time of ``fn(i)`` over ``repeats`` calls."""
-    best = float("inf")
-    for i in range(repeats):
-        start = time.perf_counter()
-        fn(i)
-        best = min(best, time.perf_counter() - start)
-    return best
+COLUMNS = (
+    ("benchmark", "benchmark", "<17"),
+    ("impl", "impl", "<34"),
+    ("width", "width", ">6"),
+    ("depth", "depth", ">5"),
+    ("n", "n", ">10,"),
+    ("items_per_s", "items/s", ">14,.0f"),
+    ("notes", "notes", ""),
+)
 
 
 def _sketch(strategy: str, width: int, depth: int, kind: str, sid: object):
@@ -83,7 +81,7 @@ def run(quick: bool = False) -> list[dict]:
             impl = f"use_and_keep/{kind}"
             sk = _sketch("use_and_keep", width, depth, kind, "warm")
             sk.update(stream[:1000])
-            secs = _best(
+            secs, _ = best_time(
                 lambda i, w=width, d=depth, k=kind: _sketch("use_and_keep", w, d, k, i).update(
                     stream
                 ),
@@ -98,7 +96,7 @@ def run(quick: bool = False) -> list[dict]:
                 secs,
                 "update(int64 keys), hashing included",
             )
-            secs = _best(
+            secs, _ = best_time(
                 lambda i, w=width, d=depth, k=kind: _sketch(
                     "use_and_keep", w, d, k, i
                 ).update_hashes(h1, h2),
@@ -120,7 +118,7 @@ def run(quick: bool = False) -> list[dict]:
             sk = _sketch(strategy, WIDTH, DEPTH, kind, ("answers", strategy))
             sk.update_hashes(h1, h2)
             sk.answer(queries[:10])
-            secs = _best(lambda i, sk=sk: sk.answer(queries), repeats)
+            secs, _ = best_time(lambda i, sk=sk: sk.answer(queries), repeats)
             note = {
                 "use_and_keep": "one batch; a kept draw added to every cell read",
                 "static_cell": "one batch; lazy draws for every cell read",
@@ -130,7 +128,7 @@ def run(quick: bool = False) -> list[dict]:
     qh1, qh2 = hash_keys(queries, 1)
     sk = _sketch("use_and_keep", WIDTH, DEPTH, "count_sketch", "prehashed")
     sk.update_hashes(h1, h2)
-    secs = _best(lambda i: sk.answer_hashes(qh1, qh2), repeats)
+    secs, _ = best_time(lambda i: sk.answer_hashes(qh1, qh2), repeats)
     row("answers", "use_and_keep/count_sketch", WIDTH, DEPTH, n_answers, secs, "answer_hashes")
 
     # Small batches: cost per batch.
@@ -157,7 +155,7 @@ def run(quick: bool = False) -> list[dict]:
     sk.update_hashes(h1, h2)
     sk.answer(queries)
     data = sk.to_bytes()
-    secs = _best(
+    secs, _ = best_time(
         lambda i: type(sk).from_bytes(sk.to_bytes(), NoiseSource.insecure_for_tests(0)), repeats
     )
     row(
@@ -167,15 +165,7 @@ def run(quick: bool = False) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    rows = run(quick="--quick" in argv)
-    print(f"{'benchmark':<17} {'impl':<34} {'w x d':>10} {'n':>10} {'items/s':>14}  notes")
-    for r in rows:
-        shape = f"{r['width']}x{r['depth']}"
-        print(
-            f"{r['benchmark']:<17} {r['impl']:<34} {shape:>10} {r['n']:>10,} "
-            f"{r['items_per_s']:>14,.0f}  {r['notes']}"
-        )
+    bench_main(run, COLUMNS, argv)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,7 @@ bounds small-block configurations (the ``theory`` preset, and ``paper_experiment
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Callable
-
-import numpy as np
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy.budget import PrivacyBudget
@@ -29,24 +25,18 @@ from beam_dpsketch.sketches.sliding_baselines import (
     ExactWindowCountMin,
     USketch,
 )
+from benchmarks.run import _timed, bench_main, update_in_batches, zipf_keys
 
 WIDTH, DEPTH, DOMAIN = 1000, 3, 25_600
 BATCH = 1 << 16
 BUDGET = PrivacyBudget.approx(1.0, 10**-10.5)
-
-
-def _keys(n: int) -> np.ndarray:
-    from beam_dpsketch.evaluation.datasets import zipf_stream
-
-    return zipf_stream(n, 1.1, DOMAIN, 1).astype(np.int64)
-
-
-def _rate(make: Callable[[], object], keys: np.ndarray) -> float:
-    sketch = make()
-    start = time.perf_counter()
-    for i in range(0, len(keys), BATCH):
-        sketch.update_batch(keys[i : i + BATCH])  # type: ignore[attr-defined]
-    return len(keys) / (time.perf_counter() - start)
+COLUMNS = (
+    ("impl", "impl", "<32"),
+    ("window", "window", ">9,"),
+    ("n", "n", ">9,"),
+    ("items_per_s", "items/s", ">14,.0f"),
+    ("notes", "notes", ""),
+)
 
 
 def _impls(window: int) -> list[tuple[str, Callable[[], object], str]]:
@@ -116,8 +106,9 @@ def run(quick: bool = False) -> list[dict]:
                 n = min(n, 50_000 if quick else 300_000)
             if impl == "dpsw/paper_experiments" and window == 10_000:
                 n = min(n, 100_000)
-            keys = _keys(n)
-            rate = _rate(make, keys)
+            keys = zipf_keys(n, 1.1, DOMAIN)
+            sketch = make()
+            rate = _timed(lambda s=sketch, k=keys: update_in_batches(s, k, BATCH), n)
             rows.append(
                 {
                     "benchmark": "sliding_update",
@@ -132,13 +123,7 @@ def run(quick: bool = False) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    rows = run(quick="--quick" in argv)
-    print(f"{'impl':<32} {'window':>9} {'n':>9} {'items/s':>14}  notes")
-    for r in rows:
-        print(
-            f"{r['impl']:<32} {r['window']:>9,} {r['n']:>9,} {r['items_per_s']:>14,.0f}  {r['notes']}"
-        )
+    bench_main(run, COLUMNS, argv)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,9 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -39,9 +40,54 @@ def zipf_keys(n: int, s: float = 1.1, universe: int = 1_000_000, seed: int = 1) 
 
 
 def _timed(fn: Callable[[], object], n: int) -> float:
+    """Items per second of one call of ``fn`` that processes ``n`` items."""
     start = time.perf_counter()
     fn()
     return n / (time.perf_counter() - start)
+
+
+def best_time(fn: Callable[[int], object], repeats: int) -> tuple[float, Any]:
+    """Best wall time in seconds of ``fn(i)`` over ``i = 0 .. repeats - 1``, and the last result."""
+    best, out = float("inf"), None
+    for i in range(repeats):
+        start = time.perf_counter()
+        out = fn(i)
+        best = min(best, time.perf_counter() - start)
+    return best, out
+
+
+def update_in_batches(sketch: Any, keys: np.ndarray, batch: int) -> Any:
+    """Feed ``keys`` to ``sketch.update_batch`` in slices of ``batch``; returns the sketch."""
+    for start in range(0, len(keys), batch):
+        sketch.update_batch(keys[start : start + batch])
+    return sketch
+
+
+def print_rows(rows: list[dict], columns: Sequence[tuple[str, str, str]]) -> None:
+    """Print benchmark rows as an aligned table; ``columns`` are ``(key, header, format spec)``
+    (e.g. ``("items_per_s", "items/s", ">14,.0f")``); the last column is left unpadded."""
+
+    def cell(value: Any, spec: str, last: bool) -> str:
+        return str(value) if last else format(value, spec)
+
+    align = [spec.split(",")[0].split(".")[0] for _, _, spec in columns]
+    last = len(columns) - 1
+    print(
+        " ".join(
+            cell(h, a, i == last)
+            for i, ((_, h, _), a) in enumerate(zip(columns, align, strict=True))
+        )
+    )
+    for row in rows:
+        print(" ".join(cell(row[k], spec, i == last) for i, (k, _, spec) in enumerate(columns)))
+
+
+def bench_main(run: Callable[..., list[dict]], columns: Sequence[tuple[str, str, str]],
+               argv: list[str] | None = None) -> None:  # fmt: skip
+    """``main`` of a benchmark module: ``run(quick="--quick" in argv)``, printed by
+    :func:`print_rows`."""
+    argv = sys.argv[1:] if argv is None else argv
+    print_rows(run(quick="--quick" in argv), columns)
 
 
 def bench_sketches(quick: bool) -> list[dict]:

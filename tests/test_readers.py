@@ -13,8 +13,10 @@ import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
+from beam_dpsketch.pipelines.options import DumpToFile
 from beam_dpsketch.sketches import CountMinSketch, MisraGries
 from beam_dpsketch.transforms import ReadKeyBatches, SketchGlobally, infer_input_format
+from beam_dpsketch.transforms.readers import ReadOrderedKeys, ordered_batches
 
 ROUTES = [f"R{i % 37:03d}" for i in range(2000)] + ["007"] * 50
 IDS = [int(x) for x in np.random.default_rng(3).integers(0, 90, len(ROUTES))]
@@ -201,3 +203,82 @@ def test_infer_input_format():
     assert infer_input_format("a.ndjson.bz2") == "jsonl"
     assert infer_input_format("words") == "text"
     assert infer_input_format("log.txt") == "text"
+
+
+# ---------------------------------------------------------------------------------------------
+# ReadOrderedKeys: one public order, positions and event times
+# ---------------------------------------------------------------------------------------------
+
+
+def test_ordered_file_order_positions_in_pipeline_equal_read(tmp_path):
+    # Sorted path order (b before c), rows in file order; "007" stays a string key.
+    (tmp_path / "c.csv").write_text("route\nz\n007\n")
+    (tmp_path / "b.csv").write_text("route\nx\ny\nx\n")
+    reader = ReadOrderedKeys(str(tmp_path / "*.csv"), "route", rows=2)
+    assert reader.key_type == "str"
+    keys, times = reader.read()
+    assert keys.to_pylist() == ["x", "y", "x", "z", "007"] and times is None
+    out = DumpToFile(str(tmp_path / "out.pickle"))
+    with fnapi_pipeline() as p:
+        assert_that(p | reader, out)
+    got = sorted(out.load(), key=lambda b: b[0])
+    assert [(pos, k.to_pylist(), t) for pos, k, t in got] == [
+        (0, ["x", "y"], None),
+        (2, ["x", "z"], None),
+        (4, ["007"], None),
+    ]
+
+
+def test_ordered_timestamp_column_sorts_stably_and_gives_seconds(tmp_path):
+    ts = pa.array([3_000_000_001, 1_000_000_000, 3_000_000_000, 1_000_000_000], pa.timestamp("ns"))
+    pq.write_table(pa.table({"id": [10, 11, 12, 13], "ts": ts}), tmp_path / "a.parquet")
+    reader = ReadOrderedKeys(str(tmp_path / "a.parquet"), "id", time_column="ts")
+    keys, times = reader.read()
+    # Ties (11, 13) keep file order; 12 precedes 10 by one nanosecond.
+    assert keys.to_pylist() == [11, 13, 12, 10]
+    np.testing.assert_array_equal(times, [1.0, 1.0, 3.0, 3.000000001])
+    assert reader.key_type == "int"
+
+
+def test_ordered_numeric_time_column_of_csv_and_int_key_type(tmp_path):
+    (tmp_path / "a.csv").write_text("k,t\n5,2.5\n6,0.5\n7,1\n")
+    keys, times = ReadOrderedKeys(
+        str(tmp_path / "a.csv"), "k", key_type="int", time_column="t"
+    ).read()
+    assert keys.to_pylist() == [6, 7, 5]
+    np.testing.assert_array_equal(times, [0.5, 1.0, 2.5])
+    chunks = ordered_batches(keys, times, 2)
+    assert [(pos, k.to_pylist(), t.tolist()) for pos, k, t in chunks] == [
+        (0, [6, 7], [0.5, 1.0]),
+        (2, [5], [2.5]),
+    ]
+
+
+def test_ordered_text_lines(tmp_path):
+    (tmp_path / "a.txt").write_text("b\na\nb\n")
+    keys, times = ReadOrderedKeys(str(tmp_path / "a.txt")).read()
+    assert keys.to_pylist() == ["b", "a", "b"] and times is None
+
+
+def test_ordered_errors(tmp_path):
+    csv_path = tmp_path / "a.csv"
+    csv_path.write_text("k,t,tag\na,1,x\n,2,y\nc,,z\n")
+    with pytest.raises(ValueError, match=r"column 'nope' not found.*'k', 't', 'tag'"):
+        ReadOrderedKeys(str(csv_path), "k", time_column="nope")
+    with pytest.raises(ValueError, match="must differ"):
+        ReadOrderedKeys(str(csv_path), "k", time_column="k")
+    (tmp_path / "a.txt").write_text("a\n")
+    with pytest.raises(ValueError, match="time_column needs Parquet, CSV or JSON Lines"):
+        ReadOrderedKeys(str(tmp_path / "a.txt"), time_column="t")
+    with pytest.raises(TypeError, match=r"None is not a valid key: column 'k'.* 1 null"):
+        ReadOrderedKeys(str(csv_path), "k").read()
+    csv_path.write_text("k,t,tag\na,1,x\nb,2,y\n")
+    with pytest.raises(TypeError, match=r"time column 'tag' .* type string"):
+        ReadOrderedKeys(str(csv_path), "k", time_column="tag").read()
+    csv_path.write_text("k,t\na,1\nb,\n")
+    with pytest.raises(TypeError, match=r"time column 't' of .* missing values"):
+        ReadOrderedKeys(str(csv_path), "k", time_column="t").read()
+    with pytest.raises(FileNotFoundError, match="no file matches"):
+        ReadOrderedKeys(str(tmp_path / "none*.csv"), "k")
+    with pytest.raises(ValueError, match="rows must be"):
+        ReadOrderedKeys(str(csv_path), "k", rows=0)

@@ -11,34 +11,20 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.options import (
     add_format_argument,
     add_input_arguments,
+    add_privacy_arguments,
+    budget_from_args,
     convert_query_keys,
+    noise_source_from_args,
     print_records,
+    read_candidates,
     run_and_collect,
 )
-from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles, ReadKeyBatches
 
 __all__ = ["register", "run_frequencies", "run_quantiles"]
-
-
-def _add_privacy_arguments(group: argparse._ArgumentGroup) -> None:
-    group.add_argument("--epsilon", type=float, required=True, help="privacy parameter epsilon")
-    group.add_argument(
-        "--delta", type=float, help="privacy parameter delta (default: pure epsilon-DP)"
-    )
-    group.add_argument(
-        "--insecure-test-seed",
-        type=int,
-        metavar="N",
-        help="INSECURE: derive the noise key from N (reproducible output, no privacy)",
-    )
-    group.add_argument(
-        "--explain", action="store_true", help="print the privacy accounting before running"
-    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -66,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--candidates", metavar="FILE", help="file of public candidate keys, one per line"
     )
     group.add_argument("--top", type=int, metavar="N", help="with --candidates: the N largest")
-    _add_privacy_arguments(group)
+    add_privacy_arguments(group)
     add_format_argument(freq)
     freq.set_defaults(run=run_frequencies)
 
@@ -89,21 +75,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--clamp", action="store_true", help="clamp values outside the bounds")
     group.add_argument("--width", type=int, default=1024, help="counters per row (1024)")
     group.add_argument("--depth", type=int, default=5, help="rows (5)")
-    _add_privacy_arguments(group)
+    add_privacy_arguments(group)
     add_format_argument(quant)
     quant.set_defaults(run=run_quantiles)
-
-
-def _budget(args: argparse.Namespace) -> PrivacyBudget:
-    if args.delta is None:
-        return PrivacyBudget.pure(args.epsilon)
-    return PrivacyBudget.approx(args.epsilon, args.delta)
-
-
-def _source(args: argparse.Namespace) -> NoiseSource:
-    if args.insecure_test_seed is not None:
-        return NoiseSource.insecure_for_tests(args.insecure_test_seed)
-    return NoiseSource()
 
 
 def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
@@ -113,15 +87,15 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     if args.top is not None and not args.candidates:
         raise ValueError("--top applies with --candidates only")
     reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type=args.key_type)
-    raw = args.query or _read_candidates(args.candidates)
+    raw = args.query or read_candidates(args.candidates)
     keys = convert_query_keys(raw, reader.key_type, args.column)
     transform = DPFrequencies(
         args.width,
         args.depth,
-        _budget(args),
+        budget_from_args(args),
         seed=args.seed,
         sketch=args.sketch,
-        noise_source=_source(args),
+        noise_source=noise_source_from_args(args),
         label="frequencies",
     )
     (released,), seconds = run_and_collect(reader, transform, beam_args, explain=args.explain)
@@ -131,19 +105,11 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         pairs = list(zip(keys, released.estimate(keys).tolist(), strict=True))
     title = (
         f"# DP frequency estimates of column {args.column!r} of {args.input}: "
-        f"{_budget(args)}, {args.sketch} {args.depth}x{args.width}; {seconds:.2f} s"
+        f"{budget_from_args(args)}, {args.sketch} {args.depth}x{args.width}; {seconds:.2f} s"
     )
     records = [{"key": k, "estimate": round(float(v), 2)} for k, v in pairs]
     print_records(records, ["key", "estimate"], args.format, title=title)
     return 0
-
-
-def _read_candidates(path: str) -> list[str]:
-    with open(path, encoding="utf-8") as f:
-        keys = [line.rstrip("\n") for line in f if line.strip()]
-    if not keys:
-        raise ValueError(f"--candidates file {path} has no keys")
-    return keys
 
 
 def run_quantiles(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
@@ -153,18 +119,18 @@ def run_quantiles(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         args.q,
         args.lower,
         args.upper,
-        _budget(args),
+        budget_from_args(args),
         width=args.width,
         depth=args.depth,
         resolution=args.resolution,
         clamp=args.clamp,
-        noise_source=_source(args),
+        noise_source=noise_source_from_args(args),
         label="quantiles",
     )
     released, seconds = run_and_collect(reader, transform, beam_args, explain=args.explain)
     title = (
         f"# DP quantiles of column {args.column!r} of {args.input} in "
-        f"[{args.lower:g}, {args.upper:g}]: {_budget(args)}; {seconds:.2f} s"
+        f"[{args.lower:g}, {args.upper:g}]: {budget_from_args(args)}; {seconds:.2f} s"
     )
     rows = sorted(released, key=lambda r: r["quantile"])
     print_records(rows, ["quantile", "value"], args.format, title=title)

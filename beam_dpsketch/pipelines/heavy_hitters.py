@@ -18,14 +18,15 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.options import (
     add_input_arguments,
+    add_privacy_arguments,
+    budget_from_args,
     jsonable_key,
+    noise_source_from_args,
     print_records,
     run_and_collect,
 )
-from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms import DPHeavyHitters, ReadKeyBatches
 from beam_dpsketch.transforms.heavy_hitters import MECHANISMS
 from beam_dpsketch.transforms.readers import ReadKeyPairs
@@ -51,8 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group = parser.add_argument_group("release")
     group.add_argument("--k", type=int, default=100, help="Misra-Gries counters (default 100)")
     group.add_argument("--top", type=int, help="how many keys to print (default: --k)")
-    group.add_argument("--epsilon", type=float, required=True, help="privacy parameter epsilon")
-    group.add_argument("--delta", type=float, default=1e-6, help="privacy parameter delta (1e-6)")
+    add_privacy_arguments(group, delta=1e-6)
     group.add_argument("--privacy-id", metavar="COL", help="user id column (user-level privacy)")
     group.add_argument(
         "--max-contributions",
@@ -70,15 +70,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=256,
         help="design-b: maximum Beam accumulators merged per window (memory bound; 256)",
-    )
-    group.add_argument(
-        "--insecure-test-seed",
-        type=int,
-        metavar="N",
-        help="INSECURE: derive the noise key from N (reproducible output, no privacy)",
-    )
-    group.add_argument(
-        "--explain", action="store_true", help="print the privacy accounting before running"
     )
     parser.add_argument(
         "--format",
@@ -98,16 +89,11 @@ def heavy_hitters(
         raise ValueError(f"--k must be a positive int, got {args.k}")
     if args.max_contributions is not None and args.privacy_id is None:
         raise ValueError("--max-contributions applies with --privacy-id only")
-    budget = PrivacyBudget.approx(args.epsilon, args.delta)
-    source = (
-        NoiseSource.insecure_for_tests(args.insecure_test_seed)
-        if args.insecure_test_seed is not None
-        else NoiseSource()
-    )
+    budget = budget_from_args(args)
     options: dict[str, Any] = {
         "top": args.top,
         "mechanism": args.mechanism,
-        "noise_source": source,
+        "noise_source": noise_source_from_args(args),
         "label": "heavy-hitters",
     }
     if args.mechanism in (None, "design-b"):

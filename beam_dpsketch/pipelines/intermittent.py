@@ -33,17 +33,20 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 
-from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.options import (
     add_format_argument,
     add_input_arguments,
+    add_privacy_arguments,
+    budget_from_args,
     convert_query_keys,
+    noise_source_from_args,
+    ordered_input,
+    plot_figure,
     print_records,
     run_and_collect,
 )
-from beam_dpsketch.pipelines.sliding_window import read_rows
-from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms.intermittent import (
     SKETCHES,
     DPIntermittentQueries,
@@ -51,9 +54,6 @@ from beam_dpsketch.transforms.intermittent import (
 )
 
 __all__ = ["exact_counts", "read_queries", "register", "run_intermittent"]
-
-# Rows per (times, keys) element of the pipeline source: few, large elements.
-_CHUNK = 1 << 16
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -86,18 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--width", type=int, default=2048, help="counters per row (2048)")
     group.add_argument("--depth", type=int, default=5, help="rows, odd for Count Sketch (5)")
     group.add_argument("--seed", type=int, default=0, help="public hash seed (0)")
-    group.add_argument(
-        "--epsilon", type=float, required=True, help="total privacy budget (pure DP)"
-    )
-    group.add_argument(
-        "--insecure-test-seed",
-        type=int,
-        metavar="N",
-        help="INSECURE: derive the noise key from N (reproducible output, no privacy)",
-    )
-    group.add_argument(
-        "--explain", action="store_true", help="print the privacy accounting before running"
-    )
+    add_privacy_arguments(group, delta=None)
     add_format_argument(sub)
     sub.add_argument(
         "--plot",
@@ -176,14 +165,15 @@ def _convert_keys(raw: list[Any], key_type: str | None, column: str | None) -> l
     return [k if isinstance(k, str) else json.dumps(k) for k in raw]
 
 
-def _chunks(keys: list[Any], times: np.ndarray) -> list[tuple[np.ndarray, Any]]:
-    """``(times, keys)`` batches: int keys as int64 arrays, others as lists."""
-    out = []
-    as_ints = bool(keys) and all(type(k) is int for k in keys)
-    for s in range(0, len(keys), _CHUNK):
-        part = keys[s : s + _CHUNK]
-        out.append((times[s : s + _CHUNK], np.asarray(part, np.int64) if as_ints else part))
-    return out
+def _timed_batch(batch: tuple[int, pa.Array, np.ndarray | None]) -> tuple[np.ndarray, Any]:
+    """``(times, keys)`` of one ordered batch: event times, or 1-based positions without a
+    time column; int keys as an int64 array, others as a list."""
+    position, keys, times = batch
+    if times is None:
+        times = np.arange(position + 1, position + 1 + len(keys), dtype=np.int64)
+    if pa.types.is_integer(keys.type):
+        return times, keys.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return times, keys.to_pylist()
 
 
 def exact_counts(
@@ -211,53 +201,39 @@ def exact_counts(
 
 
 def _plot(path: str, records: list[dict[str, Any]], truth: np.ndarray, title: str) -> None:
-    from beam_dpsketch.evaluation.report import pyplot
-
-    plt = pyplot()
     times = np.asarray([r["time"] for r in records], dtype=np.float64)
     est = np.asarray([r["estimate"] for r in records], dtype=np.float64)
     abs_err = np.abs(est - truth)
     rel_err = abs_err / np.maximum(truth, 1)
     batch_times = np.unique(times)
-    fig, axes = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-    for ax, err, name in (
-        (axes[0], abs_err, "absolute error"),
-        (axes[1], rel_err, "relative error"),
-    ):
-        ax.scatter(times, err, s=8, alpha=0.4, label="per query")
-        ax.plot(
-            batch_times, [err[times == t].mean() for t in batch_times], "o-", label="batch mean"
-        )
-        ax.set_ylabel(name)
-        ax.grid(alpha=0.3)
-    axes[1].set_xlabel("query time")
-    axes[0].legend()
-    axes[0].set_title(title + "\n(diagnostic: uses exact counts, not a DP release)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with plot_figure(path, 2, figsize=(8, 6)) as (_, axes):
+        for ax, err, name in (
+            (axes[0], abs_err, "absolute error"),
+            (axes[1], rel_err, "relative error"),
+        ):
+            ax.scatter(times, err, s=8, alpha=0.4, label="per query")
+            ax.plot(
+                batch_times,
+                [err[times == t].mean() for t in batch_times],
+                "o-",
+                label="batch mean",
+            )
+            ax.set_ylabel(name)
+            ax.grid(alpha=0.3)
+        axes[1].set_xlabel("query time")
+        axes[0].legend()
+        axes[0].set_title(title + "\n(diagnostic: uses exact counts, not a DP release)", fontsize=9)
 
 
 def run_intermittent(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Run the ``intermittent`` subcommand; returns the exit status."""
     if args.plot and not args.plot.lower().endswith(".png"):
         raise ValueError(f"--plot must name a .png file, got {args.plot!r}")
-    key_type = args.key_type
-    keys, times = read_rows(args.input, args.column, args.input_format, args.time_column, key_type)
-    if key_type is None:
-        ints = bool(keys) and all(type(k) is int for k in keys)
-        key_type = "int" if ints else "str"
-    if times is None:
-        times = np.arange(1, len(keys) + 1, dtype=np.int64)
+    reader = ordered_input(args)
     raw = read_queries(args.queries)
-    batches = [(t, _convert_keys(q, key_type, args.column)) for t, q in raw]
+    batches = [(t, _convert_keys(q, reader.key_type, args.column)) for t, q in raw]
     schedule = QuerySchedule(batches)
-    source = (
-        NoiseSource.insecure_for_tests(args.insecure_test_seed)
-        if args.insecure_test_seed is not None
-        else NoiseSource()
-    )
-    budget = PrivacyBudget.pure(args.epsilon)
+    budget = budget_from_args(args)
     transform = DPIntermittentQueries(
         args.width,
         args.depth,
@@ -265,12 +241,11 @@ def run_intermittent(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         queries=schedule,
         sketch=args.sketch,
         seed=args.seed,
-        noise_source=source,
+        noise_source=noise_source_from_args(args),
         label="intermittent",
     )
-    answers, seconds = run_and_collect(
-        beam.Create(_chunks(keys, times)), transform, beam_args, explain=args.explain
-    )
+    source = reader | "TimedBatches" >> beam.Map(_timed_batch)
+    answers, seconds = run_and_collect(source, transform, beam_args, explain=args.explain)
     # Batch order, then the query order of the schedule.
     rank = {}
     for t, q in schedule.batches:
@@ -286,7 +261,12 @@ def run_intermittent(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     )
     print_records(records, ["time", "key", "estimate"], args.format, title=title)
     if args.plot:
-        truth = exact_counts(keys, times, [(r["time"], r["key"]) for r in records])
+        # Diagnostic only: the driver reads the rows again, in the same order.
+        keys, times = reader.read()
+        if times is None:
+            times = np.arange(1, len(keys) + 1, dtype=np.int64)
+        queries = [(r["time"], r["key"]) for r in records]
+        truth = exact_counts(keys.to_pylist(), times, queries)
         _plot(
             args.plot,
             records,

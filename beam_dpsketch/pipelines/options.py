@@ -19,7 +19,8 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 import apache_beam as beam
@@ -27,19 +28,28 @@ from apache_beam.options import pipeline_options as beam_pipeline_options
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that
 
-from beam_dpsketch.transforms.readers import INPUT_FORMATS, KEY_TYPES
+from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
+from beam_dpsketch.transforms.readers import INPUT_FORMATS, KEY_TYPES, ReadOrderedKeys
 
 __all__ = [
     "DEFAULT_RUNNER",
     "OUTPUT_FORMATS",
     "add_format_argument",
     "add_input_arguments",
+    "add_privacy_arguments",
+    "budget_from_args",
     "convert_query_keys",
     "format_table",
     "jsonable_key",
     "make_pipeline",
+    "noise_source_from_args",
+    "ordered_input",
     "pipeline_options",
+    "plot_figure",
+    "plot_series",
     "print_records",
+    "read_candidates",
 ]
 
 DEFAULT_RUNNER = "FnApiRunner"
@@ -76,6 +86,17 @@ def add_input_arguments(parser: argparse.ArgumentParser, *, input_required: bool
     )
 
 
+def ordered_input(args: argparse.Namespace) -> ReadOrderedKeys:
+    """The public-order reader of :func:`add_input_arguments`' options and ``--time-column``."""
+    return ReadOrderedKeys(
+        args.input,
+        args.column,
+        args.input_format,
+        key_type=args.key_type,
+        time_column=args.time_column,
+    )
+
+
 def add_format_argument(parser: argparse.ArgumentParser) -> None:
     """Add ``--format table|json`` to ``parser``."""
     parser.add_argument(
@@ -84,6 +105,142 @@ def add_format_argument(parser: argparse.ArgumentParser) -> None:
         default="table",
         help="output: an aligned table, or one JSON document (a list of records) on stdout",
     )
+
+
+def add_privacy_arguments(
+    group: argparse._ArgumentGroup,
+    *,
+    delta: str | float | None = "optional",
+    rho: bool = False,
+) -> None:
+    """Add ``--epsilon``, ``--delta``, ``--rho``, ``--insecure-test-seed`` and ``--explain``.
+
+    Parameters
+    ----------
+    group
+        The argument group (or parser) to add to.
+    delta
+        ``None``: no ``--delta`` (pure epsilon-DP only); ``"optional"``: pure DP without it;
+        ``"required"``; or a float: its default.
+    rho
+        Also offer ``--rho`` (zCDP) instead of ``--epsilon``/``--delta``; ``--epsilon`` is then
+        optional.
+
+    :func:`budget_from_args` and :func:`noise_source_from_args` read them back.
+    """
+    group.add_argument(
+        "--epsilon",
+        type=float,
+        required=not rho,
+        help="privacy parameter epsilon" + ("" if delta is not None else " (pure DP, in total)"),
+    )
+    if delta == "optional":
+        help_delta = "privacy parameter delta (default: pure epsilon-DP)"
+        group.add_argument("--delta", type=float, help=help_delta)
+    elif delta == "required":
+        group.add_argument("--delta", type=float, required=not rho, help="privacy parameter delta")
+    elif delta is not None:
+        group.add_argument(
+            "--delta", type=float, default=delta, help=f"privacy parameter delta ({delta:g})"
+        )
+    if rho:
+        group.add_argument("--rho", type=float, help="zCDP rho (instead of --epsilon/--delta)")
+    group.add_argument(
+        "--insecure-test-seed",
+        type=int,
+        metavar="N",
+        help="INSECURE: derive the noise key from N (reproducible output, no privacy)",
+    )
+    group.add_argument(
+        "--explain", action="store_true", help="print the privacy accounting before running"
+    )
+
+
+def budget_from_args(args: argparse.Namespace, *, pure: bool = True) -> PrivacyBudget:
+    """The budget of :func:`add_privacy_arguments`' options.
+
+    ``--rho`` gives ``PrivacyBudget.zcdp``, ``--epsilon`` with ``--delta`` ``approx``, and
+    ``--epsilon`` alone ``pure`` (refused with ``pure=False``, for Gaussian releases).
+    """
+    rho = getattr(args, "rho", None)
+    epsilon, delta = args.epsilon, getattr(args, "delta", None)
+    if rho is not None:
+        if epsilon is not None or delta is not None:
+            raise ValueError("pass either --rho or --epsilon with --delta")
+        return PrivacyBudget.zcdp(rho)
+    if epsilon is None or (delta is None and not pure):
+        alternative = ", or pass --rho" if hasattr(args, "rho") else ""
+        raise ValueError(
+            "--epsilon and --delta are both required (this release is Gaussian: no pure DP)"
+            + alternative
+        )
+    if delta is None:
+        return PrivacyBudget.pure(epsilon)
+    return PrivacyBudget.approx(epsilon, delta)
+
+
+def noise_source_from_args(args: argparse.Namespace) -> NoiseSource:
+    """A fresh secret ``NoiseSource``, or the insecure seeded one of ``--insecure-test-seed``."""
+    if args.insecure_test_seed is not None:
+        return NoiseSource.insecure_for_tests(args.insecure_test_seed)
+    return NoiseSource()
+
+
+def read_candidates(path: str) -> list[str]:
+    """The public candidate keys of a ``--candidates`` file: one per line, blank lines skipped.
+
+    Raises
+    ------
+    ValueError
+        If the file has no keys.
+    """
+    with open(path, encoding="utf-8") as f:
+        keys = [line.rstrip("\n") for line in f if line.strip()]
+    if not keys:
+        raise ValueError(f"--candidates file {path} has no keys")
+    return keys
+
+
+@contextmanager
+def plot_figure(
+    path: str, rows: int = 1, *, figsize: tuple[float, float] = (8, 4.5), dpi: int = 120
+) -> Iterator[tuple[Any, Any]]:
+    """``(figure, axes)`` of a ``--plot`` (matplotlib, Agg), laid out and saved to ``path`` on
+    exit (with ``rows > 1`` the axes share x)."""
+    from beam_dpsketch.evaluation.report import pyplot
+
+    plt = pyplot()
+    fig, axes = plt.subplots(rows, 1, figsize=figsize, sharex=rows > 1)
+    try:
+        yield fig, axes
+        fig.tight_layout()
+        fig.savefig(path, dpi=dpi)
+    finally:
+        plt.close(fig)
+
+
+def plot_series(
+    path: str,
+    series: Mapping[Any, tuple[Sequence[Any], Sequence[float]]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    legend_title: str | None = None,
+    max_series: int = 20,
+) -> None:
+    """A ``--plot`` of estimates over time: one line per key (``{key: (xs, ys)}``), at most
+    ``max_series`` of them."""
+    with plot_figure(path) as (_, ax):
+        shown = list(series.items())[:max_series]
+        for key, (xs, ys) in shown:
+            ax.plot(xs, ys, marker="." if len(xs) < 50 else None, label=str(key))
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title[:100], fontsize=8)
+        if shown:
+            ax.legend(title=legend_title, fontsize=7, ncol=2 if len(shown) > 10 else 1)
+        ax.grid(True, alpha=0.3)
 
 
 def _has_flag(args: Sequence[str], name: str) -> bool:

@@ -21,32 +21,32 @@ one charge for the whole stream, however many queries.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pa_csv
-import pyarrow.json as pa_json
-import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 
-from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.options import (
     add_format_argument,
     add_input_arguments,
+    add_privacy_arguments,
+    budget_from_args,
     convert_query_keys,
+    noise_source_from_args,
+    ordered_input,
+    plot_series,
     print_records,
+    read_candidates,
     run_and_collect,
 )
-from beam_dpsketch.privacy import PrivacyBudget
-from beam_dpsketch.transforms.readers import infer_input_format
+from beam_dpsketch.transforms.readers import infer_input_format, ordered_batches
 from beam_dpsketch.transforms.sliding import DPSlidingWindowFrequencies
 
-__all__ = ["read_rows", "register", "run_sliding_window"]
+__all__ = ["register", "run_sliding_window"]
 
+# Rows per element of the pipeline source (each is expanded to rows by _rows).
 _CHUNK = 4096
 
 
@@ -95,139 +95,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     q.add_argument("--candidates", metavar="FILE", help="public candidate keys, one per line")
     q.add_argument("--hh-slack", type=float, help="threshold slack zeta (default e/width)")
-    p = sub.add_argument_group("privacy")
-    p.add_argument("--epsilon", type=float, help="epsilon (with --delta)")
-    p.add_argument("--delta", type=float, help="delta")
-    p.add_argument("--rho", type=float, help="zCDP rho (instead of --epsilon/--delta)")
-    p.add_argument(
-        "--insecure-test-seed",
-        type=int,
-        metavar="N",
-        help="INSECURE: derive the noise key from N (reproducible output, no privacy)",
-    )
-    p.add_argument("--explain", action="store_true", help="print the privacy accounting first")
+    add_privacy_arguments(sub.add_argument_group("privacy"), delta="required", rho=True)
     add_format_argument(sub)
     sub.add_argument("--plot", metavar="PATH.png", help="plot the estimates over time")
     sub.set_defaults(run=run_sliding_window)
 
 
-def _budget(args: argparse.Namespace) -> PrivacyBudget:
-    if args.rho is not None:
-        if args.epsilon is not None or args.delta is not None:
-            raise ValueError("pass either --rho or --epsilon with --delta")
-        return PrivacyBudget.zcdp(args.rho)
-    if args.epsilon is None or args.delta is None:
-        raise ValueError(
-            "--epsilon and --delta are both required (DPSW-Sketch is Gaussian: no pure DP), "
-            "or pass --rho"
-        )
-    return PrivacyBudget.approx(args.epsilon, args.delta)
-
-
-def _read_table(path: str, fmt: str, columns: list[str], key_column: str) -> pa.Table:
-    with FileSystems.open(path) as f:
-        if fmt == "parquet":
-            return pq.read_table(f, columns=columns)
-        if fmt == "csv":
-            # Keys stay strings ("007" is not 7), as with every CSV reader of the library;
-            # the time column is typed by pyarrow's inference.
-            options = pa_csv.ConvertOptions(
-                include_columns=columns,
-                column_types={key_column: pa.string()},
-                strings_can_be_null=True,
-                quoted_strings_can_be_null=False,
-            )
-            return pa_csv.read_csv(f, convert_options=options)
-        return pa_json.read_json(f).select(columns)
-
-
-def _times(column: pa.ChunkedArray, name: str, path: str) -> np.ndarray:
-    typ = column.type
-    if pa.types.is_timestamp(typ):
-        micros = pc.cast(column, pa.timestamp("us", tz=typ.tz)).cast(pa.int64())
-        return micros.to_numpy().astype(np.float64) / 1e6
-    if pa.types.is_integer(typ) or pa.types.is_floating(typ):
-        return column.to_numpy().astype(np.float64)
-    raise TypeError(
-        f"time column {name!r} of {path} has type {typ}: it must hold numbers (seconds) or "
-        "timestamps"
-    )
-
-
-def read_rows(
-    pattern: str,
-    column: str,
-    input_format: str | None = None,
-    time_column: str | None = None,
-    key_type: str | None = None,
-) -> tuple[list[Any], np.ndarray | None]:
-    """Keys (in file order) and, with ``time_column``, their event times in seconds.
-
-    Files of a glob are read in sorted path order; this single reader is the global sequencer
-    of count-based mode (spec dpsw-sketch §6.2 A1). Missing values raise ``TypeError`` naming the
-    column; text input (one key per line) has no time column.
-    """
-    fmt = input_format or infer_input_format(pattern)
-    if time_column is not None and time_column == column:
-        raise ValueError("--time-column must differ from --column")
-    matches = sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
-    if not matches:
-        raise FileNotFoundError(f"no file matches {pattern}")
-    keys: list[Any] = []
-    times: list[np.ndarray] = []
-    for path in matches:
-        if fmt == "text":
-            if time_column is not None:
-                raise ValueError("--time-column needs CSV, Parquet or JSON Lines input")
-            with FileSystems.open(path) as f:
-                keys += [line.rstrip("\r\n") for line in f.read().decode("utf-8").splitlines()]
-            continue
-        columns = [column] + ([time_column] if time_column else [])
-        try:
-            table = _read_table(path, fmt, columns, column)
-        except (KeyError, pa.ArrowInvalid) as exc:
-            raise ValueError(f"cannot read columns {columns} of {path}: {exc}") from None
-        for name in columns:
-            if name not in table.column_names:
-                raise ValueError(f"{path} has no column {name!r}; it has {table.column_names}")
-            if table.column(name).null_count:
-                raise TypeError(f"column {name!r} of {path} has missing values (None)")
-        keys += table.column(column).to_pylist()
-        if time_column:
-            times.append(_times(table.column(time_column), time_column, path))
-    if key_type == "int":
-        try:
-            keys = [int(k) for k in keys]
-        except ValueError as exc:
-            raise ValueError(f"column {column!r}: {exc}") from None
-    elif key_type == "str":
-        keys = [str(k) for k in keys]
-    return keys, (np.concatenate(times) if time_column else None)
-
-
-def _chunks(keys: list[Any], times: np.ndarray | None) -> list[tuple[int, list, list | None]]:
-    """``(first position, keys, times)`` chunks: few, large elements for ``beam.Create``."""
-    out = []
-    for s in range(0, len(keys), _CHUNK):
-        t = None if times is None else times[s : s + _CHUNK].tolist()
-        out.append((s + 1, keys[s : s + _CHUNK], t))
-    return out
-
-
-def _rows(chunk: tuple[int, list, list | None]):
-    first, keys, times = chunk
+def _rows(batch: tuple[int, pa.Array, np.ndarray | None]) -> Iterator[tuple[Any, Any]]:
+    """``(1-based position or event time, key)`` rows of one ordered batch."""
+    position, keys, times = batch
     if times is None:
-        yield from zip(range(first, first + len(keys)), keys, strict=True)
+        yield from enumerate(keys.to_pylist(), start=position + 1)
     else:
-        yield from zip(times, keys, strict=True)
-
-
-def _read_candidates(path: str) -> list[str]:
-    with open(path, encoding="utf-8") as f:
-        keys = [line.rstrip("\n") for line in f if line.strip()]
-    if not keys:
-        raise ValueError(f"--candidates file {path} has no keys")
-    return keys
+        yield from zip(times.tolist(), keys.to_pylist(), strict=True)
 
 
 def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
@@ -239,17 +119,16 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
         raise ValueError("--heavy-hitters GAMMA and --candidates FILE go together")
     if args.hh_slack is not None and not hh:
         raise ValueError("--hh-slack applies with --heavy-hitters only")
-    budget = _budget(args)
+    budget = budget_from_args(args, pure=False)
     if args.column is None and (args.input_format or infer_input_format(args.input)) != "text":
         raise ValueError("--column is required except for text input")
-    keys, times = read_rows(
-        args.input, args.column, args.input_format, args.time_column, args.key_type
-    )
-    if not keys:
+    # One reader in one process: the global sequencer of count-based mode (spec §6.2 A1).
+    reader = ordered_input(args)
+    keys, times = reader.read()
+    if not len(keys):
         raise ValueError(f"{args.input} has no rows")
-    key_type = args.key_type or (type(keys[0]).__name__ if type(keys[0]) in (int, str) else None)
-    raw = args.query or _read_candidates(args.candidates)
-    wanted = convert_query_keys(raw, key_type, args.column)
+    raw = args.query or read_candidates(args.candidates)
+    wanted = convert_query_keys(raw, reader.key_type, args.column)
     time_mode = args.time_column is not None
     options: dict[str, Any] = {}
     if args.block is not None:
@@ -259,11 +138,6 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
         preset = args.preset
         if preset == "theory":
             options = {"alpha": args.alpha}
-    source = (
-        NoiseSource.insecure_for_tests(args.insecure_test_seed)
-        if args.insecure_test_seed is not None
-        else NoiseSource()
-    )
     transform = DPSlidingWindowFrequencies(
         args.window,
         budget,
@@ -281,11 +155,12 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
         time_unit=args.time_unit if time_mode else 1,
         origin=args.origin if time_mode else 0,
         preset=preset,
-        noise_source=source,
+        noise_source=noise_source_from_args(args),
         label="sliding-window",
         **options,
     )
-    source_t = beam.Create(_chunks(keys, times), reshuffle=False) | beam.FlatMap(_rows)
+    batches = ordered_batches(keys, times, _CHUNK)
+    source_t = beam.Create(batches, reshuffle=False) | beam.FlatMap(_rows)
     released, seconds = run_and_collect(source_t, transform, beam_args, explain=args.explain)
     released.sort(key=lambda r: r[0])
     unit = "position" if not time_mode else "time"
@@ -310,28 +185,16 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
         title += f"; no heavy hitters at any of the {len(counts)} query times"
     print_records(records, [unit, "key", "estimate"], args.format, title=title)
     if args.plot:
-        _plot(args.plot, records, unit, title)
+        series: dict[Any, tuple[list, list]] = {}
+        for r in records:
+            xs, ys = series.setdefault(r["key"], ([], []))
+            xs.append(r[unit])
+            ys.append(r["estimate"])
+        plot_series(
+            args.plot,
+            series,
+            xlabel=unit,
+            ylabel="estimated window frequency",
+            title=title.lstrip("# "),
+        )
     return 0
-
-
-def _plot(path: str, records: list[dict[str, Any]], unit: str, title: str) -> None:
-    from beam_dpsketch.evaluation.report import pyplot
-
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    series: dict[Any, tuple[list, list]] = {}
-    for r in records:
-        xs, ys = series.setdefault(r["key"], ([], []))
-        xs.append(r[unit])
-        ys.append(r["estimate"])
-    for key, (xs, ys) in list(series.items())[:20]:
-        ax.plot(xs, ys, marker="." if len(xs) < 50 else None, label=str(key))
-    ax.set_xlabel(unit)
-    ax.set_ylabel("estimated window frequency")
-    ax.set_title(title.lstrip("# ")[:90], fontsize=8)
-    if series:
-        ax.legend(fontsize=7, ncol=2 if len(series) > 10 else 1)
-    ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)

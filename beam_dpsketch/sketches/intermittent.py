@@ -60,6 +60,7 @@ import abc
 import math
 import numbers
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, ClassVar, Self
@@ -865,7 +866,45 @@ def _combine_rows_float(values: np.ndarray) -> np.ndarray:
     return (part[d // 2 - 1] + part[d // 2]) / 2.0
 
 
-class UseAndKeepSketch(CellNoiseSketch):
+class _KeptNoiseSketch(CellNoiseSketch):
+    """Cell noise of scale ``d/eps`` drawn once per (cell, batch) and kept in the state (D3, S4).
+
+    The state is the ``noise`` table and the ``uses`` table (how many batches read each cell).
+    """
+
+    def _init_state(self) -> None:
+        self._noise = np.zeros((self.depth, self.width), dtype=np.int64)
+        self._used = np.zeros((self.depth, self.width), dtype=np.int32)
+
+    @property
+    def noise_scale(self) -> Fraction:
+        """Scale ``d/eps`` of every fresh draw (exact rational)."""
+        return discrete_laplace_scale(self.depth, self._epsilon)
+
+    def epsilon_spent(self) -> float:
+        return float(self._epsilon) if self._batches else 0.0
+
+    def _uses(self) -> np.ndarray:
+        return self._used
+
+    def _state_arrays(self) -> dict[str, np.ndarray]:
+        return {"noise": self._noise, "uses": self._used}
+
+    def _restore_kept(
+        self, arrays: dict[str, np.ndarray], uses_ok: Callable[[np.ndarray], bool], rule: str
+    ) -> None:
+        """Restore ``noise`` and ``uses``; ``uses_ok`` checks the strategy's use counts."""
+        shape = (self.depth, self.width)
+        noise = serialization.require_array(arrays, "noise", "<i8", shape).copy()
+        used = serialization.require_array(arrays, "uses", "<i4", shape).copy()
+        if not uses_ok(used):
+            raise serialization.SketchFormatError(rule)
+        if (noise[used == 0] != 0).any():
+            raise serialization.SketchFormatError("a cell never used holds noise")
+        self._noise, self._used = noise, used
+
+
+class UseAndKeepSketch(_KeptNoiseSketch):
     """D3, use-and-keep cell perturbation: paper Algorithm 4, the proposed algorithm (spec §2.8).
 
     On each non-empty batch ``Q_k``: ``E`` = distinct cells read by ``Q_k``; every cell in ``E``
@@ -898,24 +937,9 @@ class UseAndKeepSketch(CellNoiseSketch):
     STRATEGY = "use_and_keep"
     KIND = "IntermittentUseAndKeep"
 
-    def _init_state(self) -> None:
-        self._noise = np.zeros((self.depth, self.width), dtype=np.int64)
-        self._used = np.zeros((self.depth, self.width), dtype=np.int32)
-
-    @property
-    def noise_scale(self) -> Fraction:
-        """Scale ``d/eps`` of every fresh draw (exact rational)."""
-        return discrete_laplace_scale(self.depth, self._epsilon)
-
     def cell_noise_variance(self, uses: Any) -> Any:
         """Variance of a cell's kept noise after ``uses`` uses: ``uses * 2a/(1-a)^2`` (spec §4.8)."""
         return np.asarray(uses) * discrete_laplace_variance(self.noise_scale)
-
-    def epsilon_spent(self) -> float:
-        return float(self._epsilon) if self._batches else 0.0
-
-    def _uses(self) -> np.ndarray:
-        return self._used
 
     def batch_draws(self, cells: Any, k: int) -> np.ndarray:
         """The fresh draws batch ``k`` adds to the sorted, distinct flat ``cells`` (no state change).
@@ -943,15 +967,9 @@ class UseAndKeepSketch(CellNoiseSketch):
         values = self._exact.table.reshape(-1)[cells] + noise[cells]
         return values, used[cells] * discrete_laplace_variance(scale)
 
-    def _state_arrays(self) -> dict[str, np.ndarray]:
-        return {"noise": self._noise, "uses": self._used}
-
     def _restore_state(self, params: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        shape = (self.depth, self.width)
-        noise = serialization.require_array(arrays, "noise", "<i8", shape).copy()
-        used = serialization.require_array(arrays, "uses", "<i4", shape).copy()
-        if (used < 0).any() or (used > self._batches).any():
-            raise serialization.SketchFormatError("use counts must lie in [0, batches]")
-        if (noise[used == 0] != 0).any():
-            raise serialization.SketchFormatError("a cell never used holds noise")
-        self._noise, self._used = noise, used
+        self._restore_kept(
+            arrays,
+            lambda used: not ((used < 0).any() or (used > self._batches).any()),
+            "use counts must lie in [0, batches]",
+        )

@@ -39,7 +39,7 @@ import numpy as np
 from beam_dpsketch import serialization
 from beam_dpsketch.hashing import row_buckets, row_signs
 from beam_dpsketch.noise import NoiseSource, discrete_laplace
-from beam_dpsketch.privacy.calibration import discrete_laplace_scale, geometric_split_epsilon
+from beam_dpsketch.privacy.calibration import geometric_split_epsilon
 from beam_dpsketch.sketches.intermittent import (
     CellNoiseSketch,
     IntermittentAnswer,
@@ -48,6 +48,7 @@ from beam_dpsketch.sketches.intermittent import (
     _check_scale,
     _combine_rows,
     _fraction_str,
+    _KeptNoiseSketch,
     _mhat,
     _parse_fraction,
     discrete_laplace_variance,
@@ -77,9 +78,27 @@ def _check_eta(eta: Any) -> Fraction:
 
 
 class _GeometricMixin:
-    """State of the use-and-forget strategies: the decay factor ``eta``."""
+    """State of the use-and-forget strategies: the decay factor ``eta`` (a required argument)."""
 
     _eta: Fraction
+
+    def __init__(
+        self,
+        width: int,
+        depth: int,
+        epsilon: float | str | Fraction,
+        *,
+        eta: float | str | Fraction,
+        noise_source: NoiseSource,
+        sketch_id: Any,
+        kind: str = "count_sketch",
+        seed: int = 0,
+    ) -> None:
+        self._eta = _check_eta(eta)
+        super().__init__(
+            width, depth, epsilon, noise_source=noise_source, sketch_id=sketch_id, kind=kind,
+            seed=seed,
+        )  # fmt: skip
 
     @property
     def eta(self) -> Fraction:
@@ -100,7 +119,7 @@ class _GeometricMixin:
 # --------------------------------------------------------------------------------------------
 
 
-class StaticCellSketch(CellNoiseSketch):
+class StaticCellSketch(_KeptNoiseSketch):
     """S4, static cell perturbation, lazy variant (paper eq. 4-5, after Melis et al.; spec §2.5).
 
     The first batch noises each cell it reads once with ``Lap(d/eps)``; later batches reuse that
@@ -116,26 +135,12 @@ class StaticCellSketch(CellNoiseSketch):
     STRATEGY = "static_cell"
     KIND = "IntermittentStaticCell"
 
-    def _init_state(self) -> None:
-        self._noise = np.zeros((self.depth, self.width), dtype=np.int64)
-        self._used = np.zeros((self.depth, self.width), dtype=np.int32)
-
-    @property
-    def noise_scale(self) -> Fraction:
-        return discrete_laplace_scale(self.depth, self._epsilon)
-
     def _check_can_ingest(self) -> None:
         if self._batches:
             raise ValueError(
                 "static cell perturbation (S4) releases one table state: data after the first "
                 "batch would need new budget; use UseAndKeepSketch for intermittent queries"
             )
-
-    def epsilon_spent(self) -> float:
-        return float(self._epsilon) if self._batches else 0.0
-
-    def _uses(self) -> np.ndarray:
-        return self._used
 
     def _release_cells(self, cells: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         scale = self.noise_scale
@@ -148,18 +153,14 @@ class StaticCellSketch(CellNoiseSketch):
         values = self._exact.table.reshape(-1)[cells] + noise[cells]
         return values, np.full(cells.size, discrete_laplace_variance(scale))
 
-    def _state_arrays(self) -> dict[str, np.ndarray]:
-        return {"noise": self._noise, "uses": self._used}
-
     def _restore_state(self, params: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        shape = (self.depth, self.width)
-        noise = serialization.require_array(arrays, "noise", "<i8", shape).copy()
-        used = serialization.require_array(arrays, "uses", "<i4", shape).copy()
-        if ((used != 0) & (used != 1)).any() or (used.any() and not self._batches):
-            raise serialization.SketchFormatError("static use flags must be 0/1 after a batch")
-        if (noise[used == 0] != 0).any():
-            raise serialization.SketchFormatError("a cell never used holds noise")
-        self._noise, self._used = noise, used
+        self._restore_kept(
+            arrays,
+            lambda used: (
+                not (((used != 0) & (used != 1)).any() or (used.any() and not self._batches))
+            ),
+            "static use flags must be 0/1 after a batch",
+        )
 
 
 class UseAndForgetCellSketch(_GeometricMixin, CellNoiseSketch):
@@ -183,24 +184,6 @@ class UseAndForgetCellSketch(_GeometricMixin, CellNoiseSketch):
 
     STRATEGY = "use_and_forget_cell"
     KIND = "IntermittentUseAndForgetCell"
-
-    def __init__(
-        self,
-        width: int,
-        depth: int,
-        epsilon: float | str | Fraction,
-        *,
-        eta: float | str | Fraction,
-        noise_source: NoiseSource,
-        sketch_id: Any,
-        kind: str = "count_sketch",
-        seed: int = 0,
-    ) -> None:
-        self._eta = _check_eta(eta)
-        super().__init__(
-            width, depth, epsilon, noise_source=noise_source, sketch_id=sketch_id, kind=kind,
-            seed=seed,
-        )  # fmt: skip
 
     def _init_state(self) -> None:
         self._used = np.zeros((self.depth, self.width), dtype=np.int32)
@@ -396,24 +379,6 @@ class UseAndForgetMedianSketch(_GeometricMixin, _MedianNoiseSketch):
 
     STRATEGY = "use_and_forget_median"
     KIND = "IntermittentUseAndForgetMedian"
-
-    def __init__(
-        self,
-        width: int,
-        depth: int,
-        epsilon: float | str | Fraction,
-        *,
-        eta: float | str | Fraction,
-        noise_source: NoiseSource,
-        sketch_id: Any,
-        kind: str = "count_sketch",
-        seed: int = 0,
-    ) -> None:
-        self._eta = _check_eta(eta)
-        super().__init__(
-            width, depth, epsilon, noise_source=noise_source, sketch_id=sketch_id, kind=kind,
-            seed=seed,
-        )  # fmt: skip
 
     def _sensitivity(self, buckets: np.ndarray, n_q: int) -> int:
         return min(n_q, _mhat(buckets, self.width))

@@ -18,16 +18,24 @@ Missing values
 A null in the key column (a JSON ``null`` or missing field, an empty CSV cell, a Parquet null)
 raises ``TypeError`` naming the column, or goes to the ``"invalid"`` output as ``(None, reason)``
 with ``dead_letter=True``. Quoted empty CSV cells (``""``) are the empty-string key.
+
+Public order
+------------
+:class:`ReadOrderedKeys` reads the same files with the same rules in one public order (files in
+sorted path order, rows in file order, or stably sorted by a public time column) and numbers the
+rows: the input of the order-dependent releases (continual observation, sliding windows,
+intermittent queries), whose guarantees need positions and times that do not depend on the data.
 """
 
 from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
@@ -45,7 +53,15 @@ from beam_dpsketch.transforms.batching import (
     BatchKeys,
 )
 
-__all__ = ["INPUT_FORMATS", "KEY_TYPES", "ReadKeyBatches", "infer_input_format"]
+__all__ = [
+    "INPUT_FORMATS",
+    "KEY_TYPES",
+    "ReadKeyBatches",
+    "ReadKeyPairs",
+    "ReadOrderedKeys",
+    "infer_input_format",
+    "ordered_batches",
+]
 
 INPUT_FORMATS = ("parquet", "csv", "jsonl", "text")
 KEY_TYPES = ("int", "str")
@@ -146,9 +162,13 @@ def _open(path: str, compressed: bool = True):
     return _CompressedStream(f) if isinstance(f, CompressedFile) else f
 
 
-def _csv_convert_options(column: str, key_type: str | None) -> pa_csv.ConvertOptions:
+def _csv_convert_options(
+    column: str, key_type: str | None, extra: Sequence[str] = ()
+) -> pa_csv.ConvertOptions:
+    """Read ``column`` as keys (str, or int64 for ``key_type="int"``); ``extra`` columns (a time
+    column) keep pyarrow's inferred type."""
     return pa_csv.ConvertOptions(
-        include_columns=[column],
+        include_columns=[column, *extra],
         column_types={column: pa.int64() if key_type == "int" else pa.string()},
         # An empty cell is a missing key; "NA", "null", ... are legitimate keys.
         null_values=[""],
@@ -520,4 +540,191 @@ class ReadKeyPairs(beam.PTransform):
             files
             | "Spread" >> beam.Reshuffle()
             | "ReadPairs" >> beam.ParDo(_ReadPairs(self._fmt, self._id, self._key))
+        )
+
+
+# Rows per element of ReadOrderedKeys: big enough that Beam's per-element cost is negligible.
+ORDERED_BATCH_ROWS = 1 << 16
+_SECONDS_PER_UNIT = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
+
+
+def _time_values(column: Any, name: str, path: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(exact sort keys, seconds as float64)`` of a numeric or timestamp time column."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    typ = column.type
+    if pa.types.is_timestamp(typ):
+        # Sort on the exact integer ticks: float seconds could tie distinct nanoseconds.
+        ticks = column.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        return ticks, ticks.astype(np.float64) / _SECONDS_PER_UNIT[typ.unit]
+    if pa.types.is_integer(typ) or pa.types.is_floating(typ):
+        values = column.to_numpy(zero_copy_only=False)
+        return values, values.astype(np.float64)
+    raise TypeError(
+        f"time column {name!r} of {path} has type {typ}: it must hold numbers (seconds) or "
+        "timestamps"
+    )
+
+
+def ordered_batches(
+    keys: pa.Array, times: np.ndarray | None, rows: int = ORDERED_BATCH_ROWS
+) -> list[tuple[int, pa.Array, np.ndarray | None]]:
+    """Cut ordered rows into ``(position, keys, times)`` batches of at most ``rows`` rows.
+
+    ``position`` is the public 0-based position of the batch's first row; ``times`` is the
+    batch's slice of ``times`` (``None`` without a time column).
+    """
+    return [
+        (start, keys.slice(start, rows), None if times is None else times[start : start + rows])
+        for start in range(0, len(keys), rows)
+    ]
+
+
+class _ReadInOrder(_ColumnReader):
+    """Read whole files in the given order with the :class:`ReadKeyBatches` key rules."""
+
+    def __init__(
+        self, fmt: str, column: str, key_type: str | None, time_column: str | None, rows: int
+    ) -> None:
+        super().__init__(column, key_type, dead_letter=False)
+        self._fmt, self._time_column, self._rows = fmt, time_column, rows
+
+    def _read_file(self, path: str) -> tuple[Any, Any]:
+        if self._fmt == "text":
+            with _open(path) as f:
+                lines = f.read().decode("utf-8").splitlines()
+            return pa.array(lines, pa.string()), None
+        extra = [self._time_column] if self._time_column else []
+        columns = [self._column, *extra]
+        with _open(path, compressed=self._fmt != "parquet") as f:
+            try:
+                if self._fmt == "parquet":
+                    table = pq.read_table(f, columns=columns)
+                elif self._fmt == "csv":
+                    options = _csv_convert_options(self._column, self._key_type, extra)
+                    table = pa_csv.read_csv(f, convert_options=options)
+                else:
+                    table = pa_json.read_json(f)
+            except (pa.ArrowInvalid, KeyError) as exc:
+                raise ValueError(f"cannot read columns {columns} of {path}: {exc}") from None
+        for name in columns:
+            if name not in table.column_names:
+                raise _missing_column(name, table.column_names, path)
+        times = table.column(self._time_column) if self._time_column else None
+        return table.column(self._column), times
+
+    def read_all(self, paths: Sequence[str]) -> tuple[pa.Array, np.ndarray | None]:
+        """All rows of ``paths`` in public order: ``(keys, event times in seconds or None)``."""
+        keys: list[Any] = []
+        sort_keys: list[np.ndarray] = []
+        seconds: list[np.ndarray] = []
+        for path in paths:
+            arr, time_arr = self._read_file(path)
+            keys.extend(self._batches(arr, path))
+            if time_arr is not None:
+                if time_arr.null_count:
+                    raise TypeError(
+                        f"time column {self._time_column!r} of {path} has missing values (None)"
+                    )
+                exact, secs = _time_values(time_arr, self._time_column, path)
+                sort_keys.append(exact)
+                seconds.append(secs)
+        if keys:
+            column = pa.chunked_array(keys).combine_chunks()
+        else:
+            empty = {"int": pa.int64(), "bytes": pa.binary()}.get(self._key_type or "", pa.string())
+            column = pa.array([], empty)
+        if self._time_column is None:
+            return column, None
+        times = np.concatenate(seconds) if seconds else np.empty(0, np.float64)
+        if sort_keys:
+            # Stable: rows with equal times keep their file order.
+            order = np.argsort(np.concatenate(sort_keys), kind="stable")
+            column, times = column.take(pa.array(order)), times[order]
+        return column, times
+
+    def process(self, paths: list[str]) -> Iterator[tuple[int, pa.Array, np.ndarray | None]]:
+        yield from ordered_batches(*self.read_all(paths), self._rows)
+
+
+class ReadOrderedKeys(beam.PTransform):
+    """Read one key column in a public order, with public positions and optional event times.
+
+    The order: files matching ``path_or_glob`` in sorted path order, rows in file order; with
+    ``time_column``, rows stably sorted by that column (ties keep file order). The order must be
+    **public** and independent of the private values (an ingestion sequence or arrival time,
+    never the key itself): the order-dependent releases state their guarantees for neighbours
+    that keep every other row's position or time.
+
+    Applied to a pipeline, one worker reads all files (a single reader is the global sequencer
+    that makes positions gap-free) and emits ``(position, keys, times)`` elements (see
+    :func:`ordered_batches`): ``position`` is the 0-based position of the element's first row,
+    ``keys`` a pyarrow ``Array`` of keys, ``times`` the rows' event times in seconds (float64;
+    ``None`` without ``time_column``). :meth:`read` returns the same rows on the caller.
+
+    Parameters
+    ----------
+    path_or_glob, column, input_format, key_type
+        As for :class:`ReadKeyBatches`, whose format detection, column check, key typing rules
+        (CSV and text keys are strings unless ``key_type="int"``) and errors apply; its
+        resolved ``key_type`` is exposed as :attr:`key_type`.
+    time_column
+        A numeric (seconds) or timestamp column of Parquet, CSV or JSON Lines input, different
+        from ``column``.
+    rows
+        Rows per emitted element.
+
+    Raises
+    ------
+    FileNotFoundError
+        At construction, if no file matches.
+    ValueError
+        If a column is missing (listing the available ones), ``time_column`` is given for text
+        input or equals ``column``, or the format or key type is unknown.
+    TypeError
+        When reading: a key or time value is missing (null), or the time column is neither
+        numeric nor a timestamp.
+    """
+
+    def __init__(
+        self,
+        path_or_glob: str,
+        column: str | None = None,
+        input_format: str | None = None,
+        *,
+        key_type: str | None = None,
+        time_column: str | None = None,
+        rows: int = ORDERED_BATCH_ROWS,
+    ) -> None:
+        super().__init__()
+        probe = ReadKeyBatches(path_or_glob, column, input_format, key_type=key_type)
+        self.input_format = probe.input_format
+        self.key_type = probe.key_type
+        if time_column is not None:
+            if self.input_format == "text":
+                raise ValueError(
+                    "time_column needs Parquet, CSV or JSON Lines input (text has no columns)"
+                )
+            if time_column == column:
+                raise ValueError(f"time_column {time_column!r} must differ from the key column")
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+            raise ValueError(f"rows must be an int >= 1, got {rows!r}")
+        matches = FileSystems.match([path_or_glob])[0].metadata_list
+        self._paths = sorted(m.path for m in matches)
+        if time_column is not None:
+            # Like the key column: a missing time column fails now, listing the columns.
+            _probe_column(self._paths[0], self.input_format, time_column)
+        self._reader = _ReadInOrder(
+            self.input_format, column or "line", self.key_type, time_column, rows
+        )
+
+    def read(self) -> tuple[pa.Array, np.ndarray | None]:
+        """All rows in public order on the caller: ``(keys, event times in seconds or None)``."""
+        return self._reader.read_all(self._paths)
+
+    def expand(self, pbegin: pvalue.PBegin) -> beam.PCollection:
+        return (
+            pbegin
+            | "Paths" >> beam.Create([self._paths])
+            | "ReadInOrder" >> beam.ParDo(self._reader)
         )
