@@ -445,7 +445,9 @@ class DPSWSketch:
         self.depth = _check_int(depth, "depth", 1, MAX_DEPTH)
         self.seed = check_seed(seed)
         if (block is None) == (beta is None):
-            raise ValueError("give exactly one of block and beta")
+            raise ValueError(
+                "give exactly one of block and beta (or a preset: paper_experiments, theory)"
+            )
         if block is None:
             if isinstance(beta, bool) or not isinstance(beta, int | float):
                 raise TypeError(f"beta must be a float, got {type(beta).__name__}")
