@@ -18,12 +18,21 @@ reproducible tests; noise drawn from them protects nothing. Keys made that way s
 Samplers (design brief section 3 principle 3; spec dp-misra-gries section 11.1 and Appendix B)
 --------------------------------------------------------------------------------------------
 :func:`discrete_laplace` and :func:`discrete_gaussian` are the exact samplers of Canonne, Kamath
-and Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020), evaluated with
-integer arithmetic only: every random decision is an exact comparison of uniform integers, so the
-output distribution is exactly the stated one (up to the cryptographic assumption on ChaCha20).
-They run on whole numpy arrays: Python loops run over rejection *rounds* with boolean masks,
-never over samples. Parameters are rationals; a float parameter is converted to the exact rational
-it denotes and, when that needs too large a denominator, rounded *up* (more noise, never less):
+and Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020): the same proposals
+and acceptance probabilities, with every random decision an exact comparison of uniform random
+numbers with exact thresholds, so the output distribution is exactly the stated one (up to the
+cryptographic assumption on ChaCha20). Uniform integers are drawn by rejection (no modulo bias).
+Each Bernoulli(exp(-x)) (CKS decide it with nested loops of rational Bernoulli draws) and the
+geometric count ``V`` with ``P[V >= v] = exp(-v)`` are decided by comparing one uniform real
+``R``, read lazily 64 bits at a time, with ``exp(-x)``: against exact integer thresholds
+``floor(exp(-v) * 2**64)`` for integer ``x``, and against a float bracket ``[lo, hi]`` of
+``exp(-x)`` with a proved relative error bound for rational ``x``. When ``R``'s first word does
+not settle the comparison (probability about ``2**-39``), more words of ``R`` are read and compared
+with ``exp(-x)`` bounded by exact integer arithmetic until it does. The brackets only choose how
+many digits of ``R`` are read, never the outcome. Samplers run on numpy arrays in rounds of at most
+``2**15`` candidates: Python loops run over rounds and over the rare undecided elements, never
+over samples. Parameters are rationals; a float parameter is converted to the exact rational it
+denotes and, when that needs too large a denominator, rounded *up* (more noise, never less):
 
 * discrete Laplace: ``scale`` is kept exactly when it is a fraction with denominator
   ``<= 2**40`` and numerator ``<= 2**62`` (every int, every small ``Fraction``, every float with
@@ -36,7 +45,8 @@ it denotes and, when that needs too large a denominator, rounded *up* (more nois
   int64; the relative increase of ``sigma**2`` is below ``2**-40`` for ``sigma >= 1``.
 
 Floats appear only where they cannot change the output distribution: choosing a proposal
-parameter and batch sizes (efficiency only), and the final exact scaling ``Z * 2**-k`` in
+parameter and batch sizes (efficiency only), the brackets above (their proved error bound is
+about 300 times smaller than the bracket width), and the final exact scaling ``Z * 2**-k`` in
 :func:`gaussian` and :func:`laplace`, which sample the discrete Gaussian / Laplace on the fine
 lattice ``2**-k * Z`` (granularity at most ``sigma * 2**-20``), never by Box-Muller or by
 ``-b * log(U)`` on doubles (Mironov 2012 attacks those).
@@ -47,6 +57,7 @@ not expose per-release timing.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import math
@@ -287,33 +298,6 @@ class NoiseStream:
             filled += vals.size
         return out
 
-    def _bernoulli_ratio(self, num: np.ndarray | int, den: int, n: int) -> np.ndarray:
-        """Independent Bernoulli(num[i] / den), ``0 <= num[i] < den`` (or ``den == 1``), exactly.
-
-        A word ``x`` uniform on ``[0, w * den)`` (``w = floor(2**B / den)``, larger words redrawn)
-        satisfies ``P[x < num * w] = num / den``: one comparison, no division.
-        """
-        if den == 1:
-            return np.broadcast_to(np.asarray(num) >= 1, (n,)).copy()
-        bits = 32 if den <= _SMALL_BOUND else 64
-        dtype = np.uint32 if bits == 32 else np.uint64
-        w = (1 << bits) // den
-        limit = w * den
-        x = self._words(bits, n)
-        if limit < 1 << bits:
-            lim = dtype(limit)
-            bad = np.flatnonzero(x >= lim)
-            if bad.size:
-                x = x.copy()
-                while bad.size:
-                    x[bad] = self._words(bits, bad.size)
-                    bad = bad[x[bad] >= lim]
-        if isinstance(num, int):
-            return x < dtype(num * w)
-        if bits == 32:
-            return x < num * w
-        return x < num.astype(np.uint64) * np.uint64(w)
-
 
 class NoiseSource:
     """The secret key of a pipeline's noise, and a factory of per-release :class:`NoiseStream`.
@@ -474,7 +458,7 @@ def _as_positive_fraction(value: Any, name: str) -> Fraction:
         value = float(value)
         if not math.isfinite(value):
             raise ValueError(f"{name} must be finite, got {value!r}")
-        x = Fraction(value)
+        x = _float_fraction(value)
     elif isinstance(value, int | np.integer):
         x = Fraction(int(value))
     elif isinstance(value, numbers.Rational):
@@ -486,6 +470,10 @@ def _as_positive_fraction(value: Any, name: str) -> Fraction:
     if x <= 0:
         raise ValueError(f"{name} must be > 0, got {value!r}")
     return x
+
+
+# Callers pass the same few parameters again and again; Fraction(float) is a pure function.
+_float_fraction = functools.lru_cache(maxsize=256)(Fraction)
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -559,6 +547,16 @@ def _gaussian_params(sigma: Fraction, name: str) -> _GaussParams:
         )
     if sigma > _GAUSS_MAX_SIGMA:
         raise ValueError(f"{name} must be <= 2**30, got {float(sigma)!r}")
+    prm = _gaussian_params_checked(sigma)
+    if prm.den > 1 << 62:
+        raise ValueError(f"{name} is too large for the exact sampler, got {float(sigma)!r}")
+    return prm
+
+
+# Releases draw with the same few sigmas over and over: the constants (a root-finding loop, an
+# acceptance sum) are a pure function of sigma, so they are computed once.
+@functools.lru_cache(maxsize=256)
+def _gaussian_params_checked(sigma: Fraction) -> _GaussParams:
     exact2 = sigma * sigma
     s2f = float(exact2)
     c_opt = _optimal_shift(s2f)
@@ -575,8 +573,6 @@ def _gaussian_params(sigma: Fraction, name: str) -> _GaussParams:
     g = math.gcd(q, 2 * p * cd * cd)
     mult = q // g
     den = 2 * p * cd * cd // g
-    if den > 1 << 62:
-        raise ValueError(f"{name} is too large for the exact sampler, got {float(sigma)!r}")
     t = s2 / Fraction(cn, cd)
     limit = math.isqrt(_INT64_MAX // mult)
     ymax = (limit + cn) // cd
@@ -595,96 +591,310 @@ def _gaussian_params(sigma: Fraction, name: str) -> _GaussParams:
 
 
 # --------------------------------------------------------------------------------------------
-# Exact Bernoulli building blocks (CKS 2020; spec dp-misra-gries Appendix B)
+# Exact Bernoulli(exp(-x)) decisions (the distributions of spec dp-misra-gries Appendix B)
 # --------------------------------------------------------------------------------------------
+#
+# CKS decide Bernoulli(exp(-x)) with nested loops of rational Bernoulli draws. Here the same
+# distribution comes from one comparison "R < exp(-x)" of a uniform real R in [0, 1) whose binary
+# digits are read lazily from the stream: the first 64 are one uniform word U, so R lies in
+# [U / 2**64, (U + 1) / 2**64). When precomputed bounds lo <= exp(-x) <= hi put that whole range
+# on one side, the decision is final (and exact); otherwise (R's range straddles lo or hi:
+# probability about 2**-39 per decision for the float bounds, 2**-64 for the integer ones)
+# _exp_neg_less appends 64 more digits at a time and compares with exp(-x) bounded by exact
+# integer arithmetic until decided. Either way P[R < exp(-x)] = exp(-x) exactly: the bounds only
+# decide how many digits are read. Undecided elements are resolved in index order after the
+# batch draw, so the stream consumption stays a pure function of the call sequence.
+
+
+def _exp_neg_series(f: Fraction, w: int) -> tuple[int, int]:
+    """``(lo, hi)`` with ``lo <= exp(-f) * 2**w <= hi`` for rational ``0 <= f <= 1``, exactly.
+
+    The terms ``t_n = f**n / n!`` of ``exp(-f) = sum (-1)**n t_n`` are bounded in fixed point at
+    ``w + 16`` bits from below and above (``t_n = t_(n-1) * p / (q n)`` with floor resp.
+    ceiling division) until ``t_N <= 2**-(w + 16)``. The series alternates with non-increasing
+    terms (``f <= 1``), so the tail after ``N`` terms lies in ``[-t_N, t_N]``.
+    """
+    p, q = f.numerator, f.denominator
+    big = w + 16
+    tl = th = 1 << big
+    lo = hi = 0
+    n = 0
+    while th > 1:
+        if n & 1:
+            lo -= th
+            hi -= tl
+        else:
+            lo += tl
+            hi += th
+        n += 1
+        tl = (tl * p) // (q * n)
+        th = _ceil_div(th * p, q * n)
+    return (lo - 1) >> 16, -((-(hi + 1)) >> 16)
+
+
+@functools.lru_cache(maxsize=64)
+def _exp_neg_one_bounds(w: int) -> tuple[int, int]:
+    return _exp_neg_series(Fraction(1), w)
+
+
+def _exp_neg_interval(x: Fraction, prec: int) -> tuple[int, int]:
+    """``(lo, hi)`` with ``lo <= exp(-x) * 2**prec <= hi`` and ``hi - lo <= 2``, for ``x >= 0``.
+
+    ``exp(-x) = exp(-1)**k * exp(-f)`` with ``k = floor(x)``: each factor is bounded by the exact
+    series at ``w >= prec + 2k + 40`` bits and the product taken with floor (resp. ceiling)
+    rounding; the guard bits absorb the ``k`` roundings relative to ``exp(-k) > 2**(-1.45 k)``.
+    """
+    if x == 0:
+        return 1 << prec, 1 << prec
+    if 10 * x >= 7 * (prec + 1):
+        # 0.7 > ln 2, so exp(-x) < 2**-(prec + 1): the scaled value is below 1/2.
+        return 0, 1
+    k = x.numerator // x.denominator
+    # Rounded up to a multiple of 64 so that the cached exp(-1) bounds are reused.
+    w = -(-(prec + 2 * k + 40) // 64) * 64
+    lo, hi = _exp_neg_series(x - k, w)
+    if k:
+        elo, ehi = _exp_neg_one_bounds(w)
+        for _ in range(k):
+            lo = (lo * elo) >> w
+            hi = -((-hi * ehi) >> w)
+    shift = w - prec
+    return lo >> shift, -((-hi) >> shift)
+
+
+def _exp_neg_less(stream: NoiseStream, x: Fraction, digits: list[int]) -> bool:
+    """Decide ``R < exp(-x)`` exactly, where ``R = (digits[0] + R') / 2**digits[1]``.
+
+    ``R'`` is uniform on ``[0, 1)`` and read lazily: each undecided step appends a 64-bit word of
+    ``stream`` to the known digits (``digits`` is updated in place, so later comparisons of the
+    same ``R`` reuse them). ``hi - lo <= 2`` at ``2 + digits[1]`` bits, so a step stays undecided
+    with probability at most ``2**-63`` and the loop ends (``exp(-x)`` is irrational for rational
+    ``x > 0``; ``x = 0`` is decided at once).
+    """
+    while True:
+        prefix, nbits = digits
+        lo, hi = _exp_neg_interval(x, nbits + 2)
+        if (prefix + 1) << 2 <= lo:
+            return True
+        if prefix << 2 >= hi:
+            return False
+        digits[0] = (prefix << 64) | int(stream._u64(1)[0])
+        digits[1] = nbits + 64
+
+
+def _floor_exp_neg_scaled(x: Fraction, bits: int) -> int:
+    """``floor(exp(-x) * 2**bits)`` exactly, for rational ``x > 0`` (never an integer point)."""
+    extra = 32
+    while True:
+        lo, hi = _exp_neg_interval(x, bits + extra)
+        if lo >> extra == hi >> extra:
+            return lo >> extra
+        extra += 32
+
+
+def _exp_neg_float(x: Fraction) -> float:
+    """``exp(-x)`` as a double, relative error at most ``2**-53 (1 + 2**-60)``."""
+    prec = 128 + 2 * math.ceil(x)
+    lo, hi = _exp_neg_interval(x, prec)
+    return math.ldexp(float((lo + hi) >> 1), -prec)
+
+
+# Integer thresholds F_v = floor(exp(-v) * 2**64), v = 1..44 (exp(-45) * 2**64 < 1). For a word
+# U: U < F_v gives R < exp(-v), U > F_v gives R > exp(-v), only U == F_v is undecided.
+_GEO_LEVELS = 44
+_EXP_NEG_INT_THRESHOLDS = tuple(
+    _floor_exp_neg_scaled(Fraction(v), 64) for v in range(1, _GEO_LEVELS + 1)
+)
+# Geometric V = #{v >= 1 : R < exp(-v)}, so P[V >= v] = exp(-v). Consecutive F_v differ by a
+# factor e > 2, so each binade of U holds at most one. For U >= 2**11 the float U >> 11 is exact
+# and its IEEE-754 biased exponent is 1022 + bitlen(U) - 11 =: idx; then
+# V = count[idx] + (U < thr[idx]) with count[idx] the number of F_v >= 2**bitlen(U) and thr[idx]
+# the F_v with U's bit length (0 if none). U < 2**11 (idx 0) takes the exact path.
+_GEO_COUNT = np.zeros(1076, dtype=np.int64)
+_GEO_THRESHOLD = np.zeros(1076, dtype=np.uint64)
+for _bitlen in range(12, 65):
+    _GEO_COUNT[1011 + _bitlen] = sum(f >> _bitlen > 0 for f in _EXP_NEG_INT_THRESHOLDS)
+    _GEO_THRESHOLD[1011 + _bitlen] = next(
+        (f for f in _EXP_NEG_INT_THRESHOLDS if f.bit_length() == _bitlen), 0
+    )
+_LOW_WORD = np.uint64(1 << 11)
+# Bernoulli(exp(-m)) for integer m >= 0: U < _INT_THRESHOLD[min(m, 45)] (entry 0 is unused).
+_INT_THRESHOLD = np.array([0, *_EXP_NEG_INT_THRESHOLDS, 0], dtype=np.uint64)
+_SHIFT_11 = np.uint64(11)
+
+# Float bounds on exp(-x) for rational x = num/den in [0, 1), scaled by 2**53:
+#   y = fl(fl(num) * fl(4096 / den)), j = floor(y), w = y - j (exact), delta = w / 4096,
+#   P = fl(T[j] * fl(1 - w (A1 - w (A2 - w A3)))), T[j] = fl(exp(-j / 4096) * 2**53),
+# using only IEEE-754 conversions, +, -, * and / (each with relative error <= u = 2**-53; no
+# libm call, no fused operation). Error budget (relative, first order in u): y = 4096 x (1 + t)
+# with |t| <= 4u, so exp(-y/4096) = exp(-x) (1 + t') with |t'| <= 4u x <= 4u; the cubic Taylor
+# polynomial of exp(-delta), delta < 2**-12, truncates below delta**4/24 < 0.71u and its Horner
+# evaluation adds < 1.1u; T[j] adds u and the product u; for the discrete Gaussian the factor
+# exp(-m) adds 2u (table entry, product) and the margins 2u (products). Total < 13u; doubled
+# to 26u to also cover conversions that are only faithfully rounded. The brackets
+# P * (1 -+ _MARGIN) with _MARGIN = 2**-40 = 8192u are therefore valid with a factor of 300 to
+# spare; tests check them against an independent 80-digit computation.
+_EXP_TABLE_SIZE = 1 << 12
+
+
+def _exp_table() -> np.ndarray:
+    # exp(-j/4096), j = 0..4096, by repeated multiplication of exact 128-bit bounds: the 4096
+    # floor/ceiling roundings move them by under 2**-110 relative, far below u.
+    w = 128
+    blo, bhi = _exp_neg_series(Fraction(1, _EXP_TABLE_SIZE), w)
+    lo = hi = 1 << w
+    out = [math.ldexp(1.0, 53)]
+    for _ in range(_EXP_TABLE_SIZE):
+        lo = (lo * blo) >> w
+        hi = -((-hi * bhi) >> w)
+        out.append(math.ldexp(float((lo + hi) >> 1), 53 - w))
+    return np.array(out, dtype=np.float64)
+
+
+_EXP_TABLE = _exp_table()
+_A1 = 2.0**-12
+_A2 = 2.0**-25
+_A3 = 1.0 / (6.0 * 2.0**36)
+# exp(-m), m = 0..64, for the discrete Gaussian's integer part; m >= 64 uses the last entry as an
+# upper bound only (its lower bound is 0: those elements are decided by the exact path).
+_EXP_INT_CAP = 64
+_EXP_NEG_INT_HI = np.array(
+    [_exp_neg_float(Fraction(m)) for m in range(_EXP_INT_CAP + 1)], dtype=np.float64
+)
+_EXP_NEG_INT_LO = np.append(_EXP_NEG_INT_HI[:-1], 0.0)
+_MARGIN = 2.0**-40
+
+
+def _exp_neg_scaled(num: np.ndarray, den: int) -> np.ndarray:
+    """``exp(-num/den) * 2**53`` for ``0 <= num < den``, relative error below ``26u`` (above)."""
+    y = np.multiply(num, _EXP_TABLE_SIZE / float(den), dtype=np.float64)
+    j = np.floor(y)
+    y -= j
+    # In place: 1 - w (A1 - w (A2 - w A3)) with w = y, evaluated left to right as written.
+    p = y * _A3
+    np.subtract(_A2, p, out=p)
+    p *= y
+    np.subtract(_A1, p, out=p)
+    p *= y
+    np.subtract(1.0, p, out=p)
+    p *= _EXP_TABLE.take(j.astype(np.intp))
+    return p
+
+
+def _decide_exp_neg(stream: NoiseStream, lo: np.ndarray, hi: np.ndarray, exact: Any) -> np.ndarray:
+    """Bernoulli(p[i]) for ``p[i] = exp(-exact(i))`` given ``lo[i] <= p[i] * 2**53 <= hi[i]``.
+
+    One word each; ``exact(i)`` (the rational exponent) is only evaluated for the words the
+    bounds leave undecided.
+    """
+    return _decide_exp_neg_words(stream, stream._u64(lo.size), lo, hi, exact)
+
+
+def _decide_exp_neg_words(
+    stream: NoiseStream, words: np.ndarray, lo: np.ndarray, hi: np.ndarray, exact: Any
+) -> np.ndarray:
+    """:func:`_decide_exp_neg` with the first 64 digits of each ``R`` given as ``words``."""
+    a = (words >> _SHIFT_11).view(np.int64).astype(np.float64)
+    # R < (a + 1) / 2**53 <= lo / 2**53 <= p: success; R >= a / 2**53 >= hi / 2**53 >= p: failure.
+    ok = a + 1.0 <= lo
+    maybe = a < hi
+    if np.count_nonzero(maybe) != np.count_nonzero(ok):
+        for i in (maybe & ~ok).nonzero()[0].tolist():
+            ok[i] = _exp_neg_less(stream, exact(i), [int(words[i]), 64])
+    return ok
+
+
+def _bernoulli_exp_neg(
+    stream: NoiseStream, m: np.ndarray | None, num: np.ndarray, den: int
+) -> np.ndarray:
+    """Independent Bernoulli(exp(-(m[i] + num[i]/den))), ``0 <= num[i] < den``, exactly.
+
+    ``m`` (integers ``>= 0``: int64, or an object array of Python ints) may be ``None`` for 0.
+    One comparison per element replaces CKS's nested Bernoulli loops (same distribution).
+    """
+    p = _exp_neg_scaled(num, den)
+    lo = p * (1.0 - _MARGIN)
+    hi = p * (1.0 + _MARGIN)
+    if m is not None:
+        if m.dtype == object:
+            idx = np.array([min(int(v), _EXP_INT_CAP) for v in m], dtype=np.intp)
+        else:
+            idx = np.minimum(m, _EXP_INT_CAP)
+        lo *= _EXP_NEG_INT_LO.take(idx)
+        hi *= _EXP_NEG_INT_HI.take(idx)
+
+    def exact(i: int) -> Fraction:
+        x = Fraction(int(num[i]), den)
+        return x if m is None else x + int(m[i])
+
+    return _decide_exp_neg(stream, lo, hi, exact)
 
 
 def _bernoulli_exp_neg_fraction(stream: NoiseStream, num: np.ndarray, den: int) -> np.ndarray:
-    """Independent Bernoulli(exp(-num[i]/den)) for ``0 <= num[i] < den`` (CKS, gamma < 1).
+    """Independent Bernoulli(exp(-num[i]/den)) for ``0 <= num[i] < den``, exactly."""
+    return _bernoulli_exp_neg(stream, None, num, den)
 
-    CKS: ``K = 1; while Bernoulli(gamma/K): K += 1; return K odd``. All active elements share
-    ``K`` in a round, so ``Bernoulli(gamma/K)`` is the product of two independent exact draws
-    with scalar denominators, Bernoulli(1/K) and Bernoulli(num/den); the cheap Bernoulli(1/K)
-    goes first so that fewer elements need the second.
+
+def _bernoulli_exp_neg_int(
+    stream: NoiseStream, m: np.ndarray, words: np.ndarray | None = None
+) -> np.ndarray:
+    """Independent Bernoulli(exp(-m[i])) for integers ``m[i] >= 0``, exactly.
+
+    ``U < floor(exp(-m) * 2**64)`` decides all but ``U == floor(...)`` (probability ``2**-64``).
+    ``m`` may be an object array of Python ints larger than int64. ``words`` (tests only) gives
+    the first 64 digits of each ``R`` instead of drawing them.
     """
-    n = num.size
-    result = np.empty(n, dtype=np.bool_)
-    go = stream._bernoulli_ratio(num, den, n)
-    result[~go] = True
-    idx = np.flatnonzero(go)
-    cur = num[idx]
-    k = 2
-    while idx.size:
-        go = stream._bernoulli_ratio(1, k, idx.size)
-        result[idx[~go]] = bool(k & 1)
-        idx, cur = idx[go], cur[go]
-        if idx.size:
-            go = stream._bernoulli_ratio(cur, den, idx.size)
-            result[idx[~go]] = bool(k & 1)
-            idx, cur = idx[go], cur[go]
-        k += 1
-    return result
+    if m.dtype == object:
+        idx = np.array([min(int(v), _GEO_LEVELS + 1) for v in m], dtype=np.intp)
+    else:
+        idx = np.minimum(m, _GEO_LEVELS + 1)
+    if words is None:
+        words = stream._u64(m.size)
+    thr = _INT_THRESHOLD.take(idx)
+    ok = (words < thr) | (idx == 0)
+    for i in ((words == thr) & (idx > 0)).nonzero()[0].tolist():
+        ok[i] = _exp_neg_less(stream, Fraction(int(m[i])), [int(words[i]), 64])
+    return ok
 
 
 def _bernoulli_exp_neg_one(stream: NoiseStream, n: int) -> np.ndarray:
-    """Independent Bernoulli(exp(-1)): the CKS loop with gamma = 1, Bernoulli(1/K) each round."""
-    result = np.empty(n, dtype=np.bool_)
-    idx = np.arange(n)
-    k = 2
-    while idx.size:
-        go = stream._bernoulli_ratio(1, k, idx.size)
-        result[idx[~go]] = bool(k & 1)
-        idx = idx[go]
-        k += 1
-    return result
+    """Independent Bernoulli(exp(-1)), exactly."""
+    return _bernoulli_exp_neg_int(stream, np.ones(n, dtype=np.int64))
 
 
-def _geometric_exp_neg_one(stream: NoiseStream, n: int) -> np.ndarray:
-    """Number of Bernoulli(exp(-1)) successes before the first failure, ``P[V >= v] = e**-v``."""
-    v = np.zeros(n, dtype=np.int64)
-    idx = np.arange(n)
-    while idx.size:
-        idx = idx[_bernoulli_exp_neg_one(stream, idx.size)]
-        v[idx] += 1
+def _geometric_from_words(stream: NoiseStream, words: np.ndarray) -> np.ndarray:
+    """``V = #{v >= 1 : R < exp(-v)}`` for the reals ``R`` whose first 64 bits are ``words``."""
+    idx = (words >> _SHIFT_11).view(np.int64).astype(np.float64).view(np.int64) >> 52
+    thr = _GEO_THRESHOLD.take(idx)
+    v = _GEO_COUNT.take(idx)
+    v += words < thr
+    undecided = words == thr
+    if np.count_nonzero(undecided) or (words.size and words.min() < _LOW_WORD):
+        for i in (undecided | (words < _LOW_WORD)).nonzero()[0].tolist():
+            digits = [int(words[i]), 64]
+            # U < F_v already decides R < exp(-v) for those v: start above them.
+            k = sum(digits[0] < f for f in _EXP_NEG_INT_THRESHOLDS)
+            while _exp_neg_less(stream, Fraction(k + 1), digits):
+                k += 1
+            v[i] = k
     return v
 
 
-def _bernoulli_exp_neg_int(stream: NoiseStream, m: np.ndarray) -> np.ndarray:
-    """Independent Bernoulli(exp(-m[i])), integer ``m[i] >= 0``: m successes of Bernoulli(exp(-1)).
+def _geometric_exp_neg_one(stream: NoiseStream, n: int) -> np.ndarray:
+    """Independent ``V`` with ``P[V >= v] = exp(-v)`` (CKS's count of Bernoulli(exp(-1))
+    successes before the first failure), one word each, exactly."""
+    return _geometric_from_words(stream, stream._u64(n))
 
-    ``m`` may be an object array of Python ints larger than int64; those are consumed in int64
-    chunks (an element only needs a second chunk after ``2**62`` consecutive successes).
-    """
-    n = m.size
-    result = np.ones(n, dtype=np.bool_)
-    if m.dtype == object:
-        chunk_cap = 1 << 62
-        rem = m
-        idx = np.arange(n)
-        while idx.size:
-            chunk = np.array([min(int(r), chunk_cap) for r in rem], dtype=np.int64)
-            ok = _bernoulli_exp_neg_int(stream, chunk)
-            result[idx[~ok]] = False
-            rem = np.array([int(r) - int(c) for r, c in zip(rem, chunk, strict=True)], object)
-            keep = ok & (rem > 0)
-            idx, rem = idx[keep], rem[keep]
-        return result
-    idx = np.flatnonzero(m > 0)
-    rem = m[idx]
-    while idx.size:
-        ok = _bernoulli_exp_neg_one(stream, idx.size)
-        result[idx[~ok]] = False
-        rem = rem[ok] - 1
-        idx = idx[ok]
-        keep = rem > 0
-        idx, rem = idx[keep], rem[keep]
-    return result
+
+# Candidates per round: rounds of at most this size keep every temporary array in the CPU cache
+# (whole-array rounds on millions of elements spend much of their time on page faults).
+_MAX_BATCH = 1 << 15
 
 
 def _batch_size(need: int, acceptance: float) -> int:
     # Enough candidates that one round usually suffices; only speed depends on this.
     expected = need / acceptance
-    return int(expected + 4.0 * math.sqrt(expected) + 16)
+    return min(int(expected + 4.0 * math.sqrt(expected) + 16), _MAX_BATCH)
 
 
 # --------------------------------------------------------------------------------------------
@@ -692,9 +902,34 @@ def _batch_size(need: int, acceptance: float) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def _laplace_acceptance(t: int, s: int) -> float:
+@dataclass(frozen=True)
+class _LaplacePlan:
+    """Constants of the discrete Laplace sampler for ``P[Z = z] ~ exp(-|z| s / t)``.
+
+    ``U`` uniform on ``[0, t)`` is ``word // width`` for ``bits``-bit words below ``limit``
+    (``limit == 2**bits`` when nothing is rejected); ``yield_`` estimates samples per word.
+    """
+
+    t: int
+    s: int
+    bits: int
+    limit: int
+    width: int
+    vmax: int
+    yield_: float
+
+
+@functools.lru_cache(maxsize=256)
+def _laplace_plan(t: int, s: int) -> _LaplacePlan:
+    bits = 32 if t <= _SMALL_BOUND else 64
+    width = (1 << bits) // t
+    limit = width * t
     p_d = -math.expm1(-1.0) / (t * -math.expm1(-1.0 / t)) if t > 1 else 1.0
-    return p_d * (1.0 - 0.5 * -math.expm1(-s / t))
+    yield_ = limit / 2.0**bits * p_d * (1.0 - 0.5 * -math.expm1(-s / t))
+    # (u + t*v) // s stays in int64 while v <= vmax (see _floor_div_geometric).
+    a = t // s
+    vmax = min((1 << 62) // s, (1 << 62) // (a + 2)) - 2 if s > 1 else (_INT64_MAX - t) // t
+    return _LaplacePlan(t, s, bits, limit, width, vmax, yield_)
 
 
 def _floor_div_geometric(u: np.ndarray, v: np.ndarray, t: int, s: int) -> np.ndarray:
@@ -703,17 +938,17 @@ def _floor_div_geometric(u: np.ndarray, v: np.ndarray, t: int, s: int) -> np.nda
     With ``t = a*s + b`` and ``u = au*s + bu``: ``(u + t*v) // s = a*v + au + (bu + b*v) // s``,
     all in int64 while ``v <= vmax``; the (astronomically rare) larger ``v`` use Python ints.
     """
-    a, b = divmod(t, s)
-    au = u // s
-    bu = u - au * s
-    vmax = min((1 << 62) // s, (1 << 62) // (a + 2)) - 2
+    vmax = _laplace_plan(t, s).vmax
     if v.size == 0 or int(v.max()) <= vmax:
-        return a * v + au + (bu + b * v) // s
+        if s == 1:
+            return u + t * v
+        a, b = divmod(t, s)
+        au = u // s
+        return a * v + au + (u - au * s + b * v) // s
     out = np.empty(v.size, dtype=np.int64)
-    small = v <= vmax
-    vs = v[small]
-    out[small] = a * vs + au[small] + (bu[small] + b * vs) // s
-    big = np.flatnonzero(~small)
+    small = (v <= vmax).nonzero()[0]
+    out[small] = _floor_div_geometric(u[small], v[small], t, s)
+    big = (v > vmax).nonzero()[0]
     for i, ui, vi in zip(big.tolist(), u[big].tolist(), v[big].tolist(), strict=True):
         y = (ui + t * vi) // s
         if y > _INT64_MAX:
@@ -722,22 +957,44 @@ def _floor_div_geometric(u: np.ndarray, v: np.ndarray, t: int, s: int) -> np.nda
     return out
 
 
+def _laplace_round(stream: NoiseStream, plan: _LaplacePlan, words: int) -> np.ndarray:
+    """Discrete Laplace samples from one round of ``words`` candidates (CKS Algorithm 2).
+
+    ``X = U + t*V`` with ``U`` uniform on ``[0, t)`` kept with probability ``exp(-U/t)`` and ``V``
+    geometric (``P[V >= v] = exp(-v)``) is geometric with ratio ``exp(-1/t)``; ``Y = X // s`` is
+    geometric with ratio ``exp(-s/t)``; a sign bit, rejecting "-0", makes it two-sided.
+    Returns a variable number of samples (about ``words * plan.yield_``), int64.
+    """
+    t = plan.t
+    if t == 1:
+        u = np.zeros(words, dtype=np.int64)
+    else:
+        x = stream._words(plan.bits, words)
+        if plan.limit < 1 << plan.bits:
+            bad = x >= plan.limit
+            if np.count_nonzero(bad):
+                x = x[~bad]
+        u = (x // x.dtype.type(plan.width)).astype(np.int64)
+        u = u[_bernoulli_exp_neg_fraction(stream, u, t)]
+    v = _geometric_exp_neg_one(stream, u.size)
+    y = _floor_div_geometric(u, v, t, plan.s)
+    negative = stream._bits(y.size)
+    z = np.where(negative, -y, y)
+    keep = (y != 0) >= negative
+    return z if np.count_nonzero(keep) == z.size else z[keep]
+
+
 def _discrete_laplace_ts(stream: NoiseStream, t: int, s: int, n: int) -> np.ndarray:
     """``n`` exact samples with ``P[Z = z] ~ exp(-|z| * s / t)`` (CKS Algorithm 2), int64."""
+    plan = _laplace_plan(t, s)
+    z = _laplace_round(stream, plan, _batch_size(n, plan.yield_))
+    if z.size >= n:
+        return z[:n]
     out = np.empty(n, dtype=np.int64)
-    acc = _laplace_acceptance(t, s)
-    filled = 0
+    out[: z.size] = z
+    filled = z.size
     while filled < n:
-        batch = _batch_size(n - filled, acc)
-        # X = U + t*V is geometric with ratio exp(-1/t); Y = X // s is geometric with ratio
-        # exp(-s/t); a sign bit (rejecting "-0") makes it two-sided.
-        u = stream._uniform_below(t, batch)
-        if t > 1:
-            u = u[_bernoulli_exp_neg_fraction(stream, u, t)]
-        v = _geometric_exp_neg_one(stream, u.size)
-        y = _floor_div_geometric(u, v, t, s)
-        negative = stream._bits(y.size)
-        z = np.where(negative, -y, y)[~(negative & (y == 0))]
+        z = _laplace_round(stream, plan, _batch_size(n - filled, plan.yield_))
         take = min(z.size, n - filled)
         out[filled : filled + take] = z[:take]
         filled += take
@@ -749,7 +1006,8 @@ def discrete_laplace(stream: NoiseStream, scale: int | float | Fraction, size: i
 
     The algorithm of Canonne, Kamath and Steinke (2020, Algorithm 2; spec dp-misra-gries
     Appendix B, ``discrete_laplace(s, t)`` with ``scale = t/s``), vectorised: every decision is an
-    exact comparison of uniform integers from ``stream``, so the distribution is exact. This is
+    exact comparison of uniform random numbers from ``stream`` with exact thresholds (see the
+    module docstring), so the distribution is exact. This is
     ``Geo2(exp(-1/scale))``; for sensitivity ``Delta`` and pure ``eps``-DP use
     ``scale = Delta / eps``.
 
@@ -815,17 +1073,19 @@ def _gamma_parts(absy: np.ndarray, prm: _GaussParams) -> tuple[np.ndarray, np.nd
 
 
 def _discrete_gaussian_prm(stream: NoiseStream, prm: _GaussParams, n: int) -> np.ndarray:
-    out = np.empty(n, dtype=np.int64)
+    """``n`` exact discrete Gaussian samples (CKS Algorithm 3 with the shift ``c`` of ``prm``)."""
+    plan = _laplace_plan(prm.tn, prm.ts)
+    rate = plan.yield_ * prm.acceptance
+    out = None if n else np.empty(0, dtype=np.int64)
     filled = 0
     while filled < n:
-        batch = _batch_size(n - filled, prm.acceptance)
-        y = _discrete_laplace_ts(stream, prm.tn, prm.ts, batch)
+        y = _laplace_round(stream, plan, _batch_size(n - filled, rate))
         m, r = _gamma_parts(np.abs(y), prm)
-        ok = _bernoulli_exp_neg_fraction(stream, r, prm.den)
-        sel = np.flatnonzero(ok & (m > 0))
-        if sel.size:
-            ok[sel] = _bernoulli_exp_neg_int(stream, m[sel])
-        z = y[ok]
+        z = y[_bernoulli_exp_neg(stream, m, r, prm.den)]
+        if out is None:
+            if z.size >= n:
+                return z[:n]
+            out = np.empty(n, dtype=np.int64)
         take = min(z.size, n - filled)
         out[filled : filled + take] = z[:take]
         filled += take
@@ -837,7 +1097,8 @@ def discrete_gaussian(stream: NoiseStream, sigma: int | float | Fraction, size: 
 
     Canonne, Kamath and Steinke (2020, Algorithm 3; spec dp-misra-gries Appendix B): draw ``Y``
     from a discrete Laplace proposal of scale ``t = sigma**2 / c`` and accept it with probability
-    ``exp(-(|Y| - c)**2 / (2 sigma**2))``, an exact CKS Bernoulli on the rational ``gamma``.
+    ``exp(-(|Y| - c)**2 / (2 sigma**2))``, an exact Bernoulli(exp(-gamma)) on the rational
+    ``gamma`` (one lazily read uniform real compared with ``exp(-gamma)``, module docstring).
     The product of the two weights is ``exp(-Y**2/(2 sigma**2)) * exp(-c**2/(2 sigma**2))`` for
     every ``c > 0``, so the output is exact for any ``c``; CKS take ``t = floor(sigma) + 1``, i.e.
     ``c = sigma**2 / t``. Here ``c`` is a dyadic rational near the root of
@@ -880,6 +1141,20 @@ def discrete_gaussian(stream: NoiseStream, sigma: int | float | Fraction, size: 
 # --------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=256)
+def _on_lattice(x: Fraction) -> tuple[int, Fraction]:
+    """``(k, x * 2**k)`` for the lattice exponent ``k`` of ``x`` (cached: a pure function)."""
+    k = _lattice_exponent(x)
+    return k, x * Fraction(2) ** k
+
+
+@functools.lru_cache(maxsize=256)
+def _laplace_on_lattice(x: Fraction) -> tuple[int, Fraction]:
+    """``(k, scale)``: the lattice exponent of ``x`` and the discrete scale ``x * 2**k`` as used."""
+    k, scaled = _on_lattice(x)
+    return k, _laplace_fraction(scaled, "scale")
+
+
 def _lattice_exponent(x: Fraction) -> int:
     """``k`` with ``x * 2**k`` in ``[2**20, 2**21)``: lattice step ``2**-k <= x * 2**-20``."""
     e = x.numerator.bit_length() - x.denominator.bit_length()
@@ -916,15 +1191,16 @@ def gaussian(stream: NoiseStream, sigma: int | float | Fraction, size: int) -> n
     """
     size = _check_count(size, "size")
     x = _as_positive_fraction(sigma, "sigma")
-    k = _lattice_exponent(x)
+    k, scaled = _on_lattice(x)
     _check_lattice(k, "sigma", sigma)
-    prm = _gaussian_params(x * Fraction(2) ** k, "sigma")
+    prm = _gaussian_params(scaled, "sigma")
     zeros = _zeros_if_test(stream, size, np.float64)
     if zeros is not None:
         return zeros
     if size == 0:
         return np.empty(0, dtype=np.float64)
-    return np.ldexp(_discrete_gaussian_prm(stream, prm, size).astype(np.float64), -k)
+    out = _discrete_gaussian_prm(stream, prm, size).astype(np.float64)
+    return np.ldexp(out, -k, out=out)
 
 
 def laplace(stream: NoiseStream, scale: int | float | Fraction, size: int) -> np.ndarray:
@@ -947,13 +1223,13 @@ def laplace(stream: NoiseStream, scale: int | float | Fraction, size: int) -> np
     """
     size = _check_count(size, "size")
     x = _as_positive_fraction(scale, "scale")
-    k = _lattice_exponent(x)
+    k, frac = _laplace_on_lattice(x)
     _check_lattice(k, "scale", scale)
-    frac = _laplace_fraction(x * Fraction(2) ** k, "scale")
     zeros = _zeros_if_test(stream, size, np.float64)
     if zeros is not None:
         return zeros
     if size == 0:
         return np.empty(0, dtype=np.float64)
     z = _discrete_laplace_ts(stream, frac.numerator, frac.denominator, size)
-    return np.ldexp(z.astype(np.float64), -k)
+    out = z.astype(np.float64)
+    return np.ldexp(out, -k, out=out)

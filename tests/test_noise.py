@@ -12,6 +12,7 @@ expected counts pooled to at least 5.
 from __future__ import annotations
 
 import ast
+import decimal
 import functools
 import hashlib
 import hmac
@@ -57,8 +58,15 @@ def stream(seed: int = 0, release: object = "test") -> NoiseStream:
 # --------------------------------------------------------------------------------------------
 
 
-def pooled_chi2(samples: np.ndarray, lo: int, pmf: np.ndarray, left: float, right: float) -> None:
-    """Chi-square goodness of fit on the integers ``lo .. lo + len(pmf) - 1``, at level ALPHA.
+def pooled_chi2(
+    samples: np.ndarray,
+    lo: int,
+    pmf: np.ndarray,
+    left: float,
+    right: float,
+    alpha: float = ALPHA,
+) -> None:
+    """Chi-square goodness of fit on the integers ``lo .. lo + len(pmf) - 1``, at level alpha.
 
     ``left``/``right`` are the exact masses below/above the range; they join the end bins, and
     adjacent values are pooled from the left until each bin expects at least 5 samples.
@@ -83,7 +91,7 @@ def pooled_chi2(samples: np.ndarray, lo: int, pmf: np.ndarray, left: float, righ
     assert exp_bins.min() >= 5
     stat = float(((obs - exp_bins) ** 2 / exp_bins).sum())
     df = exp_bins.size - 1
-    crit = float(stats.chi2.isf(ALPHA, df))
+    crit = float(stats.chi2.isf(alpha, df))
     assert stat < crit, f"chi-square {stat:.1f} >= critical {crit:.1f} (df={df})"
 
 
@@ -361,16 +369,6 @@ def test_bernoulli_exp_neg_int_huge_m():
     assert not got[2] and not got[3]
 
 
-def test_bernoulli_ratio_power_of_two_and_large():
-    n = 200_000
-    s = stream(7, "ratio")
-    # Three assertions, ALPHA/3 each.
-    for num, den in [(3, 8), (2**61 - 1, 2**62), (2**40, 3 * 2**40 + 1)]:
-        got = s._bernoulli_ratio(np.full(n, num, dtype=np.int64), den, n)
-        lo, hi = binomial_interval(n, num / den, ALPHA / 3)
-        assert lo <= got.sum() <= hi
-
-
 def test_geometric_exp_neg_one_distribution():
     n = 200_000
     v = noise._geometric_exp_neg_one(stream(7, "geo"), n)
@@ -378,6 +376,281 @@ def test_geometric_exp_neg_one_distribution():
     q = math.exp(-1)
     pmf = (1 - q) * q ** np.arange(m + 1)
     pooled_chi2(v, 0, pmf, 0.0, q ** (m + 1))
+
+
+# --------------------------------------------------------------------------------------------
+# Bounds behind the fast exact decisions (checked against independent 80-digit arithmetic)
+# --------------------------------------------------------------------------------------------
+
+U53 = 2.0**-53
+
+
+def dec_exp_neg(x: Fraction, digits: int = 80) -> decimal.Decimal:
+    """``exp(-x)`` to ``digits`` significant digits with the standard library's decimal module
+    (correctly rounded ``exp``; the quotient ``p/q`` is rounded at the same precision), an
+    implementation independent of the module's integer series."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = digits
+        return (-(decimal.Decimal(x.numerator) / decimal.Decimal(x.denominator))).exp()
+
+
+def dec_floor_scaled(x: Fraction, bits: int) -> int:
+    with decimal.localcontext() as ctx:
+        ctx.prec = 80
+        return int((dec_exp_neg(x) * (1 << bits)).to_integral_value(rounding=decimal.ROUND_FLOOR))
+
+
+def test_integer_thresholds_are_exact_floors():
+    # F_v = floor(exp(-v) 2**64) for v = 1..44; an off-by-one in any of them fails here.
+    want = [dec_floor_scaled(Fraction(v), 64) for v in range(1, 45)]
+    assert list(noise._EXP_NEG_INT_THRESHOLDS) == want
+    assert dec_exp_neg(Fraction(45)) * (1 << 64) < 1  # v >= 45 is decided by U >= 1
+    assert noise._INT_THRESHOLD.tolist() == [0, *want, 0]
+
+
+def test_geometric_tables_match_thresholds():
+    f = noise._EXP_NEG_INT_THRESHOLDS
+    for bitlen in range(12, 65):
+        idx = 1011 + bitlen
+        assert noise._GEO_COUNT[idx] == sum(x >= 1 << bitlen for x in f)
+        inside = [x for x in f if x.bit_length() == bitlen]
+        assert len(inside) <= 1
+        assert int(noise._GEO_THRESHOLD[idx]) == (inside[0] if inside else 0)
+
+
+@pytest.mark.parametrize("prec", [2, 53, 66, 130, 300])
+def test_exp_neg_interval_contains_exp(prec):
+    xs = [Fraction(0), Fraction(1), Fraction(1, 3), Fraction(2**62 - 58, 2**62 - 57)]
+    xs += [Fraction(7, 2), Fraction(44), Fraction(45), Fraction(2**40 + 1, 2**40) * 30]
+    xs += [
+        Fraction(int(a), int(b)) for a, b in np.random.default_rng(1).integers(1, 2**62, (20, 2))
+    ]
+    for x in xs:
+        lo, hi = noise._exp_neg_interval(x, prec)
+        with decimal.localcontext() as ctx:
+            ctx.prec = 200
+            true = dec_exp_neg(x, 200) * decimal.Decimal(2) ** prec
+        assert lo <= true <= hi, (x, prec)
+        assert hi - lo <= 2, (x, prec)
+
+
+def test_exp_neg_float_tables_are_correctly_rounded():
+    for j in range(0, 4097, 7):
+        exact = dec_exp_neg(Fraction(j, 4096)) * (1 << 53)
+        assert abs(decimal.Decimal(noise._EXP_TABLE[j]) - exact) <= exact * decimal.Decimal(U53)
+    for m in range(65):
+        exact = dec_exp_neg(Fraction(m))
+        got = decimal.Decimal(float(noise._EXP_NEG_INT_HI[m]))
+        assert abs(got - exact) <= exact * decimal.Decimal(U53)
+    assert noise._EXP_NEG_INT_LO[64] == 0.0
+
+
+@pytest.mark.parametrize("den", [2, 77, 4096, 2**26 + 1, 2**40 + 3, 3 * 2**60 + 1, 2**62 - 57])
+def test_float_bounds_bracket_exp(den):
+    # The error analysis in noise.py promises a relative error below 26u for exp(-num/den)*2**53;
+    # the brackets add the margin 2**-40. Check both on random numerators, the ends of [0, den)
+    # and the numerators next to the table's breakpoints j/4096.
+    rng = np.random.default_rng(den % 1000)
+    nums = {0, 1, den - 1} | {int(x) for x in rng.integers(0, den, 300)}
+    for j in range(1, 4096, 97):
+        b = j * den // 4096
+        nums |= {max(0, b - 1), b, min(den - 1, b + 1)}
+    num = np.array(sorted(nums), dtype=np.int64)
+    p = noise._exp_neg_scaled(num, den)
+    worst = 0.0
+    for ni, pi in zip(num.tolist(), p.tolist(), strict=True):
+        exact = dec_exp_neg(Fraction(ni, den)) * (1 << 53)
+        rel = abs(decimal.Decimal(pi) / exact - 1)
+        worst = max(worst, float(rel))
+        lo, hi = pi * (1 - noise._MARGIN), pi * (1 + noise._MARGIN)
+        assert decimal.Decimal(lo) <= exact <= decimal.Decimal(hi)
+    assert worst <= 26 * U53, worst
+
+
+# --------------------------------------------------------------------------------------------
+# The exact fallback path (words the bounds leave undecided)
+# --------------------------------------------------------------------------------------------
+
+
+def frac_part_scaled(x: Fraction) -> float:
+    """``exp(-x) * 2**64 - floor(...)``: P[R < exp(-x)] given that R's first word is the floor."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = 80
+        v = dec_exp_neg(x) * (1 << 64)
+        return float(v - v.to_integral_value(rounding=decimal.ROUND_FLOOR))
+
+
+def test_geometric_words_decided_without_extra_draws():
+    f = noise._EXP_NEG_INT_THRESHOLDS
+    words = {x + d for x in f for d in (-2, -1, 1, 2) if x + d >= 2048}
+    words |= {(1 << b) + d for b in range(11, 64) for d in (-1, 0, 1)}
+    words |= {2**64 - 1}
+    words = sorted(words - set(f))
+    s = stream(9, "geo-words")
+    v = noise._geometric_from_words(s, np.array(words, dtype=np.uint64))
+    assert v.tolist() == [sum(w < x for x in f) for w in words]
+    assert s.position == 0  # every one decided by the thresholds alone
+
+
+@pytest.mark.parametrize("level", [1, 2, 20, 44])
+def test_geometric_undecided_word_uses_more_digits(level):
+    # U == F_v: R < exp(-v) with probability frac(exp(-v) 2**64) (R's remaining digits are
+    # uniform), so V = v with that probability and v - 1 otherwise. Exact binomial test at ALPHA.
+    n = 3000
+    s = stream(9, ("geo-undecided", level))
+    word = noise._EXP_NEG_INT_THRESHOLDS[level - 1]
+    v = noise._geometric_from_words(s, np.full(n, word, dtype=np.uint64))
+    assert set(np.unique(v).tolist()) <= {level - 1, level}
+    assert s.position >= 8 * n  # each one read at least one more word
+    lo, hi = binomial_interval(n, frac_part_scaled(Fraction(level)), ALPHA)
+    assert lo <= np.count_nonzero(v == level) <= hi
+
+
+@pytest.mark.parametrize("m", [1, 3, 44])
+def test_bernoulli_exp_neg_int_undecided_words(m):
+    # U == F_m: success with probability frac(exp(-m) 2**64); U = F_m -+ 1 decided at once.
+    n = 3000
+    f = noise._EXP_NEG_INT_THRESHOLDS[m - 1]
+    ms = np.full(n, m, dtype=np.int64)
+    s = stream(9, ("int-undecided", m))
+    got = noise._bernoulli_exp_neg_int(s, ms, np.full(n, f, dtype=np.uint64))
+    assert s.position >= 8 * n
+    lo, hi = binomial_interval(n, frac_part_scaled(Fraction(m)), ALPHA)
+    assert lo <= np.count_nonzero(got) <= hi
+    s = stream(9, ("int-decided", m))
+    edge = np.array([f - 1, f + 1], dtype=np.uint64)
+    assert noise._bernoulli_exp_neg_int(s, ms[:2], edge).tolist() == [True, False]
+    assert s.position == 0
+
+
+def test_geometric_small_words_take_exact_path():
+    # U = 0: R < 2**-64, so V >= 44 surely and V >= 45 with probability exp(-45) 2**64 (~0.53);
+    # V >= 46 needs R < exp(-46) (probability exp(-1) given V >= 45). ALPHA/2 each.
+    n = 2000
+    s = stream(9, "geo-zero")
+    v = noise._geometric_from_words(s, np.zeros(n, dtype=np.uint64))
+    assert v.min() >= 44
+    p45 = float(dec_exp_neg(Fraction(45)) * (1 << 64))
+    lo, hi = binomial_interval(n, p45, ALPHA / 2)
+    k45 = np.count_nonzero(v >= 45)
+    assert lo <= k45 <= hi
+    lo, hi = binomial_interval(int(k45), math.exp(-1), ALPHA / 2)
+    assert lo <= np.count_nonzero(v >= 46) <= hi
+    # Words in [1, 2**11) take the exact path too; U = 1 = F_44 is the undecided level 44.
+    w = [1, 2, 3, 4, 1000, 1574, 1575, 2047]
+    got = noise._geometric_from_words(stream(9, "geo-small"), np.array(w, dtype=np.uint64))
+    f = noise._EXP_NEG_INT_THRESHOLDS
+    for wi, gi in zip(w, got.tolist(), strict=True):
+        count = sum(wi < x for x in f)
+        assert gi == count or (wi in f and gi == count + 1), wi
+
+
+def test_decide_exp_neg_boundary_words(exact_calls):
+    # p = exp(-1/3): a word whose top 53 bits a satisfy a + 1 <= lo is a success and a >= hi a
+    # failure, both without reading more of the stream; a word between them reads more digits.
+    x = Fraction(1, 3)
+    p53 = noise._exp_neg_scaled(np.array([1]), 3)
+    lo, hi = p53 * (1 - noise._MARGIN), p53 * (1 + noise._MARGIN)
+    inside = int((dec_exp_neg(x) * (1 << 53)).to_integral_value(rounding=decimal.ROUND_FLOOR))
+    cases = [(math.floor(lo[0]) - 1, True), (math.ceil(hi[0]), False), (inside, None)]
+    # The edges: a = floor(lo) has a + 1 > lo and a = ceil(hi) - 1 has a < hi: both undecided.
+    cases += [(math.floor(lo[0]), None), (math.ceil(hi[0]) - 1, None)]
+    for a, want in cases:
+        before = exact_calls[0]
+        word = np.array([a << 11 | 0x5A5], dtype=np.uint64)
+        ok = noise._decide_exp_neg_words(stream(9, ("decide", a)), word, lo, hi, lambda i: x)
+        if want is None:
+            assert exact_calls[0] == before + 1  # undecided by the bounds: exact path
+            assert bool(ok[0]) is (a < inside + 1)  # the 64-bit prefix decides these
+        else:
+            assert exact_calls[0] == before and bool(ok[0]) is want
+
+
+def test_bernoulli_exp_neg_undecided_words_are_exact():
+    # Every word whose top 53 bits equal floor(exp(-x) 2**53) is undecided by the float bounds;
+    # the exact path then succeeds with probability frac(exp(-x) 2**53) (binomial test, ALPHA).
+    n = 3000
+    x = Fraction(2**40, 3 * 2**40 + 1)
+    with decimal.localcontext() as ctx:
+        ctx.prec = 80
+        v = dec_exp_neg(x) * (1 << 53)
+        a = int(v.to_integral_value(rounding=decimal.ROUND_FLOOR))
+        frac = float(v - a)
+    s = stream(9, "undecided-bernoulli")
+    low = s.uint64(n) >> np.uint64(53)  # random low 11 bits: part of R's digits
+    words = (np.uint64(a) << np.uint64(11)) | low
+    p = noise._exp_neg_scaled(np.full(n, x.numerator, dtype=np.int64), x.denominator)
+    ok = noise._decide_exp_neg_words(
+        s, words, p * (1 - noise._MARGIN), p * (1 + noise._MARGIN), lambda i: x
+    )
+    lo, hi = binomial_interval(n, frac, ALPHA)
+    assert lo <= np.count_nonzero(ok) <= hi
+
+
+@pytest.fixture
+def exact_calls(monkeypatch):
+    """Counts the calls of the exact path ``_exp_neg_less`` (which stays in use)."""
+    calls = [0]
+    inner = noise._exp_neg_less
+
+    def counting(*args):
+        calls[0] += 1
+        return inner(*args)
+
+    monkeypatch.setattr(noise, "_exp_neg_less", counting)
+    return calls
+
+
+@pytest.fixture
+def wide_margin(monkeypatch, exact_calls):
+    """Brackets of +-12.5% instead of 2**-40: still valid, but about a quarter of the float
+    decisions go through the exact path, so the distribution tests below exercise it. Returns
+    the exact-path call counter."""
+    monkeypatch.setattr(noise, "_MARGIN", 2.0**-3)
+    return exact_calls
+
+
+@pytest.mark.parametrize(("num", "den"), [(1, 3), (999, 1000), (2**40, 2**41 + 1)])
+def test_bernoulli_exp_neg_fraction_wide_margin(wide_margin, num, den):
+    n = 20_000
+    s = stream(7, ("bexp-wide", num, den))
+    got = noise._bernoulli_exp_neg_fraction(s, np.full(n, num, dtype=np.int64), den)
+    assert wide_margin[0] > n // 20  # the exact path decided a good share
+    lo, hi = binomial_interval(n, math.exp(-num / den), ALPHA)
+    assert lo <= got.sum() <= hi
+
+
+def test_bernoulli_exp_neg_gamma_wide_margin(wide_margin):
+    # gamma = m + r/den with m in {0, 1, 3, 70}: exp(-70) is decided by the exact path only.
+    # Four binomial tests (the last one must be all-False: P[any success] < n e**-70), ALPHA/3.
+    n = 20_000
+    den = 2**41 + 1
+    s = stream(7, "bgamma-wide")
+    for m, r in ((0, 2**40), (1, 5), (3, den - 1)):
+        got = noise._bernoulli_exp_neg(
+            s, np.full(n, m, dtype=np.int64), np.full(n, r, dtype=np.int64), den
+        )
+        lo, hi = binomial_interval(n, math.exp(-(m + r / den)), ALPHA / 3)
+        assert lo <= got.sum() <= hi, m
+    got = noise._bernoulli_exp_neg(
+        s, np.full(500, 70, dtype=np.int64), np.full(500, 1, dtype=np.int64), den
+    )
+    assert not got.any()
+
+
+def test_samplers_wide_margin_chi2(wide_margin):
+    # End to end with a large share of the float decisions taken by the exact path. Two
+    # chi-square tests at ALPHA/2 each.
+    z = discrete_laplace(stream(18, "wide-laplace"), 3.7, 40_000)
+    assert wide_margin[0] > 4000
+    m = math.ceil(60 * 3.7) + 10
+    zs, pmf, tail = laplace_pmf(3.7, m)
+    pooled_chi2(z, -m, pmf, tail, tail, ALPHA / 2)
+    before = wide_margin[0]
+    z = discrete_gaussian(stream(18, "wide-gauss"), 2, 40_000)
+    assert wide_margin[0] - before > 8000
+    zs, pmf = gauss_pmf(2)
+    pooled_chi2(z, int(zs[0]), pmf, 0.0, 0.0, ALPHA / 2)
 
 
 def test_round_up_rational():

@@ -136,11 +136,10 @@ def test_histogram_is_in_canonical_key_order_and_has_no_dummies(dump):
 
 def test_fixed_windows_release_once_per_window_with_distinct_noise(dump):
     source = NoiseSource.insecure_for_tests(5)
-    events = [TimestampedValue("x", t) for t in range(0, 10)] * 50 + [
-        TimestampedValue("x", t) for t in range(10, 20)
-    ] * 50
+    keys = [f"k{i:02d}" for i in range(16)]
+    events = [TimestampedValue(k, t) for t in range(20) for k in keys] * 50
     t = DPHistogram(
-        4, BUDGET, mechanism="sequential", noise_source=source, with_metadata=True, label="w"
+        20, BUDGET, mechanism="sequential", noise_source=source, with_metadata=True, label="w"
     )
     with beam.Pipeline(runner=FnApiRunner()) as p:
         res = p | beam.Create(events) | beam.WindowInto(FixedWindows(10)) | t
@@ -148,9 +147,14 @@ def test_fixed_windows_release_once_per_window_with_distinct_noise(dump):
     out = sorted(dump.load(), key=lambda r: r.window_start)
     assert len(out) == 2
     assert {(r.window_start, r.pane_index) for r in out} == {(0.0, 0), (10.0, 0)}
-    # Each window holds 500 "x": both releases carry x, with different noise draws.
-    values = [dict(r.records)["x"] for r in out]
-    assert values[0] != values[1] and all(abs(v - 500) < 60 for v in values)
+    # Each window holds each of 16 keys 500 times. The windows have distinct release ids, so
+    # their noise vectors are independent: all 16 noisy counts coincide with probability
+    # <= (sum_z P[Z=z]^2)^16 < 0.31^16 < 1e-8 for the discrete Laplace of scale 1/eps = 1; a
+    # noisy count is 60 or more away with probability < 1e-25.
+    released = [dict(r.records) for r in out]
+    assert all(set(r) == set(keys) for r in released)
+    assert released[0] != released[1]
+    assert all(abs(v - 500) < 60 for r in released for v in r.values())
     assert all(r.epsilon == EPS and r.delta == DELTA for r in out)  # fixed windows: parallel
     assert "dp-misra-gries/sequential" in t.explain()
 
