@@ -7,6 +7,7 @@ estimates (rounded to 2 decimals by the CLI) must match exactly.
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import numpy as np
@@ -138,3 +139,29 @@ def test_usage_errors_exit_2_with_one_line(events_csv, capsys, extra, message):
     assert code == 2
     assert out == ""
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_title_counts_the_rows_read_in_the_pipeline_and_no_rows_is_an_error(
+    events_csv, capsys, tmp_path
+):
+    path, _, _ = events_csv
+    args = ["sliding-window", "--input", path, "--column", "item", "--window", "100"]
+    args += ["--every", "150", "--rho", "1", "--query", "a", "--insecure-test-seed", "1"]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert f"; {N} rows;" in out.splitlines()[0]
+    empty = tmp_path / "empty.csv"
+    empty.write_text("ts,item,tag\n")
+    args[2] = str(empty)
+    code, out, err = run_cli(args, capsys)
+    assert code == 2 and out == ""
+    assert f"{empty} has no rows" in err and len(err.strip().splitlines()) == 1
+
+
+def test_origin_accepts_seconds_and_iso_dates():
+    from beam_dpsketch.pipelines.sliding_window import _origin
+
+    assert _origin("978307200") == 978307200.0 == _origin("2001-01-01")
+    assert _origin("2001-01-01T01:00:00+01:00") == 978307200.0
+    with pytest.raises(argparse.ArgumentTypeError, match="ISO"):
+        _origin("yesterday")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing import test_stream as ts
@@ -34,7 +35,8 @@ from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, Privac
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding import DPSWSketch
 from beam_dpsketch.transforms import DPSlidingWindowFrequencies, SlidingWindowRelease
-from beam_dpsketch.transforms.sliding import _SegmentTables, _SegmentWindows, _StepClock
+from beam_dpsketch.transforms.readers import ordered_batches
+from beam_dpsketch.transforms.sliding import _SegmentTables, _SegmentWindows, _Stamp, _StepClock
 
 SEED = 20261122
 SHAPE = {"width": 64, "depth": 3, "seed": 5}
@@ -365,3 +367,176 @@ def test_early_triggers_and_lateness_are_refused_at_construction(windowing, mess
     windowed = p | beam.Create(["a"]) | beam.WindowInto(FixedWindows(10), **windowing)
     with pytest.raises(ValueError, match=message):
         _ = windowed | transform
+
+
+# ------------------------------------------------------------------------------------------------
+# Batch elements: (steps or times ndarray, keys) and ReadOrderedKeys' (position, keys, seconds)
+# ------------------------------------------------------------------------------------------------
+
+
+def _run_branches(branches: dict, out_dir, options: PipelineOptions | None = None) -> dict:
+    """Run several ``name -> (elements, transform)`` branches in one pipeline (one startup)."""
+    p = beam.Pipeline(options=options or PipelineOptions(["--runner=FnApiRunner"]))
+    outs = {}
+    for name, (elements, transform) in branches.items():
+        outs[name] = DumpToFile(str(out_dir / f"{name}.pickle"))
+        released = p | f"Create{name}" >> beam.Create(elements, reshuffle=False)
+        assert_that(released | f"Release{name}" >> transform, outs[name], label=f"Check{name}")
+    p.run().wait_until_finish()
+    return {name: out.load() for name, out in outs.items()}
+
+
+def test_count_mode_batches_equal_rows_and_core(tmp_path):
+    """Batches (sorted or not, crossing segment and block boundaries) release exactly what the
+    same rows sent one by one release, which is what the core releases."""
+    keys = [f"k{v}" for v in stream_data(400, 30, 6)]
+    budget = PrivacyBudget.approx(1.0, 1e-6)
+    queries = ["k0", "k1", "k2", "k7", "k29"]
+
+    def transform():
+        return DPSlidingWindowFrequencies(
+            60, budget, every=7, query_keys=queries, noise_source=source(), label="batches",
+            **SHAPE, **LAYOUT,
+        )  # fmt: skip
+
+    rng = np.random.default_rng(7)
+    perm = rng.permutation(400)
+    arr = np.array(keys)
+    shuffled = [(perm[i : i + 64] + 1, arr[perm[i : i + 64]]) for i in range(0, 400, 64)]
+    seconds = np.arange(400, dtype=np.float64)  # ignored in count-based mode
+    mixed = [(np.arange(1, 151), keys[:150]), (150, pa.array(keys[150:230]), seconds[150:230])]
+    mixed += list(enumerate(keys[230:], start=231))
+    got = _run_branches(
+        {
+            "rows": (list(enumerate(keys, start=1)), transform()),
+            # ReadOrderedKeys' elements; 37 rows each, so batches straddle segments and blocks.
+            "ordered": (ordered_batches(pa.array(keys), None, 37), transform()),
+            "shuffled": (shuffled, transform()),
+            "mixed": (mixed, transform()),
+        },
+        tmp_path,
+    )
+    ref = core(60, budget, "batches", **LAYOUT).update_at(keys, np.arange(1, 401))
+    expected = []
+    for t in range(7, 401, 7):
+        ref.advance_to(t)
+        expected += [
+            (t, k, v) for k, v in zip(queries, ref.estimate(queries).tolist(), strict=True)
+        ]
+    assert len(expected) == 57 * len(queries)
+    for name, released in got.items():
+        assert sorted(released) == sorted(expected), name
+
+
+def test_time_mode_batches_equal_rows_and_core(tmp_path):
+    """Time-based batches (unsorted seconds, float or int) equal rows and the core; in batch
+    mode every query is answered from one timer firing, in order, as the core does."""
+    rng = np.random.default_rng(8)
+    n = 300
+    times = np.round(rng.uniform(0.25, 60.0, n), 3)
+    times[:40] = np.round(times[:40])  # whole seconds, sent below as an int64 array
+    # Just below step starts (0.25 + 0.5 j): the row path floors the microseconds, so must the
+    # batch path (rounding would move these rows to the next step).
+    times[40:50] = 0.25 + 0.5 * rng.integers(1, 100, 10) - 4e-7
+    keys = stream_data(n, 10, 9)
+    budget = PrivacyBudget.approx(2.0, 1e-6)
+    queries = [0, 1, 3]
+
+    def transform():
+        return DPSlidingWindowFrequencies(
+            24, budget, every=5, query_keys=queries, mode="time", time_unit=0.5, origin=0.25,
+            time_fn=lambda e: e[0], key_fn=lambda e: e[1], noise_source=source(),
+            label="tbatch", **SHAPE, block=8, alpha="1/2",
+        )  # fmt: skip
+
+    order = np.argsort(times, kind="stable")
+    arrays = [(times[:40].astype(np.int64), np.array(keys[:40]))]
+    arrays += [(times[i : i + 50], pa.array(keys[i : i + 50])) for i in range(40, n, 50)]
+    got = _run_branches(
+        {
+            "rows": (list(zip(times.tolist(), keys, strict=True)), transform()),
+            "arrays": (arrays, transform()),
+            "ordered": (
+                ordered_batches(pa.array(np.array(keys)[order]), times[order], 45),
+                transform(),
+            ),
+        },
+        tmp_path,
+    )
+    steps = (np.floor(times * 1e6).astype(np.int64) - 250_000) // 500_000 + 1
+    ref = core(24, budget, "tbatch", block=8, alpha="1/2").update_at(keys, steps)
+    expected = []
+    for t in range(5, int(steps.max()) + 1, 5):
+        ref.advance_to(t)
+        when = 0.25 + 0.5 * t
+        expected += [
+            (when, k, v) for k, v in zip(queries, ref.estimate(queries).tolist(), strict=True)
+        ]
+    assert len(expected) == 3 * (int(steps.max()) // 5) >= 3 * 20
+    for name, released in got.items():
+        assert sorted(released) == sorted(expected), name
+
+
+def test_a_batch_becomes_one_exact_table_per_segment():
+    windows = _SegmentWindows(10, CUTS, _StepClock(1_000_000, 0))
+    stamp = _Stamp("count", windows, (64, 3, 5), lambda e: e[1], lambda e: e[0], None)
+    rng = np.random.default_rng(10)
+    positions = rng.permutation(np.arange(3, 38))  # blocks 1..4, unsorted
+    keys = [f"k{v}" for v in rng.integers(0, 6, len(positions))]
+    outputs = list(stamp.process((positions, keys)))
+    # The oracle: the core's own locate and segment ends.
+    ref = core(20, PrivacyBudget.zcdp(1.0), "oracle", **LAYOUT)
+    k, g = ref.locate(positions)
+    ends = np.array([ref.segment_end(int(b), int(s)) for b, s in zip(k, g, strict=True)])
+    # Positions 3..37: 6 segments of block 1, 8 of blocks 2 and 3, 5 of block 4.
+    assert len(outputs) == len(set(ends.tolist())) == 27
+    seen_ends = set()
+    for out in outputs:
+        assert out.tag == "segment_parts"
+        part, ts = out.value.value, out.value.timestamp
+        ((window),) = windows.assign(type("Ctx", (), {"timestamp": ts})())
+        end = round(window.end.micros / 1_000_000)
+        rows = ends == end
+        assert part.sketch == CountMinSketch(64, 3, 5).update(
+            [keys[i] for i in np.flatnonzero(rows)]
+        )
+        assert part.max_step == int(positions[rows].max())
+        # Timestamped at the earliest row's step start, inside the segment window.
+        assert ts.micros == (int(positions[rows].min()) - 1) * 1_000_000
+        seen_ends.add(end)
+    assert seen_ends == set(ends.tolist())
+
+
+def test_vectorised_segments_match_the_core():
+    ref = core(20, PrivacyBudget.zcdp(1.0), "oracle", **LAYOUT)
+    windows = _SegmentWindows(ref.block, ref.layout.cuts, _StepClock(1_000_000, 0))
+    steps = np.arange(1, 61, dtype=np.int64)
+    lo, hi = windows.segment_bounds(steps)
+    k, g = ref.locate(steps)
+    cuts = np.asarray(ref.layout.cuts)
+    assert hi.tolist() == [ref.segment_end(int(b), int(s)) for b, s in zip(k, g, strict=True)]
+    assert lo.tolist() == ((k - 1) * ref.block + cuts[g]).tolist()
+    assert windows.segment_steps(14) == (int(lo[13]), int(hi[13]))
+
+
+@pytest.mark.parametrize(
+    ("mode", "element", "error", "message"),
+    [
+        ("count", (np.array([1, 2]), ["a"]), ValueError, "1 keys but positions or times"),
+        ("count", (np.array([1.0, 2.0]), ["a", "b"]), TypeError, "must be integers"),
+        ("count", (np.array([0, 1]), ["a", "b"]), ValueError, "1-based"),
+        ("count", (np.array([1, 2]), pa.array(["a", None])), TypeError, "None"),
+        ("count", (np.array([1]), np.array([0.5])), TypeError, "float"),
+        ("count", (np.array([1, 2]), "ab"), TypeError, "keys of a batch element"),
+        ("count", (-1, pa.array(["a"]), None), ValueError, ">= 0"),
+        ("time", (0, pa.array(["a"]), None), ValueError, "needs event times"),
+        ("time", (np.array([np.nan]), ["a"]), ValueError, "finite"),
+        ("time", (np.array([-5.0]), ["a"]), ValueError, "before the origin"),
+        ("time", (np.array(["x"]), ["a"]), TypeError, "numbers of seconds"),
+    ],
+)
+def test_bad_batches_are_refused(mode, element, error, message):
+    windows = _SegmentWindows(10, CUTS, _StepClock(1_000_000, 0))
+    stamp = _Stamp(mode, windows, (64, 3, 5), lambda e: e, None, None)
+    with pytest.raises(error, match=message):
+        list(stamp.process(element))

@@ -21,12 +21,11 @@ one charge for the whole stream, however many queries.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator, Sequence
+import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 import apache_beam as beam
-import numpy as np
-import pyarrow as pa
 
 from beam_dpsketch.pipelines.options import (
     add_format_argument,
@@ -41,13 +40,10 @@ from beam_dpsketch.pipelines.options import (
     read_candidates,
     run_and_collect,
 )
-from beam_dpsketch.transforms.readers import infer_input_format, ordered_batches
+from beam_dpsketch.transforms.readers import infer_input_format
 from beam_dpsketch.transforms.sliding import DPSlidingWindowFrequencies
 
 __all__ = ["register", "run_sliding_window"]
-
-# Rows per element of the pipeline source (each is expanded to rows by _rows).
-_CHUNK = 4096
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -72,7 +68,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "positions are the file order",
     )
     win.add_argument("--time-unit", type=float, default=1.0, help="seconds per step (1)")
-    win.add_argument("--origin", type=float, default=0.0, help="event time of step 1 (0)")
+    win.add_argument(
+        "--origin",
+        type=_origin,
+        default=0.0,
+        help="public start of the time axis: event time of step 1, in seconds since the epoch "
+        "or as an ISO date/time in UTC such as 2001-01-01 (default 0, i.e. 1970-01-01); queries "
+        "run at origin + every, origin + 2 every, ...",
+    )
     win.add_argument("--window", type=int, required=True, help="window W in steps")
     win.add_argument("--every", type=int, required=True, help="query every N steps")
     sk = sub.add_argument_group("sketch")
@@ -101,13 +104,47 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub.set_defaults(run=run_sliding_window)
 
 
-def _rows(batch: tuple[int, pa.Array, np.ndarray | None]) -> Iterator[tuple[Any, Any]]:
-    """``(1-based position or event time, key)`` rows of one ordered batch."""
-    position, keys, times = batch
-    if times is None:
-        yield from enumerate(keys.to_pylist(), start=position + 1)
-    else:
-        yield from zip(times.tolist(), keys.to_pylist(), strict=True)
+class _ReleaseAndCount(beam.PTransform):
+    """``transform`` over the reader's batches, tagged ``("release", record)``, plus one
+    ``("rows", n)`` record: the number of rows read (a public count, spec §6.2 A1)."""
+
+    def __init__(self, transform: DPSlidingWindowFrequencies) -> None:
+        super().__init__()
+        self._transform = transform
+
+    def explain(self) -> str:
+        return self._transform.explain()
+
+    def expand(self, batches: beam.PCollection) -> beam.PCollection:
+        released = (
+            batches
+            | "Release" >> self._transform
+            | "TagRelease" >> beam.Map(lambda r: ("release", r))
+        )
+        rows = (
+            batches
+            | "BatchRows" >> beam.Map(lambda b: len(b[1]))
+            | "SumRows" >> beam.CombineGlobally(sum)
+            | "TagRows" >> beam.Map(lambda n: ("rows", n))
+        )
+        return (released, rows) | "Outputs" >> beam.Flatten()
+
+
+def _origin(text: str) -> float:
+    """``--origin``: seconds since the epoch, or an ISO date/time (UTC unless it names a zone)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not seconds or an ISO date/time: {text!r} (e.g. 2001-01-01 or 978307200)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.timestamp()
 
 
 def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
@@ -124,9 +161,6 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
         raise ValueError("--column is required except for text input")
     # One reader in one process: the global sequencer of count-based mode (spec §6.2 A1).
     reader = ordered_input(args)
-    keys, times = reader.read()
-    if not len(keys):
-        raise ValueError(f"{args.input} has no rows")
     raw = args.query or read_candidates(args.candidates)
     wanted = convert_query_keys(raw, reader.key_type, args.column)
     time_mode = args.time_column is not None
@@ -150,8 +184,6 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
         gamma=args.heavy_hitters,
         hh_slack=args.hh_slack,
         mode="time" if time_mode else "count",
-        key_fn=lambda r: r[1],
-        time_fn=(lambda r: r[0]) if time_mode else None,
         time_unit=args.time_unit if time_mode else 1,
         origin=args.origin if time_mode else 0,
         preset=preset,
@@ -159,10 +191,14 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
         label="sliding-window",
         **options,
     )
-    batches = ordered_batches(keys, times, _CHUNK)
-    source_t = beam.Create(batches, reshuffle=False) | beam.FlatMap(_rows)
-    released, seconds = run_and_collect(source_t, transform, beam_args, explain=args.explain)
-    released.sort(key=lambda r: r[0])
+    # The reader's (position, keys, seconds) batches go to the transform as they are.
+    output, seconds = run_and_collect(
+        reader, _ReleaseAndCount(transform), beam_args, explain=args.explain
+    )
+    (n_rows,) = [n for tag, n in output if tag == "rows"]
+    if not n_rows:
+        raise ValueError(f"{args.input} has no rows")
+    released = sorted((r for tag, r in output if tag == "release"), key=lambda r: r[0])
     unit = "position" if not time_mode else "time"
     if hh:
         records = [
@@ -179,7 +215,7 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
     title = (
         f"# DPSW-Sketch over column {args.column!r} of {args.input}: window {args.window} "
         f"{'time units' if time_mode else 'positions'}, queries every {args.every}; {budget} "
-        f"(rho = {transform.rho:.6g}); {len(keys)} rows; {seconds:.2f} s"
+        f"(rho = {transform.rho:.6g}); {n_rows} rows; {seconds:.2f} s"
     )
     if hh and not records:
         title += f"; no heavy hitters at any of the {len(counts)} query times"

@@ -7,7 +7,10 @@ A thin adapter over :class:`~beam_dpsketch.sketches.sliding.DPSWSketch` (Wang, W
    spec §6.2 A1: a global sequencer numbered the stream ``1..n``), or its event-time unit
    ``floor((timestamp - origin) / time_unit) + 1`` (time-based mode). A count-based element at
    position ``t`` is given the event time ``t - 1`` seconds, so both modes run the same
-   event-time pipeline below.
+   event-time pipeline below. A **batch element** (many rows, see
+   :class:`DPSlidingWindowFrequencies`) is split with numpy by ``(block, segment)`` instead: its
+   keys are hashed once and it becomes one exact partial table per segment it touches, so Beam
+   moves a handful of elements per segment, not one per row (DESIGN principle 4).
 2. **Segments as windows.** A non-merging ``WindowFn`` puts each element into the window of its
    ``(block, segment)`` (spec §6.5 step 2; segments are the elementary intervals of the cut points
    ``{0, B} U {I[j], B - I[j]}``). Windowing uses the default ``AfterWatermark()`` trigger,
@@ -19,11 +22,12 @@ A thin adapter over :class:`~beam_dpsketch.sketches.sliding.DPSWSketch` (Wang, W
    different bundles and workers add exactly (spec §6.1). **No noise here** (spec §6.4 item 3).
    A pane that is not the single ``ON_TIME`` pane raises (spec §10.6): nothing is released.
 4. **Seal and query.** One single-key stateful ``DoFn`` (the trusted aggregator, spec §6.2 A3)
-   holds a :class:`DPSWSketch` in state. An event-time timer fires at the end of every declared
-   query step ``t = every, 2 every, ...`` (up to the last step holding an element); by then the
-   watermark guarantees that every segment ending at or before ``t`` has arrived. The DoFn adds
-   those segment tables (:meth:`DPSWSketch.add_segment_counts`), seals with
-   :meth:`DPSWSketch.advance_to` (noise drawn once per PCMS from
+   holds a :class:`DPSWSketch` in state. It answers every declared query step
+   ``t = every, 2 every, ...`` (up to the last step holding an element), in order, from an
+   event-time timer at the end of the latest query step the data has reached: when it fires the
+   watermark guarantees that every segment ending at or before each such ``t`` has arrived.
+   For each ``t`` the DoFn adds those segment tables (:meth:`DPSWSketch.add_segment_counts`),
+   seals with :meth:`DPSWSketch.advance_to` (noise drawn once per PCMS from
    ``noise_source.stream((label, "dpsw", block, kind, level))``, so a retried bundle re-draws the
    same noise, spec §6.2 A5) and answers the public query keys or heavy hitters over the public
    candidate set from the sealed sketches only (spec §1.4, §2.5, §2.6).
@@ -33,9 +37,10 @@ at the same query steps, with the same noise source and label.
 
 Late data (time-based mode): an element behind the watermark when it reaches the segment windows
 is dropped by Beam (allowed lateness 0, spec §6.2 A2), which counts it in its
-``droppedDueToLateness`` metric; it never changes a sealed sketch. A segment table reaching the
-aggregator after its range was sealed would make :meth:`DPSWSketch.add_range_counts` raise: it is
-never added silently.
+``droppedDueToLateness`` metric; it never changes a sealed sketch. The rows of a batch that fall
+in one segment share its window, hence its fate: their partial table is dropped as a whole (one
+count in the metric). A segment table reaching the aggregator after its range was sealed would
+make :meth:`DPSWSketch.add_range_counts` raise: it is never added silently.
 
 Runner note: on the DirectRunner with ``--streaming`` (TestStream), a query timer that only
 becomes due at the final advance of the watermark to +infinity fires, but its output is lost
@@ -44,7 +49,6 @@ downstream; a test stream should advance the watermark past its last query time 
 
 from __future__ import annotations
 
-import bisect
 import logging
 import math
 import numbers
@@ -74,6 +78,7 @@ from beam_dpsketch.noise import NoiseSource, check_release_source
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding import DPSWSketch
+from beam_dpsketch.transforms.batching import is_key_batch
 
 __all__ = ["DPSlidingWindowFrequencies", "SlidingWindowRelease"]
 
@@ -183,16 +188,22 @@ class _SegmentWindows(NonMergingWindowFn):
 
     def segment_steps(self, step: int) -> tuple[int, int]:
         """``(last step before the segment, last step of the segment)`` of ``step``."""
-        if step < 1:
+        lo, hi = self.segment_bounds(np.array([step], dtype=np.int64))
+        return int(lo[0]), int(hi[0])
+
+    def segment_bounds(self, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectorised :meth:`segment_steps` of int64 ``steps`` (the core's ``locate``)."""
+        if steps.size and steps.min() < 1:
+            step = int(steps.min())
             raise ValueError(
                 f"event time {_seconds(self.clock.origin + (step - 1) * self.clock.unit)} s is "
                 f"before the origin {_seconds(self.clock.origin)} s of the steps"
             )
-        k = (step - 1) // self.block + 1
-        rel = step - (k - 1) * self.block
-        g = bisect.bisect_left(self.cuts, rel, 1, len(self.cuts) - 1) - 1
-        base = (k - 1) * self.block
-        return base + self.cuts[g], base + self.cuts[g + 1]
+        base = (steps - 1) // self.block * self.block
+        cuts = np.asarray(self.cuts, dtype=np.int64)
+        # Same rule as DPSWLayout.segment_of: relative position c_g < rel <= c_{g+1}.
+        g = np.searchsorted(cuts[1:-1], steps - base, side="left")
+        return base + cuts[g], base + cuts[g + 1]
 
     def assign(self, context: Any) -> list[IntervalWindow]:
         lo, hi = self.segment_steps(self.clock.step_of(context.timestamp))
@@ -214,21 +225,73 @@ class _SegmentWindows(NonMergingWindowFn):
         ].item()
 
 
+# Tag of the per-segment partial tables that :class:`_Stamp` builds from batch elements.
+_PARTS = "segment_parts"
+
+
+class _SegmentPart:
+    """Exact Count-Min table of the rows of one batch that fall in one segment.
+
+    ``max_step`` is the last step among those rows (the aggregator's query schedule needs it).
+    """
+
+    __slots__ = ("sketch", "max_step")
+
+    def __init__(self, sketch: CountMinSketch, max_step: int) -> None:
+        self.sketch, self.max_step = sketch, max_step
+
+
+def _as_batch(element: Any) -> tuple[int | np.ndarray, Any, np.ndarray | None] | None:
+    """``(first 0-based position or step/time array, keys, seconds or None)`` of a batch element.
+
+    ``None`` for a single row. A batch is ``(ndarray, keys)`` or the
+    :class:`~beam_dpsketch.transforms.readers.ReadOrderedKeys` element
+    ``(first_position, keys, seconds or None)``. Neither can be a row: an ndarray, an array of
+    keys or a list is never a valid key (:func:`beam_dpsketch.hashing.encode_key`).
+    """
+    if not isinstance(element, tuple):
+        return None
+    if len(element) == 2 and isinstance(element[0], np.ndarray):
+        return element[0], element[1], None
+    if (
+        len(element) == 3
+        and isinstance(element[0], int | np.integer)
+        and not isinstance(element[0], bool | np.bool_)
+        and (is_key_batch(element[1]) or isinstance(element[1], list))
+        and (element[2] is None or isinstance(element[2], np.ndarray))
+    ):
+        return int(element[0]), element[1], element[2]
+    return None
+
+
 class _Stamp(beam.DoFn):
-    """Give each element its step, as ``(step, key)`` timestamped at the step's start."""
+    """Give each element its step and route it to its segment window (spec §6.5 step 2).
+
+    A single row becomes ``(step, key)`` timestamped at its event time (count-based: the step's
+    start). A batch element (see :func:`_as_batch`) is split with numpy by segment: its keys are
+    hashed once, and one exact partial table per segment it touches goes to the ``_PARTS``
+    output, timestamped at the earliest event time of its rows in that segment, so Beam moves a
+    handful of elements per segment instead of one per row (DESIGN principle 4).
+    """
 
     def __init__(
         self,
         mode: str,
-        clock: _StepClock,
+        windows: _SegmentWindows,
+        shape: tuple[int, int, int],
         key_fn: Callable[[Any], Any],
         position_fn: Callable[[Any], Any] | None,
         time_fn: Callable[[Any], Any] | None,
     ) -> None:
-        self._mode, self._clock = mode, clock
+        self._mode, self._windows, self._clock = mode, windows, windows.clock
+        self._shape = shape
         self._key_fn, self._position_fn, self._time_fn = key_fn, position_fn, time_fn
 
     def process(self, element: Any, timestamp=beam.DoFn.TimestampParam):
+        batch = _as_batch(element)
+        if batch is not None:
+            yield from self._batch(*batch)
+            return
         key = canonical_key(self._key_fn(element))
         if self._mode == "count":
             pos = self._position_fn(element)  # type: ignore[misc]
@@ -259,9 +322,76 @@ class _Stamp(beam.DoFn):
             )
         yield TimestampedValue((step, key), timestamp)
 
+    def _batch(self, where: int | np.ndarray, keys: Any, seconds: np.ndarray | None):
+        if not (is_key_batch(keys) or isinstance(keys, list)):
+            raise TypeError(
+                "the keys of a batch element must be a pyarrow array, a numpy array or a list, "
+                f"got {type(keys).__name__}"
+            )
+        n = len(keys)
+        steps, micros = self._batch_steps(where, n, seconds)
+        if not n:
+            return
+        # Hashing validates the keys (a None or float raises TypeError naming its type).
+        h1, h2 = hash_keys(keys, self._shape[2])
+        lo, _ = self._windows.segment_bounds(steps)
+        order = np.argsort(lo, kind="stable")
+        _, starts = np.unique(lo[order], return_index=True)
+        bounds = np.append(starts, n)
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            idx = order[a:b]
+            sketch = CountMinSketch(*self._shape).update_hashes(h1[idx], h2[idx])
+            part = _SegmentPart(sketch, int(steps[idx].max()))
+            when = Timestamp(micros=int(micros[idx].min()))
+            yield beam.pvalue.TaggedOutput(_PARTS, TimestampedValue(part, when))
+
+    def _batch_steps(
+        self, where: int | np.ndarray, n: int, seconds: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(steps, event times in microseconds)`` of the ``n`` rows of a batch element."""
+        clock = self._clock
+        if isinstance(where, int):
+            if where < 0:
+                raise ValueError(f"the first position of a batch must be >= 0, got {where}")
+            if self._mode == "count":
+                where = np.arange(where + 1, where + 1 + n, dtype=np.int64)
+            elif seconds is None:
+                raise ValueError(
+                    "mode='time' needs event times: a (position, keys, seconds) batch with "
+                    "seconds None (read with time_column=...) has none"
+                )
+            else:
+                where = seconds
+        if where.ndim != 1 or where.shape[0] != n:
+            raise ValueError(
+                f"a batch element has {n} keys but positions or times of shape {where.shape}"
+            )
+        if self._mode == "count":
+            if where.dtype.kind not in "iu":
+                raise TypeError(f"batch positions must be integers, got dtype {where.dtype}")
+            steps = where.astype(np.int64)
+            if n and steps.min() < 1:
+                raise ValueError(f"positions are 1-based, got {int(steps.min())} in a batch")
+            return steps, clock.origin + (steps - 1) * clock.unit
+        if where.dtype.kind not in "iuf":
+            raise TypeError(f"batch event times must be numbers of seconds, got {where.dtype}")
+        values = where.astype(np.float64)
+        if not np.isfinite(values).all():
+            raise ValueError("batch event times must be finite")
+        # Bit for bit the row path: floor(float(value) * 1e6) in float64.
+        micros = np.floor(values * _MICROS).astype(np.int64)
+        steps = (micros - clock.origin) // clock.unit + 1
+        if n and steps.min() < 1:
+            raise ValueError(
+                f"a batch has event time {int(micros.min()) / _MICROS} s, before the origin "
+                f"{_seconds(clock.origin)} s of the time steps"
+            )
+        return steps, micros
+
 
 class _SegmentCombineFn(beam.CombineFn):
-    """Exact Count-Min table and last step of one segment, from batches of ``(step, key)``.
+    """Exact Count-Min table and last step of one segment, from batches of ``(step, key)`` rows
+    or from :class:`_SegmentPart` partial tables.
 
     The accumulator ``[CountMinSketch, max_step]`` is exact (no noise, spec §6.4 item 3); partial
     tables merge by addition whatever Beam's merge tree (spec §6.1).
@@ -274,6 +404,10 @@ class _SegmentCombineFn(beam.CombineFn):
         return [CountMinSketch(*self._shape), 0]
 
     def add_input(self, mutable_accumulator: list, element: Any) -> list:
+        if isinstance(element, _SegmentPart):
+            mutable_accumulator[0].merge(element.sketch)
+            mutable_accumulator[1] = max(mutable_accumulator[1], element.max_step)
+            return mutable_accumulator
         pairs = element if isinstance(element, list) else [element]
         if pairs:
             mutable_accumulator[0].update([key for _, key in pairs])
@@ -332,7 +466,7 @@ _SEGMENT_CODER = coders.TupleCoder(
     [coders.VarIntCoder(), coders.VarIntCoder(), coders.VarIntCoder(), coders.VarIntCoder()]
     + [coders.BytesCoder()]
 )
-_PROGRESS_CODER = coders.TupleCoder([coders.VarIntCoder()] * 4)
+_PROGRESS_CODER = coders.TupleCoder([coders.VarIntCoder()] * 5)
 
 
 @dataclass(frozen=True)
@@ -358,9 +492,17 @@ class _SealAndQuery(beam.DoFn):
     """The single-key trusted aggregator: seals PCMSs once and answers the scheduled queries.
 
     State: buffered segment tables (``(first step, last step, max step, items, table)``), the
-    :class:`DPSWSketch` bytes, and progress ``(next query step, max step seen, timer armed,
-    items in complete segments)``. Raw counts live only in the runner's state backend (spec
-    §6.2 A3, §10.4).
+    :class:`DPSWSketch` bytes, and progress ``(next query step, max step seen, step of the armed
+    timer or 0, items in complete segments, last step of the earliest-ending buffered segment
+    or 0)``. Raw counts live only in the runner's state backend (spec §6.2 A3, §10.4).
+
+    One event-time timer is armed at the end of the **latest** query step that data has reached
+    (``every * floor(max step seen / every)``). When it fires, the watermark has passed the end
+    of every query step up to it, so all those queries are answered in order in that one firing,
+    each exactly as if it had its own timer (same segments added, same ``advance_to(t)``, each
+    record timestamped at the end of its own step ``t``). One firing per catch-up instead of one
+    per query: a runner's per-timer cost (a bundle, state round trips) would otherwise dominate
+    a long schedule.
     """
 
     def __init__(self, transform: DPSlidingWindowFrequencies) -> None:
@@ -379,6 +521,15 @@ class _SealAndQuery(beam.DoFn):
         # Query keys are public and fixed: hash them once per worker, not per query.
         self._hashes = hash_keys(list(self._queries.keys), self._factory.kwargs["seed"])
 
+    def _arm(self, timer: Any, next_q: int, seen: int, armed: int) -> int:
+        """Arm (or move later) the timer at the latest query step ``<= seen``; its step or 0."""
+        target = seen // self._every * self._every
+        if target < next_q:
+            return 0
+        if target != armed:
+            timer.set(self._clock.end_of(target))
+        return target
+
     def process(
         self,
         element: Any,
@@ -393,51 +544,64 @@ class _SealAndQuery(beam.DoFn):
                 "mode needs each position 1..n exactly once (spec dpsw-sketch §6.2 A1)"
             )
         segments.add((first, last, max_step, items, table))
-        next_q, seen, armed, complete = progress.read() or (self._every, 0, 0, 0)
+        next_q, seen, armed, complete, due = progress.read() or (self._every, 0, 0, 0, 0)
         seen = max(seen, max_step)
-        if not armed and next_q <= seen:
-            timer.set(self._clock.end_of(next_q))
-            armed = 1
-        progress.write((next_q, seen, armed, complete))
+        due = last if not due else min(due, last)
+        armed = self._arm(timer, next_q, seen, armed)
+        progress.write((next_q, seen, armed, complete, due))
 
     @userstate.on_timer(_QUERY_TIMER)
     def on_query(
         self,
+        fired=beam.DoFn.TimestampParam,
         segments=_SEGMENTS_PARAM,
         sketch_state=_SKETCH_PARAM,
         progress=_PROGRESS_PARAM,
         timer=_QUERY_PARAM,
     ):
-        t, seen, _, complete = progress.read()
-        data = sketch_state.read()
-        if data is None:
-            sketch = self._factory(self._noise_source)
-        else:
-            sketch = DPSWSketch.from_bytes(data, self._noise_source)
-        # The watermark has passed the end of step t, so every segment ending at or before t is
-        # here; later segments stay buffered (their sketches are not sealed yet).
-        keep = []
-        for seg in segments.read():
-            first, last, _, items, table = seg
-            if last > t:
-                keep.append(seg)
-                continue
-            sketch.add_range_counts(first, last, CountMinSketch.from_bytes(table).table)
-            complete += items
-        segments.clear()
-        for seg in keep:
-            segments.add(seg)
-        if self._mode == "count":
-            self._check_gap_free(sketch, t, complete)
-        sketch.advance_to(t)
-        sketch_state.write(sketch.to_bytes())
-        next_q = t + self._every
-        armed = 0
-        if next_q <= seen:
-            timer.set(self._clock.end_of(next_q))
-            armed = 1
-        progress.write((next_q, seen, armed, complete))
-        yield from self._answer(sketch, t)
+        next_q, seen, armed, complete, due = progress.read()
+        # The watermark has passed the end of the fired step (a runner that fires a timer it
+        # has since moved later gives an earlier step: only the queries up to it are due).
+        limit = min((int(fired.micros) - self._clock.origin) // self._clock.unit, seen)
+        steps = range(next_q, limit + 1, self._every)
+        released: list[Any] = []
+        if steps:
+            data = sketch_state.read()
+            if data is None:
+                sketch = self._factory(self._noise_source)
+            else:
+                sketch = DPSWSketch.from_bytes(data, self._noise_source)
+            buffered: list | None = None
+            for t in steps:
+                # Every segment ending at or before t is here; later ones stay buffered (their
+                # sketches are not sealed yet). The bag is read only when one is due.
+                if due and due <= t:
+                    if buffered is None:
+                        buffered = list(segments.read())
+                    keep = []
+                    for seg in buffered:
+                        first, last, _, items, table = seg
+                        if last > t:
+                            keep.append(seg)
+                            continue
+                        sketch.add_range_counts(first, last, CountMinSketch.from_bytes(table).table)
+                        complete += items
+                    buffered = keep
+                    due = min((seg[1] for seg in keep), default=0)
+                if self._mode == "count":
+                    self._check_gap_free(sketch, t, complete)
+                sketch.advance_to(t)
+                when = self._clock.end_of(t)
+                released += [TimestampedValue(r, when) for r in self._answer(sketch, t)]
+            if buffered is not None:
+                segments.clear()
+                for seg in buffered:
+                    segments.add(seg)
+            sketch_state.write(sketch.to_bytes())
+            next_q = steps[-1] + self._every
+        armed = self._arm(timer, next_q, seen, 0)
+        progress.write((next_q, seen, armed, complete, due))
+        yield from released
 
     def _check_gap_free(self, sketch: DPSWSketch, t: int, complete: int) -> None:
         """Count-based mode: the positions of all complete segments up to ``t`` are ``1..e``."""
@@ -540,7 +704,23 @@ class DPSlidingWindowFrequencies(beam.PTransform):
     whose estimate is ``>= (gamma - hh_slack) * window``, in candidate order). ``time`` is the
     query position ``t`` (count-based) or the event time ``origin + t * time_unit`` in seconds
     that ends the window ``[time - window * time_unit, time)`` (time-based). With
-    ``with_metadata=True`` one :class:`SlidingWindowRelease` per query time.
+    ``with_metadata=True`` one :class:`SlidingWindowRelease` per query time. Each record is
+    timestamped at the end of its query step, ``origin + t * time_unit``.
+
+    Input elements are single rows (see ``mode``) or **batches** of rows, in any mix:
+
+    * ``(steps_or_times, keys)``: a 1-d numpy array and as many keys (pyarrow array, numpy
+      array or list). Count-based mode: integer 1-based positions; time-based mode: event times
+      in seconds (numbers).
+    * ``(first_position, keys, seconds)``, the element of
+      :class:`~beam_dpsketch.transforms.readers.ReadOrderedKeys`: ``first_position`` is the
+      0-based position of the first row, so count-based positions are ``first_position + 1,
+      ...``; time-based mode uses ``seconds`` (a float64 array; ``None`` is refused there and
+      ignored in count-based mode).
+
+    A batch is recognised by its shape (an array or a key batch is never a key) and bypasses
+    ``key_fn``, ``position_fn`` and ``time_fn``; its rows need not be sorted or contiguous. The
+    result is the same as for the same rows sent one by one.
 
     Parameters
     ----------
@@ -778,18 +958,33 @@ class DPSlidingWindowFrequencies(beam.PTransform):
                 f"{lateness / _MICROS:g} s; it must be 0 (late data must never reach a sealed "
                 "sketch, spec dpsw-sketch §6.2 A2, §6.4 item 2)"
             )
-        stamp = _Stamp(self.mode, self._clock, self._key_fn, self._position_fn, self._time_fn)
-        tables = (
-            pcoll
-            | "Steps" >> beam.ParDo(stamp)
-            | "SegmentWindows"
-            >> beam.WindowInto(
+        stamp = _Stamp(
+            self.mode,
+            self._windows,
+            self._shape(),
+            self._key_fn,
+            self._position_fn,
+            self._time_fn,
+        )
+        stamped = pcoll | "Steps" >> beam.ParDo(stamp).with_outputs(_PARTS, main="rows")
+
+        def segment_windows() -> beam.WindowInto:
+            return beam.WindowInto(
                 self._windows,
                 trigger=tr.AfterWatermark(),
                 accumulation_mode=tr.AccumulationMode.DISCARDING,
                 allowed_lateness=0,
             )
+
+        rows = (
+            stamped.rows
+            | "SegmentWindows" >> segment_windows()
             | "Batch" >> beam.BatchElements(min_batch_size=_BATCH, max_batch_size=_BATCH)
+        )
+        parts = stamped[_PARTS] | "PartWindows" >> segment_windows()
+        tables = (
+            (rows, parts)
+            | "RowsAndParts" >> beam.Flatten()
             | "ExactSegmentTables"
             >> beam.CombineGlobally(_SegmentCombineFn(*self._shape())).without_defaults()
             | "OnTimeOnly"
