@@ -49,13 +49,9 @@ PAPERS: dict[str, PendingPaper | None] = {
     "sketches": None,  # implemented: evaluation.experiments.sketches
     "misra-gries": None,  # implemented: evaluation.experiments.misra_gries
     "linear": None,  # implemented: evaluation.experiments.linear
-    "lazy": PendingPaper("Lazy/Punctual sketches, Holland", "lazy-sketch.md §7.2", issue=7),
-    "dpsw": PendingPaper("DPSW-Sketch, Wang et al.", "dpsw-sketch.md §7.4", issue=8),
-    "intermittent": PendingPaper(
-        "DP Count Sketch for intermittent queries, Yildirim et al.",
-        "dp-count-sketch-intermittent.md §6.4",
-        issue=9,
-    ),
+    "lazy": None,  # implemented: evaluation.experiments.lazy
+    "dpsw": None,  # implemented: evaluation.experiments.dpsw
+    "intermittent": None,  # implemented: evaluation.experiments.intermittent
 }
 """Every paper ``evaluate`` knows; ``None`` marks the implemented ones."""
 
@@ -145,6 +141,9 @@ _EXPERIMENT_MODULES = {
     "sketches": "beam_dpsketch.evaluation.experiments.sketches",
     "misra-gries": "beam_dpsketch.evaluation.experiments.misra_gries",
     "linear": "beam_dpsketch.evaluation.experiments.linear",
+    "intermittent": "beam_dpsketch.evaluation.experiments.intermittent",
+    "lazy": "beam_dpsketch.evaluation.experiments.lazy",
+    "dpsw": "beam_dpsketch.evaluation.experiments.dpsw",
 }
 """The module of each implemented paper; each has ``run(mode, out_dir, ...) -> (Report, ...)``."""
 

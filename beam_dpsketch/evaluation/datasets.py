@@ -512,6 +512,22 @@ class WindowCounter:
         hi = np.searchsorted(self._composite, base + stop)
         return np.where(present, hi - lo, 0).astype(np.int64)
 
+    def prefix_counts(self, keys: Any, stops: Any) -> np.ndarray:
+        """Occurrences of ``keys[i]`` among positions ``0 <= p < stops[i]``, one stop per key.
+
+        The true counts ``f_x(t)`` of many (key, time) pairs in one vectorised call
+        (dp-count-sketch-intermittent §6.4: "true counts ... the same trick on item ids").
+        """
+        keys = np.asarray(keys)
+        stops = np.clip(np.broadcast_to(np.asarray(stops, dtype=np.int64), keys.shape), 0, self.n)
+        if len(self.items) == 0:
+            return np.zeros(keys.shape, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.items, keys), len(self.items) - 1)
+        base = pos.astype(np.int64) * self.n
+        hi = np.searchsorted(self._composite, base + stops)
+        lo = np.searchsorted(self._composite, base)
+        return np.where(self.items[pos] == keys, hi - lo, 0).astype(np.int64)
+
     def window_counts(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """All keys with a positive count in ``[start, stop)``, and their counts."""
         counts = self.count(self.items, start, stop)
