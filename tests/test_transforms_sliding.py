@@ -540,3 +540,40 @@ def test_bad_batches_are_refused(mode, element, error, message):
     stamp = _Stamp(mode, windows, (64, 3, 5), lambda e: e, None, None)
     with pytest.raises(error, match=message):
         list(stamp.process(element))
+
+
+def test_one_instance_is_applied_once(tmp_path):
+    # The label (the noise key) and the single charge are fixed at construction: a second
+    # application would release a second data set with the *same* noise (and no second charge),
+    # so differences of the two outputs cancel the noise. It must be refused when applied.
+    t = DPSlidingWindowFrequencies(
+        20, PrivacyBudget.approx(1.0, 1e-6), every=10, query_keys=[1], noise_source=source(),
+        label="once", **SHAPE, **LAYOUT,
+    )  # fmt: skip
+    p = beam.Pipeline()
+    _ = p | "A" >> beam.Create([(i, 1) for i in range(1, 21)]) | "TA" >> t
+    with pytest.raises(ValueError, match="applied once"):
+        _ = p | "B" >> beam.Create([(i, 2) for i in range(1, 21)]) | "TB" >> t
+    assert len(t.accountant.charges) == 1
+
+
+def test_time_mode_charge_claims_substitution_only(tmp_path):
+    # The query schedule runs to the last step holding an element, so adding one event after
+    # all others adds releases: add/remove of an event is not covered, only substitution.
+    def releases(times):
+        t = DPSlidingWindowFrequencies(
+            20, PrivacyBudget.approx(1.0, 1e-6), every=5, query_keys=[0], mode="time",
+            noise_source=source(), label="time-rel", **SHAPE, **LAYOUT,
+        )  # fmt: skip
+        got = run(
+            beam.Pipeline(),
+            lambda p: p | beam.Create([TimestampedValue(0, float(x)) for x in times]) | t,
+            tmp_path / f"out{len(times)}.pickle",
+        )
+        return t, sorted({when for when, _, _ in got})
+
+    t, base = releases([0.5, 3.5, 7.5])
+    _, added = releases([0.5, 3.5, 7.5, 18.5])
+    assert base != added  # one added event is visible in the release times
+    relation = t.charge.details["neighbouring_relation"]
+    assert "substitution" in relation and "add/remove" not in relation

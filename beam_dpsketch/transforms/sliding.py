@@ -774,10 +774,11 @@ class DPSlidingWindowFrequencies(beam.PTransform):
     whatever the number of queries: queries are post-processing of sealed PCMSs, each built over a
     fixed range and noised once (spec §1.4, §3; paper Lemma 4.1, Thm 4.4(1)). Count-based mode
     does not cover adding or removing an element (spec §1.2). Time-based mode treats timestamps as
-    public; it also covers adding or removing one event (spec §6.2 A6). Query times, the query
-    keys and the candidates are public; the last query time depends on the last step holding an
-    element, i.e. on the (public) positions or timestamps. Workers, combiners and the runner's
-    state backend see raw counts (central DP, spec §6.2 A3).
+    public and covers substitution only: the sketches alone would also cover adding or removing
+    one event (spec §6.2 A6), but the last query time is the last step holding an element, so one
+    added late event adds releases. Query times, the query keys and the candidates are public.
+    Workers, combiners and the runner's state backend see raw counts (central DP, spec §6.2 A3).
+    An instance is applied once (its label keys the noise).
     """
 
     def __init__(
@@ -869,6 +870,7 @@ class DPSlidingWindowFrequencies(beam.PTransform):
             )
         report = probe.privacy_report()
         self._accountant = accountant
+        self._applied = False
         self.charge = accountant.charge(
             label,
             "DPSW-Sketch (Gaussian PCMS, spec dpsw-sketch §2-§3)",
@@ -876,11 +878,9 @@ class DPSlidingWindowFrequencies(beam.PTransform):
             1,
             "element",
             noise_scale=probe.level_sigmas()[0],
-            neighbouring_relation=(
-                "event-level substitution (time mode: also add/remove one event)"
-                if mode == "time"
-                else "event-level substitution"
-            ),
+            # Not add/remove in time mode either: the query schedule runs to the last step
+            # holding an element, so one added late event adds releases.
+            neighbouring_relation="event-level substitution",
             queries=f"every {self.every} steps, unlimited (post-processing)",
             window=self.window,
             block=probe.block,
@@ -944,6 +944,15 @@ class DPSlidingWindowFrequencies(beam.PTransform):
         return self._accountant.explain()
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        if self._applied:
+            # The label (hence every noise stream) and the single charge are fixed at
+            # construction: a second input would get the same noise and no charge.
+            raise ValueError(
+                f"{self.release_label}: a DPSlidingWindowFrequencies instance can be applied once "
+                "(its label keys the noise and its one charge covers one input); build one "
+                "transform, with its own label, per input"
+            )
+        self._applied = True
         windowing = pcoll.windowing
         if not _default_trigger(windowing.triggerfn):
             raise ValueError(
