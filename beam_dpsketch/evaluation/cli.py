@@ -64,10 +64,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Run a paper's experiments (cached and resumable) and write OUT/PAPER/index.html: "
             "each claim of the paper's results table, our figure beside it, and a verdict "
-            "(reproduced / differs, with the reason). Implemented: sketches (non-private "
+            "(reproduced / differs, with the reason). Papers: sketches (non-private "
             "Count-Min, Count Sketch, Misra-Gries vs their textbook bounds), misra-gries "
-            "(DP Misra-Gries releases vs the paper's utility claims) and linear (DP linear "
-            "sketches and quantiles vs the paper's claims C1-C9)."
+            "(DP Misra-Gries releases vs the paper's utility claims), linear (DP linear "
+            "sketches and quantiles vs the paper's claims C1-C9), lazy (Lazy and Punctual "
+            "sketches under continual observation, R0-R6), dpsw (DPSW-Sketch and its "
+            "baselines over sliding windows, R1-R15) and intermittent (the use-and-keep DP "
+            "Count Sketch, R1-R12)."
         ),
     )
     parser.add_argument(
