@@ -41,6 +41,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_dpsketch.checks import check_int
+
 __all__ = [
     "MAX_DEPTH",
     "MAX_SEED",
@@ -84,12 +86,7 @@ _INT64_MAX = (1 << 63) - 1
 
 def check_seed(seed: int, name: str = "seed") -> int:
     """Validate a hash seed (an int in ``[0, 2**32)``) and return it as a Python int."""
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
-        raise TypeError(f"{name} must be an int in [0, 2**32), got {type(seed).__name__}")
-    seed = int(seed)
-    if not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"{name} must be in [0, 2**32), got {seed}")
-    return seed
+    return check_int(seed, name, 0, MAX_SEED)
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ The smoke run (2 data sets, w = 10**4) takes about 20 s; the other tests take mi
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 import pytest
+from evaluation_helpers import set_float_column, smoke_run
 
 from beam_dpsketch.evaluation import cli as eval_cli
 from beam_dpsketch.evaluation.experiments import dpsw
@@ -25,12 +25,7 @@ TABLES = ("dpsw-eps", "dpsw-window", "dpsw-size", "dpsw-params", "dpsw-time")
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     """Run ``evaluate dpsw --smoke`` once through the CLI; return the report directory."""
-    out = tmp_path_factory.mktemp("evaluation")
-    status = eval_cli.run_evaluation(
-        "dpsw", scale="smoke", out=out, workers=1, offline=True, progress=False
-    )
-    assert status == 0
-    return out / "dpsw"
+    return smoke_run(tmp_path_factory, "dpsw")
 
 
 def test_dpsw_is_implemented():
@@ -53,12 +48,6 @@ def test_smoke_writes_html_png_and_tables(smoke):
         assert f">{cid}<" in html
 
 
-def _set(table: pa.Table, column: str, fn) -> pa.Table:
-    i = table.column_names.index(column)
-    values = [fn(row) for row in table.to_pylist()]
-    return table.set_column(i, column, pa.array(values, type=pa.float64()))
-
-
 def test_smoke_verdicts_follow_the_measurements(smoke):
     """Rebuild the report from the cached tables and from doctored tables: verdicts move."""
     config = dpsw.MODES["smoke"]
@@ -72,14 +61,15 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
     assert claims["R2"].verdict == "differs" and "w = 10,000" in claims["R2"].reason
     eps_t = tables["dpsw-eps"]
     # R2: DPSW's high-item MRE at 5% and every baseline's at 50% -> reproduced.
-    doctored = _set(eps_t, "mre_high", lambda r: 0.05 if r["method"] == "dpsw" else 0.5)
+    doctored = set_float_column(eps_t, "mre_high", lambda r: 0.05 if r["method"] == "dpsw" else 0.5)
     got = {c.id: c for c in dpsw.build_report({**tables, "dpsw-eps": doctored}, config, smoke,
                                               flights_kind="sample", draw=False).claims}  # fmt: skip
     assert got["R2"].verdict == "reproduced", got["R2"].measured
     # R6: U-Sketch's low-item MRE capped at 50% -> differs; at 300% -> reproduced.
     for value, verdict in ((0.5, "differs"), (3.0, "reproduced")):
-        doctored = _set(eps_t, "mre_low", lambda r, v=value: v if r["method"] == "usketch"
-                        else r["mre_low"])  # fmt: skip
+        doctored = set_float_column(
+            eps_t, "mre_low", lambda r, v=value: v if r["method"] == "usketch" else r["mre_low"]
+        )
         got = {
             c.id: c.verdict
             for c in dpsw.build_report(
@@ -89,7 +79,7 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
         assert got["R6"] == verdict
     # R13 (MAE): a 3x rise from |I| = 2 to 5 on every dataset -> reproduced.
     par = tables["dpsw-params"]
-    doctored = _set(par, "mae_all", lambda r: r["mae_all"] if r["sweep"] != "levels"
+    doctored = set_float_column(par, "mae_all", lambda r: r["mae_all"] if r["sweep"] != "levels"
                     else 100.0 * (1 + (r["levels"] - 2) * 2 / 3))  # fmt: skip
     got = {c.id: c for c in dpsw.build_report({**tables, "dpsw-params": doctored}, config, smoke,
                                               flights_kind="sample", draw=False).claims}  # fmt: skip

@@ -12,6 +12,7 @@ from fractions import Fraction
 import numpy as np
 import pyarrow as pa
 import pytest
+from evaluation_helpers import smoke_run
 
 from beam_dpsketch.evaluation import cli as eval_cli
 from beam_dpsketch.evaluation import datasets
@@ -36,12 +37,7 @@ EXPERIMENTS = (
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     """Run ``evaluate intermittent --smoke`` once through the CLI; return the report directory."""
-    out = tmp_path_factory.mktemp("evaluation")
-    status = eval_cli.run_evaluation(
-        "intermittent", scale="smoke", out=out, workers=1, offline=True, progress=False
-    )
-    assert status == 0
-    return out / "intermittent"
+    return smoke_run(tmp_path_factory, "intermittent")
 
 
 def _instance(seed=3, n=4000, width=50, depth=7, b=9, n_q=12):

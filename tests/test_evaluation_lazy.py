@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pyarrow as pa
 import pytest
+from evaluation_helpers import set_float_column, smoke_run
 
 from beam_dpsketch.evaluation import cli as eval_cli
 from beam_dpsketch.evaluation import datasets, metrics
@@ -29,12 +29,7 @@ CLAIMS = ("R0", "R1", "R2", "R3", "R4", "R5", "R6")
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     """Run ``evaluate lazy --smoke`` once through the CLI; return the report directory."""
-    out = tmp_path_factory.mktemp("evaluation")
-    status = eval_cli.run_evaluation(
-        "lazy", scale="smoke", out=out, workers=1, offline=True, progress=False
-    )
-    assert status == 0
-    return out / "lazy"
+    return smoke_run(tmp_path_factory, "lazy")
 
 
 def _tables(directory):
@@ -105,11 +100,6 @@ def test_smoke_cells_record_the_deterministic_costs(smoke):
 # ------------------------------------------------------------------------------------------------
 
 
-def _set(table: pa.Table, name: str, values) -> pa.Table:
-    i = table.column_names.index(name)
-    return table.set_column(i, name, pa.array(np.asarray(values, dtype=np.float64)))
-
-
 def _verdicts(tables, smoke):
     report = lazy.build_report(tables, lazy.MODES["smoke"], smoke, plots=False)
     return {c.id: c for c in report.claims}
@@ -123,19 +113,19 @@ def test_r1_verdict_follows_the_throughput_table(smoke):
     # Lazy and the exact sketches flat, Punctual exactly linear: reproduced once the ratio at
     # the largest width exceeds 250x.
     speed = np.where(np.char.startswith(impl, "punctual"), 1e6 / width, 1e6)
-    ok = _set(tp, "arrivals_per_s", speed)
+    ok = set_float_column(tp, "arrivals_per_s", speed)
     claims = _verdicts({**tables, "lazy-throughput": ok}, smoke)
     assert claims["R1"].verdict == "reproduced", claims["R1"].reason
     assert "330x" in claims["R1"].measured.replace(",", "")
     # Lazy slowing down with the width breaks "flat".
-    bad = _set(tp, "arrivals_per_s", np.where(np.char.startswith(impl, "lazy"), 1e8 / width,
-                                              speed))  # fmt: skip
+    lazy_slows = np.where(np.char.startswith(impl, "lazy"), 1e8 / width, speed)
+    bad = set_float_column(tp, "arrivals_per_s", lazy_slows)
     claims = _verdicts({**tables, "lazy-throughput": bad}, smoke)
     assert claims["R1"].verdict == "differs"
     assert "not reproduced: CMS, CS and Lazy flat" in claims["R1"].reason
     # A small ratio (Punctual only 10x slower at the largest width) fails the 250x part only.
-    small = _set(tp, "arrivals_per_s", np.where(np.char.startswith(impl, "punctual"),
-                                                3.3e5 / width, 1e5))  # fmt: skip
+    ratio_10x = np.where(np.char.startswith(impl, "punctual"), 3.3e5 / width, 1e5)
+    small = set_float_column(tp, "arrivals_per_s", ratio_10x)
     claims = _verdicts({**tables, "lazy-throughput": small}, smoke)
     assert claims["R1"].verdict == "differs"
     assert claims["R1"].reason.startswith("partly: ")
@@ -150,12 +140,12 @@ def test_r2_verdict_follows_the_accuracy_table(smoke):
     for s in lazy.SKETCHES:
         level = {"lazy": 1.0, "punctual": 2.0}.get(s.split("_")[0], 0.5)
         for m in ("end", "avg"):
-            good = _set(good, f"{s}_are_{m}", level / mem)
+            good = set_float_column(good, f"{s}_are_{m}", level / mem)
     claims = _verdicts({**tables, "lazy-accuracy": good}, smoke)
     assert claims["R2"].verdict == "reproduced", claims["R2"].reason
     # Lazy above Punctual at equal memory: the second part fails, for both metrics.
-    bad = _set(good, "lazy_cms_are_end", 3.0 / mem)
-    bad = _set(bad, "lazy_cms_are_avg", 3.0 / mem)
+    bad = set_float_column(good, "lazy_cms_are_end", 3.0 / mem)
+    bad = set_float_column(bad, "lazy_cms_are_avg", 3.0 / mem)
     claims = _verdicts({**tables, "lazy-accuracy": bad}, smoke)
     assert claims["R2"].verdict == "differs"
     failed = claims["R2"].reason.split("not reproduced:")[1]
@@ -172,13 +162,14 @@ def test_r6_verdict_checks_the_inverse_eps_shape(smoke):
     one_over = acc
     for s in lazy.PRIVATE:
         for m in ("end", "avg"):
-            one_over = _set(one_over, f"{s}_are_{m}", 0.2 / eps + 0.5)  # 1/eps, then a floor
+            # 1/eps, then a floor
+            one_over = set_float_column(one_over, f"{s}_are_{m}", 0.2 / eps + 0.5)
     claims = _verdicts({**tables, "lazy-accuracy": one_over}, smoke)
     assert claims["R6"].verdict == "reproduced", claims["R6"].reason
     flat = acc
     for s in lazy.PRIVATE:
         for m in ("end", "avg"):
-            flat = _set(flat, f"{s}_are_{m}", np.full(len(eps), 0.7))
+            flat = set_float_column(flat, f"{s}_are_{m}", np.full(len(eps), 0.7))
     claims = _verdicts({**tables, "lazy-accuracy": flat}, smoke)
     assert claims["R6"].verdict == "differs"
     assert "ARE falls with eps" in claims["R6"].reason

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from evaluation_helpers import set_float_column, smoke_run
 
 from beam_dpsketch.evaluation import cli as eval_cli
 from beam_dpsketch.evaluation.experiments import linear
@@ -25,12 +26,7 @@ pytest.importorskip("matplotlib")
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     """Run ``evaluate linear --smoke`` once through the CLI; return the report directory."""
-    out = tmp_path_factory.mktemp("evaluation")
-    status = eval_cli.run_evaluation(
-        "linear", scale="smoke", out=out, workers=1, offline=True, progress=False
-    )
-    assert status == 0
-    return out / "linear"
+    return smoke_run(tmp_path_factory, "linear")
 
 
 def test_linear_is_implemented():
@@ -54,7 +50,6 @@ def test_smoke_writes_html_png_and_tables(smoke):
 
 def test_smoke_verdicts_follow_the_measurements(smoke):
     """Rebuild the report from the cached tables and from doctored tables: verdicts move."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     from beam_dpsketch.evaluation.runner import load_results
@@ -80,8 +75,7 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
         doctored = freq
         for rho in linear.RHOS:
             name = f"dpcm_f1_{linear._tag(rho)}"
-            i = doctored.column_names.index(name)
-            doctored = doctored.set_column(i, name, pa.array([value] * doctored.num_rows))
+            doctored = set_float_column(doctored, name, [value] * doctored.num_rows)
         rep = linear.build_report({**tables, "linear-frequencies": doctored}, config, smoke,
                                   flights_kind="sample")  # fmt: skip
         got = {c.id: c.verdict for c in rep.claims}

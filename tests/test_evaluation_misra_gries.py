@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from evaluation_helpers import set_float_column
 
 from beam_dpsketch.evaluation.experiments import misra_gries as mg
 from beam_dpsketch.evaluation.runner import load_results
@@ -72,11 +73,6 @@ def _tables(smoke_dir: Path) -> dict[str, pa.Table]:
     return tables
 
 
-def _replace(table: pa.Table, column: str, values) -> pa.Table:
-    i = table.column_names.index(column)
-    return table.set_column(i, column, pa.array(values, type=pa.float64()))
-
-
 def test_verdicts_are_computed_from_the_measurements(smoke_dir, tmp_path):
     tables = _tables(smoke_dir)
     config = mg.MODES["smoke"]
@@ -87,9 +83,9 @@ def test_verdicts_are_computed_from_the_measurements(smoke_dir, tmp_path):
     # Every PMG release violating Theorem 8 must flip M1; a flat threshold must flip M4.
     sweep = tables["sweep"]
     tampered = dict(tables)
-    tampered["sweep"] = _replace(sweep, "pmg_thm8_viol", np.ones(sweep.num_rows))
+    tampered["sweep"] = set_float_column(sweep, "pmg_thm8_viol", np.ones(sweep.num_rows))
     ladder = tables["ladder"]
-    tampered["ladder"] = _replace(ladder, "pmg_c50", np.full(ladder.num_rows, 5.0))
+    tampered["ladder"] = set_float_column(ladder, "pmg_c50", np.full(ladder.num_rows, 5.0))
     after = {
         c.id: c for c in mg.build_report(tampered, config, tmp_path, flights_kind="sample").claims
     }

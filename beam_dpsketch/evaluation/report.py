@@ -29,6 +29,8 @@ __all__ = [
     "line_plot",
     "pyplot",
     "summarize",
+    "verdict",
+    "verdict_from_checks",
     "write_html",
 ]
 
@@ -71,6 +73,25 @@ class Claim:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
         if self.verdict != "reproduced" and not self.reason:
             raise ValueError(f"claim {self.id}: a {self.verdict!r} verdict needs a reason")
+
+
+def verdict(ok: bool, reason: str = "") -> tuple[str, str]:
+    """``(verdict, reason)`` of a :class:`Claim`: ``reproduced`` if ``ok``, else ``differs``.
+
+    ``reason`` is kept only for ``differs`` (a reproduced claim needs none).
+    """
+    return ("reproduced", "") if ok else ("differs", reason)
+
+
+def verdict_from_checks(failed: Sequence[str], held: Sequence[str]) -> tuple[str, str]:
+    """``(verdict, reason)`` of a claim made of named checks: ``reproduced`` when none failed.
+
+    Otherwise ``differs``, saying which checks held and which did not.
+    """
+    if not failed:
+        return verdict(True)
+    prefix = f"partly: {'; '.join(held)} hold(s); " if held else ""
+    return verdict(False, prefix + "not reproduced: " + "; ".join(failed))
 
 
 @dataclass(frozen=True)

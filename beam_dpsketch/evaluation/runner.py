@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -59,6 +59,7 @@ __all__ = [
     "library_version",
     "load_results",
     "run_experiment",
+    "select_mode",
     "stable_hash",
 ]
 
@@ -71,6 +72,7 @@ _TAIL_COLUMNS = ("elapsed_s", "finished_at")
 _RESERVED = frozenset(_META_COLUMNS + _CELL_COLUMNS + _TAIL_COLUMNS)
 
 MetricFn = Callable[[Mapping[str, Any], int], Mapping[str, Any]]
+_Config = TypeVar("_Config")
 
 
 def library_version() -> str:
@@ -340,6 +342,19 @@ def _to_table(exp: Experiment, rows: list[dict[str, Any]]) -> pa.Table:
         return pa.Table.from_pylist([{c: row.get(c) for c in cols} for row in rows])
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise ValueError(f"results of {exp.name!r} do not form a table: {exc}") from None
+
+
+def select_mode(modes: Mapping[str, _Config], mode: str) -> _Config:
+    """The configuration of an experiment module's ``run(mode, ...)`` for scale ``mode``.
+
+    Raises
+    ------
+    ValueError
+        If ``mode`` is not one of ``modes``.
+    """
+    if mode not in modes:
+        raise ValueError(f"mode must be one of {sorted(modes)}, got {mode!r}")
+    return modes[mode]
 
 
 def run_experiment(

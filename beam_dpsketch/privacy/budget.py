@@ -43,6 +43,8 @@ from typing import Literal
 
 import numpy as np
 
+from ..checks import check_int
+
 __all__ = [
     "BudgetKind",
     "PrivacyBudget",
@@ -95,14 +97,6 @@ def check_rho(rho: float, name: str = "rho") -> float:
     if not math.isfinite(r) or r <= 0.0:
         raise ValueError(f"{name} must be finite and > 0, got {rho!r}")
     return r
-
-
-def _check_positive_int(value: object, name: str) -> int:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if int(value) < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-    return int(value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -355,7 +349,7 @@ class PrivacyBudget:
 
     def times(self, k: int) -> PrivacyBudget:
         """Basic sequential composition of ``k`` copies: ``k*eps``, ``k*delta``, or ``k*rho``."""
-        k = _check_positive_int(k, "k")
+        k = check_int(k, "k")
         if self.kind == "pure":
             return PrivacyBudget.pure(self.epsilon * k)  # type: ignore[operator]
         if self.kind == "approx":
@@ -379,7 +373,7 @@ class PrivacyBudget:
         Each parameter is rounded down so that ``k`` shares never exceed the total in exact
         arithmetic, so charging ``k`` shares to an accountant with this budget always fits.
         """
-        k = _check_positive_int(k, "k")
+        k = check_int(k, "k")
         if self.kind == "pure":
             return PrivacyBudget.pure(_round_down_share(self.epsilon, k))  # type: ignore[arg-type]
         if self.kind == "approx":
@@ -492,7 +486,7 @@ def group_privacy(budget: PrivacyBudget, group_size: int) -> PrivacyBudget:
 
     Raises ``ValueError`` if the resulting ``delta`` is ``>= 1`` (the guarantee is vacuous).
     """
-    k = _check_positive_int(group_size, "group_size")
+    k = check_int(group_size, "group_size")
     if budget.kind == "pure":
         return PrivacyBudget.pure(k * budget.epsilon)  # type: ignore[operator]
     if budget.kind == "approx":

@@ -22,6 +22,7 @@ import math
 import numbers
 from fractions import Fraction
 
+from ..checks import check_int
 from ._normal import log_ndtr, ndtr
 from .budget import check_delta, check_epsilon, check_rho
 
@@ -71,14 +72,6 @@ def _positive(value: object, name: str) -> float:
     if not math.isfinite(v) or v <= 0.0:
         raise ValueError(f"{name} must be finite and > 0, got {value!r}")
     return v
-
-
-def _positive_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if int(value) < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-    return int(value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -146,7 +139,7 @@ def rational_epsilon_floor(
     ValueError
         If ``epsilon`` is not finite and ``> 0``, or rounds down to 0.
     """
-    q = _positive_int(max_denominator, "max_denominator")
+    q = check_int(max_denominator, "max_denominator")
     if isinstance(epsilon, str):
         try:
             exact = Fraction(epsilon.strip())
@@ -416,7 +409,7 @@ def laplace_tail_threshold(scale: float, delta: float, draws: int) -> float:
     """
     b = _positive(scale, "scale")
     d = check_delta(delta, allow_zero=False)
-    n = _positive_int(draws, "draws")
+    n = check_int(draws, "draws")
     return max(0.0, b * math.log(n / (2.0 * d)))
 
 
@@ -429,7 +422,7 @@ def geometric_tail_threshold(epsilon: float, delta: float, draws: int) -> int:
     """
     eps = check_epsilon(epsilon)
     d = check_delta(delta, allow_zero=False)
-    n = _positive_int(draws, "draws")
+    n = check_int(draws, "draws")
     # log(n e^eps / ((1+e^eps) d)) = log n - log(1 + e^-eps) - log d
     value = (math.log(n) - math.log1p(math.exp(-eps)) - math.log(d)) / eps
     t = max(0, math.ceil(value))
@@ -465,7 +458,7 @@ def pmg_standard_threshold(epsilon: float, delta: float, k: int) -> float:
     """
     eps = check_epsilon(epsilon)
     d = check_delta(delta, allow_zero=False)
-    kk = _positive_int(k, "k")
+    kk = check_int(k, "k")
     return 1.0 + 2.0 * math.log((kk + 1) / d) / eps
 
 
@@ -476,7 +469,7 @@ def pmg_geometric_threshold(epsilon: float, delta: float, k: int | None = None) 
     standard MG (pass ``k``) the 6 becomes ``2(k+1)``. This is the spec's default, conservative
     form. Appendix A.6: ``eps = 1, delta = 1e-6`` gives ``(33, 16)``.
     """
-    draws = 6 if k is None else 2 * (_positive_int(k, "k") + 1)
+    draws = 6 if k is None else 2 * (check_int(k, "k") + 1)
     t_star = geometric_tail_threshold(epsilon, delta, draws)
     return 1 + 2 * t_star, t_star
 
@@ -500,7 +493,7 @@ def merged_laplace_threshold(epsilon: float, delta: float, k: int) -> float:
     Noise is ``Lap(k/eps)`` on the positive keys; Appendix A.6: ``(1, 1e-6, 100)`` gives 1773.75.
     """
     eps = check_epsilon(epsilon)
-    kk = _positive_int(k, "k")
+    kk = check_int(k, "k")
     return 1.0 + laplace_tail_threshold(kk / eps, delta, kk)
 
 
@@ -510,7 +503,7 @@ def approx_pp_threshold(epsilon: float, delta: float, k: int) -> float:
     For the post-processed sketch (Algorithm 3) with ``Lap(2/eps)`` noise on the positive keys.
     """
     eps = check_epsilon(epsilon)
-    kk = _positive_int(k, "k")
+    kk = check_int(k, "k")
     return 1.0 + laplace_tail_threshold(2.0 / eps, delta, kk)
 
 
@@ -524,7 +517,7 @@ def user_level_pmg_parameters(epsilon: float, delta: float, m: int) -> tuple[flo
     """
     eps = check_epsilon(epsilon)
     d = check_delta(delta, allow_zero=False)
-    mm = _positive_int(m, "m")
+    mm = check_int(m, "m")
     eps0 = eps / mm
     delta0 = d / (mm * math.exp(eps))
     return eps0, delta0, pmg_threshold(eps0, delta0)
@@ -546,7 +539,7 @@ def gshm_delta(l: int, sigma: float, tau: float, epsilon: float) -> float:  # no
     -expm1(j ln p)``, as the spec prescribes. Table in §5.4: ``(1, 5, 20, 0.5)`` gives
     ``5.1254e-04``.
     """
-    ll = _positive_int(l, "l")
+    ll = check_int(l, "l")
     s = _positive(sigma, "sigma")
     if isinstance(tau, bool) or not isinstance(tau, numbers.Real) or not math.isfinite(tau):
         raise ValueError(f"tau must be a finite real number, got {tau!r}")
@@ -574,7 +567,7 @@ def gshm_threshold(l: int, sigma: float, epsilon: float, delta: float) -> float:
     ValueError
         If sigma is too small: even an infinite threshold leaves the Gaussian part above delta.
     """
-    ll = _positive_int(l, "l")
+    ll = check_int(l, "l")
     s = _positive(sigma, "sigma")
     eps = check_epsilon(epsilon)
     target = check_delta(delta, allow_zero=False)
@@ -612,7 +605,7 @@ def gshm_closed_form_parameters(
     gives ``sigma = 108.5608``, ``tau = 658.9322`` and exact delta ``6.4071e-08`` for
     ``(100, 0.5, 1e-6)``. Prefer :func:`gshm_threshold` with an exact check.
     """
-    ll = _positive_int(l, "l")
+    ll = check_int(l, "l")
     d = check_delta(delta, allow_zero=False)
     sigma = classical_gaussian_sigma(math.sqrt(ll), epsilon, d / 2.0)
     tau = sigma * math.sqrt(2.0 * math.log(ll / d))
@@ -680,5 +673,5 @@ def geometric_split_epsilon(
         e = Fraction(float(eta))
     if not 0 < e < 1:
         raise ValueError(f"eta must be in (0, 1), got {eta!r}")
-    k = _positive_int(index, "index")
+    k = check_int(index, "index")
     return rational_epsilon_floor(epsilon) * (1 - e) * e ** (k - 1)

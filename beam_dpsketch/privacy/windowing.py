@@ -67,6 +67,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..checks import check_int
 from .budget import PrivacyBudget
 
 __all__ = [
@@ -283,13 +284,7 @@ def _duration_s(micros: int) -> str:
 
 
 def _check_optional_int(value: object, name: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if int(value) < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-    return int(value)
+    return None if value is None else check_int(value, name)
 
 
 def _windowing_of(windowing_or_pcoll: Any) -> Any:

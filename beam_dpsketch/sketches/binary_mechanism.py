@@ -61,13 +61,13 @@ cancel it.
 from __future__ import annotations
 
 import math
-import numbers
 from collections import OrderedDict
 from typing import Any, Literal, Self
 
 import numpy as np
 
 from beam_dpsketch import serialization
+from beam_dpsketch.checks import check_int, check_key_like, check_probability
 from beam_dpsketch.hashing import decode_key, encode_key
 from beam_dpsketch.noise import NoiseSource, gaussian
 from beam_dpsketch.privacy.budget import PrivacyBudget, check_delta, check_epsilon
@@ -77,7 +77,6 @@ __all__ = [
     "CALIBRATIONS",
     "GaussianBinaryMechanism",
     "HorizonExceededError",
-    "check_release_prefix",
     "created_node",
     "dyadic_nodes",
     "gaussbm_height",
@@ -102,28 +101,8 @@ class HorizonExceededError(ValueError):
 
 
 # --------------------------------------------------------------------------------------------
-# Validation helpers (shared with the continual sketches)
+# Validation helpers
 # --------------------------------------------------------------------------------------------
-
-
-def check_int(value: Any, name: str, lower: int = 1, upper: int | None = None) -> int:
-    """``value`` as a Python int in ``[lower, upper]``; ``TypeError``/``ValueError`` naming it."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    value = int(value)
-    if value < lower or (upper is not None and value > upper):
-        bound = f">= {lower}" if upper is None else f"in [{lower}, {upper}]"
-        raise ValueError(f"{name} must be {bound}, got {value}")
-    return value
-
-
-def check_release_prefix(prefix: Any) -> Any:
-    """Validate a release-id prefix (str, bytes, int or tuples of these) and return it."""
-    try:
-        encode_key(prefix)
-    except TypeError as exc:
-        raise TypeError(f"release_prefix: {exc}") from None
-    return prefix
 
 
 def _check_calibration(calibration: Any) -> str:
@@ -222,8 +201,7 @@ def max_error_bound(
     h = gaussbm_height(horizon)
     n = check_int(n, "n")
     num_times = check_int(num_times, "num_times")
-    if not 0 < beta < 1:
-        raise ValueError(f"beta must be in (0, 1), got {beta!r}")
+    beta = check_probability(beta, "beta")
     if sigma is None:
         sigma = gaussbm_sigma(horizon, m, epsilon, delta)
     return sigma * math.sqrt(2.0 * h * math.log(2.0 * num_times * n / beta))
@@ -333,7 +311,7 @@ class GaussianBinaryMechanism:
                 f"noise_source must be a NoiseSource or None, got {type(noise_source).__name__}"
             )
         self._source = noise_source
-        self.release_prefix = check_release_prefix(release_prefix)
+        self.release_prefix = check_key_like(release_prefix, "release_prefix")
         if rounds_per_block is None:
             rounds_per_block = max(1, min(DEFAULT_BLOCK_VALUES // self.n, self.horizon))
         self.rounds_per_block = check_int(rounds_per_block, "rounds_per_block", 1, self.horizon)

@@ -58,6 +58,7 @@ from typing import Any, ClassVar, Literal, Self
 import numpy as np
 
 from beam_dpsketch import serialization
+from beam_dpsketch.checks import check_int, check_key_like, check_probability
 from beam_dpsketch.hashing import (
     MAX_DEPTH,
     MAX_WIDTH,
@@ -75,8 +76,6 @@ from beam_dpsketch.sketches.binary_mechanism import (
     Calibration,
     GaussianBinaryMechanism,
     HorizonExceededError,
-    check_int,
-    check_release_prefix,
     gaussbm_height,
     gaussbm_sigma,
 )
@@ -112,12 +111,6 @@ _KL_HALF_THIRD = 0.5 * math.log(0.5 / (1 / 3)) + 0.5 * math.log(0.5 / (2 / 3))
 # --------------------------------------------------------------------------------------------
 
 
-def _check_beta(beta: Any) -> float:
-    if isinstance(beta, bool) or not isinstance(beta, int | float) or not 0 < beta < 1:
-        raise ValueError(f"beta must be in (0, 1), got {beta!r}")
-    return float(beta)
-
-
 def _default_m(kind: str, depth: int, cs_sensitivity: str) -> int:
     return 2 * depth if kind == "cms" or cs_sensitivity == "paper_2d" else 4 * depth
 
@@ -146,7 +139,7 @@ def lazy_noise_bound(
     width = check_int(width, "width", 1, MAX_WIDTH)
     depth = check_int(depth, "depth", 1, MAX_DEPTH)
     kind = _check_kind(kind)
-    beta = _check_beta(beta)
+    beta = check_probability(beta, "beta")
     t_loc = -(-horizon // width)
     if sigma is None:
         sigma = gaussbm_sigma(t_loc, _default_m(kind, depth, "corrected_4d"), epsilon, delta)
@@ -164,7 +157,7 @@ def lazy_noise_bound_paper(
     """
     check_epsilon(epsilon)
     check_delta(delta, allow_zero=False)
-    beta = _check_beta(beta)
+    beta = check_probability(beta, "beta")
     return (
         3.0
         * math.log2(horizon / width)
@@ -182,7 +175,7 @@ def lazy_shape(
     erratum E15: the paper's depth understates the median argument's constant)."""
     if not 0 < eta < 1:
         raise ValueError(f"eta must be in (0, 1), got {eta!r}")
-    beta = _check_beta(beta)
+    beta = check_probability(beta, "beta")
     horizon = check_int(horizon, "horizon")
     kind = _check_kind(kind)
     if preset not in ("paper", "rigorous"):
@@ -253,7 +246,7 @@ class _ContinualSketch:
                 stacklevel=3,
             )
         self.max_contributions = check_int(max_contributions, "max_contributions")
-        self.release_prefix = check_release_prefix(release_prefix)
+        self.release_prefix = check_key_like(release_prefix, "release_prefix")
         self._t = 0
         self._mech = GaussianBinaryMechanism(
             self.depth * self.width,
@@ -344,7 +337,7 @@ class _ContinualSketch:
     def noise_bound(self, beta: float) -> float:
         """With probability ``>= 1 - beta/2``, no counter's noise ever exceeds this (union bound
         over ``depth * width`` counters and their distinct noise values, spec §2.7, §4.5)."""
-        beta = _check_beta(beta)
+        beta = check_probability(beta, "beta")
         values = self.depth * self.width * self._mech.horizon
         return self.sigma * math.sqrt(2.0 * self.tree_height * math.log(4.0 * values / beta))
 

@@ -28,6 +28,7 @@ from typing import Any, Self
 import numpy as np
 
 from beam_dpsketch import serialization
+from beam_dpsketch.checks import check_int, check_key_like
 from beam_dpsketch.hashing import (
     MAX_SEED,
     canonical_keys,
@@ -39,7 +40,7 @@ from beam_dpsketch.hashing import (
 )
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy.budget import PrivacyBudget
-from beam_dpsketch.sketches.binary_mechanism import Calibration, check_int, check_release_prefix
+from beam_dpsketch.sketches.binary_mechanism import Calibration
 from beam_dpsketch.sketches.continual import Kind, LazySketch, PunctualSketch, _check_kind
 
 __all__ = ["CandidateHeavyHitters", "HierarchicalLazySketch"]
@@ -171,7 +172,7 @@ class HierarchicalLazySketch:
         )
         self.kind = _check_kind(kind)
         self.seed = check_seed(seed)
-        self.release_prefix = check_release_prefix(release_prefix)
+        self.release_prefix = check_key_like(release_prefix, "release_prefix")
         levels = -(-self.domain_bits // self.bits_per_level)
         self.prefix_bits = tuple(
             min(self.domain_bits, (level + 1) * self.bits_per_level) for level in range(levels)

@@ -62,6 +62,7 @@ from typing import Any
 
 import numpy as np
 
+from beam_dpsketch.checks import check_probability
 from beam_dpsketch.noise import NoiseStream, discrete_gaussian, discrete_laplace
 from beam_dpsketch.privacy.budget import PrivacyBudget, approx_to_zcdp, zcdp_to_epsilon
 from beam_dpsketch.privacy.calibration import discrete_laplace_scale, zcdp_gaussian_sigma
@@ -122,16 +123,6 @@ def user_level(k: int) -> str:
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or int(k) < 1:
         raise ValueError(f"k must be an int >= 1, got {k!r}")
     return f"user:{int(k)}"
-
-
-def check_probability(value: Any, name: str) -> float:
-    """``value`` as a float in the open interval ``(0, 1)``; ``ValueError`` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
-    if not 0.0 < v < 1.0:
-        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
-    return v
 
 
 def check_budget(budget: Any) -> PrivacyBudget:

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import canonical_key, encode_key
 from beam_dpsketch.noise import NoiseStream, discrete_laplace, laplace
 from beam_dpsketch.privacy.budget import PrivacyBudget, check_delta, check_epsilon
@@ -280,11 +281,8 @@ def check_beta(beta: Any) -> float:
 
 
 def check_positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if int(value) < 1:
-        raise ValueError(f"{name} must be >= 1, got {value!r}")
-    return int(value)
+    """``value`` as a Python int ``>= 1`` (:func:`beam_dpsketch.checks.check_int`)."""
+    return check_int(value, name)
 
 
 def laplace_scale_exact(sensitivity: int | Fraction, epsilon: float) -> Fraction:

@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from beam_dpsketch import serialization
+from beam_dpsketch.checks import check_int, check_probability
 from beam_dpsketch.hashing import (
     MAX_DEPTH,
     MAX_WIDTH,
@@ -67,12 +68,6 @@ _INT64_MAX = (1 << 63) - 1
 _SEED_DOMAIN = b"beam-dpsketch/dyadic-level/v1"
 
 
-def _check_int(value: Any, name: str) -> int:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    return int(value)
-
-
 def level_seed(seed: int, level: int) -> int:
     """The hash seed of level ``level`` of a DCS with seed ``seed`` (32-bit, deterministic).
 
@@ -90,9 +85,8 @@ def dyadic_shape(lower: int, upper: int, gamma: float, preset: str = "paper") ->
     (e.g. ``U = 2**16``, ``gamma = 0.01``: ``(882, 8)``). ``"reference_code_as_run"``: same width,
     ``d = 3`` (erratum E7).
     """
-    levels = _levels_for(_check_int(lower, "lower"), _check_int(upper, "upper"))
-    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real) or not 0 < gamma < 1:
-        raise ValueError(f"gamma must be in (0, 1), got {gamma!r}")
+    levels = _levels_for(check_int(lower, "lower", None), check_int(upper, "upper", None))
+    gamma = check_probability(gamma, "gamma")
     ln_u = levels * math.log(2.0)
     inner = math.log(ln_u / gamma)
     width = math.ceil(math.sqrt(ln_u * max(inner, 0.0)) / gamma)
@@ -145,15 +139,11 @@ class _DyadicBase(abc.ABC):
     def _init_layout(
         self, lower: int, upper: int, width: int, depth: int, seed: int, exact_levels: bool
     ) -> None:
-        self.lower = _check_int(lower, "lower")
-        self.upper = _check_int(upper, "upper")
+        self.lower = check_int(lower, "lower", None)
+        self.upper = check_int(upper, "upper", None)
         self.levels = _levels_for(self.lower, self.upper)
-        self.width = _check_int(width, "width")
-        if not 1 <= self.width <= MAX_WIDTH:
-            raise ValueError(f"width must be in [1, {MAX_WIDTH}], got {width}")
-        self.depth = _check_int(depth, "depth")
-        if not 1 <= self.depth <= MAX_DEPTH:
-            raise ValueError(f"depth must be in [1, {MAX_DEPTH}], got {depth}")
+        self.width = check_int(width, "width", 1, MAX_WIDTH)
+        self.depth = check_int(depth, "depth", 1, MAX_DEPTH)
         self.seed = check_seed(seed)
         if not isinstance(exact_levels, bool):
             raise TypeError("exact_levels must be a bool")
@@ -193,9 +183,7 @@ class _DyadicBase(abc.ABC):
         Exact levels return the stored (noisy, when released) count; sketched levels the Count
         Sketch median over rows of ``sign * counter`` (Algorithm 2).
         """
-        level = _check_int(level, "level")
-        if not 0 <= level < self.levels:
-            raise ValueError(f"level must be in [0, {self.levels}), got {level}")
+        level = check_int(level, "level", 0, self.levels - 1)
         nodes = np.asarray(nodes, dtype=np.int64)
         if nodes.size and (nodes.min() < 0 or nodes.max() >= 1 << (self.levels - level)):
             raise ValueError(f"nodes must be in [0, 2**{self.levels - level}) at level {level}")
@@ -334,7 +322,7 @@ class _DyadicBase(abc.ABC):
             raise TypeError(f"threshold must be a real number, got {type(threshold).__name__}")
         if math.isnan(float(threshold)):
             raise ValueError("threshold must not be NaN")
-        cap = _check_int(max_candidates, "max_candidates")
+        cap = check_int(max_candidates, "max_candidates")
         nodes = np.arange(2, dtype=np.int64)
         est = np.zeros(0)
         for j in range(self.levels - 1, -1, -1):
@@ -614,9 +602,7 @@ class DyadicCountSketch(_DyadicBase):
 
     def level_table(self, level: int) -> np.ndarray:
         """Level ``level``'s counters: ``(depth, width)`` sketched or ``(2**(L-level),)`` exact."""
-        level = _check_int(level, "level")
-        if not 0 <= level < self.levels:
-            raise ValueError(f"level must be in [0, {self.levels}), got {level}")
+        level = check_int(level, "level", 0, self.levels - 1)
         if level < self.n_sketched:
             return self.sketched[level]
         start = self.exact_offsets[level - self.n_sketched]

@@ -68,6 +68,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from beam_dpsketch import serialization
+from beam_dpsketch.checks import check_int, check_key_like
 from beam_dpsketch.hashing import (
     decode_key,
     encode_key,
@@ -255,14 +256,6 @@ def _check_source(noise_source: Any) -> NoiseSource:
     return noise_source
 
 
-def _check_sketch_id(sketch_id: Any) -> Any:
-    try:
-        encode_key(sketch_id)
-    except TypeError as exc:
-        raise TypeError(f"sketch_id: {exc}") from None
-    return sketch_id
-
-
 def _source_check(source: NoiseSource, sketch_id: Any) -> str:
     """A fingerprint tying saved state to its noise source without revealing the key.
 
@@ -353,7 +346,7 @@ class IntermittentSketch(abc.ABC):
         self._kind = kind
         self._epsilon = rational_epsilon_floor(epsilon)
         self._source = _check_source(noise_source)
-        self._sketch_id = _check_sketch_id(sketch_id)
+        self._sketch_id = check_key_like(sketch_id, "sketch_id")
         self._batches = 0
         self._last_time: float | int | None = None
         self._ingest: str | None = None
@@ -953,9 +946,12 @@ class UseAndKeepSketch(_KeptNoiseSketch):
             raise ValueError("cells must be a 1-d array of flat cell indices in [0, depth*width)")
         if cells.size > 1 and not (np.diff(cells) > 0).all():
             raise ValueError("cells must be sorted and distinct")
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-            raise ValueError(f"k (batch index) must be an int >= 1, got {k!r}")
-        return self._block_draws(cells, self.noise_scale, "cell", int(k))
+        try:
+            k = check_int(k, "k (batch index)")
+        except TypeError as exc:
+            # Every bad argument of this probe is a ValueError, like the cell checks above.
+            raise ValueError(str(exc)) from None
+        return self._block_draws(cells, self.noise_scale, "cell", k)
 
     def _release_cells(self, cells: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         scale = self.noise_scale

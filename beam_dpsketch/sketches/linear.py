@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from beam_dpsketch import serialization
+from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import (
     MAX_DEPTH,
     MAX_WIDTH,
@@ -30,15 +31,6 @@ __all__ = ["LinearSketch", "validate_counts"]
 _CHUNK = 1 << 16
 # float64 bincount sums are exact while every partial sum stays below 2**53.
 _FLOAT_EXACT = float(1 << 53)
-
-
-def _check_positive_int(value: Any, name: str, upper: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    value = int(value)
-    if not 1 <= value <= upper:
-        raise ValueError(f"{name} must be in [1, {upper}], got {value}")
-    return value
 
 
 def validate_counts(counts: Any, n: int) -> np.ndarray | None:
@@ -69,8 +61,8 @@ class LinearSketch:
     __slots__ = ("width", "depth", "seed", "table", "total_weight")
 
     def __init__(self, width: int, depth: int, seed: int = 0):
-        self.width = _check_positive_int(width, "width", MAX_WIDTH)
-        self.depth = _check_positive_int(depth, "depth", MAX_DEPTH)
+        self.width = check_int(width, "width", 1, MAX_WIDTH)
+        self.depth = check_int(depth, "depth", 1, MAX_DEPTH)
         self.seed = check_seed(seed)
         self.table = np.zeros((self.depth, self.width), dtype=np.int64)
         self.total_weight = 0
@@ -235,8 +227,8 @@ class LinearSketch:
         _, params, arrays = serialization.loads(data, expected_kind=cls.KIND)
         req = serialization.require
         try:
-            width = _check_positive_int(req(params, "width", int), "width", MAX_WIDTH)
-            depth = _check_positive_int(req(params, "depth", int), "depth", MAX_DEPTH)
+            width = check_int(req(params, "width", int), "width", 1, MAX_WIDTH)
+            depth = check_int(req(params, "depth", int), "depth", 1, MAX_DEPTH)
             seed = check_seed(req(params, "seed", int))
         except (TypeError, ValueError) as exc:
             raise serialization.SketchFormatError(f"invalid sketch parameters: {exc}") from None

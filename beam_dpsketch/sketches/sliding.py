@@ -53,6 +53,7 @@ from typing import Any, Literal
 import numpy as np
 
 from beam_dpsketch import serialization
+from beam_dpsketch.checks import check_int, check_probability
 from beam_dpsketch.hashing import MAX_DEPTH, MAX_WIDTH, check_seed, hash_keys, row_buckets
 from beam_dpsketch.noise import NoiseSource, discrete_gaussian, gaussian
 from beam_dpsketch.privacy.budget import PrivacyBudget, approx_to_zcdp
@@ -78,21 +79,13 @@ _KIND_NAMES = ("F", "P", "Q")
 _CHUNK = 1 << 16
 # Above this many (segment x cell) bins per chunk, count segment by segment instead.
 _MAX_BINS = 1 << 22
-_MAX_INDEX = 1 << 62
+# Largest window, block, position or time accepted: positions stay exact in int64 arithmetic.
+MAX_INDEX = 1 << 62
 
 
 # --------------------------------------------------------------------------------------------
 # Validation helpers
 # --------------------------------------------------------------------------------------------
-
-
-def _check_int(value: Any, name: str, lo: int, hi: int = _MAX_INDEX) -> int:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    value = int(value)
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}], got {value}")
-    return value
 
 
 def _as_fraction(value: Any, name: str) -> Fraction:
@@ -161,7 +154,7 @@ def checkpoint_list(block: int, alpha: Any) -> tuple[int, ...]:
     tuple of int
         Strictly decreasing, first ``B``, last ``1``.
     """
-    b = _check_int(block, "block", 1)
+    b = check_int(block, "block", 1, MAX_INDEX)
     keep = 1 - _as_fraction(alpha, "alpha")
     out = [b]
     while out[-1] > 1:
@@ -173,7 +166,7 @@ def checkpoint_list(block: int, alpha: Any) -> tuple[int, ...]:
 def _check_checkpoints(checkpoints: Any, block: int) -> tuple[int, ...]:
     if isinstance(checkpoints, str | bytes) or not isinstance(checkpoints, Sequence):
         raise TypeError(f"checkpoints must be a sequence of ints, got {type(checkpoints).__name__}")
-    vals = tuple(_check_int(c, "checkpoints", 1, block) for c in checkpoints)
+    vals = tuple(check_int(c, "checkpoints", 1, block) for c in checkpoints)
     if not vals or vals[0] != block or vals[-1] != 1:
         raise ValueError(f"checkpoints must start with the block length {block} and end with 1")
     if any(a <= b for a, b in zip(vals, vals[1:], strict=False)):
@@ -439,22 +432,18 @@ class DPSWSketch:
         hh_slack: float | None = None,
         free_prefixes: bool = True,
     ) -> None:
-        self.window = _check_int(window, "window", 1)
+        self.window = check_int(window, "window", 1, MAX_INDEX)
         self.rho, self.budget = _resolve_rho(budget)
-        self.width = _check_int(width, "width", 1, MAX_WIDTH)
-        self.depth = _check_int(depth, "depth", 1, MAX_DEPTH)
+        self.width = check_int(width, "width", 1, MAX_WIDTH)
+        self.depth = check_int(depth, "depth", 1, MAX_DEPTH)
         self.seed = check_seed(seed)
         if (block is None) == (beta is None):
             raise ValueError(
                 "give exactly one of block and beta (or a preset: paper_experiments, theory)"
             )
         if block is None:
-            if isinstance(beta, bool) or not isinstance(beta, int | float):
-                raise TypeError(f"beta must be a float, got {type(beta).__name__}")
-            if not 0 < beta < 1:
-                raise ValueError(f"beta must be in (0, 1), got {beta}")
-            block = _ceil_power(self.window, beta)
-        self.block = _check_int(block, "block", 1, self.window)
+            block = _ceil_power(self.window, check_probability(beta, "beta"))
+        self.block = check_int(block, "block", 1, self.window)
         self.alpha = None if alpha is None else _as_fraction(alpha, "alpha")
         if checkpoints is None:
             if self.alpha is None:
@@ -559,11 +548,9 @@ class DPSWSketch:
         leave the prefix/suffix sketches pure noise (E12). Same guarantee as
         :class:`DPSWSketch`.
         """
-        if isinstance(window, bool) or not isinstance(window, int | np.integer):
-            raise TypeError(f"window must be an int, got {type(window).__name__}")
-        if window < 10:
-            raise ValueError(f"window must be >= 10 for the paper_experiments preset, got {window}")
-        block = -(-int(window) // 10)
+        # The preset's B = ceil(W/10) needs W >= 10; the constructor checks the upper bound.
+        window = check_int(window, "window", 10)
+        block = -(-window // 10)
         if middle is None:
             middle = -(-block // 2)
         cps: list[int] = [block, middle, 1] if 1 < middle < block else [block, 1]
@@ -659,8 +646,8 @@ class DPSWSketch:
         positions :meth:`locate` maps to ``(block, segment)``; tables of different shards simply
         add (spec §6.1). The segment must not be complete yet (its end ``> t``).
         """
-        block = _check_int(block, "block", 1)
-        segment = _check_int(segment, "segment", 0, self.layout.n_segments - 1)
+        block = check_int(block, "block", 1, MAX_INDEX)
+        segment = check_int(segment, "segment", 0, self.layout.n_segments - 1)
         arr = np.asarray(table)
         if arr.dtype.kind not in "iu":
             raise TypeError(f"table must hold integers, got dtype {arr.dtype}")
@@ -676,8 +663,8 @@ class DPSWSketch:
 
     def add_range_counts(self, start: int, end: int, table: Any) -> DPSWSketch:
         """Add an exact table for the positions ``start .. end``, which must lie in one segment."""
-        start = _check_int(start, "start", 1)
-        end = _check_int(end, "end", start)
+        start = check_int(start, "start", 1, MAX_INDEX)
+        end = check_int(end, "end", start, MAX_INDEX)
         (kb, ke), (gb, ge) = self.locate([start, end])
         if kb != ke or gb != ge:
             raise ValueError(f"positions {start}..{end} span more than one segment")
@@ -723,7 +710,7 @@ class DPSWSketch:
         """Move time to ``t >= self.t``: seal every PCMS whose range ends at or before ``t``
         (noise drawn once, from its keyed stream) and discard blocks older than the window.
         """
-        t = _check_int(t, "t", self.t)
+        t = check_int(t, "t", self.t, MAX_INDEX)
         if t == self.t:
             return self
         b = self.block
@@ -801,7 +788,7 @@ class DPSWSketch:
         middle blocks: ``F``; current block ``l``: the longest sealed prefix (``y = 1`` is
         ``F``); if ``l' == l`` only the prefix (E7). Empty for ``t = 0``.
         """
-        t = self.t if t is None else _check_int(t, "t", 0, self.t)
+        t = self.t if t is None else check_int(t, "t", 0, self.t)
         if t == 0:
             return []
         b, I = self.block, self.layout.checkpoints  # noqa: E741
@@ -1052,7 +1039,7 @@ class DPSWSketch:
                 hh_slack=req(params, "hh_slack", float),
                 free_prefixes=req(params, "free_prefixes", bool),
             )
-            t = _check_int(req(params, "t", int), "t", 0)
+            t = check_int(req(params, "t", int), "t", 0, MAX_INDEX)
         except (TypeError, ValueError, KeyError, ZeroDivisionError) as exc:
             if isinstance(exc, fmt):
                 raise

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from beam_dpsketch.checks import check_int, check_probability
 from beam_dpsketch.hashing import (
     MAX_DEPTH,
     MAX_WIDTH,
@@ -41,7 +42,7 @@ from beam_dpsketch.privacy.budget import check_epsilon
 from beam_dpsketch.sketches.dp_misragries_baselines import chan_pure
 from beam_dpsketch.sketches.dp_misragries_core import Universe
 from beam_dpsketch.sketches.misragries import MisraGries
-from beam_dpsketch.sketches.sliding import _check_int, checkpoint_list
+from beam_dpsketch.sketches.sliding import MAX_INDEX, checkpoint_list
 
 __all__ = ["PCCMG", "ExactSlidingWindow", "ExactWindowCountMin", "USketch"]
 
@@ -109,7 +110,7 @@ class ExactSlidingWindow:
     """
 
     def __init__(self, window: int) -> None:
-        self.window = _check_int(window, "window", 1)
+        self.window = check_int(window, "window", 1, MAX_INDEX)
         self._ring = _Ring(self.window)
         self._buf = np.zeros(self.window, dtype=np.int64)
         self._counts = np.zeros(0, dtype=np.int64)
@@ -182,9 +183,9 @@ class ExactWindowCountMin:
     """
 
     def __init__(self, window: int, *, width: int, depth: int, seed: int = 0) -> None:
-        self.window = _check_int(window, "window", 1)
-        self.width = _check_int(width, "width", 1, MAX_WIDTH)
-        self.depth = _check_int(depth, "depth", 1, MAX_DEPTH)
+        self.window = check_int(window, "window", 1, MAX_INDEX)
+        self.width = check_int(width, "width", 1, MAX_WIDTH)
+        self.depth = check_int(depth, "depth", 1, MAX_DEPTH)
         self.seed = check_seed(seed)
         self._ring = _Ring(self.window)
         self._buf = np.zeros((self.depth, self.window), dtype=np.int64)
@@ -279,14 +280,14 @@ class USketch:
         label: str = "usketch",
         epsilon_budget: float | None = None,
     ) -> None:
-        self.window = _check_int(window, "window", 1)
+        self.window = check_int(window, "window", 1, MAX_INDEX)
         self.epsilon = check_epsilon(epsilon)
-        self.width = _check_int(width, "width", 1, MAX_WIDTH)
-        self.depth = _check_int(depth, "depth", 1, MAX_DEPTH)
+        self.width = check_int(width, "width", 1, MAX_WIDTH)
+        self.depth = check_int(depth, "depth", 1, MAX_DEPTH)
         self.seed = check_seed(seed)
-        nb = _check_int(blocks_per_window, "blocks_per_window", 1, self.window)
+        nb = check_int(blocks_per_window, "blocks_per_window", 1, self.window)
         self.block = -(-self.window // nb)
-        suffixes = _check_int(suffixes, "suffixes", 0)
+        suffixes = check_int(suffixes, "suffixes", 0, MAX_INDEX)
         full = checkpoint_list(self.block, smooth)
         self.checkpoints = full[: 1 + suffixes]
         self.scale = 2 * (math.isqrt(self.window - 1) + 1 if self.window > 1 else 1) / self.epsilon
@@ -465,13 +466,9 @@ class PCCMG:
         noise_source: NoiseSource | None = None,
         label: str = "pccmg",
     ) -> None:
-        self.window = _check_int(window, "window", 1)
+        self.window = check_int(window, "window", 1, MAX_INDEX)
         self.epsilon = check_epsilon(epsilon)
-        if isinstance(lam, bool) or not isinstance(lam, int | float):
-            raise TypeError(f"lam must be a float, got {type(lam).__name__}")
-        if not 0 < lam < 1:
-            raise ValueError(f"lam must be in (0, 1), got {lam}")
-        self.lam = float(lam)
+        self.lam = check_probability(lam, "lam")
         self.levels = math.ceil(math.log2(4 / self.lam))
         self.w0 = math.ceil(self.lam * self.window / 4)
         l = self.levels  # noqa: E741
@@ -539,7 +536,7 @@ class PCCMG:
 
         Covers ``[aligned ws, floor(t / W0) W0]`` with disjoint released blocks, largest first.
         """
-        t = self._t if t is None else _check_int(t, "t", 0, self._t)
+        t = self._t if t is None else check_int(t, "t", 0, self._t)
         pos = self._aligned_start(t)
         end = t // self.w0 * self.w0
         out = []

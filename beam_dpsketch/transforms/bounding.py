@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import numbers
 import os
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +27,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
+from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.privacy.bounding import MIN_KEY_BYTES, bounded_mask
 from beam_dpsketch.privacy.windowing import max_trigger_firings
@@ -74,12 +74,6 @@ def _check_key(selection_key: Any) -> bytes:
             f"selection_key must have at least {MIN_KEY_BYTES} bytes, got {len(selection_key)}"
         )
     return selection_key
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return int(value)
 
 
 class _KeyByPrivacyId(beam.DoFn):
@@ -209,7 +203,7 @@ class BoundContributions(beam.PTransform):
         super().__init__()
         if not callable(privacy_id_fn):
             raise TypeError(f"privacy_id_fn must be callable, got {type(privacy_id_fn).__name__}")
-        self._max_contributions = _positive_int(max_contributions, "max_contributions")
+        self._max_contributions = check_int(max_contributions, "max_contributions")
         if (key_fn is None) != (max_partitions is None):
             raise ValueError("key_fn and max_partitions must be given together")
         if key_fn is not None and not callable(key_fn):
@@ -217,7 +211,7 @@ class BoundContributions(beam.PTransform):
         if element_id_fn is not None and not callable(element_id_fn):
             raise TypeError(f"element_id_fn must be callable, got {type(element_id_fn).__name__}")
         self._max_partitions = (
-            None if max_partitions is None else _positive_int(max_partitions, "max_partitions")
+            None if max_partitions is None else check_int(max_partitions, "max_partitions")
         )
         self._selection_key = os.urandom(32) if selection_key is None else _check_key(selection_key)
         self._privacy_id_fn = privacy_id_fn

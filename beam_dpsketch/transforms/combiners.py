@@ -16,6 +16,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam import coders
 
+from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import MAX_DEPTH, MAX_SEED, MAX_WIDTH, hash_key
 from beam_dpsketch.sketches import CountMinSketch, CountSketch, MisraGries
 from beam_dpsketch.sketches.misragries import MAX_K
@@ -37,14 +38,12 @@ SKETCH_KINDS: dict[str, type] = {
     "count-sketch": CountSketch,
     "misra-gries": MisraGries,
 }
-
-
-def _check_int(name: str, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
-        raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
-    return int(value)
+_PARAM_BOUNDS: dict[str, tuple[int, int]] = {
+    "k": (1, MAX_K),
+    "width": (1, MAX_WIDTH),
+    "depth": (1, MAX_DEPTH),
+    "seed": (0, MAX_SEED),
+}
 
 
 @dataclass(frozen=True)
@@ -70,20 +69,16 @@ class SketchSpec:
     def __post_init__(self) -> None:
         if self.kind not in SKETCH_KINDS:
             raise ValueError(f"kind must be one of {sorted(SKETCH_KINDS)}, got {self.kind!r}")
-        expected = {"k"} if self.kind == "misra-gries" else {"width", "depth", "seed"}
-        if set(self.params) != expected:
+        names = ("k",) if self.kind == "misra-gries" else ("width", "depth", "seed")
+        if set(self.params) != set(names):
             raise ValueError(
-                f"a {self.kind} spec takes parameters {sorted(expected)}, got {sorted(self.params)}"
+                f"a {self.kind} spec takes parameters {sorted(names)}, got {sorted(self.params)}"
             )
-        p = self.params
-        if self.kind == "misra-gries":
-            checked = {"k": _check_int("k", p["k"], 1, MAX_K)}
-        else:
-            checked = {
-                "width": _check_int("width", p["width"], 1, MAX_WIDTH),
-                "depth": _check_int("depth", p["depth"], 1, MAX_DEPTH),
-                "seed": _check_int("seed", p["seed"], 0, MAX_SEED),
-            }
+        try:
+            checked = {n: check_int(self.params[n], n, *_PARAM_BOUNDS[n]) for n in names}
+        except TypeError as exc:
+            # A spec is a construction-time description: every bad parameter is a ValueError.
+            raise ValueError(str(exc)) from None
         # Frozen: normalise numpy ints to Python ints through object.__setattr__.
         object.__setattr__(self, "params", checked)
 

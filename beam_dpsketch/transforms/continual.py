@@ -68,7 +68,6 @@ drawing fresh noise.
 from __future__ import annotations
 
 import logging
-import numbers
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +80,7 @@ from apache_beam.transforms import trigger as tr
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec
 from apache_beam.transforms.window import GlobalWindow
 
+from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import canonical_key, hash_keys
 from beam_dpsketch.noise import NoiseSource, check_release_source
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
@@ -225,14 +225,6 @@ def _check_budget_kind(budget: Any) -> None:
             f"budget must be an (epsilon, delta) budget with delta > 0 (PrivacyBudget.approx): the "
             f"Gaussian binary mechanism is (epsilon, delta)-DP (spec lazy-sketch §2.6), got {budget}"
         )
-
-
-def _check_int(value: Any, name: str, lower: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if int(value) < lower:
-        raise ValueError(f"{name} must be >= {lower}, got {value}")
-    return int(value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -586,9 +578,9 @@ class ContinualDPSketch(beam.PTransform):
             raise ValueError(
                 f"cs_sensitivity must be one of {CS_SENSITIVITIES}, got {cs_sensitivity!r}"
             )
-        self._horizon = _check_int(horizon, "horizon")
-        self._release_every = _check_int(release_every, "release_every")
-        max_contributions = _check_int(max_contributions, "max_contributions")
+        self._horizon = check_int(horizon, "horizon")
+        self._release_every = check_int(release_every, "release_every")
+        max_contributions = check_int(max_contributions, "max_contributions")
         if time_model == "element" and max_contributions != 1:
             raise ValueError(
                 "max_contributions applies to the pane time model; the element model has one "

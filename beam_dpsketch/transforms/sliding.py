@@ -73,6 +73,7 @@ from apache_beam.transforms.window import (
 from apache_beam.utils.timestamp import Duration, Timestamp
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
+from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import canonical_key, hash_keys
 from beam_dpsketch.noise import NoiseSource, check_release_source
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
@@ -672,14 +673,6 @@ class _SketchFactory:
         return build(*self.args, noise_source=noise_source, **self.kwargs)
 
 
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-    return int(value)
-
-
 def _default_trigger(triggerfn: Any) -> bool:
     if isinstance(triggerfn, tr.DefaultTrigger):
         return True
@@ -817,7 +810,7 @@ class DPSlidingWindowFrequencies(beam.PTransform):
         if not isinstance(with_metadata, bool):
             raise TypeError("with_metadata must be a bool")
         self.mode = mode
-        self.every = _positive_int(every, "every")
+        self.every = check_int(every, "every")
         self.with_metadata = with_metadata
         self.release_label = label
         self._noise_source = check_release_source(noise_source)

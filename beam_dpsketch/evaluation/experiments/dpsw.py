@@ -39,11 +39,25 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from beam_dpsketch.evaluation import datasets, metrics
-from beam_dpsketch.evaluation.report import Claim, Figure, Report, Series, line_plot, summarize
-from beam_dpsketch.evaluation.runner import Experiment, RunResult, library_version, run_experiment
+from beam_dpsketch.evaluation.report import (
+    Claim,
+    Figure,
+    Report,
+    Series,
+    line_plot,
+    summarize,
+    verdict,
+)
+from beam_dpsketch.evaluation.runner import (
+    Experiment,
+    RunResult,
+    library_version,
+    run_experiment,
+    select_mode,
+)
+from beam_dpsketch.evaluation.tables import col, fmt, matching, param_tag
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.sliding import DPSWSketch, checkpoint_list
@@ -87,10 +101,7 @@ WORDS_TOP = 50_000
 PER_PCMS_COUNTERS = 10_000  # a * b of one PCMS in App. C (Fig. 11: a = 2..10, b = 5000..1000)
 MODES_LAMS = (0.5, 0.25, 0.125, 0.0625, 0.05, 0.0375, 0.025)  # PCC-MG size sweep: ~4-400 KB
 REF_DEPTH = 3  # default depth of the App. C sweeps and of the eps sweep (spec Appendix B)
-
-
-def _gtag(gamma: float) -> str:
-    return f"g{gamma:g}".replace(".", "")
+_gtag = functools.partial(param_tag, "g")  # column-name fragment of a gamma: g0005
 
 
 METRICS: tuple[str, ...] = (
@@ -740,29 +751,9 @@ def build_experiments(
 # ------------------------------------------------------------------------------------------------
 
 
-def _filter(table: pa.Table, **eq: Any) -> pa.Table:
-    mask = None
-    for col, val in eq.items():
-        m = pc.is_null(table[col]) if val is None else pc.equal(table[col], val)
-        mask = m if mask is None else pc.and_(mask, m)
-    return table.filter(mask) if mask is not None else table
-
-
-def _col(table: pa.Table, name: str) -> np.ndarray:
-    return np.asarray(table[name].to_pylist(), dtype=np.float64)
-
-
 def _curve(agg: pa.Table, x: str, y: str, **eq: Any) -> tuple[np.ndarray, np.ndarray]:
-    sub = _filter(agg, **eq).sort_by(x)
-    return _col(sub, x), _col(sub, f"{y}_mean")
-
-
-def _verdict(ok: bool, reason: str) -> tuple[str, str]:
-    return ("reproduced", "") if ok else ("differs", reason)
-
-
-def _fmt(xs: Sequence[float], digits: int = 3) -> str:
-    return " / ".join(f"{x:.{digits}g}" for x in xs)
+    sub = matching(agg, **eq).sort_by(x)
+    return col(sub, x), col(sub, f"{y}_mean")
 
 
 def _ds_name(ds: str) -> str:
@@ -790,9 +781,9 @@ def _exact_flat(eps_agg: pa.Table, dsets: list[str], eps: Sequence[float], y: st
     # The non-private reference does not depend on eps: one cell, drawn flat across the grid.
     rows = []
     for ds in dsets:
-        sub = _filter(eps_agg, dataset=ds, method="exact_cms")
+        sub = matching(eps_agg, dataset=ds, method="exact_cms")
         if sub.num_rows:
-            val = float(_col(sub, f"{y}_mean")[0])
+            val = float(col(sub, f"{y}_mean")[0])
             rows += [
                 {"dataset": ds, "method": "exact_cms", "eps": e, f"{y}_mean": val} for e in eps
             ]
@@ -810,7 +801,7 @@ def _plot(*args: Any, **kwargs: Any) -> None:
 def _plot_eps(out: Path, eps_agg: pa.Table, dsets: list[str], y: str, ylabel: str, png: str,
               title: str, logy: bool = True) -> Figure:  # fmt: skip
     panels = _panels(eps_agg, dsets, "eps", y, PRIVATE)
-    eps = sorted(set(_col(_filter(eps_agg, method="dpsw"), "eps").tolist()))
+    eps = sorted(set(col(matching(eps_agg, method="dpsw"), "eps").tolist()))
     flat = _exact_flat(eps_agg, dsets, eps, y)
     if flat is not None:
         for (_, series), ds in zip(panels, dsets, strict=True):
@@ -887,9 +878,9 @@ def _build_report(
     for ds in dsets:
         series = []
         for m in METHODS:
-            sub = _filter(eps_agg, dataset=ds, method=m, eps=1.0)
+            sub = matching(eps_agg, dataset=ds, method=m, eps=1.0)
             if sub.num_rows:
-                ys = [float(_col(sub, f"f1_{_gtag(g)}_mean")[0]) for g in GAMMAS]
+                ys = [float(col(sub, f"f1_{_gtag(g)}_mean")[0]) for g in GAMMAS]
                 series.append(Series(LABELS[m], GAMMAS, ys, "-o", COLORS[m]))
         panels.append((_ds_name(ds), series))
     _plot(out / png, panels, xlabel="threshold gamma (fraction of w)", ylabel="F1", logx=True,
@@ -912,10 +903,10 @@ def _build_report(
     for ds in dsets:
         series = []
         for m in METHODS:
-            sub = _filter(size_x, dataset=ds, method=m).sort_by("size_kb")
+            sub = matching(size_x, dataset=ds, method=m).sort_by("size_kb")
             if sub.num_rows:
-                series.append(Series(LABELS[m], _col(sub, "size_bytes_mean") / 1024,
-                                     _col(sub, "mae_all_mean"), "-o", COLORS[m]))  # fmt: skip
+                series.append(Series(LABELS[m], col(sub, "size_bytes_mean") / 1024,
+                                     col(sub, "mae_all_mean"), "-o", COLORS[m]))  # fmt: skip
         panels.append((_ds_name(ds), series))
     _plot(out / png, panels, xlabel="sketch size (KB of live counters)",
               ylabel="MAE (occurrences)", logx=True, logy=True,
@@ -930,7 +921,7 @@ def _build_report(
             series_panels = []
             series = []
             for i, ds in enumerate(dsets):
-                xs, ys = _curve(_filter(par_agg, sweep=sweep), x, y, dataset=ds)
+                xs, ys = _curve(matching(par_agg, sweep=sweep), x, y, dataset=ds)
                 series.append(Series(_ds_name(ds), xs, ys, "-o", f"C{i}"))
             series_panels.append((f"DPSW, eps=1, w={w:,}", series))
             name = png.replace(".png", f"{suffix}.png")
@@ -941,12 +932,12 @@ def _build_report(
     if "dpsw-time" in tables and tables["dpsw-time"] is not None:
         time_agg = summarize(tables["dpsw-time"], ["w"], list(TIME_METRICS))
         png = "flights_time_windows.png"
-        xs = _col(time_agg, "w") / 1440
+        xs = col(time_agg, "w") / 1440
         _plot(out / png, [("DPSW on flights, eps=1", [
-            Series("time-based window, MRE high", xs, _col(time_agg, "mre_high_mean"), "-o", "C0"),
-            Series("time-based window, MRE low", xs, _col(time_agg, "mre_low_mean"), ":o", "C0"),
+            Series("time-based window, MRE high", xs, col(time_agg, "mre_high_mean"), "-o", "C0"),
+            Series("time-based window, MRE low", xs, col(time_agg, "mre_low_mean"), ":o", "C0"),
             Series("count-based, same mean occupancy, MRE high", xs,
-                   _col(time_agg, "cb_mre_high_mean"), "-s", "C3")])],
+                   col(time_agg, "cb_mre_high_mean"), "-s", "C3")])],
             xlabel="window (days of event time)", ylabel="MRE (fraction of f)", logx=True,
             logy=True, suptitle="Flights with true timestamps: time-based DPSW windows")  # fmt: skip
         figures.append(Figure(png, "Time-based windows on the flights (minutes of event time)."))
@@ -966,7 +957,7 @@ def _build_report(
     ]  # fmt: skip
     if time_agg is not None:
         tables_out.append(("flights, time-based windows (w in minutes)", time_agg))
-    delta = _col(eps_t, "delta")
+    delta = col(eps_t, "delta")
     delta = delta[np.isfinite(delta)]
     notes = [
         "DPSW runs the paper_experiments preset (B = w/10, |I| = 3 with I = [B, ceil(B/2), 1], "
@@ -975,7 +966,7 @@ def _build_report(
         "(fixed, not tuned per eps as in the paper); the App. C sweeps keep the default total of "
         f"{config.pcms_counters:,} counters per PCMS x the default number of live PCMSs (spec E25: "
         "'100 KB' cannot be the total).",
-        f"delta = 1/n^1.5 with the actual stream length (E13): {_fmt(sorted(set(delta)), 3)}.",
+        f"delta = 1/n^1.5 with the actual stream length (E13): {fmt(sorted(set(delta)), 3)}.",
         "Baselines: U-Sketch and PCC-MG as built in sliding_baselines (continual-release-correct "
         "noise: keyed, never re-drawn per query; PCC-MG with pure-DP noise on the whole public "
         "universe), which is more conservative than the authors' code (spec §5). BLMZ-Sketch is "
@@ -1024,8 +1015,8 @@ def _build_report(
 
 
 def _val(agg: pa.Table, y: str, **eq: Any) -> float:
-    sub = _filter(agg, **eq)
-    return float(_col(sub, f"{y}_mean")[0]) if sub.num_rows else math.nan
+    sub = matching(agg, **eq)
+    return float(col(sub, f"{y}_mean")[0]) if sub.num_rows else math.nan
 
 
 def _claims(
@@ -1038,7 +1029,7 @@ def _claims(
 ) -> list[Claim]:
     claims: list[Claim] = []
     src = "Wang et al. KDD 2024; spec dpsw-sketch §7.4"
-    eps = sorted(set(_col(_filter(eps_agg, method="dpsw"), "eps").tolist()))
+    eps = sorted(set(col(matching(eps_agg, method="dpsw"), "eps").tolist()))
     big = [e for e in eps if e >= 1.0]
     e1 = min(eps, key=lambda e: abs(e - 1.0))
 
@@ -1066,7 +1057,7 @@ def _claims(
         f"{worst_ratio:.2f}; MAE(eps max) < MAE(eps min) for every private method: {fall_ok}"
         + (f" (not for {', '.join(not_falling)})" if not_falling else "")
         + "; exact-window CMS has no noise (flat by construction).",
-        *_verdict(lowest_ok and fall_ok, "DPSW is not the lowest everywhere" if not lowest_ok
+        *verdict(lowest_ok and fall_ok, "DPSW is not the lowest everywhere" if not lowest_ok
                   else "some private method's error does not fall with eps"),  # fmt: skip
         "fig2_mae_high.png",
     ))  # fmt: skip
@@ -1100,7 +1091,7 @@ def _claims(
             src + (" (Fig. 2, text)" if cid == "R2" else " (Fig. 3, text)"),
             "worst MRE over datasets x eps >= 1: " + ", ".join(
                 f"{LABELS[m]} {worst[m]:.1%}" for m in PRIVATE) + extra + ".",
-            *_verdict(ok, reason), fig,
+            *verdict(ok, reason), fig,
         ))  # fmt: skip
 
     # R4: every baseline has >= 4x MAE and >= 2x MRE of DPSW.
@@ -1117,7 +1108,7 @@ def _claims(
         src + " (Figs. 2-3, text); BLMZ not built",
         "smallest ratios over datasets x eps x (high, low): " + "; ".join(
             f"{LABELS[m]} MAE {a:.2f}x, MRE {r:.2f}x" for m, (a, r) in ratios.items()) + ".",
-        *_verdict(ok, "a baseline comes closer than 4x (MAE) or 2x (MRE) somewhere"),
+        *verdict(ok, "a baseline comes closer than 4x (MAE) or 2x (MRE) somewhere"),
         "fig2_mae_high.png",
     ))  # fmt: skip
 
@@ -1135,7 +1126,7 @@ def _claims(
         f"below PCC-MG at eps={hi_e:g} on {us_large}/{len(dsets)}. MAE at eps={hi_e:g}: "
         + "; ".join(f"{ds}: U {v('usketch', 'mae_high', ds, hi_e):.0f}, PCC "
                     f"{v('pccmg', 'mae_high', ds, hi_e):.0f}" for ds in dsets) + ".",
-        *_verdict(ok, "the ordering of the baselines differs (our PCC-MG uses pure-DP noise on "
+        *verdict(ok, "the ordering of the baselines differs (our PCC-MG uses pure-DP noise on "
                   "the whole universe, scale 2k/eps_i, much more than the code's (k+2)/eps_i on "
                   "stored keys only)"),
         "fig2_mae_high.png",
@@ -1146,7 +1137,7 @@ def _claims(
     claims.append(Claim(
         "R6", "Low items: U-Sketch is sometimes worse than answering 0 (MRE > 100%).",
         src + " (Fig. 3)", f"largest U-Sketch MRE on low items: {worst_us:.0%}.",
-        *_verdict(worst_us > 1.0, "U-Sketch's MRE on low items stays <= 100%"),
+        *verdict(worst_us > 1.0, "U-Sketch's MRE on low items stays <= 100%"),
         "fig3_mre_low.png",
     ))  # fmt: skip
 
@@ -1159,7 +1150,7 @@ def _claims(
         src + " (Figs. 2-3); exact-window CMS in place of Microscope",
         f"smallest (best private MAE / non-private MAE): high {gap['mae_high']:.1f}x, low "
         f"{gap['mae_low']:.1f}x.",
-        *_verdict(ok, "a private method matches the non-private reference"), "fig3_mae_low.png",
+        *verdict(ok, "a private method matches the non-private reference"), "fig3_mae_low.png",
     ))  # fmt: skip
 
     # R8: DPSW highest F1 in almost all cases; close to non-private for eps >= 1; U-Sketch F1
@@ -1197,7 +1188,7 @@ def _claims(
         f"minus DPSW F1 at eps >= 1: median {np.median(close) if close else math.nan:.2f}, max "
         f"{max(close) if close else math.nan:.2f}; U-Sketch F1 rises with eps: {us_rise}; PCC-MG "
         f"F1 span over eps {pcc_span:.2f}.",
-        *_verdict(ok, "; ".join(why)), "fig4_f1_g0005.png",
+        *verdict(ok, "; ".join(why)), "fig4_f1_g0005.png",
     ))  # fmt: skip
 
     # R9: PCC-MG recall 1 at the smallest eps with low precision; DPSW beats U-Sketch on both.
@@ -1213,14 +1204,14 @@ def _claims(
         src + " (Fig. 12)",
         f"PCC-MG at eps={eps[0]:g}: min recall {pcc_rec:.2f}, max precision {pcc_prec:.2f}; DPSW >= "
         f"U-Sketch in {both}/{n_both} (dataset, eps, precision|recall) cases.",
-        *_verdict(ok, "PCC-MG's recall is below 1 at small eps (our PCC-MG perturbs every key "
+        *verdict(ok, "PCC-MG's recall is below 1 at small eps (our PCC-MG perturbs every key "
                   "of the universe with pure-DP noise and clamps at 0, so small eps loses heavy "
                   "keys)" if pcc_rec < 0.99 else "the precision/recall pattern differs"),
         "fig12_precision_recall.png",
     ))  # fmt: skip
 
     # R10: window sweep.
-    ws = sorted(set(_col(win_agg, "w").tolist()))
+    ws = sorted(set(col(win_agg, "w").tolist()))
 
     def wv(m: str, y: str, ds: str, w: float) -> float:
         return _val(win_agg, y, dataset=ds, method=m, w=w)
@@ -1240,16 +1231,16 @@ def _claims(
     claims.append(Claim(
         "R10", "Window size: DPSW best in almost all cases; its MAE increases with w, its MRE "
         "decreases and its F1 increases.", src + " (Figs. 5, 13)",
-        f"w = {_fmt(ws)}; DPSW lowest MAE in {best}/{n_cases}; from the smallest to the largest w: "
+        f"w = {fmt(ws)}; DPSW lowest MAE in {best}/{n_cases}; from the smallest to the largest w: "
         f"MAE up on {mae_up}/{len(dsets)}, MRE down on {mre_down}/{len(dsets)}, F1 (gamma=0.005) "
         f"not down on {f1_up}/{len(dsets)} datasets. DPSW MRE: " + "; ".join(
-            f"{ds} {_fmt([wv('dpsw', 'mre_all', ds, w) for w in ws])}" for ds in dsets) + ".",
-        *_verdict(ok, "a trend holds on fewer than 3/4 of the datasets, or DPSW is not best"),
+            f"{ds} {fmt([wv('dpsw', 'mre_all', ds, w) for w in ws])}" for ds in dsets) + ".",
+        *verdict(ok, "a trend holds on fewer than 3/4 of the datasets, or DPSW is not best"),
         "fig5_window_mae.png",
     ))  # fmt: skip
 
     # R11: size sweep.
-    sizes = sorted(set(_col(size_agg, "size_kb").tolist()))
+    sizes = sorted(set(col(size_agg, "size_kb").tolist()))
     parts, ok = [], True
     for m in METHODS:
         trend = []
@@ -1270,7 +1261,7 @@ def _claims(
         "MG-based methods' error grows with size.", src + " (Figs. 6, 13)",
         "; ".join(parts) + " datasets (falls: last < half the first; plateau: last step within "
         "25%). PCC-MG's lambda grid 0.5..0.025 spans about 4-400 KB.",
-        *_verdict(ok, "a trend holds on fewer than 3/4 of the datasets"), "fig6_size_mae.png",
+        *verdict(ok, "a trend holds on fewer than 3/4 of the datasets"), "fig6_size_mae.png",
     ))  # fmt: skip
 
     # R12: throughput ordering (Python: ordering and dependence on a and |I| only, spec [R]).
@@ -1282,7 +1273,7 @@ def _claims(
         "PCC-MG are 5-10x faster.", src + " (Fig. 7); spec [R]: in Python check the ordering only",
         f"median items/s over datasets at eps={e1:g}: " + ", ".join(
             f"{LABELS[m]} {tput[m]:,.0f}" for m in METHODS) + ".",
-        *_verdict(ok, "PCC-MG is slower than DPSW here: its Misra-Gries sketches update per "
+        *verdict(ok, "PCC-MG is slower than DPSW here: its Misra-Gries sketches update per "
                   "level in Python and every block release draws noise for the whole universe, "
                   "while DPSW's segment technique touches one table per item"
                   if tput["pccmg"] <= tput["dpsw"] else "the ordering differs"),
@@ -1293,7 +1284,7 @@ def _claims(
     def pv(sweep: str, x: str, val: float, y: str, ds: str) -> float:
         return _val(par_agg, y, sweep=sweep, dataset=ds, **{x: val})
 
-    lv = sorted(set(_col(_filter(par_agg, sweep="levels"), "levels").tolist()))
+    lv = sorted(set(col(matching(par_agg, sweep="levels"), "levels").tolist()))
     rise = {ds: pv("levels", "levels", lv[-1], "mae_all", ds)
             / pv("levels", "levels", lv[0], "mae_all", ds) for ds in dsets}  # fmt: skip
     ok = all(r >= 2 for r in rise.values())
@@ -1301,7 +1292,7 @@ def _claims(
         "R13 (MAE)", f"MAE rises markedly with |I| ({int(lv[0])} -> {int(lv[-1])}).",
         src + " (Fig. 9); code_q split, fixed total counters",
         "MAE(|I| max) / MAE(|I| min): " + ", ".join(f"{ds} {r:.1f}x" for ds, r in rise.items())
-        + ".", *_verdict(ok, "MAE rises by less than 2x on some dataset"), "fig9_levels.png",
+        + ".", *verdict(ok, "MAE rises by less than 2x on some dataset"), "fig9_levels.png",
     ))  # fmt: skip
     tr = {ds: pv("levels", "levels", lv[0], "throughput", ds)
           / pv("levels", "levels", lv[-1], "throughput", ds) for ds in dsets}  # fmt: skip
@@ -1312,11 +1303,11 @@ def _claims(
         "throughput(|I| min) / throughput(|I| max): " + ", ".join(
             f"{ds} {r:.2f}x" for ds, r in tr.items())
         + f" (linear would be {(2 * lv[-1] - 1) / (2 * lv[0] - 1):.1f}x).",
-        *_verdict(ok, "our segment technique (spec §10.2) adds each item to one segment table, "
+        *verdict(ok, "our segment technique (spec §10.2) adds each item to one segment table, "
                   "so the update cost does not grow with |I|; only sealing does"),
         "fig9_levels_tput.png",
     ))  # fmt: skip
-    subs = sorted(set(_col(_filter(par_agg, sweep="substreams"), "substreams").tolist()))
+    subs = sorted(set(col(matching(par_agg, sweep="substreams"), "substreams").tolist()))
     argmins, ushape = {}, {}
     for ds in dsets:
         ys = [pv("substreams", "substreams", s, "mae_all", ds) for s in subs]
@@ -1330,7 +1321,7 @@ def _claims(
         "argmin: " + ", ".join(f"{ds} {int(a)}" for ds, a in argmins.items())
         + "; U-shaped (both ends >= 1.1x the minimum): " + ", ".join(
             f"{ds} {u}" for ds, u in ushape.items()) + ".",
-        *_verdict(ok, "the minimum is at an end or away from 5-20 on some dataset"),
+        *verdict(ok, "the minimum is at an end or away from 5-20 on some dataset"),
         "fig10_substreams.png",
     ))  # fmt: skip
     spread = {ds: max(pv("substreams", "substreams", s, "throughput", ds) for s in subs)
@@ -1341,11 +1332,11 @@ def _claims(
         "R14 (throughput)", "Throughput is about constant in the number of sub-streams.",
         src + " (Fig. 10)", "max/min throughput over sub-streams: " + ", ".join(
             f"{ds} {s:.2f}" for ds, s in spread.items()) + ".",
-        *_verdict(ok, "throughput varies by more than 1.5x: more sub-streams mean smaller "
+        *verdict(ok, "throughput varies by more than 1.5x: more sub-streams mean smaller "
                   "blocks, so noise for the sealed sketches is drawn more often per item"),
         "fig10_substreams_tput.png",
     ))  # fmt: skip
-    deps = sorted(set(_col(_filter(par_agg, sweep="depth"), "depth").tolist()))
+    deps = sorted(set(col(matching(par_agg, sweep="depth"), "depth").tolist()))
     best_a = {ds: deps[int(np.argmin([pv("depth", "depth", a, "mae_all", ds) for a in deps]))]
               for ds in dsets}  # fmt: skip
     high_a = [a for a in deps if a > 5]
@@ -1358,7 +1349,7 @@ def _claims(
         src + " (Fig. 11); a * b = 10,000",
         "best a: " + ", ".join(f"{ds} {int(a)}" for ds, a in best_a.items())
         + f"; no gain beyond a = 5 on {len(beyond)}/{len(dsets)} datasets.",
-        *_verdict(ok, "the same a is best everywhere" if len(set(best_a.values())) == 1
+        *verdict(ok, "the same a is best everywhere" if len(set(best_a.values())) == 1
                   else "MAE improves beyond a = 5 on most datasets"),
         "fig11_depth.png",
     ))  # fmt: skip
@@ -1370,7 +1361,7 @@ def _claims(
         "R15 (throughput)", "Throughput falls about linearly in a.", src + " (Fig. 11)",
         f"throughput(a={int(deps[0])}) / throughput(a={int(deps[-1])}): " + ", ".join(
             f"{ds} {r:.2f}x" for ds, r in tr.items()) + f" (linear would be {lin:.1f}x).",
-        *_verdict(ok, "the update cost is dominated by hashing and sealing, not by the a cells "
+        *verdict(ok, "the update cost is dominated by hashing and sealing, not by the a cells "
                   "per item"),
         "fig11_depth_tput.png",
     ))  # fmt: skip
@@ -1399,9 +1390,7 @@ def run(
 
     Results are cached in ``out_dir/dpsw-*.parquet``; a second run only redraws the report.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
-    config = MODES[mode]
+    config = select_mode(MODES, mode)
     start = time.perf_counter()
     kind, note = datasets.resolve_flights(config.flights, config.flights_rows, offline)
     words_note = ""

@@ -65,14 +65,16 @@ import numpy as np
 import pyarrow as pa
 
 from beam_dpsketch.evaluation import datasets
-from beam_dpsketch.evaluation.report import Claim, Figure, Report, Series, line_plot
+from beam_dpsketch.evaluation.report import Claim, Figure, Report, Series, line_plot, verdict
 from beam_dpsketch.evaluation.runner import (
     Experiment,
     RunResult,
     derive_seed,
     library_version,
     run_experiment,
+    select_mode,
 )
+from beam_dpsketch.evaluation.tables import col, fmt, param_tag
 from beam_dpsketch.hashing import hash_keys, row_buckets, row_signs
 from beam_dpsketch.noise import NoiseSource, discrete_laplace
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
@@ -115,10 +117,7 @@ __all__ = [
 EXPERIMENT_VERSION = "1"
 STREAM_SEED = 20_240_601  # the one stream shared by every scenario and repetition (spec §6.1)
 BASE_SEED = 9
-
-
-def _tag(eps: float) -> str:
-    return f"e{eps:g}".replace(".", "p")
+_tag = functools.partial(param_tag, "e", dot="p")  # column-name fragment of an eps: e0p5
 
 
 @dataclass(frozen=True)
@@ -836,14 +835,6 @@ def build_experiments(config: IntermittentConfig) -> list[Experiment]:
 # ------------------------------------------------------------------------------------------------
 
 
-def _col(table: pa.Table, name: str) -> np.ndarray:
-    return np.asarray(table[name].to_pylist(), dtype=np.float64)
-
-
-def _verdict(ok: bool, reason: str) -> tuple[str, str]:
-    return ("reproduced", "") if ok else ("differs", reason)
-
-
 def _cube(runs: pa.Table, config: IntermittentConfig, metric: str) -> np.ndarray:
     """``metric`` as an array ``[n_q, u, rep]`` (NaN where a cell is missing)."""
     out = np.full((len(config.n_qs), len(config.us), config.reps), np.nan)
@@ -852,10 +843,6 @@ def _cube(runs: pa.Table, config: IntermittentConfig, metric: str) -> np.ndarray
     for a, b, r, v in zip(nq, u, rep, vals, strict=True):
         out[config.n_qs.index(a), config.us.index(b), r] = v
     return out
-
-
-def _fmt(xs: Sequence[float], digits: int = 3) -> str:
-    return " / ".join(f"{x:.{digits}g}" for x in xs)
 
 
 def _mre(runs: pa.Table, config: IntermittentConfig) -> np.ndarray:
@@ -911,9 +898,9 @@ def _run_claims(runs: pa.Table, config: IntermittentConfig) -> tuple[list[Claim]
         "R3", "Error grows as eps falls: MRE(0.01) > MRE(0.05) > MRE(1) for every (n_Q, d).",
         src + " (Fig. 3); averaged over u and reps",
         "MRE per eps " + "/".join(f"{eps_l[k]:g}" for k in order) + ": " + "; ".join(
-            f"n_Q={nq_l[j]:g}, d={d_l[i]}: {_fmt(y[:, i, j])}"
+            f"n_Q={nq_l[j]:g}, d={d_l[i]}: {fmt(y[:, i, j])}"
             for j in range(len(nq_l)) for i in range(len(d_l))) + ".",
-        *_verdict(not bad, f"not strictly decreasing in eps at (n_Q, d) = {bad}"),
+        *verdict(not bad, f"not strictly decreasing in eps at (n_Q, d) = {bad}"),
         "summary_mre_nq.png",
     ))  # fmt: skip
 
@@ -946,9 +933,9 @@ def _run_claims(runs: pa.Table, config: IntermittentConfig) -> tuple[list[Claim]
         "non-increasing along n_Q for every (eps, d), ties within 2 SE.",
         src + " (Fig. 3)",
         f"MRE along n_Q = {', '.join(f'{x:g}' for x in nq_l)}: " + "; ".join(
-            f"eps={eps_l[a]:g}, d={d_l[i]}: {_fmt(m_nq[a, i])}"
+            f"eps={eps_l[a]:g}, d={d_l[i]}: {fmt(m_nq[a, i])}"
             for a in range(len(eps_l)) for i in range(len(d_l))) + ".",
-        *_verdict(not bad, why),
+        *verdict(not bad, why),
         "summary_mre_nq.png",
     ))  # fmt: skip
 
@@ -965,7 +952,7 @@ def _run_claims(runs: pa.Table, config: IntermittentConfig) -> tuple[list[Claim]
         "argmin_d MRE per n_Q: " + ", ".join(f"{nq:g} -> {b}" for nq, b in zip(nq_l, best,
         strict=True)) + (f"; agrees with the paper's d at {len(match)} of {len(paper)} n_Q "
         f"values ({', '.join(f'{x:g}' for x in match) or 'none'})" if paper else "") + ".",
-        *_verdict(robust, "the best d increases as n_Q falls somewhere"),
+        *verdict(robust, "the best d increases as n_Q falls somewhere"),
         "summary_mre_nq.png",
     ))  # fmt: skip
 
@@ -983,7 +970,7 @@ def _run_claims(runs: pa.Table, config: IntermittentConfig) -> tuple[list[Claim]
         f"largest n_Q with d={d_l[dmin]} best, per eps "
         + "/".join(f"{eps_l[k]:g}" for k in order)
         + ": " + ", ".join(f"{x:g}" for x in largest) + " (0: never).",
-        *_verdict(ok, "it increases with eps"),
+        *verdict(ok, "it increases with eps"),
         "summary_mre_nq.png",
     ))  # fmt: skip
 
@@ -996,9 +983,9 @@ def _run_claims(runs: pa.Table, config: IntermittentConfig) -> tuple[list[Claim]
         "for every (eps, d).",
         src + " (Fig. 4); averaged over n_Q and reps",
         f"MRE along u = {', '.join(f'{u_l[k]:g}' for k in uo)}: " + "; ".join(
-            f"eps={eps_l[a]:g}, d={d_l[i]}: {_fmt(m_u[a, i, uo])}"
+            f"eps={eps_l[a]:g}, d={d_l[i]}: {fmt(m_u[a, i, uo])}"
             for a in range(len(eps_l)) for i in range(len(d_l))) + ".",
-        *_verdict(not bad, f"not increasing in u at (eps, d) = {bad}"),
+        *verdict(not bad, f"not increasing in u at (eps, d) = {bad}"),
         "summary_mre_u.png",
     ))  # fmt: skip
 
@@ -1014,7 +1001,7 @@ def _run_claims(runs: pa.Table, config: IntermittentConfig) -> tuple[list[Claim]
         src + " (Fig. 4)",
         "argmin_d MRE per eps " + "/".join(f"{eps_l[k]:g}" for k in order) + ": "
         + "; ".join(rows) + ".",
-        *_verdict(ok, "the best d increases as eps falls for some u"),
+        *verdict(ok, "the best d increases as eps falls for some u"),
         "summary_mre_u.png",
     ))  # fmt: skip
 
@@ -1063,7 +1050,7 @@ def _run_claims(runs: pa.Table, config: IntermittentConfig) -> tuple[list[Claim]
          f"n_Q) = {worst}; per u before averaging, median (max) slope: "
          + ", ".join(f"u={u:g}: {u_med[u]:.2f} ({max(u_fits[u]):.2f})" for u in u_med) + "."
          if slopes else "no curve with enough batches."),
-        *_verdict(ok, why),
+        *verdict(ok, why),
         f"fig3_csre_{_tag(eps_l[a0])}.png",
     ))  # fmt: skip
     return claims, {"m_nq": m_nq, "m_u": m_u, "order": order}
@@ -1073,8 +1060,8 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
     claims: list[Claim] = []
     # R1.
     ml = tables["intermittent-maxload"].sort_by("n_q")
-    nq = _col(ml, "n_q")
-    em, se, core = _col(ml, "em_mean"), _col(ml, "em_se"), _col(ml, "core_mtilde")
+    nq = col(ml, "n_q")
+    em, se, core = col(ml, "em_mean"), col(ml, "em_se"), col(ml, "core_mtilde")
     spec = np.array([SPEC_FIG1[int(n)][0] for n in nq])
     spec_se = np.array([SPEC_FIG1[int(n)][1] for n in nq])
     z = np.abs(em - spec) / np.maximum(np.sqrt(se**2 + spec_se**2), 1e-12)
@@ -1089,7 +1076,7 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
                                                                              strict=True))
         + f" (max |z| {np.max(z[np.isfinite(z)]):.2f}); E[m_i]/n_Q strictly decreasing: {sub}; "
         f"core mtilde_Q (d = 15) at n_Q = {int(nq[-1]):g}: {core[-1]:.0f} = {big:.2%} of n_Q.",
-        *_verdict(within and sub and big < 0.05,
+        *verdict(within and sub and big < 0.05,
                   "outside 4 SE of the spec table" if not within else "not sub-linear"),
         "r1_maxload.png",
     ))  # fmt: skip
@@ -1114,30 +1101,30 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
         "wins above): " + ", ".join(
             f"d={d}: {'none' if c is None else f'{c:.3f}'}" for d, c in cross.items())
         + "; S3's error is 1.0 b at every u.",
-        *_verdict(tab_ok and cross_ok and cross[5] is not None,
+        *verdict(tab_ok and cross_ok and cross[5] is not None,
                   "values or crossovers differ from the spec's oracle"),
         "r2_fig2.png",
     ))  # fmt: skip
     # R10.
     pv = tables["intermittent-privacy"]
-    worst = float(np.max(_col(pv, "max_abs_llr")))
-    viol = int(np.sum(_col(pv, "violations")))
-    trials = int(np.sum(_col(pv, "transcripts")))
-    eps = float(_col(pv, "eps")[0])
+    worst = float(np.max(col(pv, "max_abs_llr")))
+    viol = int(np.sum(col(pv, "violations")))
+    trials = int(np.sum(col(pv, "transcripts")))
+    eps = float(col(pv, "eps")[0])
     claims.append(Claim(
         "R10", "D3 is eps-DP: the exact log-likelihood ratio of every transcript of the core "
         "object on random neighbours is at most eps (and reaches it).",
         "Yildirim et al. Thm. 4, Lemma 1; spec §2.8 [D] identity, Appendix B item 4",
         f"{trials} random neighbour pairs (Count Sketch and Count-Min, fixed and adaptive "
         f"batches), eps = {eps:g}: max |LLR| = {worst:.6f}, violations {viol}.",
-        *_verdict(viol == 0 and worst <= eps + 1e-9,
+        *verdict(viol == 0 and worst <= eps + 1e-9,
                   f"{viol} transcripts exceed eps"),
     ))  # fmt: skip
     # R11.
     va = tables["intermittent-variance"]
     uses = config.variance_uses
-    worst_dev = float(np.max(_col(va, "worst_dev_over_tol")))
-    ratios = _col(va, "min_ratio_d2_d3")
+    worst_dev = float(np.max(col(va, "worst_dev_over_tol")))
+    ratios = col(va, "min_ratio_d2_d3")
     strategies, etas = va["strategy"].to_pylist(), va["eta"].to_pylist()
     keep_row = strategies.index("use_and_keep")
     keep_var = [float(va[f"var_r{r}"][keep_row].as_py()) for r in (1, uses)]
@@ -1152,7 +1139,7 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
         f"{worst_dev:.2f} of its alpha = 1e-6 tolerance; D3 variance after {uses} uses = "
         f"{keep_var[1] / keep_var[0]:g} x one use; min over r of D2/D3 variance = "
         f"{float(np.min(fin)):.3g}.",
-        *_verdict(worst_dev <= 1 and linear and bool(np.all(fin > 1)),
+        *verdict(worst_dev <= 1 and linear and bool(np.all(fin > 1)),
                   "empirical variance off its formula, or D2 not above D3"),
         "r11_variance.png",
     ))  # fmt: skip
@@ -1190,19 +1177,19 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
             f"{n}: d={m[0]} ({m[1]:.4f})" for n, m in mins.items())
         + f" (spec: paper d=47 (0.2409), corrected d=33 (0.3655)); lambda_rho table of §4.4 "
         f"reproduced within {lam_dev:.1e}.",
-        *_verdict(interior and spec_ok and lam_dev <= 1e-5,
+        *verdict(interior and spec_ok and lam_dev <= 1e-5,
                   "no interior minimum, or the spec's minimisers / lambda_rho table differ"),
         "r12_bound.png",
     ))  # fmt: skip
     # Cross-check of the evaluation path.
     cc = tables["intermittent-crosscheck"]
-    diff = float(np.max(_col(cc, "max_abs_diff")))
+    diff = float(np.max(col(cc, "max_abs_diff")))
     claims.append(Claim(
         "V1", "The vectorised evaluation path answers exactly like the core UseAndKeepSketch "
         "(same noise source, same ids, noise='core').",
         "spec §6.4 compute plan; this report's method",
-        f"{int(_col(cc, 'answers')[0])} answers over 12 batches: max |difference| = {diff:g}.",
-        *_verdict(diff == 0, "the vectorised path disagrees with the core object"),
+        f"{int(col(cc, 'answers')[0])} answers over 12 batches: max |difference| = {diff:g}.",
+        *verdict(diff == 0, "the vectorised path disagrees with the core object"),
     ))  # fmt: skip
     return claims
 
@@ -1263,12 +1250,12 @@ def _plots(runs: pa.Table, tables: dict[str, pa.Table], config: IntermittentConf
         figs.append(Figure(name, f"MRE against {xlabel}, per eps, one curve per d."))
     # R1.
     ml = tables["intermittent-maxload"].sort_by("n_q")
-    nq = _col(ml, "n_q")
+    nq = col(ml, "n_q")
     line_plot(out / "r1_maxload.png", [("E[m_i] against n_Q (w = 5000)", [
-        Series("ours (multinomial MC)", nq, _col(ml, "em_mean"), "-o", "C0",
-               yerr=4 * _col(ml, "em_se")),
+        Series("ours (multinomial MC)", nq, col(ml, "em_mean"), "-o", "C0",
+               yerr=4 * col(ml, "em_se")),
         Series("spec §4.6", nq, [SPEC_FIG1[int(n)][0] for n in nq], "--x", "k"),
-        Series("core mtilde_Q / 15", nq, _col(ml, "core_mtilde") / 15, ":s", "C1"),
+        Series("core mtilde_Q / 15", nq, col(ml, "core_mtilde") / 15, ":s", "C1"),
         Series("n_Q", nq, nq, ":", "0.6"),
     ])], xlabel="n_Q", ylabel="E[m_i]", logx=True, logy=True,
         suptitle="R1 (Fig. 1): max load of one row, error bars 4 SE")  # fmt: skip
@@ -1408,9 +1395,7 @@ def run(
     report. ``offline`` is accepted for the CLI's uniform signature (no data is fetched).
     """
     del offline  # synthetic data only
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
-    config = MODES[mode]
+    config = select_mode(MODES, mode)
     start = time.perf_counter()
     out = Path(out_dir)
     exps = build_experiments(config)

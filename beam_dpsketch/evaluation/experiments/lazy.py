@@ -54,17 +54,26 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from beam_dpsketch.evaluation import datasets, metrics
-from beam_dpsketch.evaluation.report import Claim, Figure, Report, Series, line_plot, summarize
+from beam_dpsketch.evaluation.report import (
+    Claim,
+    Figure,
+    Report,
+    Series,
+    line_plot,
+    summarize,
+    verdict_from_checks,
+)
 from beam_dpsketch.evaluation.runner import (
     Experiment,
     RunResult,
     library_version,
     run_experiment,
+    select_mode,
     stable_hash,
 )
+from beam_dpsketch.evaluation.tables import col, fmt, log_slope, matching, monotone
 from beam_dpsketch.hashing import hash_keys
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
@@ -583,44 +592,9 @@ def build_experiments(config: LazyConfig) -> list[Experiment]:
 # ------------------------------------------------------------------------------------------------
 
 
-def _filter(table: pa.Table, **eq: Any) -> pa.Table:
-    mask = None
-    for col, val in eq.items():
-        m = pc.equal(table[col], val)
-        mask = m if mask is None else pc.and_(mask, m)
-    return table.filter(mask) if mask is not None else table
-
-
-def _col(table: pa.Table, name: str) -> np.ndarray:
-    return np.asarray(table[name].to_pylist(), dtype=np.float64)
-
-
-def _slope(x: np.ndarray, y: np.ndarray) -> float:
-    """Least-squares slope of log y against log x."""
-    lx, ly = np.log(np.asarray(x, np.float64)), np.log(np.asarray(y, np.float64))
-    return float(np.polyfit(lx, ly, 1)[0]) if len(lx) >= 2 else math.nan
-
-
-def _falls(y: np.ndarray, tol: float = 0.10) -> bool:
-    """Lower at the end than at the start, and no step up by more than ``tol`` (trial noise)."""
-    return bool(y[-1] < y[0] and np.all(np.diff(y) <= tol * np.abs(y[:-1])))
-
-
 def _are(agg: pa.Table, sketch: str, metric: str) -> np.ndarray:
     """Mean ARE column, floored at 1e-6 so ratios and logs survive a collision-free (0) ARE."""
-    return np.maximum(_col(agg, f"{sketch}_are_{metric}_mean"), 1e-6)
-
-
-def _fmt(xs: Sequence[float], digits: int = 3) -> str:
-    return " / ".join(f"{x:.{digits}g}" for x in xs)
-
-
-def _verdict(failed: list[str], held: list[str]) -> tuple[str, str]:
-    """``reproduced`` when nothing failed; otherwise ``differs``, saying which parts held."""
-    if not failed:
-        return "reproduced", ""
-    prefix = f"partly: {'; '.join(held)} hold(s); " if held else ""
-    return "differs", prefix + "not reproduced: " + "; ".join(failed)
+    return np.maximum(col(agg, f"{sketch}_are_{metric}_mean"), 1e-6)
 
 
 class _Figures(list):
@@ -643,7 +617,7 @@ def _are_panels(agg: pa.Table, x: np.ndarray, what: str) -> list[tuple[str, list
     panels = []
     for metric in ("end", "avg"):
         series = [
-            Series(LABELS[s], x, _col(agg, f"{s}_are_{metric}_mean"), *_STYLE[s]) for s in SKETCHES
+            Series(LABELS[s], x, col(agg, f"{s}_are_{metric}_mean"), *_STYLE[s]) for s in SKETCHES
         ]
         panels.append((f"{what}: ARE {METRIC_LABELS[metric]}", series))
     return panels
@@ -667,9 +641,9 @@ def build_report(
     acc_metrics = [m for m in ACCURACY_METRICS]
     base = {"depth": config.base_depth, "skew": config.base_skew, "eps": config.base_eps}
     sweeps = {
-        "memory": summarize(_filter(acc, **base), ["memory_kb"], acc_metrics),
+        "memory": summarize(matching(acc, **base), ["memory_kb"], acc_metrics),
         "depth": summarize(
-            _filter(
+            matching(
                 acc,
                 memory_kb=float(config.base_memory_kb),
                 skew=config.base_skew,
@@ -679,7 +653,7 @@ def build_report(
             acc_metrics,
         ),  # fmt: skip
         "skew": summarize(
-            _filter(
+            matching(
                 acc,
                 memory_kb=float(config.base_memory_kb),
                 depth=config.base_depth,
@@ -691,7 +665,7 @@ def build_report(
     }
     for s in config.eps_skews:
         sweeps[f"eps{s:g}"] = summarize(
-            _filter(acc, memory_kb=float(config.base_memory_kb), depth=config.base_depth,
+            matching(acc, memory_kb=float(config.base_memory_kb), depth=config.base_depth,
                     skew=s), ["eps"], acc_metrics)  # fmt: skip
     figures = _Figures(plots)
     claims: list[Claim] = []
@@ -824,7 +798,7 @@ def _claim_r0(config: LazyConfig, out: Path, figures: _Figures) -> Claim:
         f"Punctual {per_counter['punctual_cms']:.1f} at h = {h_punct}; paper implied 4 / 145.5 / "
         f"242.4; T = {horizon:,}); width "
         f"ratio Lazy/Punctual ours {ratio_ours:.2f} vs paper {ratio_paper:.2f}.",
-        *_verdict(failed, held),
+        *verdict_from_checks(failed, held),
         png,
     )
 
@@ -836,8 +810,8 @@ def _claim_r1(tp: pa.Table, config: LazyConfig, out: Path, figures: _Figures) ->
     axis = sorted(config.tp_widths)
 
     def curve(impl: str, widths: Sequence[int]) -> np.ndarray:
-        sub = _filter(agg, impl=impl)
-        have = dict(zip(sub["width"].to_pylist(), _col(sub, "arrivals_per_s_mean"), strict=True))
+        sub = matching(agg, impl=impl)
+        have = dict(zip(sub["width"].to_pylist(), col(sub, "arrivals_per_s_mean"), strict=True))
         return np.array([have[w] for w in widths])
 
     png = "fig4a_throughput.png"
@@ -881,17 +855,17 @@ def _claim_r1(tp: pa.Table, config: LazyConfig, out: Path, figures: _Figures) ->
     big = big if len(big) >= 2 else axis
     slopes = {}
     for impl in ("punctual_cms", "punctual_cs"):
-        slopes[impl] = _slope(np.array(big), 1.0 / curve(impl, big))
+        slopes[impl] = log_slope(np.array(big), 1.0 / curve(impl, big))
     linear = all(0.7 <= v <= 1.3 for v in slopes.values())
     (held if linear else failed).append(
         "Punctual time per arrival linear in width (log-log slope in [0.7, 1.3] over w >= 100)"
     )
     counts_ok = True
     for impl in ("lazy_cms", "lazy_cs", "punctual_cms", "punctual_cs"):
-        sub = _filter(agg, impl=impl)
+        sub = matching(agg, impl=impl)
         w = np.asarray(sub["width"].to_pylist(), dtype=np.float64)
         want = d if impl.startswith("lazy") else d * w
-        counts_ok &= bool(np.allclose(_col(sub, "counter_updates_per_arrival_mean"), want,
+        counts_ok &= bool(np.allclose(col(sub, "counter_updates_per_arrival_mean"), want,
                                       rtol=0.02))  # fmt: skip
     (held if counts_ok else failed).append("counter updates per arrival d (Lazy) vs d*w (Punctual)")
     ratio_w = curve("lazy_cms", axis) / curve("punctual_cms", axis)
@@ -904,12 +878,12 @@ def _claim_r1(tp: pa.Table, config: LazyConfig, out: Path, figures: _Figures) ->
     (held if ratio_w[-1] >= PAPER_RATIO else failed).append(
         f"LazyCMS/PunctualCMS >= {PAPER_RATIO:g}x at the largest width"
     )
-    noise_pa = {impl: float(np.mean(_col(_filter(agg, impl=impl),
+    noise_pa = {impl: float(np.mean(col(matching(agg, impl=impl),
                                          "noise_values_per_arrival_mean")))
                 for impl in ("lazy_cms", "lazy_cms_collapsed")}  # fmt: skip
     lz, pc_ = curve("lazy_cms", axis), curve("punctual_cms", axis)
     measured = (
-        f"widths {axis}: LazyCMS {_fmt(lz / 1e6)} M/s, PunctualCMS {_fmt(pc_ / 1e3)} k/s; "
+        f"widths {axis}: LazyCMS {fmt(lz / 1e6)} M/s, PunctualCMS {fmt(pc_ / 1e3)} k/s; "
         f"max/min: "
         + ", ".join(f"{LABELS[k]} {v:.2f}" for k, v in spreads.items())
         + "; Punctual log-log slope of time/arrival: "
@@ -932,7 +906,7 @@ def _claim_r1(tp: pa.Table, config: LazyConfig, out: Path, figures: _Figures) ->
         "throughput (largest width shown).",
         "Holland Fig. 4(a), Sec. 5.4, abstract; spec lazy-sketch §7.2 R1, §8.3 P1-P2, §9.4",
         measured,
-        *_verdict(failed, held),
+        *verdict_from_checks(failed, held),
         png,
     )
 
@@ -960,7 +934,7 @@ def _both_metrics(check: Any) -> tuple[list[str], list[str]]:
 
 
 def _claim_r2(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -> Claim:
-    x = _col(agg, "memory_kb")
+    x = col(agg, "memory_kb")
     png = "fig4b_are_memory.png"
     _plot(figures, out / png, _are_panels(agg, x, "width sweep"), xlabel="memory (KB)",
               ylabel="ARE over the true top-15", logy=True,
@@ -971,14 +945,18 @@ def _claim_r2(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
 
     def check(metric: str) -> tuple[list[str], list[str]]:
         held, failed = [], []
-        bad = [LABELS[s] for s in SKETCHES if not _falls(_col(agg, f"{s}_are_{metric}_mean"))]
+        bad = [
+            LABELS[s]
+            for s in SKETCHES
+            if not monotone(col(agg, f"{s}_are_{metric}_mean"), tol=0.10)
+        ]
         (failed if bad else held).append(
             "all ARE fall with memory" + (f" (not: {', '.join(bad)})" if bad else "")
         )
         for k in ("cms", "cs"):
             lz, pu = (
-                _col(agg, f"lazy_{k}_are_{metric}_mean"),
-                _col(agg, f"punctual_{k}_are_{metric}_mean"),
+                col(agg, f"lazy_{k}_are_{metric}_mean"),
+                col(agg, f"punctual_{k}_are_{metric}_mean"),
             )
             ok = bool(np.all(lz < pu))
             (held if ok else failed).append(f"Lazy{k.upper()} below Punctual{k.upper()} at every "
@@ -987,22 +965,22 @@ def _claim_r2(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
 
     held, failed = _both_metrics(check)
     measured = "; ".join(
-        f"{m}: " + ", ".join(f"{LABELS[s]} {_fmt(_col(agg, f'{s}_are_{m}_mean'))}"
+        f"{m}: " + ", ".join(f"{LABELS[s]} {fmt(col(agg, f'{s}_are_{m}_mean'))}"
                              for s in SKETCHES) for m in ("end", "avg")
-    ) + f" (memory {_fmt(x)} KB)."  # fmt: skip
+    ) + f" (memory {fmt(x)} KB)."  # fmt: skip
     return Claim(
         "R2",
         "ARE over the top-15 falls as memory (width) grows for every sketch, and Lazy is below "
         "Punctual at equal memory (it is wider, so fewer collisions).",
         "Holland Fig. 4(b); spec lazy-sketch §7.2 R2",
         measured,
-        *_verdict(failed, held),
+        *verdict_from_checks(failed, held),
         png,
     )
 
 
 def _claim_r3(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -> Claim:
-    x = _col(agg, "depth")
+    x = col(agg, "depth")
     png = "fig4c_are_depth.png"
     _plot(figures, out / png, _are_panels(agg, x, "depth sweep"),
               xlabel=f"depth d (memory = {config.base_memory_kb:g} KB x d/3)",
@@ -1013,7 +991,11 @@ def _claim_r3(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
 
     def check(metric: str) -> tuple[list[str], list[str]]:
         held, failed = [], []
-        bad = [LABELS[s] for s in SKETCHES if not _falls(_col(agg, f"{s}_are_{metric}_mean"))]
+        bad = [
+            LABELS[s]
+            for s in SKETCHES
+            if not monotone(col(agg, f"{s}_are_{metric}_mean"), tol=0.10)
+        ]
         (failed if bad else held).append(
             "all ARE fall with depth" + (f" (not: {', '.join(bad)})" if bad else "")
         )
@@ -1034,14 +1016,14 @@ def _claim_r3(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
     held, failed = _both_metrics(check)
     gains = {m: {s: _are(agg, s, m)[0] / _are(agg, s, m)[-1] for s in SKETCHES}
              for m in ("end", "avg")}  # fmt: skip
-    sig = {s: _fmt(_col(agg, f"{s}_sigma_mean"), 4) for s in ("lazy_cms", "punctual_cms")}
+    sig = {s: fmt(col(agg, f"{s}_sigma_mean"), 4) for s in ("lazy_cms", "punctual_cms")}
     measured = (
         "; ".join(
             f"{m}: "
-            + ", ".join(f"{LABELS[s]} {_fmt(_col(agg, f'{s}_are_{m}_mean'))}" for s in SKETCHES)
+            + ", ".join(f"{LABELS[s]} {fmt(col(agg, f'{s}_are_{m}_mean'))}" for s in SKETCHES)
             for m in ("end", "avg")
         )  # fmt: skip
-        + f" (d = {_fmt(x)}). Gain ARE(d={x[0]:g})/ARE(d={x[-1]:g}) at the end: "
+        + f" (d = {fmt(x)}). Gain ARE(d={x[0]:g})/ARE(d={x[-1]:g}) at the end: "
         + ", ".join(f"{LABELS[s]} {g:.2f}" for s, g in gains["end"].items())
         + f". Node sigma grows as sqrt(d) (m = 2d): LazyCMS {sig['lazy_cms']}, PunctualCMS "
         f"{sig['punctual_cms']}."
@@ -1052,13 +1034,13 @@ def _claim_r3(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
         "non-private sketches (diminishing returns under noise).",
         "Holland Fig. 4(c); spec lazy-sketch §7.2 R3",
         measured,
-        *_verdict(failed, held),
+        *verdict_from_checks(failed, held),
         png,
     )
 
 
 def _claim_r4(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -> Claim:
-    x = _col(agg, "skew")
+    x = col(agg, "skew")
     png = "fig4d_are_skew.png"
     _plot(figures, out / png, _are_panels(agg, x, "skew sweep"), xlabel="Zipf skew s",
               ylabel="ARE over the true top-15", logy=True,
@@ -1102,24 +1084,24 @@ def _claim_r4(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
 
     held, failed = _both_metrics(check)
     measured = "; ".join(
-        f"{m}: " + ", ".join(f"{LABELS[s]} {_fmt(_col(agg, f'{s}_are_{m}_mean'))}"
+        f"{m}: " + ", ".join(f"{LABELS[s]} {fmt(col(agg, f'{s}_are_{m}_mean'))}"
                              for s in SKETCHES) for m in ("end", "avg")
-    ) + f" (skew {_fmt(x)}; smallest true top-15 count at t = T: " \
-        f"{_fmt(_col(agg, 'top15_min_end_mean'), 4)})."  # fmt: skip
+    ) + f" (skew {fmt(x)}; smallest true top-15 count at t = T: " \
+        f"{fmt(col(agg, 'top15_min_end_mean'), 4)})."  # fmt: skip
     return Claim(
         "R4",
         "As the skew grows the ARE of the private sketches levels off: noise, not collisions, "
         "becomes the dominant error.",
         "Holland Fig. 4(d); spec lazy-sketch §7.2 R4 (skew = Zipf exponent, E20)",
         measured,
-        *_verdict(failed, held),
+        *verdict_from_checks(failed, held),
         png,
     )
 
 
 def _eps_figure(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
                 skew: float, letter: str) -> np.ndarray:  # fmt: skip
-    x = _col(agg, "eps")
+    x = col(agg, "eps")
     png = f"fig4{letter}_are_eps_skew{skew:g}.png"
     _plot(figures, out / png, _are_panels(agg, x, f"skew {skew:g}"), xlabel="epsilon",
               ylabel="ARE over the true top-15", logx=True, logy=True,
@@ -1136,14 +1118,14 @@ def _claim_r5(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
 
     def check(metric: str) -> tuple[list[str], list[str]]:
         held, failed = [], []
-        spread = {s: float(np.max(_col(agg, f"{s}_are_{metric}_mean"))
-                           / np.min(_col(agg, f"{s}_are_{metric}_mean"))) for s in PRIVATE}  # fmt: skip
+        spread = {s: float(np.max(col(agg, f"{s}_are_{metric}_mean"))
+                           / np.min(col(agg, f"{s}_are_{metric}_mean"))) for s in PRIVATE}  # fmt: skip
         bad = [LABELS[s] for s, v in spread.items() if v > 2.0]
         (failed if bad else held).append(
             "weak dependence on eps (max/min ARE <= 2)" + (f" (not: {', '.join(bad)})" if bad
                                                           else ""))  # fmt: skip
         dips = [LABELS[s] for s in ("lazy_cms", "punctual_cms")
-                if _col(agg, f"{s}_are_{metric}_mean")[0] < _col(agg, f"{s}_are_{metric}_mean")[-1]]  # fmt: skip
+                if col(agg, f"{s}_are_{metric}_mean")[0] < col(agg, f"{s}_are_{metric}_mean")[-1]]  # fmt: skip
         ok = len(dips) == 2
         (held if ok else failed).append(
             "LazyCMS and PunctualCMS lower ARE at the smallest eps than at the largest"
@@ -1153,10 +1135,10 @@ def _claim_r5(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
 
     held, failed = _both_metrics(check)
     measured = "; ".join(
-        f"{m}: " + ", ".join(f"{LABELS[s]} {_fmt(_col(agg, f'{s}_are_{m}_mean'))}"
+        f"{m}: " + ", ".join(f"{LABELS[s]} {fmt(col(agg, f'{s}_are_{m}_mean'))}"
                              for s in PRIVATE) for m in ("end", "avg")
-    ) + f" (eps {_fmt(x)}). Mean signed relative error at t = T (min picks negative noise): " + \
-        ", ".join(f"{LABELS[s]} {_fmt(_col(agg, f'{s}_bias_end_mean'))}"
+    ) + f" (eps {fmt(x)}). Mean signed relative error at t = T (min picks negative noise): " + \
+        ", ".join(f"{LABELS[s]} {fmt(col(agg, f'{s}_bias_end_mean'))}"
                   for s in ("lazy_cms", "punctual_cms")) + "."  # fmt: skip
     return Claim(
         "R5",
@@ -1165,7 +1147,7 @@ def _claim_r5(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
         "negative noise, offsetting the overestimate).",
         "Holland Fig. 4(e); spec lazy-sketch §7.2 R5",
         measured,
-        *_verdict(failed, held),
+        *verdict_from_checks(failed, held),
         png,
     )
 
@@ -1177,19 +1159,19 @@ def _claim_r6(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
 
     def check(metric: str) -> tuple[list[str], list[str]]:
         held, failed = [], []
-        ys = {s: _col(agg, f"{s}_are_{metric}_mean") for s in PRIVATE}
-        bad = [LABELS[s] for s, y in ys.items() if not _falls(y)]
+        ys = {s: col(agg, f"{s}_are_{metric}_mean") for s in PRIVATE}
+        bad = [LABELS[s] for s, y in ys.items() if not monotone(y, tol=0.10)]
         (failed if bad else held).append(
             "ARE falls with eps" + (f" (not: {', '.join(bad)})" if bad else "")
         )
-        first = {s: _slope(x[:2], y[:2]) for s, y in ys.items()}
+        first = {s: log_slope(x[:2], y[:2]) for s, y in ys.items()}
         bad = [LABELS[s] for s, v in first.items() if not -1.3 <= v <= -0.5]
         (failed if bad else held).append(
             "about 1/eps at small eps (first log-log slope in [-1.3, -0.5])"
             + (f" (not: {', '.join(bad)})" if bad else "")
         )
         if len(x) >= 3:
-            last = {s: _slope(x[-2:], y[-2:]) for s, y in ys.items()}
+            last = {s: log_slope(x[-2:], y[-2:]) for s, y in ys.items()}
             bad = [LABELS[s] for s in ys if not last[s] > first[s]]
             (failed if bad else held).append(
                 "then flattens (last slope shallower than the first)"
@@ -1198,12 +1180,12 @@ def _claim_r6(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
         return held, failed
 
     held, failed = _both_metrics(check)
-    slopes = {s: (_slope(x[:2], _col(agg, f"{s}_are_end_mean")[:2]),
-                  _slope(x[-2:], _col(agg, f"{s}_are_end_mean")[-2:])) for s in PRIVATE}  # fmt: skip
+    slopes = {s: (log_slope(x[:2], col(agg, f"{s}_are_end_mean")[:2]),
+                  log_slope(x[-2:], col(agg, f"{s}_are_end_mean")[-2:])) for s in PRIVATE}  # fmt: skip
     measured = "; ".join(
-        f"{m}: " + ", ".join(f"{LABELS[s]} {_fmt(_col(agg, f'{s}_are_{m}_mean'))}"
+        f"{m}: " + ", ".join(f"{LABELS[s]} {fmt(col(agg, f'{s}_are_{m}_mean'))}"
                              for s in PRIVATE) for m in ("end", "avg")
-    ) + f" (eps {_fmt(x)}). Log-log slopes first/last segment at t = T: " + ", ".join(
+    ) + f" (eps {fmt(x)}). Log-log slopes first/last segment at t = T: " + ", ".join(
         f"{LABELS[s]} {a:.2f}/{b:.2f}" for s, (a, b) in slopes.items()) + "."  # fmt: skip
     return Claim(
         "R6",
@@ -1211,7 +1193,7 @@ def _claim_r6(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
         "first, then flattens once the noise is comparable to the remaining collision error.",
         "Holland Fig. 4(f); spec lazy-sketch §7.2 R6",
         measured,
-        *_verdict(failed, held),
+        *verdict_from_checks(failed, held),
         png,
     )
 
@@ -1243,9 +1225,7 @@ def run(
         runner's results of the throughput and accuracy experiments.
     """
     del offline  # synthetic data only
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
-    config = MODES[mode]
+    config = select_mode(MODES, mode)
     start = time.perf_counter()
     out = Path(out_dir)
     tp_exp, acc_exp = build_experiments(config)

@@ -34,6 +34,7 @@ flights 2001 data (routes for frequencies, ``delay`` in minutes for quantiles, p
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Mapping
@@ -43,12 +44,26 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from beam_dpsketch.evaluation import datasets, metrics
 from beam_dpsketch.evaluation.experiments.sketches import flights_routes
-from beam_dpsketch.evaluation.report import Claim, Figure, Report, Series, line_plot, summarize
-from beam_dpsketch.evaluation.runner import Experiment, RunResult, library_version, run_experiment
+from beam_dpsketch.evaluation.report import (
+    Claim,
+    Figure,
+    Report,
+    Series,
+    line_plot,
+    summarize,
+    verdict,
+)
+from beam_dpsketch.evaluation.runner import (
+    Experiment,
+    RunResult,
+    library_version,
+    run_experiment,
+    select_mode,
+)
+from beam_dpsketch.evaluation.tables import col, fmt, matching, monotone, param_tag
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
@@ -83,11 +98,8 @@ GAMMA_Q = 0.01  # quantile accuracy parameter of Figure 2
 TOP_K = 10
 FLIGHTS_DELAY_DOMAIN = (-1024, 3071)  # public bounds, U = 2**12 minutes
 SUBSTITUTE_RANKS = 2**20
+_tag = functools.partial(param_tag, "r")  # column-name fragment of a rho: r01
 _SUB_A, _SUB_B = 0x9E3779B1, 0x7F4A7C15  # odd multiplier: a bijection of uint32
-
-
-def _tag(rho: float) -> str:
-    return f"r{rho:g}".replace(".", "")
 
 
 FREQ_METRICS: tuple[str, ...] = (
@@ -323,10 +335,6 @@ def dcs_sigma(preset: str, levels: int, depth: int, rho: float) -> float:
 # ------------------------------------------------------------------------------------------------
 
 
-def _noise(seed: int) -> NoiseSource:
-    return NoiseSource.insecure_for_tests(seed)  # reproduction only: seeded noise
-
-
 def freq_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     """Figure 1 for one (dataset, preset, k): CM, CS and their DP releases for every rho.
 
@@ -367,7 +375,7 @@ def freq_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
         "cs_f1": metrics.top_k_f1(items, ff, cs_est, TOP_K),
     }
     inv_f = float(np.mean(1.0 / ff))
-    noise = _noise(seed)
+    noise = NoiseSource.insecure_for_tests(seed)  # reproduction only: seeded noise
     rid = f"linear-freq/{params['dataset']}/{params['preset']}/{params['k']}"
     for rho in RHOS:
         budget = PrivacyBudget.zcdp(rho)
@@ -431,7 +439,7 @@ def quantile_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
         "gamma_n": GAMMA_Q * len(values),
         "dcs_err": metrics.average_rank_error(truth, sketch.rank(keys)),
     }
-    noise = _noise(seed)
+    noise = NoiseSource.insecure_for_tests(seed)  # reproduction only: seeded noise
     rid = f"linear-quant/{params['dataset']}/{params['preset']}/{params['m']}"
     for rho in RHOS:
         rel, sigma = _release_dcs(sketch, params["preset"], rho, noise.stream(f"{rid}/{rho}"))
@@ -462,7 +470,7 @@ def independence_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     w, d, rho = int(p["width"]), int(p["depth"]), float(params["rho"])
     budget = PrivacyBudget.zcdp(rho)
     kw = {"neighbouring": "replace", "beta": p["beta"], "paper_compat": True, "gamma": p["gamma"]}
-    noise = _noise(seed)
+    noise = NoiseSource.insecure_for_tests(seed)  # reproduction only: seeded noise
     rid = f"linear-n/{params['length']}/{params['k']}/{rho}"
     cm = CountMinSketch(w, d, seed % 2**32)
     cm.update(keys)
@@ -541,22 +549,6 @@ def build_experiments(config: LinearConfig, flights_kind: str | None) -> list[Ex
 # ------------------------------------------------------------------------------------------------
 
 
-def _filter(table: pa.Table, **eq: Any) -> pa.Table:
-    mask = None
-    for col, val in eq.items():
-        m = pc.is_null(table[col]) if val is None else pc.equal(table[col], val)
-        mask = m if mask is None else pc.and_(mask, m)
-    return table.filter(mask) if mask is not None else table
-
-
-def _col(table: pa.Table, name: str) -> np.ndarray:
-    return np.asarray(table[name].to_pylist(), dtype=np.float64)
-
-
-def _fmt(xs: np.ndarray, digits: int = 2) -> str:
-    return " / ".join(f"{x:.{digits}f}" for x in xs)
-
-
 _FREQ_PLOT = [
     "cm_are",
     "cs_are",
@@ -575,16 +567,16 @@ def _freq_panels(
 ) -> list[tuple[str, list[Series]]]:
     panels = []
     for ds, agg in aggs.items():
-        x = _col(agg, "nominal_kb_mean") if preset == "as_run" else _col(agg, "width_mean")
+        x = col(agg, "nominal_kb_mean") if preset == "as_run" else col(agg, "width_mean")
         series = [
-            Series("CM", x, _col(agg, f"cm_{metric}_mean"), "-o", "k"),
-            Series("CS", x, _col(agg, f"cs_{metric}_mean"), "-s", "0.5"),
+            Series("CM", x, col(agg, f"cm_{metric}_mean"), "-o", "k"),
+            Series("CS", x, col(agg, f"cs_{metric}_mean"), "-s", "0.5"),
         ]
         for i, rho in enumerate(RHOS):
             t = _tag(rho)
-            series.append(Series(f"DP-CM rho={rho:g}", x, _col(agg, f"dpcm_{metric}_{t}_mean"),
+            series.append(Series(f"DP-CM rho={rho:g}", x, col(agg, f"dpcm_{metric}_{t}_mean"),
                                  "-o", f"C{i}"))  # fmt: skip
-            series.append(Series(f"DP-CS rho={rho:g}", x, _col(agg, f"dpcs_{metric}_{t}_mean"),
+            series.append(Series(f"DP-CS rho={rho:g}", x, col(agg, f"dpcs_{metric}_{t}_mean"),
                                  ":s", f"C{i}"))  # fmt: skip
         ref = PAPER_FIG1_ARE_AS_RUN if preset == "as_run" else SIM_FIG1_ARE_AS_DESCRIBED
         if metric == "are" and ds == "zipf" and len(x) == len(PAPER_KS):
@@ -593,11 +585,6 @@ def _freq_panels(
             series.append(Series(f"DP-CM rho=0.1 ({tag})", x, ref["dpcm_r01"], "--", "C0"))
         panels.append((DATASET_LABELS[ds.split("-")[0]], series))
     return panels
-
-
-def _monotone(y: np.ndarray, increasing: bool, tol: float = 0.02) -> bool:
-    d = np.diff(y) if increasing else -np.diff(y)
-    return bool(np.all(d >= -tol * np.abs(y[:-1])))
 
 
 def build_report(
@@ -622,11 +609,11 @@ def build_report(
     q_agg: dict[str, dict[str, pa.Table]] = {}
     for preset in PRESETS:
         f_agg[preset] = {
-            ds: summarize(_filter(freq, dataset=ds, preset=preset), ["k"], _FREQ_PLOT)
+            ds: summarize(matching(freq, dataset=ds, preset=preset), ["k"], _FREQ_PLOT)
             for ds in ds_names
         }
         q_agg[preset] = {
-            ds: summarize(_filter(quant, dataset=ds, preset=preset), ["m"], _QUANT_PLOT)
+            ds: summarize(matching(quant, dataset=ds, preset=preset), ["m"], _QUANT_PLOT)
             for ds in ds_names
         }
         xlabel = (
@@ -651,11 +638,11 @@ def build_report(
         png = f"fig2_rank_{preset}.png"
         panels = []
         for ds, agg in q_agg[preset].items():
-            m = _col(agg, "m")
-            series = [Series("DCS", m, _col(agg, "dcs_err_mean"), "-o", "k")]
+            m = col(agg, "m")
+            series = [Series("DCS", m, col(agg, "dcs_err_mean"), "-o", "k")]
             for i, rho in enumerate(RHOS):
                 series.append(Series(f"DP-DCS rho={rho:g}", m,
-                                     _col(agg, f"dp_err_{_tag(rho)}_mean"), "-s", f"C{i}"))  # fmt: skip
+                                     col(agg, f"dp_err_{_tag(rho)}_mean"), "-s", f"C{i}"))  # fmt: skip
             key = ds.split("-")[0]
             if preset == "as_run" and key in PAPER_FIG2_AS_RUN and len(m) == len(PAPER_MS):
                 ref = PAPER_FIG2_AS_RUN[key]
@@ -682,8 +669,8 @@ def build_report(
                           ("dcs_extra", "DP-DCS: mean|R^ - R~|")):  # fmt: skip
         series = []
         for i, rho in enumerate(RHOS):
-            sub = _filter(n_agg, rho=rho)
-            series.append(Series(f"rho={rho:g}", _col(sub, "length"), _col(sub, f"{metric}_mean"),
+            sub = matching(n_agg, rho=rho)
+            series.append(Series(f"rho={rho:g}", col(sub, "length"), col(sub, f"{metric}_mean"),
                                  "-o", f"C{i}"))  # fmt: skip
         panels.append((title, series))
     line_plot(
@@ -753,10 +740,6 @@ def build_report(
     )
 
 
-def _verdict(ok: bool, reason: str) -> tuple[str, str]:
-    return ("reproduced", "") if ok else ("differs", reason)
-
-
 def _claims(
     config: LinearConfig,
     f_agg: dict[str, dict[str, pa.Table]],
@@ -776,12 +759,12 @@ def _claims(
         # C1: DP-CS ARE ~ CS ARE.
         gaps, slack_min = [], math.inf
         for agg in fa.values():
-            cs = _col(agg, "cs_are_mean")
+            cs = col(agg, "cs_are_mean")
             for rho in RHOS:
-                gaps.append(np.max(np.abs(_col(agg, f"dpcs_are_{_tag(rho)}_mean") - cs) / cs))
-        sub = _filter(freq, preset=preset)
+                gaps.append(np.max(np.abs(col(agg, f"dpcs_are_{_tag(rho)}_mean") - cs) / cs))
+        sub = matching(freq, preset=preset)
         for rho in RHOS:
-            slack_min = min(slack_min, float(np.min(_col(sub, f"dpcs_c1slack_{_tag(rho)}"))))
+            slack_min = min(slack_min, float(np.min(col(sub, f"dpcs_c1slack_{_tag(rho)}"))))
         worst = float(np.max(gaps))
         exact_ok = slack_min >= -1e-9
         ok = worst <= 0.05 and exact_ok
@@ -798,7 +781,7 @@ def _claims(
             "CS ARE + max|Z| mean(1/f)",
             f"largest |DP-CS - CS|/CS over datasets x widths x rho: {worst:.2%}; exact check "
             f"slack min {slack_min:.3g} (>= 0 required).",
-            *_verdict(ok, "; ".join(why)),
+            *verdict(ok, "; ".join(why)),
             fig_are,
         ))  # fmt: skip
 
@@ -806,11 +789,11 @@ def _claims(
         rho_ok, space_up, space_down = True, True, True
         parts = []
         for ds, agg in fa.items():
-            ys = [_col(agg, f"dpcm_are_{_tag(r)}_mean") for r in RHOS]
+            ys = [col(agg, f"dpcm_are_{_tag(r)}_mean") for r in RHOS]
             rho_ok &= bool(np.all(ys[0] >= ys[1]) and np.all(ys[1] >= ys[2]))
-            space_up &= all(_monotone(y, True) and y[-1] > y[0] for y in ys)
-            space_down &= all(_monotone(y, False) and y[-1] < y[0] for y in ys)
-            parts.append(f"{ds}: rho=0.1 {_fmt(ys[0], 1)}")
+            space_up &= all(monotone(y, tol=0.02, increasing=True) for y in ys)
+            space_down &= all(monotone(y, tol=0.02) for y in ys)
+            parts.append(f"{ds}: rho=0.1 {fmt(ys[0], 1, 'f')}")
         ok = rho_ok and space_up
         if not rho_ok:
             reason = "DP-CM ARE is not monotone in rho"
@@ -825,13 +808,13 @@ def _claims(
             src + " (Fig. 1a/b); spec: space part expected only as run",
             f"monotone in rho: {rho_ok}; increasing in space: {space_up}; decreasing in "
             f"space: {space_down}. " + "; ".join(parts) + ".",
-            *_verdict(ok, reason),
+            *verdict(ok, reason),
             fig_are,
         ))  # fmt: skip
 
         # C3: DP-CM top-10 F1 = 1 on Zipf.
         z = fa["zipf"]
-        f1 = np.concatenate([_col(_filter(freq, preset=preset, dataset="zipf"),
+        f1 = np.concatenate([col(matching(freq, preset=preset, dataset="zipf"),
                                   f"dpcm_f1_{_tag(r)}") for r in RHOS])  # fmt: skip
         ok = bool(np.min(f1) >= 0.9 and np.mean(f1) >= 0.98)
         claims.append(Claim(
@@ -839,11 +822,11 @@ def _claims(
             "DP-CM top-10 F1 is 1.0 at every space and rho on Zipf.",
             src + " (Fig. 1c/d); acceptance F1 >= 0.9 per cell, mean >= 0.98",
             f"min {np.min(f1):.2f}, mean {np.mean(f1):.3f} over {len(f1)} runs "
-            f"(non-private CM mean {np.mean(_col(z, 'cm_f1_mean')):.3f}).",
-            *_verdict(ok, "a DP-CM top-10 F1 below the acceptance level" + (
+            f"(non-private CM mean {np.mean(col(z, 'cm_f1_mean')):.3f}).",
+            *verdict(ok, "a DP-CM top-10 F1 below the acceptance level" + (
                 "; the non-private CM with the same hashes scores the same, so the gap comes "
                 "from the sketch size and hash family (w=100 as run; MurmurHash3, not md5), "
-                "not from the noise" if abs(np.mean(_col(z, "cm_f1_mean")) - np.mean(f1)) < 0.02
+                "not from the noise" if abs(np.mean(col(z, "cm_f1_mean")) - np.mean(f1)) < 0.02
                 else "")),
             fig_f1,
         ))  # fmt: skip
@@ -851,9 +834,9 @@ def _claims(
         # C4: DP-CS F1 ~ CS F1; CS may have lower recall than CM.
         diffs, cs_lower = [], []
         for agg in fa.values():
-            cs = _col(agg, "cs_f1_mean")
-            cs_lower.append(float(np.mean(_col(agg, "cm_f1_mean") - cs)))
-            diffs.extend(np.abs(_col(agg, f"dpcs_f1_{_tag(r)}_mean") - cs).mean() for r in RHOS)
+            cs = col(agg, "cs_f1_mean")
+            cs_lower.append(float(np.mean(col(agg, "cm_f1_mean") - cs)))
+            diffs.extend(np.abs(col(agg, f"dpcs_f1_{_tag(r)}_mean") - cs).mean() for r in RHOS)
         worst = float(np.max(diffs))
         claims.append(Claim(
             "C4" + tag,
@@ -861,7 +844,7 @@ def _claims(
             src + " (Fig. 1c/d); acceptance |F1(DP-CS) - F1(CS)| <= 0.05 averaged over cells",
             f"largest mean |F1(DP-CS) - F1(CS)| {worst:.3f}; mean F1(CM) - F1(CS) per dataset: "
             + ", ".join(f"{d}: {v:+.2f}" for d, v in zip(fa, cs_lower, strict=True)) + ".",
-            *_verdict(worst <= 0.05, "DP-CS F1 differs from CS F1 by more than 0.05"),
+            *verdict(worst <= 0.05, "DP-CS F1 differs from CS F1 by more than 0.05"),
             fig_f1,
         ))  # fmt: skip
 
@@ -869,7 +852,7 @@ def _claims(
         qa = q_agg[preset]
         fig2 = f"fig2_rank_{preset}.png"
         ratios = {
-            (ds, c): float(np.max(_col(a, f"{c}_mean")) / np.min(_col(a, f"{c}_mean")))
+            (ds, c): float(np.max(col(a, f"{c}_mean")) / np.min(col(a, f"{c}_mean")))
             for ds, a in qa.items()
             for c in ("dcs_err", *[f"dp_err_{_tag(r)}" for r in RHOS])
         }
@@ -881,11 +864,11 @@ def _claims(
             "Zhao et al. 2022 §5.3 (Fig. 2); acceptance max/min over m <= 1.5 per curve",
             f"largest max/min over m = {ratios[worst_key]:.2f} ({worst_key[0]}, "
             f"{worst_key[1]}); {len(ratios)} curves.",
-            *_verdict(ok, f"the {worst_key[1]} curve on {worst_key[0]} varies by more than 1.5x"),
+            *verdict(ok, f"the {worst_key[1]} curve on {worst_key[0]} varies by more than 1.5x"),
             fig2,
         ))  # fmt: skip
 
-        means = {ds: {c: float(np.mean(_col(a, f"{c}_mean")))
+        means = {ds: {c: float(np.mean(col(a, f"{c}_mean")))
                       for c in ("dcs_err", *[f"dp_err_{_tag(r)}" for r in RHOS])}
                  for ds, a in qa.items()}  # fmt: skip
         per_rho = [means["u32"][f"dp_err_{_tag(r)}"] / means["zipf"][f"dp_err_{_tag(r)}"]
@@ -897,7 +880,7 @@ def _claims(
             "Zhao et al. 2022 §5.3 (Fig. 2a vs 2b); paper ratio about 2.2x",
             "mean DP-DCS rank error U=2^32 substitute / Zipf U=2^16 per rho (0.1, 1, 10): "
             + ", ".join(f"{r:.2f}x" for r in per_rho) + ".",
-            *_verdict(ok, "the U=2^32 error is not larger for every rho"),
+            *verdict(ok, "the U=2^32 error is not larger for every rho"),
             fig2,
         ))  # fmt: skip
 
@@ -906,7 +889,7 @@ def _claims(
             ys = [m_[f"dp_err_{_tag(r)}"] for r in RHOS]
             rho_ok &= ys[0] >= ys[1] >= ys[2] * 0.98
             gaps.append(ys[0] - m_["dcs_err"])
-            gap_ok &= gaps[-1] <= 0.1 * float(np.mean(_col(qa[ds], "gamma_n_mean")))
+            gap_ok &= gaps[-1] <= 0.1 * float(np.mean(col(qa[ds], "gamma_n_mean")))
         claims.append(Claim(
             "C7" + tag,
             "Lower rho gives a larger rank error; DP-DCS(0.1) - DCS is small relative to N.",
@@ -916,22 +899,22 @@ def _claims(
             + ", ".join(f"{d}: {g:+.1f}" for d, g in zip(means, gaps, strict=True))
             + f" (0.1 gamma N = {0.1 * GAMMA_Q * config.n:g} on the synthetic data, "
             f"0.001 x rows on flights); monotone in rho: {rho_ok}.",
-            *_verdict(rho_ok and gap_ok, "not monotone in rho" if not rho_ok else
+            *verdict(rho_ok and gap_ok, "not monotone in rho" if not rho_ok else
                       "the rho=0.1 gap exceeds 0.1 gamma N"),  # fmt: skip
             fig2,
         ))  # fmt: skip
 
         worst_ratio = 0.0
         for a in qa.values():
-            gnn = _col(a, "gamma_n_mean")
+            gnn = col(a, "gamma_n_mean")
             for c in ("dcs_err", *[f"dp_err_{_tag(r)}" for r in RHOS]):
-                worst_ratio = max(worst_ratio, float(np.max(_col(a, f"{c}_mean") / gnn)))
+                worst_ratio = max(worst_ratio, float(np.max(col(a, f"{c}_mean") / gnn)))
         claims.append(Claim(
             "C8" + tag,
             "All rank errors are an order of magnitude below gamma N.",
             "Zhao et al. 2022 §5.3 (Fig. 2); acceptance every cell <= 0.2 gamma N",
             f"largest error / (gamma N) = {worst_ratio:.3f} (gamma N = 0.01 x each data set's N).",
-            *_verdict(worst_ratio <= 0.2, "a rank error exceeds 0.2 gamma N"),
+            *verdict(worst_ratio <= 0.2, "a rank error exceeds 0.2 gamma N"),
             fig2,
         ))  # fmt: skip
 
@@ -943,7 +926,7 @@ def _claims(
             cols = {"cm": "cm_are", "cs": "cs_are",
                     **{f"dp{s}_{_tag(r)}": f"dp{s}_are_{_tag(r)}" for s in ("cm", "cs")
                        for r in RHOS}}  # fmt: skip
-            rel = {key: np.abs(_col(z, f"{c}_mean") / np.asarray(ref[key]) - 1)
+            rel = {key: np.abs(col(z, f"{c}_mean") / np.asarray(ref[key]) - 1)
                    for key, c in cols.items()}  # fmt: skip
             worst_key = max(rel, key=lambda k_: float(np.max(rel[k_])))
             worst = float(np.max(rel[worst_key]))
@@ -954,16 +937,17 @@ def _claims(
                  "Zipf ARE matches the spec author's re-simulation within 20%."),  # fmt: skip
                 "spec dp-linear-sketches §8.5 / §8.6, §11 item 8",
                 f"largest relative deviation {worst:.1%} ({worst_key}); CM ours "
-                f"{_fmt(_col(z, 'cm_are_mean'))} vs {_fmt(np.asarray(ref['cm']))}; DP-CM rho=0.1 "
-                f"ours {_fmt(_col(z, 'dpcm_are_r01_mean'))} vs {_fmt(np.asarray(ref['dpcm_r01']))}.",
-                *_verdict(worst <= tol, f"{worst_key} deviates by {worst:.0%} (> {tol:.0%}); "
+                f"{fmt(col(z, 'cm_are_mean'), 2, 'f')} vs {fmt(np.asarray(ref['cm']), 2, 'f')}; "
+                f"DP-CM rho=0.1 ours {fmt(col(z, 'dpcm_are_r01_mean'), 2, 'f')} vs "
+                f"{fmt(np.asarray(ref['dpcm_r01']), 2, 'f')}.",
+                *verdict(worst <= tol, f"{worst_key} deviates by {worst:.0%} (> {tol:.0%}); "
                           "hash functions differ (MurmurHash3 vs md5)"),  # fmt: skip
                 f"fig1_are_{preset}.png",
             ))  # fmt: skip
         zq = qa["zipf"]
         if preset == "as_run" and tuple(config.ms) == PAPER_MS and config.n == 100_000:
             ref = PAPER_FIG2_AS_RUN["zipf"]
-            ours = {c: float(np.mean(_col(zq, f"{'dcs_err' if c == 'dcs' else 'dp_err_' + c[3:]}_mean")))
+            ours = {c: float(np.mean(col(zq, f"{'dcs_err' if c == 'dcs' else 'dp_err_' + c[3:]}_mean")))
                     for c in ref}  # fmt: skip
             dev = {c: abs(ours[c] / float(np.mean(ref[c])) - 1) for c in ref}
             worst_key = max(dev, key=dev.get)
@@ -973,13 +957,13 @@ def _claims(
                 "spec dp-linear-sketches §8.5",
                 ", ".join(f"{c}: ours {ours[c]:.1f} vs paper {np.mean(ref[c]):.1f}" for c in ref)
                 + ".",
-                *_verdict(dev[worst_key] <= 0.10, f"{worst_key} deviates by "
+                *verdict(dev[worst_key] <= 0.10, f"{worst_key} deviates by "
                           f"{dev[worst_key]:.0%} (> 10%)"),  # fmt: skip
                 fig2,
             ))  # fmt: skip
         elif preset == "as_described" and tuple(config.ms) == PAPER_MS and config.n == 100_000:
             lo_hi = SIM_FIG2_AS_DESCRIBED
-            ours = {c: float(np.mean(_col(zq, f"{'dcs_err' if c == 'dcs' else 'dp_err_' + c[3:]}_mean")))
+            ours = {c: float(np.mean(col(zq, f"{'dcs_err' if c == 'dcs' else 'dp_err_' + c[3:]}_mean")))
                     for c in lo_hi}  # fmt: skip
             bad = [c for c, (lo, hi) in lo_hi.items()
                    if not 0.8 * lo <= ours[c] <= 1.2 * hi]  # fmt: skip
@@ -989,7 +973,7 @@ def _claims(
                 "spec dp-linear-sketches §8.6",
                 ", ".join(f"{c}: ours {ours[c]:.1f} vs [SIM] {lo}-{hi}"
                           for c, (lo, hi) in lo_hi.items()) + ".",  # fmt: skip
-                *_verdict(not bad, f"outside the range: {', '.join(bad)}"),
+                *verdict(not bad, f"outside the range: {', '.join(bad)}"),
                 fig2,
             ))  # fmt: skip
 
@@ -999,23 +983,23 @@ def _claims(
     ref_n = min(ns, key=lambda n: abs(math.log(n / 1e5)))
     for metric in ("cm_gap", "cs_extra", "dcs_extra"):
         for rho in RHOS:
-            sub = _filter(n_agg, rho=rho)
-            y = _col(sub, f"{metric}_mean")
+            sub = matching(n_agg, rho=rho)
+            y = col(sub, f"{metric}_mean")
             base = y[ns.index(ref_n)]
             dev = float(np.max(np.abs(y / base - 1)))
             ok &= dev <= 0.2
             if rho == RHOS[0]:
-                parts.append(f"{metric} rho=0.1: {_fmt(y)} (max dev {dev:.0%})")
-    spec_gap = _col(_filter(n_agg, rho=RHOS[0]), "cs_gap_spec_mean")
+                parts.append(f"{metric} rho=0.1: {fmt(y, 2, 'f')} (max dev {dev:.0%})")
+    spec_gap = col(matching(n_agg, rho=RHOS[0]), "cs_gap_spec_mean")
     claims.append(Claim(
         "C9 [as_described]",
         "The extra error DP adds does not depend on N.",
         "Zhao et al. 2022 (Thm 3.1/3.2, not tested in the paper); spec §6.2 'Independence of N' "
         "(within 20% of its value at N about 1e5)",
         f"N = {', '.join(f'{n:,}' for n in ns)}: " + "; ".join(parts)
-        + f". Spec's CS gap mean|f^-f| - mean|f~-f| at rho=0.1: {_fmt(spec_gap, 3)} (it "
+        + f". Spec's CS gap mean|f^-f| - mean|f~-f| at rho=0.1: {fmt(spec_gap, 3, 'f')} (it "
         "shrinks as the sketch error grows, so the verdict uses mean|f^ - f~|).",
-        *_verdict(ok, "an extra-error curve moves by more than 20% across N"),
+        *verdict(ok, "an extra-error curve moves by more than 20% across N"),
         "c9_independence.png",
     ))  # fmt: skip
     return claims
@@ -1044,9 +1028,7 @@ def run(
         The report (written by :func:`~beam_dpsketch.evaluation.report.write_html`) and the
         runner's results of the three experiments.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
-    config = MODES[mode]
+    config = select_mode(MODES, mode)
     start = time.perf_counter()
     kind, note = datasets.resolve_flights(config.flights, config.flights_rows, offline)
     out = Path(out_dir)

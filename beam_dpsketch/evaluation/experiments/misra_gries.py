@@ -50,11 +50,25 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from beam_dpsketch.evaluation import datasets, metrics
-from beam_dpsketch.evaluation.report import Claim, Figure, Report, Series, line_plot, summarize
-from beam_dpsketch.evaluation.runner import Experiment, RunResult, library_version, run_experiment
+from beam_dpsketch.evaluation.report import (
+    Claim,
+    Figure,
+    Report,
+    Series,
+    line_plot,
+    summarize,
+    verdict,
+)
+from beam_dpsketch.evaluation.runner import (
+    Experiment,
+    RunResult,
+    library_version,
+    run_experiment,
+    select_mode,
+)
+from beam_dpsketch.evaluation.tables import col, fmt, log_slope, matching, monotone
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.dp_misragries import (
@@ -1003,45 +1017,12 @@ def build_experiments(config: MGConfig, flights_kind: str | None) -> dict[str, E
 # ------------------------------------------------------------------------------------------------
 
 
-def _filter(table: pa.Table, **eq: Any) -> pa.Table:
-    mask = None
-    for col, val in eq.items():
-        m = pc.equal(table[col], val)
-        mask = m if mask is None else pc.and_(mask, m)
-    return table.filter(mask) if mask is not None else table
-
-
-def _col(table: pa.Table, name: str) -> np.ndarray:
-    return np.asarray(table[name].to_pylist(), dtype=np.float64)
-
-
-def _slope(x: np.ndarray, y: np.ndarray) -> float:
-    """Least-squares slope of log y against log x (positive values only)."""
-    keep = (x > 0) & (y > 0)
-    if keep.sum() < 2:
-        return math.nan
-    return float(np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)[0])
-
-
-def _non_increasing(y: np.ndarray, tol: float = 0.05) -> bool:
-    """Each step rises by at most ``tol`` relative, and the last point is below the first."""
-    return bool(np.all(y[1:] <= y[:-1] * (1 + tol)) and y[-1] < y[0])
-
-
 def _mech_series(agg: pa.Table, x: np.ndarray, metric: str, mechs: Sequence[str]) -> list[Series]:
     out = []
     for m in mechs:
         style, color = _STYLES[m]
-        out.append(Series(_LABELS[m], x, _col(agg, f"{m}_{metric}_mean"), style, color))
+        out.append(Series(_LABELS[m], x, col(agg, f"{m}_{metric}_mean"), style, color))
     return out
-
-
-def _fmt(x: float) -> str:
-    return f"{x:.3g}"
-
-
-def _verdict(ok: bool) -> str:
-    return "reproduced" if ok else "differs"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1068,14 +1049,14 @@ def build_report(
     # ---- k sweep --------------------------------------------------------------------------
     sweep = tables["sweep"]
     sweep_cols = [c for c in SWEEP_METRICS if c != "n_keys"]
-    aggs = {s: summarize(_filter(sweep, stream=s), ["k"], sweep_cols) for s in ("zipf", "planted")}
-    ks = _col(aggs["zipf"], "k")
+    aggs = {s: summarize(matching(sweep, stream=s), ["k"], sweep_cols) for s in ("zipf", "planted")}
+    ks = col(aggs["zipf"], "k")
     priv_png = "privacy_error_vs_k.png"
     panels = []
     for s, title in (("zipf", f"Zipf s={config.skew}"), ("planted", "planted heavy + uniform")):
         agg = aggs[s]
         series = _mech_series(agg, ks, "priv", SWEEP_MECHANISMS)
-        bound = _col(agg, "pmg_tau_mean") + _col(agg, "pmg_B_mean")
+        bound = col(agg, "pmg_tau_mean") + col(agg, "pmg_B_mean")
         series.append(Series("PMG bound tau + B", ks, bound, ":", "C0"))
         panels.append((title, series))
     line_plot(
@@ -1101,9 +1082,9 @@ def build_report(
     for s, title in (("planted", "planted heavy + uniform"), ("zipf", f"Zipf s={config.skew}")):
         agg = aggs[s]
         series = _mech_series(agg, ks, "err", ("pmg", "design_b", "merged_gshm", "chan"))
-        series.append(Series("MG (non-private)", ks, _col(agg, "mg_err_mean"), "-", "0.4"))
-        series.append(Series("n/(k+1)", ks, _col(agg, "mg_bound_mean"), ":", "0.6"))
-        series.append(Series("sqrt(n ln(1/delta)/eps)", ks, _col(agg, "floor_mean"), "--", "k"))
+        series.append(Series("MG (non-private)", ks, col(agg, "mg_err_mean"), "-", "0.4"))
+        series.append(Series("n/(k+1)", ks, col(agg, "mg_bound_mean"), ":", "0.6"))
+        series.append(Series("sqrt(n ln(1/delta)/eps)", ks, col(agg, "floor_mean"), "--", "k"))
         panels.append((title, series))
     line_plot(
         out / total_png,
@@ -1126,7 +1107,7 @@ def build_report(
 
     # ---- ladder ---------------------------------------------------------------------------
     ladder = tables["ladder"]
-    eps_l, delta_l = _col(ladder, "eps"), _col(ladder, "delta")
+    eps_l, delta_l = col(ladder, "eps"), col(ladder, "delta")
     x = np.log(3 / delta_l) / eps_l
     order = np.argsort(x)
     ladder_png = "threshold_vs_log_delta.png"
@@ -1136,17 +1117,17 @@ def build_report(
             (
                 "50% release point of a ladder of exact counts",
                 [
-                    Series("PMG measured", x[order], _col(ladder, "pmg_c50")[order], "o", "C0"),
-                    Series("PMG threshold", x[order], _col(ladder, "pmg_tau")[order], ":", "C0"),
+                    Series("PMG measured", x[order], col(ladder, "pmg_c50")[order], "o", "C0"),
+                    Series("PMG threshold", x[order], col(ladder, "pmg_tau")[order], ":", "C0"),
                     Series(
                         "stability hist. measured",
                         x[order],
-                        _col(ladder, "stab_c50")[order],
+                        col(ladder, "stab_c50")[order],
                         "s",
                         "C5",
                     ),
                     Series(
-                        "stability threshold", x[order], _col(ladder, "stab_tau")[order], ":", "C5"
+                        "stability threshold", x[order], col(ladder, "stab_tau")[order], ":", "C5"
                     ),
                     Series("1 + 2 ln(3/delta)/eps", x[order], 1 + 2 * x[order], "--", "0.5"),
                 ],
@@ -1165,7 +1146,7 @@ def build_report(
 
     # ---- universe -------------------------------------------------------------------------
     uni = summarize(tables["universe"], ["u"], list(UNIVERSE_METRICS))
-    lnu = np.log(_col(uni, "u"))
+    lnu = np.log(col(uni, "u"))
     uni_png = "pure_pp_vs_universe.png"
     line_plot(
         out / uni_png,
@@ -1173,14 +1154,14 @@ def build_report(
             (
                 "privacy error vs ln u",
                 [
-                    Series("PURE_PP", lnu, _col(uni, "pure_noise_mean"), "-D", "C6"),
-                    Series("PMG", lnu, _col(uni, "pmg_noise_mean"), "-o", "C0"),
+                    Series("PURE_PP", lnu, col(uni, "pure_noise_mean"), "-D", "C6"),
+                    Series("PMG", lnu, col(uni, "pmg_noise_mean"), "-o", "C0"),
                     Series("(2/eps) ln(u/2)", lnu, 2 * (lnu - math.log(2)), ":", "C6"),
                 ],
             ),
             (
                 "released keys that never occur",
-                [Series("PURE_PP", lnu, _col(uni, "pure_false_mean"), "-D", "C6")],
+                [Series("PURE_PP", lnu, col(uni, "pure_false_mean"), "-D", "C6")],
             ),
         ],
         xlabel="ln u (declared universe size)",
@@ -1193,7 +1174,7 @@ def build_report(
 
     # ---- user level -----------------------------------------------------------------------
     usr = summarize(tables["user"], ["m"], list(USER_METRICS))
-    ms = _col(usr, "m")
+    ms = col(usr, "m")
     user_png = "user_level.png"
     line_plot(
         out / user_png,
@@ -1201,15 +1182,15 @@ def build_report(
             (
                 "privacy error",
                 [
-                    Series("flattened MG + group privacy", ms, _col(usr, "flat_priv_mean"), "-o"),
-                    Series("PAMG + GSHM", ms, _col(usr, "pamg_priv_mean"), "-^"),
+                    Series("flattened MG + group privacy", ms, col(usr, "flat_priv_mean"), "-o"),
+                    Series("PAMG + GSHM", ms, col(usr, "pamg_priv_mean"), "-^"),
                 ],
             ),
             (
                 "top-10 F1",
                 [
-                    Series("flattened MG + group privacy", ms, _col(usr, "flat_f1_mean"), "-o"),
-                    Series("PAMG + GSHM", ms, _col(usr, "pamg_f1_mean"), "-^"),
+                    Series("flattened MG + group privacy", ms, col(usr, "flat_f1_mean"), "-o"),
+                    Series("PAMG + GSHM", ms, col(usr, "pamg_f1_mean"), "-^"),
                 ],
             ),
         ],
@@ -1282,7 +1263,7 @@ def build_report(
 
 def _theorem8_claim(sweep: pa.Table, acc: pa.Table, figure: str) -> Claim:
     cols = ("pmg_thm8_viol", "pmg_zero_released", "pmg_over_k", "pmg_below_tau")
-    both = {c: np.concatenate([_col(sweep, c), _col(acc, c)]) for c in cols}
+    both = {c: np.concatenate([col(sweep, c), col(acc, c)]) for c in cols}
     runs = len(both["pmg_thm8_viol"])
     viol = int(np.sum(both["pmg_thm8_viol"]))
     rate = viol / runs
@@ -1298,8 +1279,7 @@ def _theorem8_claim(sweep: pa.Table, acc: pa.Table, figure: str) -> Claim:
         f"{viol} of {runs} PMG releases violate the bound (rate {rate:.3f}, allowed "
         f"{BETA} + 3 sigma = {BETA + margin:.3f}); {det} deterministic violations "
         "(f = 0 released, > k released, value < tau).",
-        _verdict(ok),
-        "" if ok else "the violation rate or a deterministic property is off",
+        *verdict(ok, "the violation rate or a deterministic property is off"),
         figure,
     )
 
@@ -1310,10 +1290,10 @@ def _sweep_claims(
     claims = []
     parts, ok = [], True
     for s, agg in aggs.items():
-        pmg_priv = _col(agg, "pmg_priv_mean")
-        bound = _col(agg, "pmg_tau_mean") + _col(agg, "pmg_B_mean")
-        chan = _col(agg, "chan_priv_mean")
-        gshm = _col(agg, "merged_gshm_priv_mean")
+        pmg_priv = col(agg, "pmg_priv_mean")
+        bound = col(agg, "pmg_tau_mean") + col(agg, "pmg_B_mean")
+        chan = col(agg, "chan_priv_mean")
+        gshm = col(agg, "merged_gshm_priv_mean")
         growth = (ks[-1] / ks[0]) ** 0.8
         good = (
             bool(np.max(pmg_priv) <= bound[-1])
@@ -1322,11 +1302,11 @@ def _sweep_claims(
         )
         ok &= good
         parts.append(
-            f"{s}: PMG {_fmt(pmg_priv[0])} -> {_fmt(pmg_priv[-1])} (max {_fmt(pmg_priv.max())} "
-            f"<= tau + B(k_max) = {_fmt(bound[-1])}); Chan {_fmt(chan[0])} -> {_fmt(chan[-1])} "
-            f"(x{chan[-1] / chan[0]:.0f}, needs >= x{growth:.0f}); M-GSHM {_fmt(gshm[0])} -> "
-            f"{_fmt(gshm[-1])}; log-log slopes PMG {_slope(ks, pmg_priv):.2f}, M-GSHM "
-            f"{_slope(ks, gshm):.2f}, Chan {_slope(ks, chan):.2f}"
+            f"{s}: PMG {fmt(pmg_priv[0])} -> {fmt(pmg_priv[-1])} (max {fmt(pmg_priv.max())} "
+            f"<= tau + B(k_max) = {fmt(bound[-1])}); Chan {fmt(chan[0])} -> {fmt(chan[-1])} "
+            f"(x{chan[-1] / chan[0]:.0f}, needs >= x{growth:.0f}); M-GSHM {fmt(gshm[0])} -> "
+            f"{fmt(gshm[-1])}; log-log slopes PMG {log_slope(ks, pmg_priv):.2f}, M-GSHM "
+            f"{log_slope(ks, gshm):.2f}, Chan {log_slope(ks, chan):.2f}"
         )
     claims.append(
         Claim(
@@ -1337,23 +1317,23 @@ def _sweep_claims(
             "between.",
             "Theorem 8; spec §7.1, §6.3, §9.2 expected outcome 1",
             f"k = {int(ks[0])}..{int(ks[-1])}, eps = 1: " + "; ".join(parts) + ".",
-            _verdict(ok),
-            ""
-            if ok
-            else "PMG exceeded its k_max bound, Chan grew less than (k ratio)^0.8, or the "
-            "ordering PMG < M-GSHM < Chan failed at k_max",
+            *verdict(
+                ok,
+                "PMG exceeded its k_max bound, Chan grew less than (k ratio)^0.8, or the "
+                "ordering PMG < M-GSHM < Chan failed at k_max",
+            ),
             priv_png,
         )
     )
 
     agg = aggs["planted"]
-    pmg_err = _col(agg, "pmg_err_mean")
-    chan_err = _col(agg, "chan_err_mean")
-    floor = float(_col(agg, "floor_mean")[0])
+    pmg_err = col(agg, "pmg_err_mean")
+    chan_err = col(agg, "chan_err_mean")
+    floor = float(col(agg, "floor_mean")[0])
     i_min = int(np.argmin(chan_err))
     interior = 0 < i_min < len(ks) - 1
     ok = (
-        _non_increasing(pmg_err)
+        monotone(pmg_err, tol=0.05)
         and interior
         and chan_err[i_min] >= 0.5 * floor
         and pmg_err[-1] * 3 <= chan_err[i_min]
@@ -1366,15 +1346,15 @@ def _sweep_claims(
             "k and never drops below about sqrt(n ln(1/delta)/eps).",
             "spec §7.1 (structural limit of Chan et al.), §9.2 expected outcome 2",
             f"planted stream (10 keys at 2% each + uniform tail): PMG "
-            f"{' -> '.join(_fmt(v) for v in pmg_err)}; Chan {' -> '.join(_fmt(v) for v in chan_err)}"
-            f" (minimum {_fmt(chan_err[i_min])} at k = {int(ks[i_min])}); sqrt(n ln(1/delta)/eps)"
-            f" = {_fmt(floor)}; PMG at k = {int(ks[-1])} is {chan_err[i_min] / pmg_err[-1]:.1f}x "
+            f"{' -> '.join(fmt(v) for v in pmg_err)}; Chan {' -> '.join(fmt(v) for v in chan_err)}"
+            f" (minimum {fmt(chan_err[i_min])} at k = {int(ks[i_min])}); sqrt(n ln(1/delta)/eps)"
+            f" = {fmt(floor)}; PMG at k = {int(ks[-1])} is {chan_err[i_min] / pmg_err[-1]:.1f}x "
             "below Chan's best.",
-            _verdict(ok),
-            ""
-            if ok
-            else "PMG's error did not fall monotonically, Chan's minimum was at an end of the "
-            "k range or below half the floor, or PMG did not beat Chan's best by 3x",
+            *verdict(
+                ok,
+                "PMG's error did not fall monotonically, Chan's minimum was at an end of the "
+                "k range or below half the floor, or PMG did not beat Chan's best by 3x",
+            ),
             total_png,
         )
     )
@@ -1382,18 +1362,18 @@ def _sweep_claims(
 
 
 def _ladder_claims(ladder: pa.Table, x: np.ndarray, figure: str) -> list[Claim]:
-    c50 = _col(ladder, "pmg_c50")
-    tau = _col(ladder, "pmg_tau")
+    c50 = col(ladder, "pmg_c50")
+    tau = col(ladder, "pmg_tau")
     slope, intercept = np.polyfit(x, c50, 1)
     pred = slope * x + intercept
     ss_res = float(np.sum((c50 - pred) ** 2))
     ss_tot = float(np.sum((c50 - c50.mean()) ** 2))
     r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 1.0
     near = float(np.max(np.abs(c50 - tau)))
-    eps_l = _col(ladder, "eps")
+    eps_l = col(ladder, "eps")
     # Half the time released at c = tau (two symmetric noises); sampling moves it by ~1/eps.
     near_ok = bool(np.all(np.abs(c50 - tau) <= 2 + 3 / eps_l))
-    min_ok = bool(np.all(_col(ladder, "pmg_min_value") >= tau))
+    min_ok = bool(np.all(col(ladder, "pmg_min_value") >= tau))
     ok = 1.7 <= slope <= 2.3 and r2 >= 0.97 and near_ok and min_ok
     claims = [
         Claim(
@@ -1405,15 +1385,15 @@ def _ladder_claims(ladder: pa.Table, x: np.ndarray, figure: str) -> list[Claim]:
             f"{ladder.num_rows} (eps, delta) points: the 50% release count fits "
             f"{slope:.2f} * ln(3/delta)/eps + {intercept:.2f} (R^2 = {r2:.3f}); largest "
             f"|c50 - tau| = {near:.1f}; no released value below tau: {min_ok}.",
-            _verdict(ok),
-            ""
-            if ok
-            else "the slope is outside [1.7, 2.3], the fit is poor, a 50% point is far from "
-            "tau, or a value below tau was released",
+            *verdict(
+                ok,
+                "the slope is outside [1.7, 2.3], the fit is poor, a 50% point is far from "
+                "tau, or a value below tau was released",
+            ),
             figure,
         )
     ]
-    ratio = c50 / _col(ladder, "stab_c50")
+    ratio = c50 / col(ladder, "stab_c50")
     ok = bool(np.all(ratio <= 3.0))
     claims.append(
         Claim(
@@ -1423,8 +1403,7 @@ def _ladder_claims(ladder: pa.Table, x: np.ndarray, figure: str) -> list[Claim]:
             "Lebeda & Tetek §1 and §5; spec §7.3, §9.2 expected outcome 3",
             f"ladder of exact counts (MG with d = 0): PMG / stability-histogram 50% release "
             f"point = {ratio.min():.2f}..{ratio.max():.2f}.",
-            _verdict(ok),
-            "" if ok else "PMG's threshold is more than 3x the stability histogram's",
+            *verdict(ok, "PMG's threshold is more than 3x the stability histogram's"),
             figure,
         )
     )
@@ -1444,21 +1423,21 @@ def _merged_claim(aggs: Mapping[str, pa.Table], figure: str) -> Claim:
     )
     parts, ok = [], calib_ok
     for s, agg in aggs.items():
-        row = _filter(agg, k=100)
-        p = float(_col(row, "pmg_priv_mean")[0])
-        b = float(_col(row, "design_b_priv_mean")[0])
-        g = float(_col(row, "merged_gshm_priv_mean")[0])
-        lap = float(_col(row, "merged_laplace_priv_mean")[0])
-        p_tot = float(_col(row, "pmg_err_mean")[0])
-        b_tot = float(_col(row, "design_b_err_mean")[0])
+        row = matching(agg, k=100)
+        p = float(col(row, "pmg_priv_mean")[0])
+        b = float(col(row, "design_b_priv_mean")[0])
+        g = float(col(row, "merged_gshm_priv_mean")[0])
+        lap = float(col(row, "merged_laplace_priv_mean")[0])
+        p_tot = float(col(row, "pmg_err_mean")[0])
+        b_tot = float(col(row, "design_b_err_mean")[0])
         if s == "zipf":
             # Zipf sketches hold counts of every size, so the privacy error shows the threshold
             # and noise; the planted sketches hold only huge or tiny counts (reported only).
             ok &= b / p <= 3.0 and 5.0 <= g / p <= 500.0 and 5.0 <= lap / p <= 500.0
         parts.append(
-            f"{s}: PMG {_fmt(p)}, Design B {_fmt(b)} ({b / p:.2f}x PMG), M-GSHM {_fmt(g)} "
-            f"({g / p:.0f}x), M-LAP {_fmt(lap)} ({lap / p:.0f}x); total error vs truth PMG "
-            f"{_fmt(p_tot)}, Design B {_fmt(b_tot)}"
+            f"{s}: PMG {fmt(p)}, Design B {fmt(b)} ({b / p:.2f}x PMG), M-GSHM {fmt(g)} "
+            f"({g / p:.0f}x), M-LAP {fmt(lap)} ({lap / p:.0f}x); total error vs truth PMG "
+            f"{fmt(p_tot)}, Design B {fmt(b_tot)}"
         )
     return Claim(
         "M6",
@@ -1472,18 +1451,18 @@ def _merged_claim(aggs: Mapping[str, pa.Table], figure: str) -> Claim:
         + "; ".join(parts)
         + ". Design B's total error is larger on skewed data because Algorithm 3 subtracts the "
         "worst-case n/(k+1) where MG's actual undercount d is smaller.",
-        _verdict(ok),
-        ""
-        if ok
-        else "a calibration differs from the spec's sizes, Design B is more than 3x PMG, or a "
-        "merged release is not 5-500x PMG (Zipf stream)",
+        *verdict(
+            ok,
+            "a calibration differs from the spec's sizes, Design B is more than 3x PMG, or a "
+            "merged release is not 5-500x PMG (Zipf stream)",
+        ),
         figure,
     )
 
 
 def _universe_claim(uni: pa.Table, lnu: np.ndarray, figure: str) -> Claim:
-    pure = _col(uni, "pure_noise_mean")
-    pmg_noise = _col(uni, "pmg_noise_mean")
+    pure = col(uni, "pure_noise_mean")
+    pmg_noise = col(uni, "pmg_noise_mean")
     s_pure = float(np.polyfit(lnu, pure, 1)[0])
     s_pmg = float(np.polyfit(lnu, pmg_noise, 1)[0])
     # eps = 1: PURE_PP's noise has scale 2/eps, so its maximum over u keys grows ~ (2/eps) ln u.
@@ -1494,28 +1473,27 @@ def _universe_claim(uni: pa.Table, lnu: np.ndarray, figure: str) -> Claim:
         "(2/eps) ln u; PMG's error does not depend on u.",
         "Lebeda & Tetek §6; spec §4.4, §9.2 expected outcome 4",
         f"u = {int(np.exp(lnu[0])):.0e}..{int(round(np.exp(lnu[-1]))):.0e}, eps = 1: PURE_PP "
-        f"privacy error {' -> '.join(_fmt(v) for v in pure)} (slope {s_pure:.2f} per unit ln u,"
-        f" theory 2); PMG {' -> '.join(_fmt(v) for v in pmg_noise)} (slope {s_pmg:.2f}).",
-        _verdict(ok),
-        ""
-        if ok
-        else "PURE_PP's slope in ln u is outside [1, 3] or PMG's is not flat (|slope| > 0.5)",
+        f"privacy error {' -> '.join(fmt(v) for v in pure)} (slope {s_pure:.2f} per unit ln u,"
+        f" theory 2); PMG {' -> '.join(fmt(v) for v in pmg_noise)} (slope {s_pmg:.2f}).",
+        *verdict(
+            ok, "PURE_PP's slope in ln u is outside [1, 3] or PMG's is not flat (|slope| > 0.5)"
+        ),
         figure,
     )
 
 
 def _user_claim(usr: pa.Table, ms: np.ndarray, k: int, figure: str) -> Claim:
-    flat = _col(usr, "flat_priv_mean")
-    pamg = _col(usr, "pamg_priv_mean")
+    flat = col(usr, "flat_priv_mean")
+    pamg = col(usr, "pamg_priv_mean")
     # Theorem 12 without the MG term: 1 + tau + sigma Phi^-1(1 - beta/(2k)), free of m.
     z = NormalDist().inv_cdf(1 - BETA / (2 * k))
-    bound = float(np.max(_col(usr, "pamg_tau_mean") + z * _col(usr, "pamg_sigma_mean")))
+    bound = float(np.max(col(usr, "pamg_tau_mean") + z * col(usr, "pamg_sigma_mean")))
     crossover = next((int(m) for m, a, b in zip(ms, flat, pamg, strict=True) if b < a), None)
     ok = (
         flat[0] < pamg[0]
         and pamg[-1] < flat[-1]
-        and _slope(ms, flat) >= 0.7
-        and _slope(ms, pamg) <= 0.2
+        and log_slope(ms, flat) >= 0.7
+        and log_slope(ms, pamg) <= 0.2
         and pamg.max() <= bound
     )
     return Claim(
@@ -1525,15 +1503,15 @@ def _user_claim(usr: pa.Table, ms: np.ndarray, k: int, figure: str) -> Claim:
         "m > sqrt(k) (up to log factors).",
         "Lebeda & Tetek §8 (Lemmas 1-2, Theorem 12); spec §5.1, §5.5, §9.2 expected outcome 5",
         f"k = {k}, m = {', '.join(str(int(m)) for m in ms)}: flattened "
-        f"{' -> '.join(_fmt(v) for v in flat)} (log-log slope {_slope(ms, flat):.2f}); PAMG + "
-        f"GSHM {' -> '.join(_fmt(v) for v in pamg)} (slope {_slope(ms, pamg):.2f}, m-free "
-        f"bound 1 + tau + sigma z = {_fmt(bound)}); PAMG first better at m = {crossover} "
+        f"{' -> '.join(fmt(v) for v in flat)} (log-log slope {log_slope(ms, flat):.2f}); PAMG + "
+        f"GSHM {' -> '.join(fmt(v) for v in pamg)} (slope {log_slope(ms, pamg):.2f}, m-free "
+        f"bound 1 + tau + sigma z = {fmt(bound)}); PAMG first better at m = {crossover} "
         f"(sqrt(k) = {math.sqrt(k):.0f}).",
-        _verdict(ok),
-        ""
-        if ok
-        else "flattened MG did not win at m = 1, PAMG did not win at the largest m, the "
-        "flattened error grew less than m^0.7, or PAMG's grew with m or exceeded its bound",
+        *verdict(
+            ok,
+            "flattened MG did not win at m = 1, PAMG did not win at the largest m, the "
+            "flattened error grew less than m^0.7, or PAMG's grew with m or exceeded its bound",
+        ),
         figure,
     )
 
@@ -1559,9 +1537,9 @@ def _accuracy_figures(
         png = f"accuracy_{metric}_vs_eps.png"
         panels = []
         for name in names:
-            agg = _acc_agg(_filter(acc, dataset=name, k=k_mid), ["eps"])
+            agg = _acc_agg(matching(acc, dataset=name, k=k_mid), ["eps"])
             panels.append(
-                (titles.get(name, name), _mech_series(agg, _col(agg, "eps"), metric, mechs))
+                (titles.get(name, name), _mech_series(agg, col(agg, "eps"), metric, mechs))
             )
         line_plot(
             out / png,
@@ -1580,8 +1558,8 @@ def _accuracy_figures(
     eps_ref = 1.0 if 1.0 in config.acc_eps else config.acc_eps[-1]
     panels = []
     for name in names:
-        agg = _acc_agg(_filter(acc, dataset=name, eps=eps_ref), ["k"])
-        panels.append((titles.get(name, name), _mech_series(agg, _col(agg, "k"), "f1", mechs)))
+        agg = _acc_agg(matching(acc, dataset=name, eps=eps_ref), ["k"])
+        panels.append((titles.get(name, name), _mech_series(agg, col(agg, "k"), "f1", mechs)))
     line_plot(
         out / png,
         panels,
@@ -1603,8 +1581,8 @@ def _accuracy_claim(acc: pa.Table, figure: str | None) -> Claim:
     approx = ("pmg", "design_b", "merged_gshm", "merged_laplace", "chan")
     parts, ok = [], True
     for name in sorted(set(acc["dataset"].to_pylist())):
-        sub = _filter(acc, dataset=name)
-        means = {m: float(np.mean(_col(sub, f"{m}_f1"))) for m in (*approx, "stability", "mg")}
+        sub = matching(acc, dataset=name)
+        means = {m: float(np.mean(col(sub, f"{m}_f1"))) for m in (*approx, "stability", "mg")}
         best_other = max(means[m] for m in approx if m != "pmg")
         good = means["pmg"] >= best_other - 0.02
         ok &= good
@@ -1621,8 +1599,7 @@ def _accuracy_claim(acc: pa.Table, figure: str | None) -> Claim:
         "ahead of Design B and far ahead of the releases whose noise grows with k.",
         "Theorem 8; spec §6.3, §7.1, §9.2 (precision/recall of the heavy hitters)",
         "; ".join(parts) + " (averaged over epsilon and k).",
-        _verdict(ok),
-        "" if ok else "another (eps, delta) release has a higher mean F1 than PMG by > 0.02",
+        *verdict(ok, "another (eps, delta) release has a higher mean F1 than PMG by > 0.02"),
         figure,
     )
 
@@ -1651,9 +1628,7 @@ def run(
         :func:`~beam_dpsketch.evaluation.report.write_html`) and the runner's result per
         experiment.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
-    config = MODES[mode]
+    config = select_mode(MODES, mode)
     start = time.perf_counter()
     kind, note = datasets.resolve_flights(config.flights, config.flights_rows, offline)
     out = Path(out_dir)

@@ -40,8 +40,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_dpsketch.evaluation import datasets, metrics
-from beam_dpsketch.evaluation.report import Claim, Figure, Report, Series, line_plot, summarize
-from beam_dpsketch.evaluation.runner import Experiment, RunResult, library_version, run_experiment
+from beam_dpsketch.evaluation.report import (
+    Claim,
+    Figure,
+    Report,
+    Series,
+    line_plot,
+    summarize,
+    verdict,
+)
+from beam_dpsketch.evaluation.runner import (
+    Experiment,
+    RunResult,
+    library_version,
+    run_experiment,
+    select_mode,
+)
+from beam_dpsketch.evaluation.tables import col, log_slope, matching, monotone
 from beam_dpsketch.sketches import CountMinSketch, CountSketch, MisraGries
 
 __all__ = [
@@ -59,6 +74,9 @@ __all__ = [
 EXPERIMENT_VERSION = "1"
 
 TOP_K_ARE = 15  # lazy-sketch §7.1: ARE over the true top-15
+# A falling error curve may rise 5% per step plus 0.05% of its first point, so curves that flatten
+# out near zero (trial noise on tiny errors) still count.
+_FALLS = {"tol": 0.05, "floor": 5e-4}
 TOP_K_F1 = 10  # dp-linear-sketches §8.3: F1 of the top-10
 
 
@@ -404,39 +422,9 @@ def build_experiment(config: SketchConfig, flights_kind: str | None = None) -> E
 # ------------------------------------------------------------------------------------------------
 
 
-def _filter(table: pa.Table, **eq: Any) -> pa.Table:
-    mask = None
-    for col, val in eq.items():
-        m = pc.is_null(table[col]) if val is None else pc.equal(table[col], val)
-        mask = m if mask is None else pc.and_(mask, m)
-    return table.filter(mask) if mask is not None else table
-
-
-def _col(table: pa.Table, name: str) -> np.ndarray:
-    return np.asarray(table[name].to_pylist(), dtype=np.float64)
-
-
-def _slope(x: np.ndarray, y: np.ndarray) -> float:
-    """Least-squares slope of log y against log x (positive values only)."""
-    keep = (x > 0) & (y > 0)
-    if keep.sum() < 2:
-        return math.nan
-    return float(np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)[0])
-
-
-def _monotone_down(y: np.ndarray, tol: float) -> bool:
-    """Non-increasing up to a tolerance, and strictly lower at the end.
-
-    A step may rise by ``tol`` relative to the previous point plus ``tol`` times 1% of the first
-    point, so curves that flatten out near zero (trial noise on tiny errors) still count.
-    """
-    slack = y[:-1] * tol + abs(y[0]) * tol * 0.01
-    return bool(np.all(y[1:] <= y[:-1] + slack) and y[-1] < y[0])
-
-
 def _sweep_panels(agg: pa.Table, xs: np.ndarray) -> list[tuple[str, list[Series]]]:
     """The three panels (CMS, CS, MG) of a sweep: measured errors and their bounds against xs."""
-    c = {name: _col(agg, name) for name in agg.column_names if name not in ("dataset",)}
+    c = {name: col(agg, name) for name in agg.column_names if name not in ("dataset",)}
     return [
         (
             "Count-Min (depth d)",
@@ -507,18 +495,18 @@ def build_report(
     """Plot the sweeps into ``out_dir`` and compute each claim's verdict from ``table``."""
     out = Path(out_dir)
     d = config.depth
-    zipf = _filter(table, dataset="zipf")
-    mem = _filter(zipf, s=config.base_skew)
-    skew = _filter(zipf, width=config.skew_width)
+    zipf = matching(table, dataset="zipf")
+    mem = matching(zipf, s=config.base_skew)
+    skew = matching(zipf, width=config.skew_width)
     mem_agg = summarize(mem, ["width"], _PLOT_METRICS)
     skew_agg = summarize(skew, ["s"], _PLOT_METRICS)
-    widths = _col(mem_agg, "width")
+    widths = col(mem_agg, "width")
     figures: list[Figure] = []
 
     mem_png = "error_vs_memory_zipf.png"
     line_plot(
         out / mem_png,
-        _sweep_panels(mem_agg, _col(mem_agg, "nominal_bytes_mean")),
+        _sweep_panels(mem_agg, col(mem_agg, "nominal_bytes_mean")),
         xlabel="nominal counter memory (bytes) = 8*d*w = 16*k",
         ylabel="error (counts)",
         logx=True,
@@ -536,7 +524,7 @@ def build_report(
     skew_png = "error_vs_skew_zipf.png"
     line_plot(
         out / skew_png,
-        _sweep_panels(skew_agg, _col(skew_agg, "s")),
+        _sweep_panels(skew_agg, col(skew_agg, "s")),
         xlabel="Zipf exponent s",
         ylabel="error (counts)",
         logy=True,
@@ -545,7 +533,7 @@ def build_report(
     )
     figures.append(Figure(skew_png, "Error against Zipf skew at fixed memory."))
 
-    fl = _filter(table, dataset=f"flights-{flights_kind}") if flights_kind else None
+    fl = matching(table, dataset=f"flights-{flights_kind}") if flights_kind else None
     fl_agg = None
     fl_png = None
     if fl is not None and fl.num_rows:
@@ -553,7 +541,7 @@ def build_report(
         fl_png = "error_vs_memory_flights.png"
         line_plot(
             out / fl_png,
-            _sweep_panels(fl_agg, _col(fl_agg, "nominal_bytes_mean")),
+            _sweep_panels(fl_agg, col(fl_agg, "nominal_bytes_mean")),
             xlabel="nominal counter memory (bytes)",
             ylabel="error (counts)",
             logx=True,
@@ -566,21 +554,21 @@ def build_report(
     # Tail-probability figure: observed exceedance rates against the per-query bounds.
     tail_png = "tail_rates.png"
     rate_tab = summarize(mem, ["width"], ["cms_exceed", "cs_exceed", "distinct"], stats=("sum",))
-    q = _col(rate_tab, "distinct_sum")
+    q = col(rate_tab, "distinct_sum")
     line_plot(
         out / tail_png,
         [
             (
                 "Count-Min: P(error > e/w*N)",
                 [
-                    Series("observed rate", widths, _col(rate_tab, "cms_exceed_sum") / q),
+                    Series("observed rate", widths, col(rate_tab, "cms_exceed_sum") / q),
                     Series("bound exp(-d)", widths, np.full(len(widths), math.exp(-d)), "--"),
                 ],
             ),
             (
                 "Count Sketch: P(|error| > 2||f||_2/sqrt(w))",
                 [
-                    Series("observed rate", widths, _col(rate_tab, "cs_exceed_sum") / q),
+                    Series("observed rate", widths, col(rate_tab, "cs_exceed_sum") / q),
                     Series("binomial bound", widths, np.full(len(widths), cs_tail_bound(d)), "--"),
                 ],
             ),
@@ -597,7 +585,7 @@ def build_report(
     claims = _claims(table, config, mem_agg, skew_agg, fl_agg, mem_png, skew_png, tail_png, fl_png)
 
     throughput = summarize(
-        _filter(zipf, s=config.base_skew),
+        matching(zipf, s=config.base_skew),
         ["width"],
         ["cms_mops", "cs_mops", "mg_mops", "nominal_bytes", "mg_mem_bytes"],
     )
@@ -668,22 +656,21 @@ def _claims(
     fl_png: str | None,
 ) -> list[Claim]:
     d = config.depth
-    queries = int(np.sum(_col(table, "distinct")))
+    queries = int(np.sum(col(table, "distinct")))
     cells = table.num_rows
     datasets_run = sorted(set(table["dataset"].to_pylist()))
     where = f"{queries:,} point queries in {cells} cells ({', '.join(datasets_run)})"
     claims: list[Claim] = []
 
     # S1: CMS never underestimates (deterministic).
-    under = int(np.sum(_col(table, "cms_under")))
+    under = int(np.sum(col(table, "cms_under")))
     claims.append(
         Claim(
             "S1",
             "Count-Min never underestimates a frequency (non-negative updates).",
             "Cormode & Muthukrishnan 2005, Thm 1; spec dp-linear-sketches §2.3",
             f"{under} underestimates in {where}.",
-            "reproduced" if under == 0 else "differs",
-            "" if under == 0 else f"{under} estimates fell below the true count",
+            *verdict(under == 0, f"{under} estimates fell below the true count"),
             mem_png,
         )
     )
@@ -693,16 +680,16 @@ def _claims(
         g = table.group_by(["dataset", "s", "width"]).aggregate(
             [(exceed, "sum"), ("distinct", "sum")]
         )
-        rate = _col(g, f"{exceed}_sum") / _col(g, "distinct_sum")
-        margin = 3 * np.sqrt(bound * (1 - bound) / _col(g, "distinct_sum"))
+        rate = col(g, f"{exceed}_sum") / col(g, "distinct_sum")
+        margin = 3 * np.sqrt(bound * (1 - bound) / col(g, "distinct_sum"))
         return (
             bool(np.all(rate <= bound + margin)),
             float(rate.max()),
-            int(np.sum(_col(g, f"{exceed}_sum"))),
+            int(np.sum(col(g, f"{exceed}_sum"))),
         )
 
     ok, worst, total = tail("cms_exceed", math.exp(-d))
-    ratio = float(np.max(_col(table, "cms_max_err") / _col(table, "cms_bound")))
+    ratio = float(np.max(col(table, "cms_max_err") / col(table, "cms_bound")))
     claims.append(
         Claim(
             "S2",
@@ -711,27 +698,25 @@ def _claims(
             "Cormode & Muthukrishnan 2005, Thm 1; test per spec dp-linear-sketches §6.2",
             f"{total} of {queries:,} queries exceed e/w*N; worst cell rate {worst:.2e}; "
             f"largest max-error / bound = {ratio:.3f}.",
-            "reproduced" if ok else "differs",
-            "" if ok else "an observed rate exceeds exp(-d) plus a 3-sigma binomial margin",
+            *verdict(ok, "an observed rate exceeds exp(-d) plus a 3-sigma binomial margin"),
             tail_png,
         )
     )
 
-    mean_ratio = float(np.max(_col(table, "cms_mean_err") / _col(table, "cms_mean_bound")))
+    mean_ratio = float(np.max(col(table, "cms_mean_err") / col(table, "cms_mean_bound")))
     claims.append(
         Claim(
             "S3",
             "Expected Count-Min overestimate is at most (N - f(x))/w (per row, hence for the min).",
             "Cormode & Muthukrishnan 2005, proof of Thm 1; spec dp-linear-sketches §6.2",
             f"mean overestimate / mean (N - f)/w: at most {mean_ratio:.3f} over {cells} cells.",
-            "reproduced" if mean_ratio <= 1 else "differs",
-            "" if mean_ratio <= 1 else "a cell's mean overestimate is above the expected bound",
+            *verdict(mean_ratio <= 1, "a cell's mean overestimate is above the expected bound"),
             mem_png,
         )
     )
 
     ok, worst, total = tail("cs_exceed", cs_tail_bound(d))
-    norm = _col(table, "cs_mean_abs_err") / _col(table, "cs_scale")
+    norm = col(table, "cs_mean_abs_err") / col(table, "cs_scale")
     claims.append(
         Claim(
             "S4",
@@ -741,15 +726,14 @@ def _claims(
             "median; spec dp-linear-sketches §6.2",
             f"{total} of {queries:,} queries exceed 2||f||_2/sqrt(w); worst cell rate "
             f"{worst:.2e}; mean |error| is {norm.min():.3f}..{norm.max():.3f} x ||f||_2/sqrt(w).",
-            "reproduced" if ok else "differs",
-            "" if ok else "an observed rate exceeds the binomial bound plus a 3-sigma margin",
+            *verdict(ok, "an observed rate exceeds the binomial bound plus a 3-sigma margin"),
             tail_png,
         )
     )
 
-    over = int(np.sum(_col(table, "mg_over")))
-    under_d = int(np.sum(_col(table, "mg_under_d")))
-    d_vals, bounds = _col(table, "mg_d"), _col(table, "mg_bound")
+    over = int(np.sum(col(table, "mg_over")))
+    under_d = int(np.sum(col(table, "mg_under_d")))
+    d_vals, bounds = col(table, "mg_d"), col(table, "mg_bound")
     d_over = int(np.sum(d_vals > bounds))
     ok = over == 0 and under_d == 0 and d_over == 0
     claims.append(
@@ -760,13 +744,12 @@ def _claims(
             f"{over} overestimates, {under_d} undercounts beyond d, {d_over} cells with "
             f"d > n/(k+1) in {where}; d / (n/(k+1)) = "
             f"{np.min(d_vals / bounds):.3f}..{np.max(d_vals / bounds):.3f}.",
-            "reproduced" if ok else "differs",
-            "" if ok else "a deterministic Misra-Gries invariant was violated",
+            *verdict(ok, "a deterministic Misra-Gries invariant was violated"),
             mem_png,
         )
     )
 
-    res = _col(table, "mg_res_bound")
+    res = col(table, "mg_res_bound")
     res_over = int(np.sum(d_vals > res + 1e-9))
     tight = res / bounds
     claims.append(
@@ -778,8 +761,7 @@ def _claims(
             f"{res_over} cells with d above the tail bound; tail bound / (n/(k+1)) = "
             f"{tight.min():.3f}..{tight.max():.3f}; d / tail bound up to "
             f"{np.max(np.divide(d_vals, res, out=np.zeros_like(res), where=res > 0)):.3f}.",
-            "reproduced" if res_over == 0 else "differs",
-            "" if res_over == 0 else "d exceeded the residual bound",
+            *verdict(res_over == 0, "d exceeded the residual bound"),
             skew_png,
         )
     )
@@ -788,15 +770,15 @@ def _claims(
     sweeps = [("Zipf", mem_agg)] + ([("flights", fl_agg)] if fl_agg is not None else [])
     parts, ok = [], True
     for label, agg in sweeps:
-        w = _col(agg, "width")
-        cms_y = _col(agg, "cms_mean_err_mean")
-        cs_y = _col(agg, "cs_mean_abs_err_mean")
-        mg_y = _col(agg, "mg_mean_abs_err_mean")
-        good = all(_monotone_down(y, 0.05) for y in (cms_y, cs_y, mg_y))
+        w = col(agg, "width")
+        cms_y = col(agg, "cms_mean_err_mean")
+        cs_y = col(agg, "cs_mean_abs_err_mean")
+        mg_y = col(agg, "mg_mean_abs_err_mean")
+        good = all(monotone(y, **_FALLS) for y in (cms_y, cs_y, mg_y))
         ok &= good
         parts.append(
-            f"{label}: log-log slopes CMS {_slope(w, cms_y):.2f}, CS {_slope(w, cs_y):.2f}, "
-            f"MG {_slope(w, mg_y):.2f}" + ("" if good else " (not monotone)")
+            f"{label}: log-log slopes CMS {log_slope(w, cms_y):.2f}, CS {log_slope(w, cs_y):.2f}, "
+            f"MG {log_slope(w, mg_y):.2f}" + ("" if good else " (not monotone)")
         )
     claims.append(
         Claim(
@@ -805,18 +787,17 @@ def _claims(
             "CMS and MG, 1/sqrt(w) for CS).",
             "Cormode & Muthukrishnan 2005; Charikar et al. 2002; Misra & Gries 1982",
             "; ".join(parts) + ".",
-            "reproduced" if ok else "differs",
-            "" if ok else "a mean-error curve rises by more than 5% between two widths",
+            *verdict(ok, "a mean-error curve rises by more than 5% between two widths"),
             fl_png or mem_png,
         )
     )
 
     # S8: at fixed memory, errors fall as skew grows (CMS and MG; CS reported).
-    s = _col(skew_agg, "s")
-    cms_y = _col(skew_agg, "cms_mean_err_mean")
-    mg_y = _col(skew_agg, "mg_d_mean")
-    cs_y = _col(skew_agg, "cs_mean_abs_err_mean")
-    ok = _monotone_down(cms_y, 0.05) and _monotone_down(mg_y, 0.05)
+    s = col(skew_agg, "s")
+    cms_y = col(skew_agg, "cms_mean_err_mean")
+    mg_y = col(skew_agg, "mg_d_mean")
+    cs_y = col(skew_agg, "cs_mean_abs_err_mean")
+    ok = monotone(cms_y, **_FALLS) and monotone(mg_y, **_FALLS)
     claims.append(
         Claim(
             "S8",
@@ -826,8 +807,7 @@ def _claims(
             f"s = {s.min():g}..{s.max():g}: CMS mean overestimate {cms_y[0]:.3g} -> "
             f"{cms_y[-1]:.3g}; MG d {mg_y[0]:.3g} -> {mg_y[-1]:.3g}; CS mean |error| "
             f"{cs_y[0]:.3g} -> {cs_y[-1]:.3g} (for information).",
-            "reproduced" if ok else "differs",
-            "" if ok else "an error curve does not fall monotonically with skew",
+            *verdict(ok, "an error curve does not fall monotonically with skew"),
             skew_png,
         )
     )
@@ -846,21 +826,20 @@ def _claims(
     else:
         fl = table.filter(pc.starts_with(table["dataset"], "flights"))
         bad = int(
-            np.sum(_col(fl, "cms_under"))
-            + np.sum(_col(fl, "mg_over"))
-            + np.sum(_col(fl, "mg_under_d"))
+            np.sum(col(fl, "cms_under"))
+            + np.sum(col(fl, "mg_over"))
+            + np.sum(col(fl, "mg_under_d"))
         )
-        are = _col(fl_agg, "cms_are_top15_mean")
+        are = col(fl_agg, "cms_are_top15_mean")
         claims.append(
             Claim(
                 "S9",
                 "The guarantees hold on real data (US flights 2001 routes: flat head, long tail).",
                 "shared/notes/datasets.md; S1, S5 restricted to flights",
-                f"{bad} deterministic violations in {int(np.sum(_col(fl, 'distinct'))):,} "
-                f"queries; CMS top-15 ARE {are[0]:.3g} at w={int(_col(fl_agg, 'width')[0])} -> "
-                f"{are[-1]:.3g} at w={int(_col(fl_agg, 'width')[-1])}.",
-                "reproduced" if bad == 0 else "differs",
-                "" if bad == 0 else "a deterministic invariant failed on flights",
+                f"{bad} deterministic violations in {int(np.sum(col(fl, 'distinct'))):,} "
+                f"queries; CMS top-15 ARE {are[0]:.3g} at w={int(col(fl_agg, 'width')[0])} -> "
+                f"{are[-1]:.3g} at w={int(col(fl_agg, 'width')[-1])}.",
+                *verdict(bad == 0, "a deterministic invariant failed on flights"),
                 fl_png,
             )
         )
@@ -890,9 +869,7 @@ def run(
         The rendered report (``out_dir/index.html`` written by the caller via
         :func:`~beam_dpsketch.evaluation.report.write_html`) and the runner's result.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
-    config = MODES[mode]
+    config = select_mode(MODES, mode)
     start = time.perf_counter()
     kind, note = datasets.resolve_flights(config.flights, config.flights_rows, offline)
     exp = build_experiment(config, kind)
