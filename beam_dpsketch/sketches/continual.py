@@ -51,6 +51,7 @@ Time models (spec §6.4)
 
 from __future__ import annotations
 
+import abc
 import math
 import warnings
 from typing import Any, ClassVar, Literal, Self
@@ -199,7 +200,7 @@ def _check_kind(kind: Any) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-class _ContinualSketch:
+class _ContinualSketch(abc.ABC):
     """Shared parameters, queries, time-step validation and serialization."""
 
     KIND: ClassVar[str] = ""
@@ -265,17 +266,20 @@ class _ContinualSketch:
 
     # ---------------------------------------------------------------- subclass hooks
 
+    @abc.abstractmethod
     def _mech_horizon(self) -> int:
-        raise NotImplementedError
+        """Implemented by each sketch (Punctual, Lazy)."""
 
     def _rounds_per_block(self) -> int | None:
         return None
 
+    @abc.abstractmethod
     def _advance(self, h1: np.ndarray, h2: np.ndarray) -> None:
-        raise NotImplementedError
+        """Implemented by each sketch (Punctual, Lazy)."""
 
+    @abc.abstractmethod
     def _step_table(self, table: np.ndarray) -> None:
-        raise NotImplementedError
+        """Implemented by each sketch (Punctual, Lazy)."""
 
     # ---------------------------------------------------------------- public facts
 
@@ -535,11 +539,12 @@ class _ContinualSketch:
         sketch._check_state()
         return sketch
 
-    def _restore_extra(self, arrays: dict[str, np.ndarray]) -> None:
-        pass
+    def _restore_extra(self, arrays: dict[str, np.ndarray]) -> None:  # noqa: B027
+        """Optional hook: a sketch with extra state (Lazy's pending table) restores it here."""
 
+    @abc.abstractmethod
     def _expected_steps(self) -> np.ndarray:
-        raise NotImplementedError
+        """Implemented by each sketch (Punctual, Lazy)."""
 
     def _exact_content(self) -> np.ndarray:
         """Exact counts of the whole prefix per cell (secret; used by invariant checks)."""
