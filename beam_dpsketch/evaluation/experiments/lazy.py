@@ -599,6 +599,14 @@ def _are(agg: pa.Table, sketch: str, metric: str) -> np.ndarray:
     return np.maximum(col(agg, f"{sketch}_are_{metric}_mean"), 1e-6)
 
 
+def _are_listing(agg: pa.Table, sketches: tuple[str, ...]) -> str:
+    """``"end: A x / y ..., B ...; avg: ..."``: each sketch's mean ARE along the sweep."""
+    return "; ".join(
+        f"{m}: " + ", ".join(f"{LABELS[s]} {fmt(col(agg, f'{s}_are_{m}_mean'))}" for s in sketches)
+        for m in ("end", "avg")
+    )
+
+
 class _Figures(list):
     """The report's figures; ``plots=False`` skips drawing (verdicts only, e.g. in tests)."""
 
@@ -966,10 +974,7 @@ def _claim_r2(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
         return held, failed
 
     held, failed = _both_metrics(check)
-    measured = "; ".join(
-        f"{m}: " + ", ".join(f"{LABELS[s]} {fmt(col(agg, f'{s}_are_{m}_mean'))}"
-                             for s in SKETCHES) for m in ("end", "avg")
-    ) + f" (memory {fmt(x)} KB)."  # fmt: skip
+    measured = _are_listing(agg, SKETCHES) + f" (memory {fmt(x)} KB)."  # fmt: skip
     return Claim(
         "R2",
         "ARE over the top-15 falls as memory (width) grows for every sketch, and Lazy is below "
@@ -990,6 +995,8 @@ def _claim_r3(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
               suptitle=f"Figure 4(c): 24 KB widths, eps = {config.base_eps}, skew = "
               f"{config.base_skew}, {config.trials} trial(s)")  # fmt: skip
     figures.append(Figure(png, "Figure 4(c): ARE against depth (memory grows with d)."))
+    gains = {m: {s: _are(agg, s, m)[0] / _are(agg, s, m)[-1] for s in SKETCHES}
+             for m in ("end", "avg")}  # fmt: skip
 
     def check(metric: str) -> tuple[list[str], list[str]]:
         held, failed = [], []
@@ -1001,7 +1008,7 @@ def _claim_r3(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
         (failed if bad else held).append(
             "all ARE fall with depth" + (f" (not: {', '.join(bad)})" if bad else "")
         )
-        gain = {s: _are(agg, s, metric)[0] / _are(agg, s, metric)[-1] for s in SKETCHES}
+        gain = gains[metric]
         ok = all(gain[k] > max(gain[f"lazy_{k}"], gain[f"punctual_{k}"]) for k in ("cms", "cs"))
         narrow = PAPER_WIDTHS_24KB["cms"] / PAPER_WIDTHS_24KB["lazy"]
         (held if ok else failed).append(
@@ -1016,15 +1023,9 @@ def _claim_r3(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
         return held, failed
 
     held, failed = _both_metrics(check)
-    gains = {m: {s: _are(agg, s, m)[0] / _are(agg, s, m)[-1] for s in SKETCHES}
-             for m in ("end", "avg")}  # fmt: skip
     sig = {s: fmt(col(agg, f"{s}_sigma_mean"), 4) for s in ("lazy_cms", "punctual_cms")}
     measured = (
-        "; ".join(
-            f"{m}: "
-            + ", ".join(f"{LABELS[s]} {fmt(col(agg, f'{s}_are_{m}_mean'))}" for s in SKETCHES)
-            for m in ("end", "avg")
-        )  # fmt: skip
+        _are_listing(agg, SKETCHES)
         + f" (d = {fmt(x)}). Gain ARE(d={x[0]:g})/ARE(d={x[-1]:g}) at the end: "
         + ", ".join(f"{LABELS[s]} {g:.2f}" for s, g in gains["end"].items())
         + f". Node sigma grows as sqrt(d) (m = 2d): LazyCMS {sig['lazy_cms']}, PunctualCMS "
@@ -1085,10 +1086,7 @@ def _claim_r4(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
         return held, failed
 
     held, failed = _both_metrics(check)
-    measured = "; ".join(
-        f"{m}: " + ", ".join(f"{LABELS[s]} {fmt(col(agg, f'{s}_are_{m}_mean'))}"
-                             for s in SKETCHES) for m in ("end", "avg")
-    ) + f" (skew {fmt(x)}; smallest true top-15 count at t = T: " \
+    measured = _are_listing(agg, SKETCHES) + f" (skew {fmt(x)}; smallest true top-15 count at t = T: " \
         f"{fmt(col(agg, 'top15_min_end_mean'), 4)})."  # fmt: skip
     return Claim(
         "R4",
@@ -1136,10 +1134,7 @@ def _claim_r5(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
         return held, failed
 
     held, failed = _both_metrics(check)
-    measured = "; ".join(
-        f"{m}: " + ", ".join(f"{LABELS[s]} {fmt(col(agg, f'{s}_are_{m}_mean'))}"
-                             for s in PRIVATE) for m in ("end", "avg")
-    ) + f" (eps {fmt(x)}). Mean signed relative error at t = T (min picks negative noise): " + \
+    measured = _are_listing(agg, PRIVATE) + f" (eps {fmt(x)}). Mean signed relative error at t = T (min picks negative noise): " + \
         ", ".join(f"{LABELS[s]} {fmt(col(agg, f'{s}_bias_end_mean'))}"
                   for s in ("lazy_cms", "punctual_cms")) + "."  # fmt: skip
     return Claim(
@@ -1184,10 +1179,7 @@ def _claim_r6(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
     held, failed = _both_metrics(check)
     slopes = {s: (log_slope(x[:2], col(agg, f"{s}_are_end_mean")[:2]),
                   log_slope(x[-2:], col(agg, f"{s}_are_end_mean")[-2:])) for s in PRIVATE}  # fmt: skip
-    measured = "; ".join(
-        f"{m}: " + ", ".join(f"{LABELS[s]} {fmt(col(agg, f'{s}_are_{m}_mean'))}"
-                             for s in PRIVATE) for m in ("end", "avg")
-    ) + f" (eps {fmt(x)}). Log-log slopes first/last segment at t = T: " + ", ".join(
+    measured = _are_listing(agg, PRIVATE) + f" (eps {fmt(x)}). Log-log slopes first/last segment at t = T: " + ", ".join(
         f"{LABELS[s]} {a:.2f}/{b:.2f}" for s, (a, b) in slopes.items()) + "."  # fmt: skip
     return Claim(
         "R6",
