@@ -48,7 +48,7 @@ Floats appear only where they cannot change the output distribution: choosing a 
 parameter and batch sizes (efficiency only), the brackets above (their proved error bound is
 about 300 times smaller than the bracket width), and the final exact scaling ``Z * 2**-k`` in
 :func:`gaussian` and :func:`laplace`, which sample the discrete Gaussian / Laplace on the fine
-lattice ``2**-k * Z`` (granularity at most ``sigma * 2**-20``), never by Box-Muller or by
+lattice ``2**-k * Z`` (granularity at most ``min(1, sigma * 2**-20)``), never by Box-Muller or by
 ``-b * log(U)`` on doubles (Mironov 2012 attacks those).
 
 Rejection samplers take data-independent but output-dependent time (Jin et al. 2022); callers must
@@ -76,6 +76,8 @@ __all__ = [
     "INSECURE_TEST_KEY",
     "NoiseSource",
     "NoiseStream",
+    "application_source",
+    "check_release_source",
     "discrete_gaussian",
     "discrete_laplace",
     "gaussian",
@@ -86,6 +88,7 @@ __all__ = [
 _STREAM_DOMAIN = b"beam-dpsketch/noise/v1"
 _INSECURE_MARKER = b"INSECURE-TESTKEY"
 _INSECURE_SEED_DOMAIN = b"beam-dpsketch/insecure-test-seed/v1"
+_APPLICATION_DOMAIN = b"beam-dpsketch/application/v1"
 
 INSECURE_TEST_KEY: bytes = _INSECURE_MARKER + b"beam-dpsketch/v1"
 """A fixed, publicly known 32-byte key. INSECURE: for reproducible tests and demos only.
@@ -314,7 +317,7 @@ class NoiseSource:
     ``repr`` never shows the key.
     """
 
-    __slots__ = ("_secret_key",)
+    __slots__ = ("_secret_key", "_applications")
 
     def __init__(self, secret_key: bytes | None = None) -> None:
         if secret_key is None:
@@ -328,6 +331,7 @@ class NoiseSource:
                 f"secret_key must be at least {_MIN_KEY_BYTES} bytes, got {len(secret_key)}"
             )
         self._secret_key = secret_key
+        self._applications = 0
 
     @classmethod
     def insecure_for_tests(cls, seed: int = 0) -> NoiseSource:
@@ -371,6 +375,32 @@ class NoiseSource:
 
     def __reduce__(self) -> tuple:
         return (NoiseSource, (self._secret_key,))
+
+    def for_application(self) -> NoiseSource:
+        """A source with its own key, for one application of one transform.
+
+        Two transforms given the same source (and even the same label) must never draw the same
+        noise, or the difference of their outputs would be the exact difference of their inputs.
+        Every DP transform therefore calls this once, at construction, and keeps the result: it
+        travels pickled to the workers, so a retried bundle still re-draws identical noise.
+
+        The derived key is ``HMAC-SHA256(secret_key, domain + salt)``. For a secret key the salt is
+        16 fresh bytes from ``os.urandom``: two applications, or two runs of one pipeline with a
+        persisted key and a stable label, never share noise. For an insecure test key the salt is
+        this object's application counter, so a seeded test or demo stays reproducible (a fresh
+        ``insecure_for_tests(seed)`` gives the same sequence of derived sources) while two
+        transforms built from one source still get different noise.
+        """
+        if self.is_insecure:
+            salt = b"counter:" + self._applications.to_bytes(8, "big")
+        else:
+            salt = b"random:" + os.urandom(16)
+        self._applications += 1
+        digest = hmac.new(self._secret_key, _APPLICATION_DOMAIN + salt, hashlib.sha256).digest()
+        if self.is_insecure:
+            # Keep the marker: noise derived from a public key is as public as the key.
+            return type(self)(_INSECURE_MARKER + digest[:16])
+        return type(self)(digest)
 
     def stream(self, release_id: Any) -> NoiseStream:
         """The noise stream of one release.
@@ -437,6 +467,16 @@ def check_release_source(noise_source: Any, name: str = "noise_source") -> Noise
             f"{name} is the test-only zero-noise source; it cannot be used in a release path"
         )
     return noise_source
+
+
+def application_source(noise_source: Any, name: str = "noise_source") -> NoiseSource:
+    """The noise source of one transform application: checked, then given its own key.
+
+    ``check_release_source(noise_source, name).for_application()``. Every DP transform calls this
+    once when it is constructed, so that two transforms sharing a :class:`NoiseSource` (or a
+    label) never draw identical noise; see :meth:`NoiseSource.for_application`.
+    """
+    return check_release_source(noise_source, name).for_application()
 
 
 def _zeros_if_test(stream: NoiseStream, size: int, dtype: Any) -> np.ndarray | None:
@@ -1156,11 +1196,16 @@ def _laplace_on_lattice(x: Fraction) -> tuple[int, Fraction]:
 
 
 def _lattice_exponent(x: Fraction) -> int:
-    """``k`` with ``x * 2**k`` in ``[2**20, 2**21)``: lattice step ``2**-k <= x * 2**-20``."""
+    """``k >= 0`` with lattice step ``2**-k <= min(1, x * 2**-20)``.
+
+    For ``x < 2**21`` this puts ``x * 2**k`` in ``[2**20, 2**21)``. Larger parameters get the
+    integer lattice (``k = 0``): a coarser step ``2**j`` would make every output of an integer
+    count plus noise a multiple of ``2**j`` away from the count, revealing its residue.
+    """
     e = x.numerator.bit_length() - x.denominator.bit_length()
     if x < Fraction(2) ** e:
         e -= 1
-    return _LATTICE_BITS - e
+    return max(0, _LATTICE_BITS - e)
 
 
 def _check_lattice(k: int, name: str, value: Any) -> None:
@@ -1174,8 +1219,10 @@ def gaussian(stream: NoiseStream, sigma: int | float | Fraction, size: int) -> n
 
     Returns the **exact discrete Gaussian on the lattice** ``2**-k * Z``: a
     :func:`discrete_gaussian` sample with parameter ``sigma * 2**k`` divided by ``2**k``, where
-    ``k`` is chosen so that the granularity ``2**-k`` is at most ``sigma * 2**-20`` (i.e.
-    ``sigma * 2**k`` lies in ``[2**20, 2**21)``). Following Canonne, Kamath and Steinke (2020),
+    ``k >= 0`` is chosen so that the granularity ``2**-k`` is at most ``sigma * 2**-20`` and never
+    above 1 (``sigma * 2**k`` lies in ``[2**20, 2**21)`` for ``sigma < 2**21``; larger ``sigma``
+    use the integers, so ``sigma`` is limited to ``2**30`` as in :func:`discrete_gaussian`). A
+    step above 1 would leave integer data plus noise in one residue class of the data. Following Canonne, Kamath and Steinke (2020),
     this is how real-valued noise is drawn without the floating-point attacks on Box-Muller or
     inverse-CDF samplers (Mironov 2012); its distance to ``N(0, sigma**2)`` is negligible. The
     division by ``2**k`` is exact in float64. See spec dp-misra-gries section 11.1.
@@ -1208,7 +1255,8 @@ def laplace(stream: NoiseStream, scale: int | float | Fraction, size: int) -> np
 
     Returns the **exact discrete Laplace on the lattice** ``2**-k * Z``: a
     :func:`discrete_laplace` sample with scale ``scale * 2**k`` divided by ``2**k``, with
-    granularity ``2**-k <= scale * 2**-20``. Never ``-b * log(U)`` on doubles (Mironov 2012);
+    granularity ``2**-k <= min(1, scale * 2**-20)`` (the integers for ``scale >= 2**21``: a
+    coarser step would reveal the residue of integer data). Never ``-b * log(U)`` on doubles (Mironov 2012);
     see Canonne, Kamath and Steinke (2020) and spec dp-misra-gries section 11.1.
 
     Parameters

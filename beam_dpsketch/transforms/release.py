@@ -17,7 +17,8 @@ A DP transform in this library is *exact aggregation, then one noisy release per
    Beam makes one accumulator per bundle, so noise in ``add_input`` would stack).
 4. A release ``DoFn`` adds noise **once** per pane with a :class:`ReleaseMechanism`. Its random
    bits come from ``noise_source.stream(release_id)`` with ``release_id = (label, window bounds,
-   pane index)``, so a retried bundle re-draws exactly the same noise instead of publishing a
+   pane index)``, where ``noise_source`` carries a key derived for this transform application
+   alone (two transforms never share noise, whatever their labels), so a retried bundle re-draws exactly the same noise instead of publishing a
    second draw of the same data. A pane whose index is at or beyond the declared maximum is
    **withheld** (never emitted) and counted in the Beam counter
    ``beam_dpsketch.privacy/panes_withheld``: no pane is ever released without being accounted.
@@ -41,7 +42,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
-from beam_dpsketch.noise import NoiseSource, NoiseStream, check_release_source
+from beam_dpsketch.noise import NoiseSource, NoiseStream, application_source
 from beam_dpsketch.privacy.accountant import BudgetExceededError, PrivacyAccountant
 from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.privacy.windowing import (
@@ -437,14 +438,18 @@ class DPAggregate(beam.PTransform):
         Caller's assertion that pane boundaries do not depend on the data (see
         :func:`~beam_dpsketch.privacy.plan_releases`).
     noise_source
-        Secret key of the noise. Default: ``NoiseSource()`` with a fresh ``os.urandom`` key,
-        created here so that it travels pickled to the workers and a retry reuses the key.
+        Secret key of the noise. Default: ``NoiseSource()`` with a fresh ``os.urandom`` key.
+        Either way the transform derives its own key from it here, once
+        (:func:`~beam_dpsketch.noise.application_source`), which travels pickled to the workers
+        so that a retry reuses it.
     with_metadata
         If true, emit one :class:`Release` per pane instead of the bare records.
     label
         Release label (part of every release id, and the name charged to the accountant).
-        Default: the transform's full label in the pipeline. Give an explicit, stable label to
-        reproduce noise across pipelines with the same ``noise_source``.
+        Default: the transform's full label in the pipeline. The noise key is derived per
+        transform application (:meth:`~beam_dpsketch.noise.NoiseSource.for_application`), so a
+        label never makes two transforms, or two runs with a secret key, draw the same noise;
+        only an insecure test source (``NoiseSource.insecure_for_tests``) reproduces noise.
     windowing
         Windowing strategy the release plan is read from; default: the input's. A composite that
         transforms its input before aggregating (e.g. with a ``GroupByKey``) passes its own
@@ -501,7 +506,7 @@ class DPAggregate(beam.PTransform):
             raise ValueError("budget: pass a PrivacyBudget, an accountant, or both")
         if privacy_unit not in ("element", "user"):
             raise ValueError(f"privacy_unit must be 'element' or 'user', got {privacy_unit!r}")
-        noise_source = check_release_source(noise_source)
+        noise_source = application_source(noise_source)
         if label is not None and (not isinstance(label, str) or not label.strip()):
             raise ValueError(f"label must be a non-empty string or None, got {label!r}")
         if not isinstance(with_metadata, bool):
