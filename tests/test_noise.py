@@ -889,6 +889,8 @@ def test_module_never_uses_insecure_randomness_or_hash():
         "INSECURE_TEST_KEY",
         "NoiseSource",
         "NoiseStream",
+        "application_source",
+        "check_release_source",
         "discrete_gaussian",
         "discrete_laplace",
         "gaussian",

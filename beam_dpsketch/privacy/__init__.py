@@ -62,16 +62,12 @@ from .calibration import (
     zcdp_gaussian_sigma,
 )
 from .windowing import (
-    WITHHELD_PANES_METRIC_NAME,
-    WITHHELD_PANES_METRIC_NAMESPACE,
     ReleasePlan,
     max_trigger_firings,
     plan_releases,
 )
 
 __all__ = [
-    "WITHHELD_PANES_METRIC_NAME",
-    "WITHHELD_PANES_METRIC_NAMESPACE",
     "BudgetExceededError",
     "BudgetUsage",
     "Charge",

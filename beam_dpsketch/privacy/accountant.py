@@ -757,6 +757,11 @@ def _charge_lines(i: int, c: Charge, pad: str) -> list[str]:
         f"total: {c.total_cost}"
     )
     for key, value in c.details.items():
+        if key == "data_dependent_schedule" and isinstance(value, list | tuple):
+            # Conditions of the guarantee: said loudly, one per line, never buried in a list.
+            lines.append(f"{pad}    NOT PROTECTED by the noise (conditions of the guarantee):")
+            lines.extend(f"{pad}      - {reason}" for reason in value)
+            continue
         lines.append(f"{pad}    {key}: {value}")
     if c.remaining_after is not None:
         lines.append(f"{pad}    remaining budget after this charge: {c.remaining_after}")

@@ -26,8 +26,8 @@ Panes
     The trigger's maximum number of firings per window is derived from its structure
     (:func:`max_trigger_firings`). A trigger that can fire more than once needs a declared
     ``max_panes_per_window``; the release step must withhold every pane with index
-    ``>= max_panes_per_window`` and count it in the Beam counter
-    ``WITHHELD_PANES_METRIC_NAMESPACE/WITHHELD_PANES_METRIC_NAME`` (never release it unaccounted).
+    ``>= max_panes_per_window`` (never release it unaccounted). How many panes were withheld
+    depends on the data, so it is not counted in a Beam metric either.
     Every pane counts, including an empty ON_TIME pane (DISCARDING mode emits one; see
     ``shared/notes/beam-on-this-machine.md`` §3 and §7 item 2).
 
@@ -54,8 +54,10 @@ Data-dependent schedules
     pane for a window that received no elements, and count or first-element triggers fire at
     data-dependent times, so the existence and timing of panes can reveal data (spec
     dp-count-sketch-intermittent §5.4 item 4 and §8.3 P-5). The plan lists every such reason in
-    ``data_dependent_schedule``; release transforms must emit on a public schedule (a release for
-    every window of a public set, driven by e.g. ``PeriodicImpulse``) or document the leak.
+    ``data_dependent_schedule``. With a declared ``release_range`` (a public event-time range),
+    every Fixed or Sliding window that starts in the range is released, empty ones included (the
+    release step injects one public heartbeat per window), and no other window is: the set of
+    windows released is then public.
 
 Nothing here imports Beam at module import time (the ``sketches`` layer may import ``privacy``);
 Beam classes are imported inside the functions that inspect them.
@@ -71,21 +73,15 @@ from ..checks import check_int
 from .budget import PrivacyBudget
 
 __all__ = [
-    "WITHHELD_PANES_METRIC_NAME",
-    "WITHHELD_PANES_METRIC_NAMESPACE",
     "PrivacyUnit",
     "ReleasePlan",
+    "check_release_range",
     "max_trigger_firings",
     "plan_releases",
 ]
 
 PrivacyUnit = Literal["element", "user"]
 _PRIVACY_UNITS = ("element", "user")
-
-#: Beam counter namespace/name a release step increments for each pane it withholds because the
-#: window already released ``ReleasePlan.panes_per_window`` panes.
-WITHHELD_PANES_METRIC_NAMESPACE = "beam_dpsketch.privacy"
-WITHHELD_PANES_METRIC_NAME = "panes_withheld"
 
 
 @dataclass(frozen=True)
@@ -122,6 +118,9 @@ class ReleasePlan:
         Reasons why the existence or timing of releases depends on the data (empty if none).
     explanation
         Multi-line reasoning, for reports.
+    release_range
+        Declared public event-time range ``(start, end)`` in seconds whose windows are all
+        released (empty ones included), or ``None``.
     """
 
     window_fn: str
@@ -137,12 +136,12 @@ class ReleasePlan:
     pane_relation: str
     data_dependent_schedule: tuple[str, ...]
     explanation: str
+    release_range: tuple[float, float] | None = None
 
     def allows_pane(self, pane_index: int) -> bool:
         """Whether a pane with Beam ``PaneInfo.index`` ``pane_index`` may be released.
 
-        Panes ``0 .. panes_per_window - 1`` may; later ones must be withheld and counted in the
-        ``WITHHELD_PANES_METRIC_NAMESPACE/WITHHELD_PANES_METRIC_NAME`` counter.
+        Panes ``0 .. panes_per_window - 1`` may; later ones must be withheld.
         """
         if isinstance(pane_index, bool) or not isinstance(pane_index, numbers.Integral):
             raise TypeError(f"pane_index must be an int, got {type(pane_index).__name__}")
@@ -300,6 +299,43 @@ def _windowing_of(windowing_or_pcoll: Any) -> Any:
     return windowing_or_pcoll
 
 
+def check_release_range(release_range: Any) -> tuple[float, float] | None:
+    """``release_range`` as ``(start, end)`` seconds with ``start < end``, or ``None``."""
+    if release_range is None:
+        return None
+    try:
+        start, end = release_range
+    except (TypeError, ValueError):
+        raise TypeError("release_range must be a (start, end) pair of seconds or None") from None
+    out = []
+    for value in (start, end):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError("release_range must hold real numbers of seconds")
+        if not float(value) == float(value) or abs(float(value)) == float("inf"):
+            raise ValueError("release_range must be finite")
+        out.append(float(value))
+    if not out[0] < out[1]:
+        raise ValueError(f"release_range must have start < end, got {tuple(out)!r}")
+    return out[0], out[1]
+
+
+def _empty_window_note(
+    release_range: tuple[float, float] | None, notes: list[str], schedule: list[str]
+) -> None:
+    if release_range is None:
+        schedule.append(
+            "Beam emits no pane for a window without elements: whether a window is released "
+            "reveals that it had data (declare release_range to release every window of a "
+            "public event-time range, empty ones included)"
+        )
+        return
+    notes.append(
+        f"release_range [{release_range[0]:g}s, {release_range[1]:g}s): every window starting "
+        "in it is released, empty ones included (one public heartbeat per window), and no "
+        "other window is."
+    )
+
+
 def plan_releases(
     windowing: Any,
     *,
@@ -307,6 +343,7 @@ def plan_releases(
     max_panes_per_window: int | None = None,
     max_windows_per_unit: int | None = None,
     data_independent_panes: bool = False,
+    release_range: tuple[float, float] | None = None,
 ) -> ReleasePlan:
     """Build the :class:`ReleasePlan` of a windowing strategy, at pipeline construction.
 
@@ -328,6 +365,11 @@ def plan_releases(
         Caller's assertion that pane boundaries do not depend on the data. Refused for triggers
         with a built-in data-driven component. Only then does DISCARDING mode at element level
         charge one pane per window.
+    release_range
+        Public event-time range ``(start, end)`` in seconds for Fixed and Sliding windows: the
+        release step then releases every window that starts in ``[start, end)``, empty ones
+        included, and no other window, so that whether a window is released no longer depends on
+        the data. Refused for other WindowFns.
 
     Returns
     -------
@@ -349,6 +391,7 @@ def plan_releases(
     max_windows = _check_optional_int(max_windows_per_unit, "max_windows_per_unit")
     if not isinstance(data_independent_panes, bool):
         raise TypeError("data_independent_panes must be a bool")
+    release_range = check_release_range(release_range)
 
     lateness = _lateness_micros(getattr(w, "allowed_lateness", 0))
     windowfn = w.windowfn
@@ -365,6 +408,11 @@ def plan_releases(
 
     # ---- windows ------------------------------------------------------------------------------
     if isinstance(windowfn, bw.GlobalWindows):
+        if release_range is not None:
+            raise ValueError(
+                "release_range applies to FixedWindows and SlidingWindows only: the global "
+                "window is always released"
+            )
         window_desc = "GlobalWindows"
         windows = 1
         notes.append("GlobalWindows: every element is in the single global window.")
@@ -390,11 +438,7 @@ def plan_releases(
                 "(declared max_windows_per_unit, enforced by contribution bounding), which "
                 "compose sequentially."
             )
-        schedule.append(
-            "Beam emits no pane for a window without elements: the release step must release "
-            "every window of a public schedule, or the existence of a window's output reveals "
-            "that it had data"
-        )
+        _empty_window_note(release_range, notes, schedule)
     elif isinstance(windowfn, bw.SlidingWindows):
         size = int(windowfn.size.micros)
         period = int(windowfn.period.micros)
@@ -418,12 +462,10 @@ def plan_releases(
                 f"SlidingWindows, user level: a user may appear in up to {windows} windows "
                 f"(declared; each element alone is in {per_element}), composed sequentially."
             )
-        schedule.append(
-            "Beam emits no pane for a window without elements: the release step must release "
-            "every window of a public schedule, or the existence of a window's output reveals "
-            "that it had data"
-        )
+        _empty_window_note(release_range, notes, schedule)
     elif isinstance(windowfn, bw.Sessions):
+        if release_range is not None:
+            raise ValueError("release_range applies to FixedWindows and SlidingWindows only")
         window_desc = f"Sessions(gap={_duration_s(int(windowfn.gap_size.micros))})"
         if max_windows is None:
             raise ValueError(
@@ -476,14 +518,12 @@ def plan_releases(
             raise ValueError(
                 f"trigger {triggerfn!r} (allowed_lateness={_duration_s(lateness)}) can fire "
                 f"{shown} panes per window; declare max_panes_per_window (panes beyond it are "
-                f"withheld and counted in {WITHHELD_PANES_METRIC_NAMESPACE}/"
-                f"{WITHHELD_PANES_METRIC_NAME})"
+                "withheld)"
             )
         panes = max_panes
         notes.append(
             f"Trigger {triggerfn!r} can fire {shown} panes per window; the declared maximum "
-            f"{panes} is charged and any further pane is withheld (counted in "
-            f"{WITHHELD_PANES_METRIC_NAMESPACE}/{WITHHELD_PANES_METRIC_NAME}). Every pane counts, "
+            f"{panes} is charged and any further pane is withheld. Every pane counts, "
             "including an empty ON_TIME pane."
         )
     if data_independent_panes and trigger_reasons:
@@ -564,4 +604,5 @@ def plan_releases(
         pane_relation=relation,
         data_dependent_schedule=tuple(schedule),
         explanation="\n".join(lines),
+        release_range=release_range,
     )

@@ -18,10 +18,15 @@ A DP transform in this library is *exact aggregation, then one noisy release per
 4. A release ``DoFn`` adds noise **once** per pane with a :class:`ReleaseMechanism`. Its random
    bits come from ``noise_source.stream(release_id)`` with ``release_id = (label, window bounds,
    pane index)``, where ``noise_source`` carries a key derived for this transform application
-   alone (two transforms never share noise, whatever their labels), so a retried bundle re-draws exactly the same noise instead of publishing a
-   second draw of the same data. A pane whose index is at or beyond the declared maximum is
-   **withheld** (never emitted) and counted in the Beam counter
-   ``beam_dpsketch.privacy/panes_withheld``: no pane is ever released without being accounted.
+   alone (two transforms never share noise, whatever their labels), so a retried bundle re-draws
+   exactly the same noise instead of publishing a second draw of the same data. A pane whose
+   index is at or beyond the declared maximum is **withheld** (never emitted): no pane is ever
+   released without being accounted. No Beam metric counts panes: how many there are depends on
+   the data.
+5. With a declared ``release_range`` (Fixed or Sliding windows), one public heartbeat element per
+   window is flattened into the input and ignored by the combine, so every window that starts in
+   the range is released, empty ones included, and windows outside it are withheld: which
+   windows are released is then public.
 
 Empty panes (an ON_TIME pane after early panes in DISCARDING mode, or the global window of an
 empty input) are releases too and get noise like any other. Noisy values and accumulators are
@@ -38,23 +43,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
 from beam_dpsketch.noise import NoiseSource, NoiseStream, application_source
 from beam_dpsketch.privacy.accountant import BudgetExceededError, PrivacyAccountant
 from beam_dpsketch.privacy.budget import PrivacyBudget
-from beam_dpsketch.privacy.windowing import (
-    WITHHELD_PANES_METRIC_NAME,
-    WITHHELD_PANES_METRIC_NAMESPACE,
-    ReleasePlan,
-    plan_releases,
-)
+from beam_dpsketch.privacy.windowing import ReleasePlan, check_release_range, plan_releases
 
 __all__ = [
     "PANE_RELATIONS",
-    "RELEASED_PANES_METRIC_NAME",
     "DPAggregate",
     "GroupPrivacyReplace",
     "Release",
@@ -67,9 +65,6 @@ _LOG = logging.getLogger(__name__)
 
 #: Neighbouring relations a pane's input can obey (``ReleasePlan.pane_relation``).
 PANE_RELATIONS = ("add_remove", "replace")
-
-#: Beam counter (namespace ``WITHHELD_PANES_METRIC_NAMESPACE``) counting released panes.
-RELEASED_PANES_METRIC_NAME = "panes_released"
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,23 +289,23 @@ class _ReleaseDoFn(beam.DoFn):
         self._with_metadata = with_metadata
         self._noise_scale = noise_scale
         self._threshold = threshold
-        self._withheld = Metrics.counter(
-            WITHHELD_PANES_METRIC_NAMESPACE, WITHHELD_PANES_METRIC_NAME
-        )
-        self._released = Metrics.counter(
-            WITHHELD_PANES_METRIC_NAMESPACE, RELEASED_PANES_METRIC_NAME
-        )
+        # Window starts (microseconds) that may be released, from the public release_range.
+        self._start_range = _micros_range(plan.release_range)
 
     def process(self, accumulator, window=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
         index = int(pane.index)
         if not self._plan.allows_pane(index):
             # Only the declared number of panes was charged: a further pane would be an
-            # unaccounted release, so it is dropped here and made visible through the counter.
-            self._withheld.inc()
+            # unaccounted release. Nothing counts it either, since the count depends on the data.
+            return
+        if self._start_range is not None and not (
+            self._start_range[0] <= int(window.start.micros) < self._start_range[1]
+        ):
+            # Outside the declared range no heartbeat guarantees a release, so releasing a
+            # window there would reveal that it had data.
             return
         stream = self._noise_source.stream(release_id_for(self._label, window, index))
         records = self._mechanism.release(accumulator, self._budget, stream)
-        self._released.inc()
         if not self._with_metadata:
             yield from records
             return
@@ -341,6 +336,92 @@ class _ReleaseDoFn(beam.DoFn):
 # --------------------------------------------------------------------------------------------
 # DPAggregate
 # --------------------------------------------------------------------------------------------
+
+
+def _micros_range(release_range: tuple[float, float] | None) -> tuple[int, int] | None:
+    if release_range is None:
+        return None
+    return (round(release_range[0] * 1_000_000), round(release_range[1] * 1_000_000))
+
+
+class _Heartbeat:
+    """The public element injected once per window of a declared ``release_range``.
+
+    It carries nothing; :class:`_SkipHeartbeats` drops it before the exact combine, so it only
+    makes Beam fire a pane for windows without data.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Heartbeat)
+
+    def __hash__(self) -> int:
+        return 0x4842
+
+    def __repr__(self) -> str:
+        return "<release heartbeat>"
+
+
+class _SkipHeartbeats(beam.CombineFn):
+    """Delegate to ``inner``, ignoring heartbeat elements."""
+
+    def __init__(self, inner: beam.CombineFn) -> None:
+        self._inner = inner
+
+    def setup(self, *args: Any, **kwargs: Any) -> None:
+        self._inner.setup(*args, **kwargs)
+
+    def teardown(self, *args: Any, **kwargs: Any) -> None:
+        self._inner.teardown(*args, **kwargs)
+
+    def create_accumulator(self, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.create_accumulator(*args, **kwargs)
+
+    def add_input(self, mutable_accumulator: Any, element: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(element, _Heartbeat):
+            return mutable_accumulator
+        return self._inner.add_input(mutable_accumulator, element, *args, **kwargs)
+
+    def merge_accumulators(self, accumulators: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.merge_accumulators(accumulators, *args, **kwargs)
+
+    def compact(self, accumulator: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.compact(accumulator, *args, **kwargs)
+
+    def extract_output(self, accumulator: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.extract_output(accumulator, *args, **kwargs)
+
+    def get_accumulator_coder(self) -> Any:
+        return self._inner.get_accumulator_coder()
+
+
+def _window_starts(windowfn: Any, release_range: tuple[float, float]) -> list[int]:
+    """Start (microseconds) of every window of ``windowfn`` that starts in ``release_range``."""
+    from apache_beam.transforms import window as bw
+
+    lo, hi = _micros_range(release_range)  # type: ignore[misc]
+    if isinstance(windowfn, bw.FixedWindows):
+        step, offset = int(windowfn.size.micros), int(windowfn.offset.micros)
+    elif isinstance(windowfn, bw.SlidingWindows):
+        step, offset = int(windowfn.period.micros), int(windowfn.offset.micros)
+    else:
+        raise ValueError("release_range applies to FixedWindows and SlidingWindows only")
+    first = lo + (offset - lo) % step
+    return list(range(first, hi, step))
+
+
+class _EmitHeartbeats(beam.DoFn):
+    """One heartbeat per public window start, timestamped at the start (inside that window)."""
+
+    def __init__(self, starts: list[int]) -> None:
+        self._starts = starts
+
+    def process(self, _unused: Any):
+        from apache_beam.utils.timestamp import Timestamp
+
+        for start in self._starts:
+            yield beam.window.TimestampedValue(_Heartbeat(), Timestamp(micros=start))
 
 
 def _remaining_budget(accountant: PrivacyAccountant, name: str) -> PrivacyBudget:
@@ -454,6 +535,11 @@ class DPAggregate(beam.PTransform):
         Windowing strategy the release plan is read from; default: the input's. A composite that
         transforms its input before aggregating (e.g. with a ``GroupByKey``) passes its own
         input's windowing here.
+    release_range
+        Public event-time range ``(start, end)`` in seconds, for Fixed or Sliding windows: every
+        window that starts in ``[start, end)`` is released, empty ones included, and every other
+        window is withheld. Without it only windows with data are released, and whether a
+        window was released reveals that it had data.
 
     Raises
     ------
@@ -473,8 +559,14 @@ class DPAggregate(beam.PTransform):
     default; one unit's bounded contributions with ``privacy_unit="user"``): each of the ``R``
     releases one unit can influence gets ``budget / R`` (basic composition), panes beyond the
     declared maximum are never emitted, and windows that do not contain a unit compose in
-    parallel. The *existence and timing* of panes is not protected (see
-    ``docs/privacy-model.md``, "What the noise does not hide").
+    parallel.
+
+    **Conditions.** Noise protects the released values. Which windows are released is protected
+    only with a declared ``release_range`` (or in the global window, which is always released);
+    otherwise a window without data is not released. With a trigger whose firings depend on the
+    data (count-based early firings, late firings), the number and timing of panes are not
+    protected either. :meth:`explain` lists every such condition of the actual configuration
+    (see ``docs/privacy-model.md``, "What the noise does not hide").
     """
 
     def __init__(
@@ -492,6 +584,7 @@ class DPAggregate(beam.PTransform):
         with_metadata: bool = False,
         label: str | None = None,
         windowing: Any = None,
+        release_range: tuple[float, float] | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(mechanism, ReleaseMechanism):
@@ -530,6 +623,7 @@ class DPAggregate(beam.PTransform):
         self._with_metadata = with_metadata
         self._release_label = label
         self._windowing = windowing
+        self._release_range = check_release_range(release_range)
         if accountant is None:
             self._accountant = PrivacyAccountant(budget, name=label or "DPAggregate")  # type: ignore[arg-type]
         # Filled in when applied.
@@ -564,6 +658,17 @@ class DPAggregate(beam.PTransform):
             )
         return explain_pipeline(self.accountant)
 
+    def _with_heartbeats(self, pcoll: beam.PCollection) -> beam.PCollection:
+        """``pcoll`` plus one public heartbeat per window of the declared range."""
+        starts = _window_starts(pcoll.windowing.windowfn, self._release_range)  # type: ignore[arg-type]
+        beats = (
+            pcoll.pipeline
+            | "HeartbeatImpulse" >> beam.Impulse()
+            | "Heartbeats" >> beam.ParDo(_EmitHeartbeats(starts))
+            | "HeartbeatWindows" >> _same_windowing(pcoll.windowing)
+        )
+        return (pcoll, beats) | "WithHeartbeats" >> beam.Flatten()
+
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
         name = self._release_label or _applied_label(pcoll, self.label)
         windowing = self._windowing if self._windowing is not None else pcoll.windowing
@@ -574,6 +679,7 @@ class DPAggregate(beam.PTransform):
                 max_panes_per_window=self._max_panes,
                 max_windows_per_unit=self._max_windows,
                 data_independent_panes=self._data_independent_panes,
+                release_range=self._release_range,
             )
         except (ValueError, TypeError) as exc:
             raise type(exc)(f"{name}: {exc}") from exc
@@ -622,7 +728,11 @@ class DPAggregate(beam.PTransform):
         self.calibrated_mechanism = mechanism
         self.release_label = name
 
-        combine = beam.CombineGlobally(self._combine_fn)
+        combine_fn = self._combine_fn
+        if self._release_range is not None:
+            pcoll = self._with_heartbeats(pcoll)
+            combine_fn = _SkipHeartbeats(beam.CombineFn.maybe_from_callable(combine_fn))
+        combine = beam.CombineGlobally(combine_fn)
         if not pcoll.windowing.is_default():
             # Defaults exist only for the default global windowing; elsewhere Beam's default
             # injection would drop pane information (and refuses non-global windows).
@@ -642,36 +752,30 @@ class DPAggregate(beam.PTransform):
         return combined | "NoisyRelease" >> beam.ParDo(release).with_output_types(Any)
 
 
-def explain_pipeline(accountant: PrivacyAccountant, result: Any = None) -> str:
+def _same_windowing(windowing: Any) -> beam.WindowInto:
+    return beam.WindowInto(
+        windowing.windowfn,
+        trigger=windowing.triggerfn,
+        accumulation_mode=windowing.accumulation_mode,
+        timestamp_combiner=windowing.timestamp_combiner,
+        allowed_lateness=windowing.allowed_lateness,
+    )
+
+
+def explain_pipeline(accountant: PrivacyAccountant) -> str:
     """The privacy report of a pipeline: every charge of ``accountant`` with running budgets.
+
+    The report holds public facts only (parameters, calibrations, costs). It never states how
+    many panes or windows a run released or withheld: those numbers depend on the data.
 
     Parameters
     ----------
     accountant
         The pipeline's accountant (shared by its DP transforms).
-    result
-        Optional ``PipelineResult`` of a finished run; the report then also states how many panes
-        were released and withheld (Beam counters ``beam_dpsketch.privacy/panes_released`` and
-        ``.../panes_withheld``).
     """
     if not isinstance(accountant, PrivacyAccountant):
         raise TypeError(f"accountant must be a PrivacyAccountant, got {type(accountant).__name__}")
-    text = accountant.explain()
-    if result is None:
-        return text
-    from apache_beam.metrics.metric import MetricsFilter
-
-    counters = result.metrics().query(
-        MetricsFilter().with_namespace(WITHHELD_PANES_METRIC_NAMESPACE)
-    )["counters"]
-    totals = {WITHHELD_PANES_METRIC_NAME: 0, RELEASED_PANES_METRIC_NAME: 0}
-    for c in counters:
-        if c.key.metric.name in totals:
-            totals[c.key.metric.name] += int(c.committed or 0)
-    return (
-        f"{text}\nRun: {totals[RELEASED_PANES_METRIC_NAME]} pane(s) released, "
-        f"{totals[WITHHELD_PANES_METRIC_NAME]} pane(s) withheld beyond the declared maximum"
-    )
+    return accountant.explain()
 
 
 class AccountedTransform(beam.PTransform):
