@@ -227,8 +227,9 @@ def decode_key(data: bytes) -> Any:
     if tag == _TAG_STR:
         try:
             return body.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"invalid UTF-8 in str key encoding: {exc}") from None
+        except UnicodeDecodeError:
+            # The codec's message quotes the offending byte: key bytes are data, never shown.
+            raise ValueError("invalid UTF-8 in str key encoding") from None
     if tag == _TAG_BYTES:
         return bytes(body)
     if tag == _TAG_TUPLE:

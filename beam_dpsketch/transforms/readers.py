@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -192,7 +193,7 @@ def _read_json_probe(path: str) -> pa.Table:
         return pa_json.read_json(io.BytesIO(head))
     except pa.ArrowInvalid as exc:
         raise ValueError(
-            f"cannot parse {path} as JSON Lines (one JSON object per line): {exc}"
+            f"cannot parse {path} as JSON Lines (one JSON object per line): {_arrow_problem(exc)}"
         ) from None
 
 
@@ -250,7 +251,7 @@ class _ColumnReader(beam.DoFn):
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise ValueError(
                     f"cannot convert column {self._column!r} in {path} to {self._key_type} keys: "
-                    f"{exc}"
+                    f"{_arrow_problem(exc)}"
                 ) from None
         yield arr
 
@@ -295,7 +296,7 @@ class _ReadCsvColumn(_ColumnReader):
                 names = _csv_header(path)
                 if self._column not in names:
                     raise _missing_column(self._column, names, path) from None
-                raise ValueError(f"cannot read {path} as CSV: {exc}") from None
+                raise ValueError(f"cannot read {path} as CSV: {_arrow_problem(exc)}") from None
             while True:
                 try:
                     batch = reader.read_next_batch()
@@ -304,7 +305,7 @@ class _ReadCsvColumn(_ColumnReader):
                 except pa.ArrowInvalid as exc:
                     raise ValueError(
                         f"cannot read column {self._column!r} of {path} as "
-                        f"{self._key_type or 'str'} keys: {exc}"
+                        f"{self._key_type or 'str'} keys: {_arrow_problem(exc)}"
                     ) from None
                 yield from self._batches(batch.column(0), path)
 
@@ -337,7 +338,7 @@ class _ReadJsonColumn(_ColumnReader):
                     yield from self._batches(batch.column(self._column), path)
             except pa.ArrowInvalid as exc:
                 raise ValueError(
-                    f"cannot read column {self._column!r} of {path} as JSON Lines: {exc}"
+                    f"cannot read column {self._column!r} of {path} as JSON Lines: {_arrow_problem(exc)}"
                 ) from None
 
 
@@ -345,7 +346,22 @@ def _parse_int_line(line: str) -> int:
     try:
         return int(line)
     except ValueError:
-        raise ValueError(f"text line {line[:80]!r} is not an integer key") from None
+        # The line itself is data: the message names the parameter, never the value.
+        raise ValueError("a text line is not an integer key (key_type='int')") from None
+
+
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def _arrow_problem(exc: BaseException) -> str:
+    """A data-free summary of an Arrow parse error.
+
+    Arrow quotes the offending cell or row after the last colon ("invalid value 'x'", "Expected
+    3 columns, got 2: a,b"); rows and cells are private data, so only the first two clauses are
+    kept, with every quoted string removed.
+    """
+    clauses = str(exc).split(": ")[:2]
+    return ": ".join(_QUOTED.sub("<value>", c) for c in clauses).strip() or type(exc).__name__
 
 
 class ReadKeyBatches(beam.PTransform):
@@ -606,7 +622,9 @@ class _ReadInOrder(_ColumnReader):
                 else:
                     table = pa_json.read_json(f)
             except (pa.ArrowInvalid, KeyError) as exc:
-                raise ValueError(f"cannot read columns {columns} of {path}: {exc}") from None
+                raise ValueError(
+                    f"cannot read columns {columns} of {path}: {_arrow_problem(exc)}"
+                ) from None
         for name in columns:
             if name not in table.column_names:
                 raise _missing_column(name, table.column_names, path)
