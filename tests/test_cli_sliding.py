@@ -51,7 +51,8 @@ def _core(window: int, budget: PrivacyBudget, **kw) -> DPSWSketch:
         budget,
         width=64,
         depth=3,
-        noise_source=NoiseSource.insecure_for_tests(SEED),
+        # The command's transform uses the first application key of its seeded source.
+        noise_source=NoiseSource.insecure_for_tests(SEED).for_application(),
         label="sliding-window",
         **kw,
     )

@@ -16,6 +16,12 @@ Steps:
 
 Budget: ``--epsilon`` with ``--delta`` (converted to ``rho`` by spec §1.3 Eq. 1), or ``--rho``;
 one charge for the whole stream, however many queries.
+
+Guarantee: for **replace-one** neighbours only, as printed in the title line and by
+``--explain``: one row's key changed, every row position fixed (count-based) or that row's time
+fixed (time-based). Adding or removing a row is not covered: it shifts every later position
+(count-based), or it can add query times (time-based: queries run to the last step holding a row).
+The row count in the title is public under this relation.
 """
 
 from __future__ import annotations
@@ -45,6 +51,13 @@ from beam_dpsketch.transforms.sliding import DPSlidingWindowFrequencies
 
 __all__ = ["register", "run_sliding_window"]
 
+# The neighbouring relation of the printed guarantee (the transform's, in terms of rows): the
+# row count is public under it, never add/remove (DPSlidingWindowFrequencies.neighbouring_relation).
+_GUARANTEE = {
+    "position": "replace-one neighbours (one row's key changed, every row position fixed)",
+    "time": "replace-one neighbours (one row's key changed, its time fixed)",
+}
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``sliding-window`` subcommand."""
@@ -55,8 +68,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Estimate, every --every steps, the frequency of --query keys (or the heavy hitters "
             "among --candidates) over the last --window positions (file order) or time units "
             "(--time-column) with DPSW-Sketch (spec dpsw-sketch; Wang, Wang and Chen, KDD 2024). "
-            "rho-zCDP / (epsilon, delta)-DP over the whole stream for event-level substitution "
-            "neighbours, however many queries."
+            "rho-zCDP / (epsilon, delta)-DP over the whole stream, however many queries, for "
+            "replace-one neighbours only: one row's key changed, every row position fixed "
+            "(file order) or that row's time fixed (--time-column); adding or removing a row is "
+            "not covered."
         ),
     )
     add_input_arguments(sub)
@@ -215,7 +230,7 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
     title = (
         f"# DPSW-Sketch over column {args.column!r} of {args.input}: window {args.window} "
         f"{'time units' if time_mode else 'positions'}, queries every {args.every}; {budget} "
-        f"(rho = {transform.rho:.6g}); {n_rows} rows; {seconds:.2f} s"
+        f"(rho = {transform.rho:.6g}) for {_GUARANTEE[unit]}; {n_rows} rows; {seconds:.2f} s"
     )
     if hh and not records:
         title += f"; no heavy hitters at any of the {len(counts)} query times"

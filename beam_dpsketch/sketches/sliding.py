@@ -18,13 +18,15 @@ the current block (spec §2.5, corrected per E1, E4, E5, E7).
 Privacy (spec §3, Lemma 4.1): the level budgets of one block add up to at most ``rho``
 (sequential composition), blocks are disjoint with data-independent ranges (parallel
 composition), and every query is post-processing of sealed PCMSs, so the whole unbounded stream,
-with unlimited queries at every time step, is ``rho``-zCDP for **event-level substitution**
-neighbours (two streams of the same length differing at one position), hence
+with unlimited queries at every time step, is ``rho``-zCDP for **replace-one** neighbours (two
+streams of the same length whose items differ in the key of the item at one position), hence
 ``(rho + 2 sqrt(rho ln(1/delta)), delta)``-DP (spec §1.3). Add/remove neighbours are *not*
 covered in count-based mode (one insertion shifts every later position, spec §1.2). In
 time-based mode (positions are time steps, any number of arrivals per step, timestamps public)
-the guarantee holds for substituting one event's value, and also for adding or removing one event
-(L2 sensitivity ``sqrt(depth) <= sqrt(2 depth)``, spec §6.2 A6).
+the guarantee holds for substituting one event's key at its step, and also for adding or
+removing one event (L2 sensitivity ``sqrt(depth) <= sqrt(2 depth)``, spec §6.2 A6), provided the
+times passed to :meth:`DPSWSketch.advance_to` and to the queries do not depend on the data (the
+Beam adapter ends its schedule at the last step holding an event, so it claims replace-one only).
 
 Implementation (spec §10.2): raw counts are kept per *segment* of the current block (the cut
 points ``{0, B} U {I[j], B - I[j]}``), each item touches one segment table (``depth`` cells), and a
@@ -110,6 +112,19 @@ def _as_fraction(value: Any, name: str) -> Fraction:
     if not 0 < frac < 1:
         raise ValueError(f"{name} must be in (0, 1), got {value}")
     return frac
+
+
+def _check_index(value: Any, name: str, lower: int, upper: int) -> int:
+    """``value`` as an int in ``[lower, upper]``; the error names ``name``, never the value.
+
+    For positions, blocks and segments, which locate data (a position or an event time), so an
+    error message that a runner logs or returns as the job error must not contain them.
+    """
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not lower <= value <= upper:
+        raise ValueError(f"{name} is out of range")
+    return int(value)
 
 
 def _float_floor(x: Fraction) -> float:
@@ -355,11 +370,13 @@ class DPSWSketch:
     """DPSW-Sketch over a count-based (or time-based) sliding window of ``window`` positions.
 
     Guarantee: ``rho``-zCDP (hence ``(eps, delta)``-DP for an approx budget via spec §1.3 Eq. 1)
-    over the whole unbounded stream, for event-level substitution neighbours, with any number of
-    frequency and heavy-hitter queries at any time steps (spec §3, Lemma 4.1, Thm 4.4(1)). In
-    time-based mode add/remove of one event is covered as well (spec §6.2 A6). Paper: Wang, Wang
-    and Chen (KDD 2024), Algorithms 1-3; spec dpsw-sketch §2 with errata E1 (suffix start),
-    E4/E5 (query indices), E7 (``l' == l`` branch) and E9 (exact checkpoints) fixed.
+    over the whole unbounded stream, for replace-one neighbours (one item's key substituted at
+    its position), with any number of frequency and heavy-hitter queries at any time steps (spec
+    §3, Lemma 4.1, Thm 4.4(1)). In time-based mode add/remove of one event is covered as well
+    (spec §6.2 A6) when the times given to :meth:`advance_to` and to queries do not depend on the
+    data. Paper: Wang, Wang and Chen (KDD 2024), Algorithms 1-3; spec dpsw-sketch §2 with
+    errata E1 (suffix start), E4/E5 (query indices), E7 (``l' == l`` branch) and E9 (exact
+    checkpoints) fixed.
 
     Parameters
     ----------
@@ -625,9 +642,7 @@ class DPSWSketch:
             raise TypeError(f"positions must be integers, got dtype {pos.dtype}")
         pos = pos.astype(np.int64)
         if pos.shape != (len(keys),):
-            raise ValueError(
-                f"positions must have one entry per key ({len(keys)}), got {pos.shape}"
-            )
+            raise ValueError("positions must be one-dimensional with one entry per key")
         if pos.size and pos.min() <= self.t:
             raise ValueError(
                 f"positions must be > the current time t = {self.t}: late items would change "
@@ -646,8 +661,9 @@ class DPSWSketch:
         positions :meth:`locate` maps to ``(block, segment)``; tables of different shards simply
         add (spec §6.1). The segment must not be complete yet (its end ``> t``).
         """
-        block = check_int(block, "block", 1, MAX_INDEX)
-        segment = check_int(segment, "segment", 0, self.layout.n_segments - 1)
+        # Block and segment locate data (positions or event times): errors never show them.
+        block = _check_index(block, "block", 1, MAX_INDEX)
+        segment = _check_index(segment, "segment", 0, self.layout.n_segments - 1)
         arr = np.asarray(table)
         if arr.dtype.kind not in "iu":
             raise TypeError(f"table must hold integers, got dtype {arr.dtype}")
@@ -655,19 +671,19 @@ class DPSWSketch:
             raise ValueError(f"table must have shape {(self.depth, self.width)}, got {arr.shape}")
         if self.segment_end(block, segment) <= self.t:
             raise ValueError(
-                f"segment {segment} of block {block} ended at or before t = {self.t}; "
-                "its sketches may already be sealed"
+                f"the segment ended at or before the current time t = {self.t}; its sketches "
+                "may already be sealed"
             )
         self._pending_table(block)[segment] += arr.astype(np.int64, copy=False)
         return self
 
     def add_range_counts(self, start: int, end: int, table: Any) -> DPSWSketch:
         """Add an exact table for the positions ``start .. end``, which must lie in one segment."""
-        start = check_int(start, "start", 1, MAX_INDEX)
-        end = check_int(end, "end", start, MAX_INDEX)
+        start = _check_index(start, "start", 1, MAX_INDEX)
+        end = _check_index(end, "end", start, MAX_INDEX)
         (kb, ke), (gb, ge) = self.locate([start, end])
         if kb != ke or gb != ge:
-            raise ValueError(f"positions {start}..{end} span more than one segment")
+            raise ValueError("start and end must lie in one segment")
         return self.add_segment_counts(int(kb), int(gb), table)
 
     def _pending_table(self, block: int) -> np.ndarray:

@@ -15,8 +15,11 @@ A thin adapter over :class:`~beam_dpsketch.sketches.sliding.DPSWSketch` (Wang, W
    ``(block, segment)`` (spec §6.5 step 2; segments are the elementary intervals of the cut points
    ``{0, B} U {I[j], B - I[j]}``). Windowing uses the default ``AfterWatermark()`` trigger,
    ``allowed_lateness = 0`` and ``DISCARDING`` (spec §6.5 "Time-based mode"): a segment's table is
-   emitted once, when the watermark has passed its end (spec §6.2 A2). Input whose windowing
-   declares any other trigger or a non-zero allowed lateness is refused at construction.
+   emitted once, when the watermark has passed its end (spec §6.2 A2). The input must be in
+   ``GlobalWindows()`` (an element of ``k`` overlapping windows would be counted ``k`` times)
+   with the default trigger (or ``AfterWatermark()`` without early or late firings) and
+   ``allowed_lateness = 0``; any other input windowing is refused (``ValueError``) when the
+   transform is applied.
 3. **Exact raw counts.** ``CombineGlobally`` per segment window builds an exact int64 Count-Min
    table (``CountMinSketch`` with the sketch's ``(width, depth, seed)``); partial tables of
    different bundles and workers add exactly (spec §6.1). **No noise here** (spec §6.4 item 3).
@@ -75,7 +78,7 @@ from apache_beam.utils.windowed_value import PaneInfoTiming
 
 from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import canonical_key, hash_keys
-from beam_dpsketch.noise import NoiseSource, check_release_source
+from beam_dpsketch.noise import NoiseSource, application_source
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding import DPSWSketch
@@ -89,6 +92,22 @@ MODES = ("count", "time")
 PRESETS = (None, "theory", "paper_experiments")
 _MICROS = 1_000_000
 _BATCH = 4096
+
+#: The neighbouring relation the transform's guarantee holds for, per mode. Replace-one in both
+#: modes: in count-based mode a removal shifts every later position; in time-based mode the
+#: query schedule runs to the last step holding an event, so an added event can add releases.
+NEIGHBOURING_RELATIONS: dict[str, str] = {
+    "count": (
+        "replace one element: one element's key substituted, every position fixed "
+        "(neighbouring streams have the same length); adding or removing an element is not "
+        "covered (it shifts every later position)"
+    ),
+    "time": (
+        "replace one event: one event's key substituted, its event time fixed (event times are "
+        "public); adding, removing or moving an event is not covered (the query schedule runs "
+        "to the last step holding an event)"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -195,10 +214,9 @@ class _SegmentWindows(NonMergingWindowFn):
     def segment_bounds(self, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised :meth:`segment_steps` of int64 ``steps`` (the core's ``locate``)."""
         if steps.size and steps.min() < 1:
-            step = int(steps.min())
+            # The offending time is data: name the rule, not the value.
             raise ValueError(
-                f"event time {_seconds(self.clock.origin + (step - 1) * self.clock.unit)} s is "
-                f"before the origin {_seconds(self.clock.origin)} s of the steps"
+                f"an event time is before the origin {_seconds(self.clock.origin)} s of the steps"
             )
         base = (steps - 1) // self.block * self.block
         cuts = np.asarray(self.cuts, dtype=np.int64)
@@ -298,10 +316,10 @@ class _Stamp(beam.DoFn):
             pos = self._position_fn(element)  # type: ignore[misc]
             if isinstance(pos, bool | np.bool_) or not isinstance(pos, int | np.integer):
                 raise TypeError(
-                    f"position of element {element!r} must be an int, got {type(pos).__name__}"
+                    f"position_fn must return an int position, got {type(pos).__name__}"
                 )
             if pos < 1:
-                raise ValueError(f"positions are 1-based, got {pos} for element {element!r}")
+                raise ValueError("position_fn must return a 1-based position (>= 1)")
             step = int(pos)
             yield TimestampedValue((step, key), self._clock.start_of(step))
             return
@@ -309,17 +327,16 @@ class _Stamp(beam.DoFn):
             value = self._time_fn(element)
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise TypeError(
-                    f"event time of element {element!r} must be a number of seconds, got "
-                    f"{type(value).__name__}"
+                    f"time_fn must return a number of seconds, got {type(value).__name__}"
                 )
             if not math.isfinite(value):
-                raise ValueError(f"event time of element {element!r} is {value}")
+                raise ValueError("time_fn must return a finite number of seconds")
             timestamp = Timestamp(micros=math.floor(float(value) * _MICROS))
         step = self._clock.step_of(timestamp)
         if step < 1:
             raise ValueError(
-                f"element {element!r} has event time {timestamp.micros / _MICROS} s, before the "
-                f"origin {_seconds(self._clock.origin)} s of the time steps"
+                f"an event time is before the origin {_seconds(self._clock.origin)} s of the "
+                "time steps"
             )
         yield TimestampedValue((step, key), timestamp)
 
@@ -353,7 +370,7 @@ class _Stamp(beam.DoFn):
         clock = self._clock
         if isinstance(where, int):
             if where < 0:
-                raise ValueError(f"the first position of a batch must be >= 0, got {where}")
+                raise ValueError("the first position of a batch element must be >= 0")
             if self._mode == "count":
                 where = np.arange(where + 1, where + 1 + n, dtype=np.int64)
             elif seconds is None:
@@ -365,14 +382,15 @@ class _Stamp(beam.DoFn):
                 where = seconds
         if where.ndim != 1 or where.shape[0] != n:
             raise ValueError(
-                f"a batch element has {n} keys but positions or times of shape {where.shape}"
+                "a batch element needs a one-dimensional array of positions or times with one "
+                "entry per key"
             )
         if self._mode == "count":
             if where.dtype.kind not in "iu":
                 raise TypeError(f"batch positions must be integers, got dtype {where.dtype}")
             steps = where.astype(np.int64)
             if n and steps.min() < 1:
-                raise ValueError(f"positions are 1-based, got {int(steps.min())} in a batch")
+                raise ValueError("batch positions must be 1-based (>= 1)")
             return steps, clock.origin + (steps - 1) * clock.unit
         if where.dtype.kind not in "iuf":
             raise TypeError(f"batch event times must be numbers of seconds, got {where.dtype}")
@@ -384,8 +402,8 @@ class _Stamp(beam.DoFn):
         steps = (micros - clock.origin) // clock.unit + 1
         if n and steps.min() < 1:
             raise ValueError(
-                f"a batch has event time {int(micros.min()) / _MICROS} s, before the origin "
-                f"{_seconds(clock.origin)} s of the time steps"
+                f"a batch event time is before the origin {_seconds(clock.origin)} s of the "
+                "time steps"
             )
         return steps, micros
 
@@ -417,7 +435,10 @@ class _SegmentCombineFn(beam.CombineFn):
 
     def merge_accumulators(self, accumulators: Any) -> list:
         it = iter(accumulators)
-        first = next(it)
+        # Beam may merge nothing (e.g. an empty final pane): that is the empty table.
+        first = next(it, None)
+        if first is None:
+            return self.create_accumulator()
         for acc in it:
             first[0].merge(acc[0])
             first[1] = max(first[1], acc[1])
@@ -449,8 +470,9 @@ class _SegmentTables(beam.DoFn):
                 PaneInfoTiming.UNKNOWN,
             )
         ):
+            # The window's bounds follow the data's event times: not in the message.
             raise RuntimeError(
-                f"{self._label}: segment window {window} produced a "
+                f"{self._label}: a segment window produced a "
                 f"{PaneInfoTiming.to_string(timing)} pane (first={pane.is_first}, "
                 f"last={pane.is_last}); only one ON_TIME pane per segment may be sealed"
             )
@@ -458,7 +480,7 @@ class _SegmentTables(beam.DoFn):
         lo = clock.step_of(window.start) - 1
         hi = clock.step_of(window.end) - 1
         if self._windows.segment_steps(lo + 1) != (lo, hi):
-            raise RuntimeError(f"{self._label}: window {window} is not a segment window")
+            raise RuntimeError(f"{self._label}: a window reaching the aggregator is not a segment")
         sketch, max_step = accumulator
         yield self._label, (lo + 1, hi, int(max_step), int(sketch.total_weight), sketch.to_bytes())
 
@@ -540,9 +562,10 @@ class _SealAndQuery(beam.DoFn):
     ):
         _, (first, last, max_step, items, table) = element
         if self._mode == "count" and items > last - first + 1:
+            # Counts and positions come from the data: the message names the rule only.
             raise ValueError(
-                f"{self._label}: positions {first}..{last} hold {items} elements: count-based "
-                "mode needs each position 1..n exactly once (spec dpsw-sketch §6.2 A1)"
+                f"{self._label}: a segment holds more elements than positions: position_fn "
+                "must give each position 1..n exactly once (spec dpsw-sketch §6.2 A1)"
             )
         segments.add((first, last, max_step, items, table))
         next_q, seen, armed, complete, due = progress.read() or (self._every, 0, 0, 0, 0)
@@ -611,8 +634,9 @@ class _SealAndQuery(beam.DoFn):
         done = end if end == t else (k - 1) * sketch.block + sketch.layout.cuts[g]
         if complete != done:
             raise ValueError(
-                f"{self._label}: positions 1..{done} hold {complete} elements: count-based mode "
-                "needs each position 1..n exactly once (spec dpsw-sketch §6.2 A1)"
+                f"{self._label}: a completed range of positions does not hold one element per "
+                "position: position_fn must give each position 1..n exactly once (spec "
+                "dpsw-sketch §6.2 A1)"
             )
 
     def _answer(self, sketch: DPSWSketch, t: int):
@@ -763,13 +787,25 @@ class DPSlidingWindowFrequencies(beam.PTransform):
     Notes
     -----
     **Privacy guarantee.** ``rho``-zCDP, hence ``(eps, delta)``-DP, over the whole unbounded
-    stream for **event-level substitution** neighbours (same length, one element's key changed),
-    whatever the number of queries: queries are post-processing of sealed PCMSs, each built over a
-    fixed range and noised once (spec §1.4, §3; paper Lemma 4.1, Thm 4.4(1)). Count-based mode
-    does not cover adding or removing an element (spec §1.2). Time-based mode treats timestamps as
-    public and covers substitution only: the sketches alone would also cover adding or removing
-    one event (spec §6.2 A6), but the last query time is the last step holding an element, so one
-    added late event adds releases. Query times, the query keys and the candidates are public.
+    stream, whatever the number of queries, for **replace-one** neighbours only (the relation is
+    :attr:`neighbouring_relation`, also in :meth:`explain`): queries are post-processing of sealed
+    PCMSs, each built over a fixed range and noised once (spec §1.4, §3; Wang, Wang and Chen,
+    Lemma 4.1 and Theorem 4.4(1)).
+
+    * Count-based mode: two streams of the same length ``n`` whose elements differ in the key of
+      one element, at the same position (the paper's model: positions are the clock). Adding or
+      removing an element is **not** covered: it shifts every later position, so every later
+      range changes (spec §1.2).
+    * Time-based mode: two streams with the same event times whose events differ in the key of
+      one event. Event times, hence the number of events at every step, are public. Adding,
+      removing or moving an event is **not** covered: the sketches alone would cover adding or
+      removing one event (L2 sensitivity ``sqrt(depth)``, spec §6.2 A6), but the query schedule
+      ends at the last step holding an event, so one added late event adds releases.
+
+    The number of outputs follows the public schedule: one answer (every query key, or one
+    possibly empty heavy-hitter list) at every ``t = every, 2 every, ...`` up to the last step
+    holding an element, whether or not data fell in the queried range. Query times, the query
+    keys and the candidates are public.
     Workers, combiners and the runner's state backend see raw counts (central DP, spec §6.2 A3).
     An instance is applied once (its label keys the noise).
     """
@@ -813,7 +849,7 @@ class DPSlidingWindowFrequencies(beam.PTransform):
         self.every = check_int(every, "every")
         self.with_metadata = with_metadata
         self.release_label = label
-        self._noise_source = check_release_source(noise_source)
+        self._noise_source = application_source(noise_source)
         if self._noise_source.is_insecure:
             _LOG.warning("%s uses an INSECURE test noise key: its output is not private", label)
 
@@ -830,6 +866,8 @@ class DPSlidingWindowFrequencies(beam.PTransform):
                 _micros(time_unit, "time_unit", positive=True),
                 _micros(origin, "origin", positive=False),
             )
+        # The guarantee's relation, stated on every surface (charge, explain(), CLI).
+        self.neighbouring_relation = NEIGHBOURING_RELATIONS[mode]
         self._key_fn = key_fn or ((lambda e: e[1]) if mode == "count" else (lambda e: e))
         self._position_fn = (position_fn or (lambda e: e[0])) if mode == "count" else None
         self._time_fn = time_fn
@@ -871,9 +909,7 @@ class DPSlidingWindowFrequencies(beam.PTransform):
             1,
             "element",
             noise_scale=probe.level_sigmas()[0],
-            # Not add/remove in time mode either: the query schedule runs to the last step
-            # holding an element, so one added late event adds releases.
-            neighbouring_relation="event-level substitution",
+            neighbouring_relation=self.neighbouring_relation,
             queries=f"every {self.every} steps, unlimited (post-processing)",
             window=self.window,
             block=probe.block,
@@ -945,7 +981,6 @@ class DPSlidingWindowFrequencies(beam.PTransform):
                 "(its label keys the noise and its one charge covers one input); build one "
                 "transform, with its own label, per input"
             )
-        self._applied = True
         windowing = pcoll.windowing
         if not _default_trigger(windowing.triggerfn):
             raise ValueError(
@@ -960,6 +995,16 @@ class DPSlidingWindowFrequencies(beam.PTransform):
                 f"{lateness / _MICROS:g} s; it must be 0 (late data must never reach a sealed "
                 "sketch, spec dpsw-sketch §6.2 A2, §6.4 item 2)"
             )
+        if not isinstance(windowing.windowfn, GlobalWindows):
+            # An element in k windows (SlidingWindows) is one windowed value per window: the
+            # re-windowing below would count it k times while rho is charged once. Any other
+            # WindowFn adds nothing: the segments are the only windows the mechanism uses.
+            raise ValueError(
+                f"{self.release_label}: the input's WindowFn {windowing.windowfn!r} is not "
+                "GlobalWindows(); window the data into the global window before this transform "
+                "(its own segment windows follow the public step schedule)"
+            )
+        self._applied = True
         stamp = _Stamp(
             self.mode,
             self._windows,

@@ -1,0 +1,94 @@
+"""DPSlidingWindowFrequencies states the replace-one relation its guarantee holds for, everywhere.
+
+Count-based mode uses positions from a declared order as the clock: removing a row shifts every
+later position, so the only relation the analysis of DPSW-Sketch (Wang, Wang and Chen, KDD 2024,
+Lemma 4.1 and Theorem 4.4) supports is replace-one: one element's key substituted, every position
+fixed. Time-based mode answers queries up to the last step holding an event, so an added event
+can add releases: replace-one again (one event's key substituted, its event time fixed). The
+charge, ``explain()``, the transform's ``neighbouring_relation`` and the ``sliding-window`` CLI
+(title line, ``--explain`` and ``--help``) must say exactly that and never claim add/remove.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.pipelines.cli import main
+from beam_dpsketch.privacy import PrivacyBudget
+from beam_dpsketch.transforms import DPSlidingWindowFrequencies
+
+COUNT_RELATION = (
+    "replace one element: one element's key substituted, every position fixed (neighbouring "
+    "streams have the same length); adding or removing an element is not covered"
+)
+TIME_RELATION = (
+    "replace one event: one event's key substituted, its event time fixed (event times are "
+    "public); adding, removing or moving an event is not covered"
+)
+
+
+def transform(mode: str) -> DPSlidingWindowFrequencies:
+    return DPSlidingWindowFrequencies(
+        20,
+        PrivacyBudget.approx(1.0, 1e-6),
+        every=5,
+        query_keys=["a"],
+        mode=mode,
+        width=16,
+        depth=2,
+        block=10,
+        alpha="1/2",
+        noise_source=NoiseSource.insecure_for_tests(3),
+        label=f"sw-relation-{mode}",
+    )
+
+
+@pytest.mark.parametrize(("mode", "relation"), [("count", COUNT_RELATION), ("time", TIME_RELATION)])
+def test_charge_and_explain_name_replace_one(mode, relation):
+    dp = transform(mode)
+    assert dp.neighbouring_relation.startswith(relation)
+    assert dp.charge.details["neighbouring_relation"] == dp.neighbouring_relation
+    (line,) = [x for x in dp.explain().splitlines() if "neighbouring_relation" in x]
+    assert relation in line
+    assert "substitution" not in line and "add/remove" not in line
+
+
+@pytest.fixture
+def events_csv(tmp_path):
+    rows = "".join(f"{0.5 * i},{'ab'[i % 3 == 0]}\n" for i in range(1, 61))
+    path = tmp_path / "events.csv"
+    path.write_text("ts,item\n" + rows)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("extra", "claim", "relation"),
+    [
+        ([], "replace-one neighbours (one row's key changed, every row position fixed)",
+         COUNT_RELATION),
+        (["--time-column", "ts"], "replace-one neighbours (one row's key changed, its time fixed)",
+         TIME_RELATION),
+    ],
+    ids=["count", "time"],
+)  # fmt: skip
+def test_cli_prints_the_replace_one_guarantee(events_csv, capsys, extra, claim, relation):
+    args = ["sliding-window", "--input", events_csv, "--column", "item", "--window", "20"]
+    args += ["--every", "10", "--rho", "1", "--query", "a", "--insecure-test-seed", "1"]
+    args += ["--explain", *extra]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    title = out.splitlines()[0]
+    assert title.startswith("# DPSW-Sketch over column 'item'")
+    assert f"(rho = 1) for {claim}; 60 rows;" in title
+    assert relation in err  # --explain prints the charge
+    assert "add/remove" not in title + err
+
+
+def test_cli_help_names_replace_one(capsys):
+    with pytest.raises(SystemExit):
+        main(["sliding-window", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "for replace-one neighbours only: one row's key changed" in text
+    assert "adding or removing a row is not covered" in text
+    assert "substitution" not in text
