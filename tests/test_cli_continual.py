@@ -39,7 +39,8 @@ def _expected(keys, queries, times, sketch="lazy-cms", width=64, depth=3, horizo
         horizon,
         PrivacyBudget.approx(eps, 1e-6),
         release_prefix=release_id_for("continual", GlobalWindow(), 0),
-        noise_source=NoiseSource.insecure_for_tests(TEST_SEED),
+        # The command's transform uses the first application key of its seeded source.
+        noise_source=NoiseSource.insecure_for_tests(TEST_SEED).for_application(),
     )
     out = []
     for t in times:
@@ -99,6 +100,9 @@ def test_csv_file_order_json_equals_core(csv_file, capsys):
     got = json.loads(out)
     _close(got, _expected(keys, ["k1", "k2"], [250, 500, 750, 1000], horizon=1500))
     assert "in file order" in err
+    # The printed guarantee is replace-one with public positions, never add/remove.
+    assert "for the whole series under replace the key of one arrival" in err
+    assert "add/remove is not covered" in err
 
 
 def test_time_column_sorts_rows_stably(csv_file, capsys):

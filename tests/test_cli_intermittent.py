@@ -36,12 +36,14 @@ def _rows(path):
         return [(float(r["ts"]), r["page"]) for r in csv.DictReader(f)]
 
 
-def _core_answers(times, keys, batches, kind="count_sketch", seed=3):
+def _core_answers(times, keys, batches, kind="count_sketch", seed=3, epsilon=1.0):
+    # epsilon: the core's budget, half of --epsilon for the row-position clock (replace-one).
     core = UseAndKeepSketch(
         W,
         D,
-        1.0,
-        noise_source=NoiseSource.insecure_for_tests(seed),
+        epsilon,
+        # The command's transform uses the first application key of its seeded source.
+        noise_source=NoiseSource.insecure_for_tests(seed).for_application(),
         sketch_id=intermittent_sketch_id("intermittent"),
         kind=kind,
     )
@@ -78,6 +80,7 @@ def test_time_column_and_csv_queries_equal_the_core(data_csv, tmp_path, capsys):
     expected = _core_answers([r[0] for r in rows], [r[1] for r in rows], batches)
     assert got == expected  # also in batch order, then file order within a batch
     assert "use-and-keep count-sketch 5x128" in err
+    assert "in total under add/remove one element; every other element's time unchanged" in err
 
 
 def test_positions_jsonl_batches_and_int_keys_count_min(tmp_path, capsys):
@@ -95,10 +98,11 @@ def test_positions_jsonl_batches_and_int_keys_count_min(tmp_path, capsys):
     assert code == 0, err
     positions = np.arange(1, len(keys) + 1)
     expected = _core_answers(
-        positions, keys, [(200, [1, 2, 2]), (600, [3, 1])], kind="count_min", seed=5
+        positions, keys, [(200, [1, 2, 2]), (600, [3, 1])], kind="count_min", seed=5, epsilon=0.5
     )
     assert json.loads(out) == expected
     assert "(row positions)" in err
+    assert "in total under replace one element (its key) at a fixed position" in err
 
 
 def test_table_output_and_plot(data_csv, tmp_path, capsys):

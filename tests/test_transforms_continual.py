@@ -8,10 +8,11 @@ the keyed streams of this label and window, nothing drawn twice" is what is asse
 * element model: the core fed the whole stream in position order, whatever order and bundling
   Beam delivered the ``(position, batch)`` elements in (FnApiRunner, multi_processing x2, and
   TestStream on the DirectRunner with ``--streaming``);
-* pane model: the core fed, step by step with ``step_counts``, the exact per-pane tables that a
-  parallel branch of the same pipeline records (TestStream, ``AfterWatermark(early=AfterCount)``
-  in DISCARDING mode, two fixed windows), so the number of releases equals the number of panes,
-  empty ON_TIME panes included.
+* element model under a trigger with early DISCARDING panes (one of them empty): triggers play
+  no part in the stateful step, so the releases are those of the ordered stream;
+* pane model: one step for the whole input of the global window (the only pane a data-independent
+  trigger gives), equal to the core fed the exact sketch with ``step_counts``; data-dependent
+  triggers and non-global windows are refused (``tests/privacy/test_leak_continual_pane_steps.py``).
 
 Runners: FnApiRunner in-process for batch; DirectRunner ``--streaming`` for TestStream.
 """
@@ -31,6 +32,7 @@ from apache_beam.transforms import trigger as tr
 from apache_beam.transforms.window import (
     FixedWindows,
     GlobalWindow,
+    GlobalWindows,
     IntervalWindow,
     SlidingWindows,
     TimestampedValue,
@@ -39,7 +41,7 @@ from apache_beam.transforms.window import (
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.options import DumpToFile
 from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
-from beam_dpsketch.sketches import CountMinSketch, CountSketch
+from beam_dpsketch.sketches import CountSketch
 from beam_dpsketch.transforms.continual import ContinualDPSketch, new_continual_sketch
 from beam_dpsketch.transforms.release import release_id_for
 
@@ -130,7 +132,7 @@ def test_element_model_equals_core_on_the_ordered_stream(sketch, width, n, horiz
     releases = dump.load()
     times = list(range(every, n + 1, every)) + ([horizon] if horizon == n and n % every else [])
     assert sorted(r.t for r in releases) == times
-    core = _core(sketch, width, 3, horizon, source, "cont")
+    core = _core(sketch, width, 3, horizon, t.noise_source, "cont")
     expected = {}
     for time in times:
         core.update_batch(keys[core.t : time])
@@ -185,7 +187,7 @@ def test_gap_holds_back_every_later_step(dump):
         assert_that(p | beam.Create(elements[::-1]) | t, dump)
     got = _by_t(dump.load())
     assert sorted(got) == [200, 400, 600]
-    core = _core("lazy-cms", 32, 3, 2000, source, "gap")
+    core = _core("lazy-cms", 32, 3, 2000, t.noise_source, "gap")
     assert got == _expected_element_releases(keys, [200, 400, 600], core)
 
 
@@ -208,7 +210,7 @@ def test_element_model_on_two_worker_processes_equals_core(dump):
     options = PipelineOptions(["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
     with beam.Pipeline(runner=FnApiRunner(), options=options) as p:
         assert_that(p | beam.Create(_elements(keys, [128, 77])) | t, dump)
-    core = _core("lazy-cs", 48, 3, 3000, source, "mp")
+    core = _core("lazy-cs", 48, 3, 3000, t.noise_source, "mp")
     assert _by_t(dump.load()) == _expected_element_releases(keys, [1000, 2000, 3000], core)
 
 
@@ -240,42 +242,24 @@ def test_streaming_element_model_out_of_order_bundles(dump):
     p = streaming()
     assert_that(p | s.advance_watermark_to_infinity() | t, dump)
     p.run().wait_until_finish()
-    core = _core("lazy-cms", 32, 3, 900, source, "stream-el")
+    core = _core("lazy-cms", 32, 3, 900, t.noise_source, "stream-el")
     assert _by_t(dump.load()) == _expected_element_releases(keys, range(100, 901, 100), core)
 
 
-class _RecordPane(beam.DoFn):
-    """Record ``(window start, pane index, timing, exact table)`` of every pane (test oracle)."""
-
-    def process(self, sketch, window=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
-        yield (float(window.start), int(pane.index), int(pane.timing), sketch.table.copy())
-
-
-# Window [0, 10): 3 + 1 + 4 elements, early firing every 2 elements; window [10, 20): 3 elements.
-PANE_STEPS = [
-    [(1, 1), (2, 2), (3, 3)],
-    [(1, 4)],
-    [(7, 5), (7, 6), (123, 7), (1, 8)],
-    [(2, 12), (2, 13), (0, 14)],
-]
-
-
-@pytest.mark.parametrize(
-    ("sketch", "exact_cls"), [("lazy-cms", CountMinSketch), ("punctual-cs", CountSketch)]
-)
-def test_streaming_pane_model_early_firings_equal_core_fed_the_pane_deltas(
-    sketch, exact_cls, tmp_path
-):
+def test_streaming_element_model_ignores_early_discarding_panes(dump):
+    # Early firings every element in fixed windows, and an empty ON_TIME pane: the stateful step
+    # sees each element once, in whichever pane, so the releases of window [0, 10) are those of
+    # its ordered stream, and window [10, 20) (no data) releases nothing.
     source = NoiseSource.insecure_for_tests(SEED)
+    keys = _stream(60, seed=4)
+    runs = _elements(keys, [7, 1, 12])
     s = ts.TestStream().advance_watermark_to(0)
-    for step in PANE_STEPS:
-        s = s.add_elements([TimestampedValue(k, when) for k, when in step])
+    for element in runs[::-1]:
+        s = s.add_elements([TimestampedValue(element, 1)])
     s = s.advance_watermark_to(30).advance_watermark_to_infinity()
-    releases_out = DumpToFile(str(tmp_path / "releases.pickle"))
-    panes_out = DumpToFile(str(tmp_path / "panes.pickle"))
     t = ContinualDPSketch(
-        sketch, 8, 3, 16, BUDGET, queries=QUERIES, time_model="pane",
-        noise_source=source, label="ticks",
+        "lazy-cms", 16, 3, 60, BUDGET, queries=QUERIES, release_every=20,
+        noise_source=source, label="early-el",
     )  # fmt: skip
     p = streaming()
     windowed = (
@@ -283,88 +267,16 @@ def test_streaming_pane_model_early_firings_equal_core_fed_the_pane_deltas(
         | s
         | beam.WindowInto(
             FixedWindows(10),
-            trigger=tr.AfterWatermark(early=tr.AfterCount(2)),
+            trigger=tr.AfterWatermark(early=tr.AfterCount(1)),
             accumulation_mode=tr.AccumulationMode.DISCARDING,
         )
     )
-    assert_that(windowed | t, releases_out, label="Releases")
-    spec = exact_cls(8, 3, 0)
-    panes = (
-        windowed
-        | "Exact" >> beam.CombineGlobally(_ExactOrEmpty(spec)).without_defaults()
-        | beam.ParDo(_RecordPane())
-    )
-    assert_that(panes, panes_out, label="Panes")
+    assert_that(windowed | t, dump)
     p.run().wait_until_finish()
-
-    releases = releases_out.load()
-    panes = sorted(panes_out.load(), key=lambda x: (x[0], x[1]))
-    # Both windows fired early at least once and have an ON_TIME pane (timing 1), possibly empty.
-    assert {w for w, *_ in panes} == {0.0, 10.0}
-    assert sum(1 for _, _, timing, _ in panes if timing == 0) >= 2
-    assert sum(1 for _, _, timing, _ in panes if timing == 1) == 2
-    # No element lost: the panes' deltas add up to the exact sketch of each window.
-    total = sum(tab for _, _, _, tab in panes)
-    np.testing.assert_array_equal(
-        total, exact_cls(8, 3, 0).update([k for step in PANE_STEPS for k, _ in step]).table
-    )
-    # One release per pane, and each equals the core fed the same deltas in pane order.
-    assert len(releases) == len(panes)
-    got = {(r.window_start, r.t): r.answers for r in releases}
-    for start in (0.0, 10.0):
-        window = IntervalWindow(start, start + 10)
-        core = _core(sketch, 8, 3, 16, source, "ticks", window)
-        for _, index, _, table in [x for x in panes if x[0] == start]:
-            assert core.t == index
-            core.step_counts(table)
-            expected = dict(zip(QUERIES, core.estimate(QUERIES).tolist(), strict=True))
-            assert got[(start, index + 1)] == expected
-    assert {r.time_model for r in releases} == {"pane"}
-
-
-class _ExactOrEmpty(beam.CombineFn):
-    """Exact sketch of a pane (an empty pane gives the empty sketch): the test's oracle."""
-
-    def __init__(self, empty):
-        self._empty = empty
-
-    def create_accumulator(self):
-        return self._empty.copy()
-
-    def add_input(self, acc, key):
-        return acc.update([key])
-
-    def merge_accumulators(self, accs):
-        out = self._empty.copy()
-        for a in accs:
-            out.merge(a)
-        return out
-
-    def extract_output(self, acc):
-        return acc
-
-
-def test_streaming_pane_model_beyond_horizon_fails_naming_t():
-    s = ts.TestStream().advance_watermark_to(0)
-    for step in PANE_STEPS[:3]:
-        s = s.add_elements([TimestampedValue(k, when) for k, when in step])
-    t = ContinualDPSketch(
-        "lazy-cms", 8, 3, 2, BUDGET, queries=QUERIES, time_model="pane",
-        noise_source=NoiseSource.insecure_for_tests(1),
-    )  # fmt: skip
-    p = streaming()
-    _ = (
-        p
-        | s.advance_watermark_to_infinity()
-        | beam.WindowInto(
-            FixedWindows(10),
-            trigger=tr.AfterWatermark(early=tr.AfterCount(2)),
-            accumulation_mode=tr.AccumulationMode.DISCARDING,
-        )
-        | t
-    )
-    with pytest.raises(Exception, match=r"horizon T=2"):
-        p.run().wait_until_finish()
+    releases = dump.load()
+    assert {(r.window_start, r.window_end) for r in releases} == {(0.0, 10.0)}
+    core = _core("lazy-cms", 16, 3, 60, t.noise_source, "early-el", IntervalWindow(0, 10))
+    assert _by_t(releases) == _expected_element_releases(keys, [20, 40, 60], core)
 
 
 # --------------------------------------------------------------------------------------------
@@ -377,9 +289,7 @@ def test_element_beyond_horizon_fails_naming_t():
         "lazy-cms", 16, 3, 100, BUDGET, queries=QUERIES,
         noise_source=NoiseSource.insecure_for_tests(1),
     )  # fmt: skip
-    with pytest.raises(
-        Exception, match=r"positions 50\.\.149 would go beyond the declared horizon T=100"
-    ):
+    with pytest.raises(Exception, match=r"positions would go beyond the declared horizon T=100"):
         with beam.Pipeline(runner=FnApiRunner()) as p:
             _ = p | beam.Create([(0, _stream(50)), (50, _stream(100))]) | t
 
@@ -388,9 +298,9 @@ def test_element_beyond_horizon_fails_naming_t():
     ("elements", "error"),
     [
         ([(0, 1), (0, 2)], "positions must be unique"),
-        ([(3, 1), (3, 2)], "time step 3 arrived twice"),
+        ([(3, 1), (3, 2)], "a time step arrived twice"),
         # Overlapping runs: found when the gap before them is filled.
-        ([(2, np.arange(5)), (4, 1), (0, np.arange(2))], "time step 4 arrived after step 6"),
+        ([(2, np.arange(5)), (4, 1), (0, np.arange(2))], "arrived after it was processed"),
         ([(-1, 1)], "position must be an int >= 0"),
         ([("0", 1)], "position must be an int >= 0"),
         ([5], "expects \\(position, key\\)"),
@@ -542,7 +452,33 @@ def test_batch_pane_model_global_window_is_one_step_with_key_fn(dump):
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create(records) | t, dump)
     (release,) = dump.load()
-    core = _core("lazy-cs", 16, 3, 4, source, "batch-pane")
+    core = _core("lazy-cs", 16, 3, 4, t.noise_source, "batch-pane")
     core.step_counts(CountSketch(16, 3, 0).update([r["route"] for r in records]))
     assert release.t == 1
     assert release.answers == dict(zip(QUERIES, core.estimate(QUERIES).tolist(), strict=True))
+
+
+@pytest.mark.parametrize("watermark_trigger", [False, True], ids=["default", "after-watermark"])
+def test_batch_pane_model_empty_input_still_releases_its_step(watermark_trigger, dump):
+    # The existence of the step's release must not depend on whether any data arrived, with the
+    # default windowing or with an explicit AfterWatermark() trigger in the global window.
+    source = NoiseSource.insecure_for_tests(SEED)
+    t = ContinualDPSketch(
+        "punctual-cms", 16, 3, 1, BUDGET, queries=QUERIES, time_model="pane",
+        noise_source=source, label="empty-pane",
+    )  # fmt: skip
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        keys = p | beam.Create([], reshuffle=False)
+        if watermark_trigger:
+            keys = keys | beam.WindowInto(
+                GlobalWindows(),
+                trigger=tr.AfterWatermark(),
+                accumulation_mode=tr.AccumulationMode.DISCARDING,
+            )
+        assert_that(keys | t, dump)
+    (release,) = dump.load()
+    core = _core("punctual-cms", 16, 3, 1, t.noise_source, "empty-pane")
+    core.step_counts(np.zeros((3, 16), dtype=np.int64))
+    assert release.t == 1
+    assert release.answers == dict(zip(QUERIES, core.estimate(QUERIES).tolist(), strict=True))
+    assert all(v != 0 for v in release.answers.values())  # noise only, not the exact zeros

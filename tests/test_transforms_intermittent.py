@@ -21,7 +21,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing import test_stream as ts
 from apache_beam.testing.util import assert_that
-from apache_beam.transforms.window import FixedWindows, TimestampedValue
+from apache_beam.transforms import trigger as tr
+from apache_beam.transforms.window import FixedWindows, GlobalWindows, TimestampedValue
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.options import DumpToFile
@@ -63,10 +64,14 @@ def _chunks(seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     return parts[seed::2]
 
 
-def _expected(schedule, kind, source, label, pos, keys, with_metadata=False):
-    """The core D3 fed each interval's delta before its batch (spec §5.5 item 4)."""
+def _expected(schedule, kind, source, label, pos, keys, with_metadata=False, epsilon=0.5):
+    """The core D3 fed each interval's delta before its batch (spec §5.5 item 4).
+
+    ``epsilon`` is the core's budget: half the transform's for the positions clock (replace-one),
+    all of it for the event-time clock.
+    """
     core = UseAndKeepSketch(
-        W, D, 1.0, noise_source=source, sketch_id=intermittent_sketch_id(label), kind=kind
+        W, D, epsilon, noise_source=source, sketch_id=intermittent_sketch_id(label), kind=kind
     )
     out = []
     previous = -np.inf
@@ -76,9 +81,7 @@ def _expected(schedule, kind, source, label, pos, keys, with_metadata=False):
         ans = core.answer(list(q), time=t)
         for j, key in enumerate(q):
             if with_metadata:
-                rec = IntermittentRecord(
-                    t, key, ans.estimates[j], ans.batch, ans.noise_std[j], ans.epsilon_total
-                )
+                rec = IntermittentRecord(t, key, ans.estimates[j], ans.batch, ans.noise_std[j], 1.0)
                 out.append(rec)
             else:
                 out.append((t, key, float(ans.estimates[j])))
@@ -126,13 +129,20 @@ def test_schedule_by_position_equals_the_core_in_memory(sketch, kind, tmp_path):
     source = NoiseSource.insecure_for_tests(3)
     out = DumpToFile(str(tmp_path / "out.pickle"))
     t = DPIntermittentQueries(
-        W, D, EPS, queries=SCHEDULE, sketch=sketch, noise_source=source, label="iq"
+        W,
+        D,
+        EPS,
+        queries=SCHEDULE,
+        clock="positions",
+        sketch=sketch,
+        noise_source=source,
+        label="iq",
     )
     with beam.Pipeline(runner=FnApiRunner()) as p:
         res = p | beam.Create([0, 1]) | beam.FlatMap(_chunks) | t
         assert_that(res, out)
     got = out.load()
-    expected = _expected(SCHEDULE, kind, source, "iq", *_stream())
+    expected = _expected(SCHEDULE, kind, t.noise_source, "iq", *_stream())
     assert len(got) == SCHEDULE.num_queries
     assert sorted(got, key=_key) == sorted(expected, key=_key)
     assert t.charge.total_cost == EPS and t.charge.releases == 1
@@ -153,7 +163,14 @@ def test_schedule_on_two_worker_processes_equals_the_core_with_metadata(tmp_path
     out = DumpToFile(str(tmp_path / "out.pickle"))
     options = PipelineOptions(["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
     t = DPIntermittentQueries(
-        W, D, EPS, queries=SCHEDULE, noise_source=source, with_metadata=True, label="mp"
+        W,
+        D,
+        EPS,
+        queries=SCHEDULE,
+        clock="positions",
+        noise_source=source,
+        with_metadata=True,
+        label="mp",
     )
     with beam.Pipeline(runner=FnApiRunner(), options=options) as p:
         res = (
@@ -166,7 +183,9 @@ def test_schedule_on_two_worker_processes_equals_the_core_with_metadata(tmp_path
         )
         assert_that(res, out)
     got = sorted(out.load(), key=_key)
-    expected = sorted(_expected(SCHEDULE, "count_sketch", source, "mp", *_stream(), True), key=_key)
+    expected = sorted(
+        _expected(SCHEDULE, "count_sketch", t.noise_source, "mp", *_stream(), True), key=_key
+    )
     assert got == expected
     assert all(isinstance(r, IntermittentRecord) for r in got)
     assert {r.batch for r in got} == {1, 2, 3, 4, 5}
@@ -186,6 +205,7 @@ def test_single_elements_with_time_and_key_functions(tmp_path):
         D,
         EPS,
         queries=schedule,
+        clock="positions",
         time_fn=lambda r: r["t"],
         key_fn=lambda r: r["k"],
         noise_source=source,
@@ -193,7 +213,7 @@ def test_single_elements_with_time_and_key_functions(tmp_path):
     )
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create(records) | t, out)
-    expected = _expected(schedule, "count_sketch", source, "fn", pos, keys)
+    expected = _expected(schedule, "count_sketch", t.noise_source, "fn", pos, keys)
     assert sorted(out.load(), key=_key) == sorted(expected, key=_key)
 
 
@@ -202,11 +222,13 @@ def test_every_batch_is_answered_without_any_data(tmp_path):
     # input still answers every batch, with noise only.
     source = NoiseSource.insecure_for_tests(5)
     out = DumpToFile(str(tmp_path / "out.pickle"))
-    t = DPIntermittentQueries(W, D, EPS, queries=SCHEDULE, noise_source=source, label="empty")
+    t = DPIntermittentQueries(
+        W, D, EPS, queries=SCHEDULE, clock="positions", noise_source=source, label="empty"
+    )
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create([], reshuffle=False) | t, out)
     empty = np.zeros(0, np.int64)
-    expected = _expected(SCHEDULE, "count_sketch", source, "empty", empty, empty)
+    expected = _expected(SCHEDULE, "count_sketch", t.noise_source, "empty", empty, empty)
     got = sorted(out.load(), key=_key)
     assert got == sorted(expected, key=_key)
     assert any(r[2] != 0 for r in got)  # noisy, not the exact zeros
@@ -220,6 +242,7 @@ def test_same_key_reproduces_and_another_key_differs(tmp_path):
             D,
             EPS,
             queries=SCHEDULE,
+            clock="positions",
             noise_source=NoiseSource.insecure_for_tests(seed),
             label="r",
         )
@@ -245,9 +268,12 @@ def test_query_pcollection_on_a_batch_runner_equals_the_schedule(tmp_path):
             | "Data" >> beam.Create(list(zip(pos.tolist(), keys.tolist(), strict=True)))
             | "Stamp" >> beam.Map(lambda r: TimestampedValue(r[1], r[0]))
         )
-        t = DPIntermittentQueries(W, D, EPS, queries=queries, noise_source=source, label="ev")
+        # The event timestamps are the positions here: the positions clock.
+        t = DPIntermittentQueries(
+            W, D, EPS, queries=queries, clock="positions", noise_source=source, label="ev"
+        )
         assert_that(data | t, out)
-    expected = _expected(SCHEDULE, "count_sketch", source, "ev", pos, keys)
+    expected = _expected(SCHEDULE, "count_sketch", t.noise_source, "ev", pos, keys)
     assert sorted(out.load(), key=_key) == sorted(expected, key=_key)
 
 
@@ -292,13 +318,19 @@ def test_teststream_batches_at_event_times_with_late_data_equal_the_core(tmp_pat
     p = _streaming_pipeline()
     both = p | stream
     t = DPIntermittentQueries(
-        16, 3, EPS, queries=both["queries"], noise_source=source, label="stream"
+        16,
+        3,
+        EPS,
+        queries=both["queries"],
+        clock="event_time",
+        noise_source=source,
+        label="stream",
     )
     assert_that(both["data"] | t, out)
     p.run().wait_until_finish()
 
     core = UseAndKeepSketch(
-        16, 3, 1.0, noise_source=source, sketch_id=intermittent_sketch_id("stream")
+        16, 3, 1.0, noise_source=t.noise_source, sketch_id=intermittent_sketch_id("stream")
     )
     expected = []
     for t_k, delta, q in [
@@ -325,10 +357,62 @@ def test_teststream_late_query_fails_loudly():
     p = _streaming_pipeline()
     both = p | stream
     both["data"] | DPIntermittentQueries(
-        16, 3, EPS, queries=both["queries"], noise_source=NoiseSource.insecure_for_tests(1)
+        16,
+        3,
+        EPS,
+        queries=both["queries"],
+        clock="event_time",
+        noise_source=NoiseSource.insecure_for_tests(1),
     )
     with pytest.raises(Exception, match="arrived after the batch at time 10"):
         p.run().wait_until_finish()
+
+
+def test_teststream_early_discarding_panes_are_refused_in_both_modes():
+    # Two early panes (AfterCount(2)) and an empty ON_TIME pane: one D3 state must see each
+    # element once, in one interval, so any trigger but the default is refused when applied.
+    triggers = [
+        (FixedWindows(10), tr.AfterWatermark(early=tr.AfterCount(2))),
+        (GlobalWindows(), tr.Repeatedly(tr.AfterCount(2))),
+    ]
+    for windowfn, trigger in triggers:
+        for queries in ("schedule", "pcollection"):
+            stream = _both(ts.TestStream(), "advance_watermark_to", 0)
+            stream = stream.add_elements([TimestampedValue((10, ["a"]), 0)], tag="queries")
+            for batch in ([("a", 1), ("b", 2)], [("a", 3), ("c", 4)]):
+                stream = stream.add_elements([TimestampedValue(k, t) for k, t in batch], tag="data")
+            stream = _both(stream, "advance_watermark_to_infinity")
+            p = _streaming_pipeline()
+            both = p | stream
+            data = both["data"] | beam.WindowInto(
+                windowfn, trigger=trigger, accumulation_mode=tr.AccumulationMode.DISCARDING
+            )
+            declared = SCHEDULE if queries == "schedule" else both["queries"]
+            with pytest.raises(ValueError, match="global window with the default trigger"):
+                _ = data | DPIntermittentQueries(W, D, EPS, queries=declared, clock="event_time")
+
+
+def test_query_pcollection_answers_every_batch_without_any_data(tmp_path):
+    # Event-time mode: the timers answer every declared batch even if no data ever arrives.
+    out = DumpToFile(str(tmp_path / "out.pickle"))
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        queries = p | "Queries" >> beam.Create([(t, list(q)) for t, q in SCHEDULE.batches])
+        data = p | "Data" >> beam.Create([], reshuffle=False)
+        t = DPIntermittentQueries(
+            W,
+            D,
+            EPS,
+            queries=queries,
+            clock="event_time",
+            noise_source=NoiseSource.insecure_for_tests(2),
+            label="no-data",
+        )
+        assert_that(data | t, out)
+    got = out.load()
+    assert sorted((r[0], repr(r[1])) for r in got) == sorted(
+        (t, repr(k)) for t, q in SCHEDULE.batches for k in q
+    )
+    assert any(r[2] != 0 for r in got)  # noise only
 
 
 # ------------------------------------------------------------------------------ refusals
@@ -337,23 +421,30 @@ def test_teststream_late_query_fails_loudly():
 def test_zero_noise_source_and_bad_parameters_are_refused():
     zero = NoiseSource.zero_noise_for_tests()
     with pytest.raises(ValueError, match="noise_source"):
-        DPIntermittentQueries(W, D, EPS, queries=SCHEDULE, noise_source=zero)
+        DPIntermittentQueries(W, D, EPS, queries=SCHEDULE, clock="positions", noise_source=zero)
     with pytest.raises(ValueError, match="pure"):
-        DPIntermittentQueries(W, D, PrivacyBudget.approx(1.0, 1e-6), queries=SCHEDULE)
+        DPIntermittentQueries(
+            W, D, PrivacyBudget.approx(1.0, 1e-6), queries=SCHEDULE, clock="positions"
+        )
     with pytest.raises(TypeError, match="budget"):
-        DPIntermittentQueries(W, D, 1.0, queries=SCHEDULE)
+        DPIntermittentQueries(W, D, 1.0, queries=SCHEDULE, clock="positions")
     with pytest.raises(ValueError, match="sketch"):
-        DPIntermittentQueries(W, D, EPS, queries=SCHEDULE, sketch="misra-gries")
+        DPIntermittentQueries(W, D, EPS, queries=SCHEDULE, clock="positions", sketch="misra-gries")
     with pytest.raises(ValueError, match="width"):
-        DPIntermittentQueries(1, D, EPS, queries=SCHEDULE)
+        DPIntermittentQueries(1, D, EPS, queries=SCHEDULE, clock="positions")
     with pytest.raises(ValueError, match="depth"):
-        DPIntermittentQueries(W, 0, EPS, queries=SCHEDULE)
+        DPIntermittentQueries(W, 0, EPS, queries=SCHEDULE, clock="positions")
     with pytest.raises(TypeError, match="queries"):
-        DPIntermittentQueries(W, D, EPS, queries="every minute")
+        DPIntermittentQueries(W, D, EPS, queries="every minute", clock="positions")
     with pytest.raises(ValueError, match="label"):
-        DPIntermittentQueries(W, D, EPS, queries=SCHEDULE, label="")
+        DPIntermittentQueries(W, D, EPS, queries=SCHEDULE, clock="positions", label="")
     with pytest.raises(TypeError, match="time_fn"):
-        DPIntermittentQueries(W, D, EPS, queries=SCHEDULE, time_fn=3)
+        DPIntermittentQueries(W, D, EPS, queries=SCHEDULE, clock="positions", time_fn=3)
+    # The clock decides the guarantee: it must be declared, and be one the transform knows.
+    with pytest.raises(TypeError, match="clock"):
+        DPIntermittentQueries(W, D, EPS, queries=SCHEDULE)
+    with pytest.raises(ValueError, match="clock must be one of"):
+        DPIntermittentQueries(W, D, EPS, queries=SCHEDULE, clock="wall")
 
 
 def test_queries_derived_from_the_data_are_refused():
@@ -361,45 +452,68 @@ def test_queries_derived_from_the_data_are_refused():
     data = p | beam.Create([1, 2, 3])
     derived = data | beam.Map(lambda k: (10, [k]))
     with pytest.raises(ValueError, match="computed from the data input"):
-        _ = data | DPIntermittentQueries(W, D, EPS, queries=derived)
+        _ = data | DPIntermittentQueries(W, D, EPS, queries=derived, clock="event_time")
     separate = p | "Separate" >> beam.Create([(10, [1])])
-    data | "Ok" >> DPIntermittentQueries(W, D, EPS, queries=separate)  # accepted
+    data | "Ok" >> DPIntermittentQueries(
+        W, D, EPS, queries=separate, clock="event_time"
+    )  # accepted
 
 
 def test_windowed_data_and_time_fn_with_a_query_pcollection_are_refused():
     p = beam.Pipeline(runner=FnApiRunner())
     data = p | beam.Create([(1, 1)]) | beam.WindowInto(FixedWindows(10))
     with pytest.raises(ValueError, match="global window"):
-        _ = data | DPIntermittentQueries(W, D, EPS, queries=SCHEDULE)
+        _ = data | DPIntermittentQueries(W, D, EPS, queries=SCHEDULE, clock="positions")
     queries = p | "Q" >> beam.Create([(10, [1])])
     with pytest.raises(ValueError, match="time_fn"):
-        DPIntermittentQueries(W, D, EPS, queries=queries, time_fn=lambda r: r[0])
+        DPIntermittentQueries(
+            W, D, EPS, queries=queries, clock="event_time", time_fn=lambda r: r[0]
+        )
 
 
 def test_charged_once_to_a_shared_accountant_and_refused_over_budget():
     accountant = PrivacyAccountant(PrivacyBudget.pure(1.5))
     p = beam.Pipeline(runner=FnApiRunner())
     data = p | beam.Create([(1, 1)])
-    first = DPIntermittentQueries(W, D, EPS, queries=SCHEDULE, accountant=accountant, label="a")
+    first = DPIntermittentQueries(
+        W, D, EPS, queries=SCHEDULE, clock="positions", accountant=accountant, label="a"
+    )
     _ = data | "A" >> first
     assert accountant.committed.epsilon == pytest.approx(1.0)
     assert "use-and-keep" in first.explain()
+    assert first.charge.details["neighbouring_relation"] == first.neighbouring_relation
+    assert first.neighbouring_relation.startswith("replace one element")
+    assert first.neighbouring_relation in first.explain()
     with pytest.raises(ValueError, match="already has a charge"):
         _ = data | "A2" >> DPIntermittentQueries(
-            W, D, PrivacyBudget.pure(0.1), queries=SCHEDULE, accountant=accountant, label="a"
+            W,
+            D,
+            PrivacyBudget.pure(0.1),
+            queries=SCHEDULE,
+            clock="positions",
+            accountant=accountant,
+            label="a",
         )
     with pytest.raises(BudgetExceededError):
         _ = data | "B" >> DPIntermittentQueries(
-            W, D, EPS, queries=SCHEDULE, accountant=accountant, label="b"
+            W, D, EPS, queries=SCHEDULE, clock="positions", accountant=accountant, label="b"
         )
 
 
 def test_bad_data_elements_name_their_type():
     p = beam.Pipeline(runner=FnApiRunner())
-    _ = p | beam.Create([(1, 2.5)]) | DPIntermittentQueries(W, D, EPS, queries=SCHEDULE)
+    _ = (
+        p
+        | beam.Create([(1, 2.5)])
+        | DPIntermittentQueries(W, D, EPS, queries=SCHEDULE, clock="positions")
+    )
     with pytest.raises(Exception, match="float"):
         p.run().wait_until_finish()
     p = beam.Pipeline(runner=FnApiRunner())
-    _ = p | beam.Create(["not a pair"]) | DPIntermittentQueries(W, D, EPS, queries=SCHEDULE)
+    _ = (
+        p
+        | beam.Create(["not a pair"])
+        | DPIntermittentQueries(W, D, EPS, queries=SCHEDULE, clock="positions")
+    )
     with pytest.raises(Exception, match="got str"):
         p.run().wait_until_finish()

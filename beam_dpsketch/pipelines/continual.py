@@ -9,10 +9,14 @@ Time order
     The time step of a row is its position in the input: files matching ``--input`` in sorted
     path order, rows in file order. With ``--time-column COL`` the rows are instead stably sorted
     by that column (ties keep file order). Either order must be **public** and independent of the
-    private values (an ingestion sequence or arrival timestamp, never the key itself): the
-    guarantee is ``(epsilon, delta)``-DP for the whole time series under event-level replacement
-    of one row (spec lazy-sketch §1.2, §6.3 item 11). The rows are read by one worker to fix the
-    order; ``--time-column`` sorts in memory.
+    private values (an ingestion sequence or arrival timestamp, never the key itself). The rows
+    are read by one worker to fix the order; ``--time-column`` sorts in memory.
+
+Guarantee
+    ``(epsilon, delta)``-DP for the whole time series under **replacement of one row's key**
+    (the ``--column`` value), every row's position, and its ``--time-column`` value, public and
+    unchanged (Holland, Theorem 2; spec lazy-sketch §1.2, §6.3 item 11). Add/remove of a row is
+    not covered: it would shift the time step of every later row. The printed header states it.
 """
 
 from __future__ import annotations
@@ -36,7 +40,11 @@ from beam_dpsketch.pipelines.options import (
     print_records,
     run_and_collect,
 )
-from beam_dpsketch.transforms.continual import CONTINUAL_SKETCHES, ContinualDPSketch
+from beam_dpsketch.transforms.continual import (
+    CONTINUAL_SKETCHES,
+    ELEMENT_RELATION,
+    ContinualDPSketch,
+)
 
 __all__ = ["register", "run_continual"]
 
@@ -51,8 +59,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "observation (LazySketch or PunctualSketch; spec lazy-sketch) over the rows of the "
             "input in file order (or sorted by --time-column), one time step per row, and print "
             "the noisy estimate of every --query key after every --release-every rows. The "
-            "whole time series is (epsilon, delta)-DP under replacement of one row; the order "
-            "must be public."
+            "whole time series is (epsilon, delta)-DP under replacement of one row's key, every "
+            "row's position (and --time-column value) public and unchanged; add/remove of a row "
+            "is not covered (it shifts later positions). The order must be public."
         ),
     )
     add_input_arguments(cmd)
@@ -77,7 +86,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument(
         "--time-column",
         metavar="COL",
-        help="sort rows by this public time column (stable) instead of using file order",
+        help=(
+            "sort rows by this public time column (stable) instead of using file order; its "
+            "values are treated as public (a row's replacement keeps them)"
+        ),
     )
     group.add_argument(
         "--query", nargs="+", action="extend", required=True, metavar="KEY", help="keys to track"
@@ -124,8 +136,9 @@ def run_continual(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     order = "sorted by " + repr(args.time_column) if args.time_column else "in file order"
     title = (
         f"# DP continual estimates of column {args.column!r} of {args.input} ({order}): "
-        f"{budget} for the whole series, {args.sketch} {args.depth}x{args.width}, T={args.horizon}, "
-        f"release every {release_every}; {len(releases)} releases; {seconds:.2f} s"
+        f"{budget} for the whole series under {ELEMENT_RELATION}, {args.sketch} "
+        f"{args.depth}x{args.width}, T={args.horizon}, release every {release_every}; "
+        f"{len(releases)} releases; {seconds:.2f} s"
     )
     names = [str(jsonable_key(k)) for k in keys]
     ts = [r.t for r in releases]

@@ -2,14 +2,19 @@
 
 Runs :class:`~beam_dpsketch.transforms.intermittent.DPIntermittentQueries` (use-and-keep cell
 noise, paper Algorithm 4; spec dp-count-sketch-intermittent §2.8) over one key column and prints
-one estimate per query: ``epsilon``-DP in total for every batch (pure DP, element level).
+one estimate per query: ``epsilon``-DP in total for every batch (pure DP, element level), under
+the neighbouring relation of the clock:
 
-Times. With ``--time-column`` each row's time is that column (numbers, e.g. seconds, or
-timestamps); otherwise a row's time is its **position**: 1 for the first row, in file order (the
-files of a glob in sorted path order). A query at time ``t`` is answered with the rows whose time
-is ``<= t`` (the rows in ``(t_{k-1}, t_k]`` are the increment of batch ``k``). Positions are only a
-safe clock when removing one row does not renumber the others (spec §1.2 [R] item 1): the
-guarantee is stated for neighbours that keep every other row's time.
+* With ``--time-column`` each row's time is that column (numbers, e.g. seconds, or timestamps):
+  the ``event_time`` clock, **add/remove of one row**, every other row's time unchanged.
+* Otherwise a row's time is its **position**: 1 for the first row, in file order (the files of a
+  glob in sorted path order). Removing one row renumbers every later row, so positions support
+  only **replacement of one row's key** (every position unchanged); the ``positions`` clock
+  calibrates for that (noise of scale ``2 depth / epsilon``,
+  :class:`~beam_dpsketch.transforms.intermittent.DPIntermittentQueries`).
+
+A query at time ``t`` is answered with the rows whose time is ``<= t`` (the rows in
+``(t_{k-1}, t_k]`` are the increment of batch ``k``). The printed header states the guarantee.
 
 Queries file (``--queries``), declared independently of the data:
 
@@ -66,8 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "differentially private Count Sketch (or Count-Min) whose cells keep their noise "
             "(use-and-keep, Yildirim et al. Algorithm 4; spec dp-count-sketch-intermittent). "
             "The whole run is epsilon-DP (pure, element level) however many batches are "
-            "answered. Times are --time-column values, or row positions (1 = first row, in file "
-            "order). Queries file: CSV with columns time,key (one query per row), or JSON Lines "
+            "answered: under add/remove of one row with --time-column (event times), under "
+            "replacement of one row's key without it (times are row positions, 1 = first row, in "
+            "file order, and removing a row would renumber the later ones). Queries file: CSV with columns time,key (one query per row), or JSON Lines "
             'with {"time": t, "key": k} or {"time": t, "keys": [...]} per line; equal times '
             "form one batch. Queries must not be chosen from the data."
         ),
@@ -76,7 +82,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub.add_argument(
         "--time-column",
         metavar="NAME",
-        help="event-time column (numbers or timestamps); default: row position in file order",
+        help=(
+            "event-time column (numbers or timestamps): guarantee under add/remove of one row; "
+            "default: row position in file order, guarantee under replacement of one row's key"
+        ),
     )
     group = sub.add_argument_group("release")
     group.add_argument(
@@ -234,11 +243,14 @@ def run_intermittent(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     batches = [(t, _convert_keys(q, reader.key_type, args.column)) for t, q in raw]
     schedule = QuerySchedule(batches)
     budget = budget_from_args(args)
+    # Without a time column the times are row positions, which shift when a row is removed: the
+    # transform then calibrates for (and claims) replacement of one row only.
     transform = DPIntermittentQueries(
         args.width,
         args.depth,
         budget,
         queries=schedule,
+        clock="event_time" if args.time_column else "positions",
         sketch=args.sketch,
         seed=args.seed,
         noise_source=noise_source_from_args(args),
@@ -256,8 +268,8 @@ def run_intermittent(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     clock = f"time column {args.time_column!r}" if args.time_column else "row positions"
     title = (
         f"# DP answers of column {args.column!r} of {args.input} at {len(schedule)} batch times "
-        f"({clock}): {budget} in total, use-and-keep {args.sketch} {args.depth}x{args.width}; "
-        f"{seconds:.2f} s"
+        f"({clock}): {budget} in total under {transform.neighbouring_relation}, use-and-keep "
+        f"{args.sketch} {args.depth}x{args.width}; {seconds:.2f} s"
     )
     print_records(records, ["time", "key", "estimate"], args.format, title=title)
     if args.plot:

@@ -354,7 +354,8 @@ class GaussianBinaryMechanism:
         """
         arr = _as_int64(increments, "increments")
         if arr.ndim != 2 or arr.shape[1] != self.n:
-            raise ValueError(f"increments must have shape (K, {self.n}), got {arr.shape}")
+            # The shape is not echoed: K counts the caller's (private) steps.
+            raise ValueError(f"increments must have shape (K, {self.n})")
         if arr.shape[0] == 0:
             return self
         return self.advance(arr.sum(axis=0), arr.shape[0])
@@ -392,7 +393,7 @@ class GaussianBinaryMechanism:
         if inc.ndim == 0:
             inc = np.full(size, inc, dtype=np.int64)
         if inc.shape != (size,):
-            raise ValueError(f"increments must have shape ({size},), got {inc.shape}")
+            raise ValueError(f"increments must have shape ({size},)")
         stp = _as_int64(steps, "steps")
         if np.any(stp < 0):
             raise ValueError("steps must be >= 0")

@@ -391,10 +391,10 @@ class _ContinualSketch(abc.ABC):
 
     def _check_steps(self, steps: int) -> None:
         if self._t + steps > self.horizon:
+            # Names the horizon only: the step count and t are counts of private arrivals.
             raise HorizonExceededError(
-                f"{steps} more step(s) after t={self._t} would exceed the declared horizon "
-                f"T={self.horizon}; nothing was processed or released (spec lazy-sketch §6.3 "
-                "item 5)"
+                f"these steps would exceed the declared horizon T={self.horizon}; nothing was "
+                "processed or released (spec lazy-sketch §6.3 item 5)"
             )
 
     def _check_table(self, delta: Any) -> np.ndarray:
@@ -532,7 +532,7 @@ class _ContinualSketch(abc.ABC):
             raise serialization.SketchFormatError("mechanism parameters do not match the sketch")
         t = req(params, "t", int)
         if not 0 <= t <= sketch.horizon:
-            raise serialization.SketchFormatError(f"t={t} outside [0, horizon]")
+            raise serialization.SketchFormatError("t outside [0, horizon]")
         sketch._mech = mech
         sketch._t = t
         sketch._restore_extra(arrays)

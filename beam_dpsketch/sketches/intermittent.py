@@ -7,7 +7,9 @@ Queries on Large Data Streams"; spec ``shared/specs/dp-count-sketch-intermittent
 :class:`UseAndKeepSketch` (paper Algorithm 4, spec §2.8), the one the spec proposes.
 
 Model (spec §1.2, §1.6). Streams are ordered; neighbours differ by inserting or deleting **one**
-element (event level; each element is one individual). Query batches ``Q_1, Q_2, ...`` arrive at
+element (event level; each element is one individual), every other element keeping its time, so
+element times must not be arrival counts or row positions (those support replace-one only; see
+:class:`UseAndKeepSketch`). Query batches ``Q_1, Q_2, ...`` arrive at
 times ``t_1 < t_2 < ...`` that, like the query sets, must not depend on the private stream (they
 may depend on earlier *released* answers). Hash seeds are public. The trusted holder of this
 object sees exact counts: the state (:meth:`IntermittentSketch.to_bytes`) is secret.
@@ -915,6 +917,15 @@ class UseAndKeepSketch(_KeptNoiseSketch):
     tests (spec §2.8 [D]): the log-likelihood ratio of a transcript is
     ``(1/scale) sum_cells sum_l (|Dr_l - Dg'_l| - |Dr_l - Dg_l|)``, at most ``eps`` in absolute
     value.
+
+    The guarantee needs element times that stay fixed when one element is removed. With
+    sequence positions as times (row numbers), removing one row renumbers the later rows, so one
+    element crosses every later batch boundary and the loss grows with the number of batches.
+    Positions support replace-one instead: a replaced element changes the increment of one
+    interval by ``-1`` on its old key's ``d`` cells and ``+1`` on the new key's, so an object
+    built with ``epsilon / 2`` is ``epsilon``-DP under replacement of one element at a fixed
+    position (what :class:`~beam_dpsketch.transforms.intermittent.DPIntermittentQueries` does
+    for ``clock="positions"``).
 
     Utility (spec §4.2, corrected erratum E14: the paper drops a factor 2): the row-``i`` value of
     query ``x`` is ``f_x`` + hashing error + the sum of ``u_i`` draws, so (Count Sketch, over the

@@ -12,7 +12,7 @@ public schedule. Nothing exact ever leaves the state.
 Time models (spec §6.4)
 -----------------------
 Beam does not order elements, so the transform never uses arrival order as time. What defines the
-time step is explicit and public:
+time step is explicit and public, and each model states the neighbouring relation it supports:
 
 ``"element"`` (the paper's model: one time step per arrival)
     Elements are ``(position, key)`` or ``(position, batch_of_keys)`` pairs. ``position`` is the
@@ -21,29 +21,34 @@ time step is explicit and public:
     position + len(batch) - 1``. The ``DoFn`` buffers out-of-order batches in ``BagState`` and
     processes the longest gap-free prefix as soon as it is complete, as arrays
     (``update_batch``): the result equals the core sketch fed the whole stream in position order,
-    whatever Beam's bundling. **Only safe under event-level replacement neighbours with a
-    data-independent order** (spec §1.2, §6.3 item 11, §6.4): the positions must not depend on the
-    data (never sort by key or by a private timestamp). Under add/remove neighbours every later
-    arrival's time shifts and the guarantee collapses; use the pane model then.
+    whatever Beam's bundling. Triggers play no part (a stateful ``DoFn`` sees every element once,
+    whatever the panes). **Relation: event-level replacement with public positions** (Holland,
+    Theorem 2; spec §1.2, §6.3 item 11, §6.4): neighbouring streams differ in the key of one
+    arrival, while every arrival's position and event timestamp (hence its window) are public and
+    the same on both sides. The positions must not depend on the data (never sort by key or by a
+    private timestamp). Add/remove is **not** covered: removing one arrival shifts the time step
+    of every later arrival. Releases happen at public positions (every ``release_every``-th
+    arrival and ``T``), so which releases exist depends on the public positions only.
 
-``"pane"`` (a time step per trigger firing: ticks)
-    Elements are keys (or key batches, or records with ``key_fn``) in a window with a trigger in
-    **DISCARDING** mode. An exact ``CountMinSketch``/``CountSketch`` of every pane is built by the
-    existing ``SketchCombineFn`` (no noise there), and pane ``i`` of a window is time step ``i``
-    (``PaneInfo.index``, a public count of firings): the ``DoFn`` advances one step per pane with
-    ``step_counts`` (arrays in, no per-key work), in pane order, buffering a pane that arrives
-    before its predecessor. Every firing is a step, **including empty panes** (an empty ON_TIME
-    pane after early firings pushes zeros, spec §6.4 "empty ticks still push"). With
-    ``AfterWatermark(early=AfterCount(n))`` the early panes are steps ``0, 1, ...`` and the
-    ON_TIME pane is the last step; late panes (with allowed lateness) are further steps.
-    ACCUMULATING mode is refused: it would add the same arrivals at several steps. The guarantee
-    holds for neighbouring streams that differ within **one** step by replacing (or adding or
-    removing) at most ``max_contributions`` arrivals (the core's ``step_counts`` sensitivity); the
-    pane boundaries themselves must not depend on the private data (event-time watermark triggers
-    on public timestamps; a count trigger is public only under replacement neighbours with a
-    data-independent order). The existence and timing of firings is not hidden by the noise (as for
-    every pane release, ``docs/privacy-model.md``); the release plan's data-dependent schedule
-    reasons are recorded in the charge.
+``"pane"`` (one time step per trigger firing)
+    Elements are keys (or key batches, or records with ``key_fn``) in the **global window**. An
+    exact ``CountMinSketch``/``CountSketch`` of the pane is built by ``SketchCombineFn`` (no noise
+    there), and the pane is time step ``PaneInfo.index``; the ``DoFn`` advances with
+    ``step_counts``. Only triggers whose firings do not depend on the data are accepted: the
+    default trigger or ``AfterWatermark()`` without early firings, with ``allowed_lateness = 0``
+    (or late firings that cannot fire); Beam itself refuses the default trigger on an unbounded
+    global window, so streaming inputs use ``AfterWatermark()``. Count triggers (``AfterCount``,
+    ``Repeatedly``, early firings), processing-time triggers (their delay starts at a pane's
+    first element) and late firings (they fire because late data arrived) make the pane
+    boundaries and the number of panes depend on the data: removing one element would move
+    others between time steps, which no step sensitivity covers. They are refused when the
+    transform is applied, as are non-global windows (Beam emits no pane for a window without
+    data, so whether a window's release exists would depend on the data). What remains is one
+    step for the whole input, and it always exists: with the default windowing ``CombineGlobally``
+    emits the empty sketch for an empty input, and with ``AfterWatermark()`` one public, empty key
+    batch joins the data so that the pane fires. **Relation:** neighbouring inputs differ by
+    adding, removing or replacing at most ``max_contributions`` arrivals (the core's
+    ``step_counts`` sensitivity).
 
 Privacy accounting
 ------------------
@@ -78,11 +83,11 @@ import pyarrow as pa
 from apache_beam import coders
 from apache_beam.transforms import trigger as tr
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec
-from apache_beam.transforms.window import GlobalWindow
+from apache_beam.transforms.window import GlobalWindow, GlobalWindows
 
 from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import canonical_key, hash_keys
-from beam_dpsketch.noise import NoiseSource, check_release_source
+from beam_dpsketch.noise import NoiseSource, application_source
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.windowing import plan_releases
 from beam_dpsketch.sketches.binary_mechanism import CALIBRATIONS, HorizonExceededError
@@ -98,11 +103,13 @@ from beam_dpsketch.transforms.release import (
 
 __all__ = [
     "CONTINUAL_SKETCHES",
+    "ELEMENT_RELATION",
     "TIME_MODELS",
     "ContinualDPSketch",
     "ContinualRelease",
     "continual_release_prefix",
     "new_continual_sketch",
+    "pane_relation",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -115,6 +122,21 @@ CONTINUAL_SKETCHES: dict[str, tuple[type, str]] = {
     "punctual-cs": (PunctualSketch, "cs"),
 }
 TIME_MODELS = ("element", "pane")
+
+#: The neighbouring relation of the element time model (Holland, Theorem 2; spec lazy-sketch §1.2).
+ELEMENT_RELATION = (
+    "replace the key of one arrival; every arrival's position and event timestamp (hence its "
+    "window) public and unchanged (add/remove is not covered: it shifts every later position)"
+)
+
+
+def pane_relation(max_contributions: int) -> str:
+    """The neighbouring relation of the pane time model (one pane: the whole global window)."""
+    return (
+        f"add, remove or replace up to {max_contributions} arrival(s) of the input (the single "
+        "pane of the global window, one time step)"
+    )
+
 
 # All data goes to one trusted aggregator (spec §6.2 option B): a single state key, typed so
 # that Beam uses a deterministic key coder for the stateful step.
@@ -227,6 +249,40 @@ def _check_budget_kind(budget: Any) -> None:
         )
 
 
+def _lateness_micros(windowing: Any) -> int:
+    lateness = getattr(windowing, "allowed_lateness", 0) or 0
+    return int(getattr(lateness, "micros", lateness))
+
+
+def _pane_trigger_problem(windowing: Any) -> str | None:
+    """Why the trigger of ``windowing`` fires at data-dependent times, or ``None`` if it does not.
+
+    Accepted (firing only when the watermark passes the end of the window, so pane boundaries and
+    the number of panes do not depend on the data): the default trigger and
+    ``AfterWatermark()`` without early firings, with no late firing that can fire. Everything
+    else is refused, including compositions Beam could evaluate differently.
+    """
+    trigger = windowing.triggerfn
+    late_can_fire = _lateness_micros(windowing) > 0
+    if isinstance(trigger, tr.DefaultTrigger):
+        if late_can_fire:
+            return "with allowed_lateness > 0 it fires a late pane whenever late data arrive"
+        return None
+    if isinstance(trigger, tr.AfterWatermark):
+        if trigger.early is not None:
+            return (
+                "its early firings fire on the data (element counts, or a delay that starts at a "
+                "pane's first element)"
+            )
+        if trigger.late is not None and late_can_fire:
+            return "its late firings fire because late data arrived"
+        return None
+    return (
+        "it does not fire on the watermark alone (count triggers count elements; processing-time "
+        "triggers start their delay at a pane's first element)"
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Element preparation
 # --------------------------------------------------------------------------------------------
@@ -255,9 +311,10 @@ class _PrepareElements(beam.DoFn):
         if isinstance(position, np.integer):
             position = int(position)
         if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+            # Names the type only: an element's position is not echoed into an error message.
             raise TypeError(
-                f"position must be an int >= 0 (a public sequence number), got {position!r} of "
-                f"type {type(position).__name__!r}"
+                "position must be an int >= 0 (a public sequence number), got a value of type "
+                f"{type(position).__name__!r}"
             )
         if isinstance(value, pa.ChunkedArray):
             value = value.combine_chunks()
@@ -355,13 +412,11 @@ class _ContinualDoFn(beam.DoFn):
         return 1 if self._config.time_model == "pane" else _batch_len(payload)
 
     def _check_position(self, position: int, steps: int, t: int) -> None:
+        # The messages name the parameter (horizon, position) and never a position or a count
+        # from the data.
         horizon = self._config.horizon
         if position + steps > horizon:
-            what = (
-                f"pane {position} (time step {position})"
-                if self._config.time_model == "pane"
-                else f"arrivals at positions {position}..{position + steps - 1}"
-            )
+            what = "a pane" if self._config.time_model == "pane" else "an element's positions"
             raise HorizonExceededError(
                 f"{self._config.label}: {what} would go beyond the declared horizon T={horizon} "
                 "time steps; nothing is released for steps at or beyond T (spec lazy-sketch §6.3 "
@@ -369,8 +424,8 @@ class _ContinualDoFn(beam.DoFn):
             )
         if position < t:
             raise ValueError(
-                f"{self._config.label}: time step {position} arrived after step {t - 1} was "
-                "processed: positions must be unique (each arrival or pane exactly once)"
+                f"{self._config.label}: position: a time step arrived after it was processed: "
+                "positions must be unique (each arrival or pane exactly once)"
             )
 
     def process(
@@ -387,7 +442,7 @@ class _ContinualDoFn(beam.DoFn):
         if position != t:
             if position in waiting:
                 raise ValueError(
-                    f"{self._config.label}: time step {position} arrived twice: positions must "
+                    f"{self._config.label}: position: a time step arrived twice: positions must "
                     "be unique (each arrival or pane exactly once)"
                 )
             # A gap before this step: hold it until its predecessors arrive.
@@ -500,8 +555,9 @@ class ContinualDPSketch(beam.PTransform):
     queries
         Public query keys whose estimates every release carries (non-empty).
     time_model
-        ``"element"`` (input: ``(position, key | batch)`` pairs) or ``"pane"`` (input: keys, key
-        batches or records with ``key_fn``, in DISCARDING mode).
+        ``"element"`` (input: ``(position, key | batch)`` pairs; any windowing) or ``"pane"``
+        (input: keys, key batches or records with ``key_fn``, in the global window with the
+        default trigger or ``AfterWatermark()``: one time step for the whole input).
     release_every
         Release after steps ``t = release_every, 2 * release_every, ...`` (and ``T``): a public
         schedule. Releasing more often costs no budget (post-processing of the per-step outputs).
@@ -513,8 +569,8 @@ class ContinualDPSketch(beam.PTransform):
     cs_sensitivity
         ``"corrected_4d"`` (default, erratum E10) or ``"paper_2d"`` (NOT private; reproduction).
     max_contributions
-        Pane model: how many arrivals of one step a neighbouring stream may change (``C``; the
-        sensitivity is scaled by it). Must be 1 in the element model.
+        Pane model: how many arrivals a neighbouring input may add, remove or replace (``C``;
+        the sensitivity is scaled by it). Must be 1 in the element model.
     key_fn
         Pane model: extracts the key of a record (default: elements are keys or key batches).
     accountant
@@ -532,7 +588,9 @@ class ContinualDPSketch(beam.PTransform):
     ------
     ValueError, TypeError
         Invalid parameters (naming them), a pure or zCDP budget, ``epsilon >= 1`` with the paper
-        calibration, ACCUMULATING mode in the pane model, a windowing ``plan_releases`` refuses.
+        calibration, a windowing ``plan_releases`` refuses; in the pane model (when applied):
+        ACCUMULATING mode, a trigger whose firings depend on the data (count, processing-time,
+        early or late firings; the message names the trigger) or a non-global window.
     BudgetExceededError
         When applied, if the charge does not fit in the accountant (before anything runs).
 
@@ -540,10 +598,17 @@ class ContinualDPSketch(beam.PTransform):
     -----
     **Privacy guarantee.** Every window's releases at all times are jointly ``budget / W``-DP,
     ``W`` the number of windows one element falls in (1 for global and fixed windows), so the
-    transform's output is ``budget``-DP under event-level **replacement** neighbouring (element
-    model; spec lazy-sketch §1.2, Theorem 2 with ``m = 2d`` for CMS and ``m = 4d`` for CS, E10),
-    or neighbouring tick streams that differ in at most ``max_contributions`` arrivals of one step
-    (pane model; spec §6.4). Positions and pane boundaries must not depend on the private data.
+    transform's output is ``budget``-DP (Holland, Theorem 2 with ``m = 2d`` for CMS and ``m = 4d``
+    for CS, spec lazy-sketch erratum E10) under:
+
+    * element model: replacement of the key of one arrival, every arrival's position and event
+      timestamp public and unchanged (:data:`ELEMENT_RELATION`). Not add/remove: removing one
+      arrival shifts every later time step.
+    * pane model: adding, removing or replacing up to ``max_contributions`` arrivals of the
+      input, whose single pane is the one time step (:func:`pane_relation`).
+
+    Which releases exist depends only on public facts: the positions and ``release_every``,
+    ``T`` (element model), or nothing at all (pane model: the one step always exists).
     """
 
     def __init__(
@@ -613,7 +678,7 @@ class ContinualDPSketch(beam.PTransform):
             raise ValueError(f"label must be a non-empty string or None, got {label!r}")
         if not isinstance(with_table, bool):
             raise TypeError("with_table must be a bool")
-        self._noise_source = check_release_source(noise_source)
+        self._noise_source = application_source(noise_source)
         if self._noise_source.is_insecure:
             _LOG.warning(
                 "ContinualDPSketch uses an INSECURE test noise key: its releases are not private"
@@ -683,6 +748,23 @@ class ContinualDPSketch(beam.PTransform):
                 f"{name}: the pane time model needs DISCARDING panes (exact per-pane deltas); "
                 "ACCUMULATING mode would add the same arrivals at several time steps"
             )
+        if self._time_model == "pane":
+            problem = _pane_trigger_problem(windowing)
+            if problem is not None:
+                raise ValueError(
+                    f"{name}: trigger {windowing.triggerfn!r} is refused by the pane time model: "
+                    f"{problem}, so the pane boundaries and the number of panes (the time steps) "
+                    "would depend on the data, and removing one element could move others "
+                    "between steps. Use the default trigger or AfterWatermark() without early "
+                    "or late firings, or the element time model with public positions"
+                )
+            if not isinstance(windowing.windowfn, GlobalWindows):
+                raise ValueError(
+                    f"{name}: windowing: the pane time model needs the global window: Beam emits "
+                    f"no pane for a {type(windowing.windowfn).__name__} window without data, so "
+                    "whether a window's release exists would depend on the data. Use the "
+                    "element time model (positions and timestamps public) for windowed data"
+                )
         try:
             # Panes are the steps of one continual release (bounded by the horizon), not
             # separate releases: only the windows per element are composed.
@@ -701,9 +783,9 @@ class ContinualDPSketch(beam.PTransform):
         per_window = budget.divide(windows)
         probe = self._probe(per_window)
         relation = (
-            "event-level replacement (one arrival of a stream with public positions)"
+            ELEMENT_RELATION
             if self._time_model == "element"
-            else f"up to {self._max_contributions} arrival(s) of one time step (pane) changed"
+            else pane_relation(self._max_contributions)
         )
         details: dict[str, Any] = {
             "horizon": self._horizon,
@@ -753,17 +835,34 @@ class ContinualDPSketch(beam.PTransform):
         if self._time_model == "element":
             keyed = pcoll | "Positions" >> beam.ParDo(_PrepareElements()).with_output_types(_KEYED)
         else:
-            # Keys are not re-batched here: batching per bundle would change what a count
-            # trigger counts (batches instead of the user's elements), hence the pane steps.
             batches = pcoll
             if self._key_fn is not None:
-                batches = pcoll | "Keys" >> beam.Map(self._key_fn)
+                batches = batches | "Keys" >> beam.Map(self._key_fn)
             kind = CONTINUAL_SKETCHES[self._sketch][1]
             spec = (SketchSpec.count_min if kind == "cms" else SketchSpec.count_sketch)(
                 self._width, self._depth, self._seed
             )
             combine = beam.CombineGlobally(SketchCombineFn(spec))
-            if not pcoll.windowing.is_default():
+            windowing = pcoll.windowing
+            if not windowing.is_default():
+                # The one step must exist whether or not data arrived. With the default
+                # windowing CombineGlobally emits the empty sketch for an empty input; with an
+                # accepted watermark trigger it cannot (and Beam refuses the default trigger on
+                # an unbounded input), so one public, empty key batch joins the data and makes
+                # the pane fire. It adds nothing to the sketch.
+                heartbeat = (
+                    pcoll.pipeline
+                    | "Heartbeat" >> beam.Create([[]])
+                    | "HeartbeatWindow"
+                    >> beam.WindowInto(
+                        windowing.windowfn,
+                        trigger=windowing.triggerfn,
+                        accumulation_mode=windowing.accumulation_mode,
+                        timestamp_combiner=windowing.timestamp_combiner,
+                        allowed_lateness=windowing.allowed_lateness,
+                    )
+                )
+                batches = (batches, heartbeat) | "WithHeartbeat" >> beam.Flatten()
                 combine = combine.without_defaults()
             tag = beam.ParDo(_TagPane()).with_output_types(_KEYED)
             keyed = batches | "ExactPaneDelta" >> combine | "PaneIndex" >> tag

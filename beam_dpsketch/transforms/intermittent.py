@@ -9,25 +9,51 @@ addition, spec §5.1); the noisy state has **one owner**, a single-key step that
 batches are answered (Theorem 4), and is charged once to the accountant when the transform is
 applied (at pipeline construction).
 
+Clocks and neighbouring relations
+---------------------------------
+The caller declares what the element times are (``clock``); the guarantee and the calibration
+follow from it:
+
+``"event_time"``
+    Times that stay fixed when one element is added or removed (event timestamps, or any public
+    clock that does not count elements). Guarantee: ``epsilon``-DP under **add/remove of one
+    element**, every other element's time unchanged (Yildirim et al., Theorem 4 with Lemma 1).
+    Cell noise of scale ``depth / epsilon``.
+``"positions"``
+    Sequence positions ``1, 2, ...`` of an ordered input (row numbers). Removing one row
+    renumbers every later row: at each of the ``B`` batch boundaries one element moves into the
+    neighbouring interval, and the loss of the use-and-keep sketch grows to up to
+    ``(2B + 1) epsilon``, so add/remove is **not** covered. The relation this clock supports is
+    **replacement of one element at a fixed position** (its key changes, every position stays).
+    Derivation: the replaced element is in the same interval ``k`` on both sides, so only the
+    increment of batch ``k`` differs, by ``-1`` on the ``depth`` cells of the old key and ``+1``
+    on the ``depth`` cells of the new one (fewer where they share a cell): an L1 change of at most
+    ``2 depth`` on the increments between uses, each of which is released once with fresh
+    discrete Laplace noise (Lemma 1). The cells are therefore noised at scale
+    ``2 depth / epsilon`` (the core sketch run at ``epsilon / 2``), which gives ``epsilon``-DP
+    under replace-one.
+
 Two ways to declare the queries (spec §5.5 items 3 and 4):
 
 * **A schedule** (:class:`QuerySchedule`, batch or replay with known query times). Each data
-  element carries a public time or position ``t`` and is assigned to interval
+  element carries a time ``t`` on the declared clock and is assigned to interval
   ``k(t) = 1 + #{l : t_l < t}`` (:func:`interval_index`), so interval ``(t_{k-1}, t_k]`` feeds
   batch ``k``. ``CombinePerKey`` builds one exact delta per interval in parallel; one step over the
   grouped deltas then runs the D3 loop in batch order. Fully deterministic: equal to the core fed
-  the same deltas with the same noise source. Elements after the last query time affect no answer
-  and are not aggregated (counted in the Beam counter
-  ``beam_dpsketch.intermittent/elements_after_last_query``).
+  the same deltas with the transform's noise source (:attr:`DPIntermittentQueries.noise_source`).
+  Elements after the last query time affect no answer and are dropped without being counted.
 * **A query PCollection** (streaming, event time). Elements of ``(time, keys)`` give the batches;
-  the data elements' event timestamps are their times. A stateful ``DoFn`` on one key buffers the
-  hashed data and the pending queries, and an event-time timer answers the batch at ``time`` once
-  the watermark has passed it: data with timestamps ``<= time`` enter that batch. Data arriving
-  late (after its batch was answered) is added anyway and enters the **next** batch; an old batch
-  is never re-released (spec §5.5 item 7). A query arriving after a later batch was answered
-  cannot be answered at its time and fails the pipeline with ``ValueError`` (never dropped). On a
-  batch runner every element is present before the timers fire, so the answers equal those of
-  the schedule mode.
+  the data elements' event timestamps are their times (on the declared clock). A stateful
+  ``DoFn`` on one key buffers the hashed data and the pending queries, and an event-time timer
+  answers the batch at ``time`` once the watermark has passed it: data with timestamps ``<= time``
+  enter that batch. Data arriving late (after its batch was answered) is added anyway and enters
+  the **next** batch; an old batch is never re-released (spec §5.5 item 7). A query arriving after
+  a later batch was answered cannot be answered at its time and fails the pipeline with
+  ``ValueError`` (never dropped). On a batch runner every element is present before the timers
+  fire, so the answers equal those of the schedule mode.
+
+Every declared batch is answered (with noise only if no data arrived before it): the number and
+times of the answers depend on the declared queries alone.
 
 Safety rules (spec §5.3 I1-I6, §8.3), and how they are kept here:
 
@@ -36,18 +62,19 @@ Safety rules (spec §5.3 I1-I6, §8.3), and how they are kept here:
   when the transform is applied (the data PCollection is among its ancestors). The rule itself
   (do not choose queries from the private data, e.g. "the current top items") cannot be checked
   in general: only released answers may guide later queries.
-* Times must be a public clock that does not depend on the data (event time, or positions that
-  stay fixed when one element is removed, spec §1.2 [R] item 1): with arrival counts as positions,
-  removing one element would shift every later element to another interval.
+* Times must be a public clock that does not depend on the data's content, and the clock must be
+  declared (``clock``): positions are safe only under replace-one, see above.
 * One noise owner per cell (I1): noise exists only in the single-key step; CombineFns carry exact,
   noise-free partial tables.
 * Each element is counted once (I2): deltas are discarding (per interval, or drained from the
   buffer), never cumulative snapshots.
-* Reproducible noise (I5): all draws come from ``noise_source`` under the public
+* Reproducible noise (I5): all draws come from the transform's noise source under the public
   :func:`intermittent_sketch_id` of the transform's label, a pure function of (key, label, batch
   index, cell) (see :mod:`beam_dpsketch.sketches.intermittent`), so a retried bundle re-draws
   identical noise.
-* Non-global windows are refused: one D3 state per transform (P-7).
+* Non-global windows and non-default triggers are refused: one D3 state per transform (P-7).
+* Nothing about the data leaves except the answers: no Beam metric counts elements, and error
+  messages name the offending parameter, never a value from the data.
 """
 
 from __future__ import annotations
@@ -58,12 +85,12 @@ import numbers
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, NamedTuple
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.coders import BytesCoder, PickleCoder
-from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import (
     BagStateSpec,
@@ -76,15 +103,16 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dpsketch.hashing import canonical_key, canonical_keys, hash_keys
-from beam_dpsketch.noise import NoiseSource, check_release_source
+from beam_dpsketch.noise import NoiseSource, application_source
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy.calibration import rational_epsilon_floor
 from beam_dpsketch.sketches.intermittent import SKETCH_KINDS, UseAndKeepSketch
 from beam_dpsketch.transforms.batching import KeyBatch, is_key_batch
 from beam_dpsketch.transforms.combiners import SketchCombineFn, SketchSpec
 from beam_dpsketch.transforms.release import _applied_label
 
 __all__ = [
-    "INTERMITTENT_METRIC_NAMESPACE",
+    "CLOCKS",
     "SKETCHES",
     "DPIntermittentQueries",
     "IntermittentRecord",
@@ -98,8 +126,20 @@ _LOG = logging.getLogger(__name__)
 #: ``sketch`` names of the transform and the core ``kind`` each maps to.
 SKETCHES = {"count-sketch": "count_sketch", "count-min": "count_min"}
 
-#: Beam counter namespace of this module.
-INTERMITTENT_METRIC_NAMESPACE = "beam_dpsketch.intermittent"
+#: The clocks a caller can declare, and the neighbouring relation each one's guarantee holds for
+#: (module docstring: "Clocks and neighbouring relations").
+CLOCKS: dict[str, str] = {
+    "event_time": "add/remove one element; every other element's time unchanged",
+    "positions": (
+        "replace one element (its key) at a fixed position; every position unchanged "
+        "(add/remove is not covered: it renumbers later positions)"
+    ),
+}
+
+#: Factor between a clock's per-element add/remove loss and its claimed relation: under
+#: "positions" a replacement is one removal plus one addition in the same interval, so the cells
+#: are calibrated for ``epsilon / 2``.
+_CLOCK_SPLIT = {"event_time": 1, "positions": 2}
 
 # Every delta and query of one transform goes to this single key (one noise owner, P-7).
 _SINGLE_KEY = 0
@@ -118,11 +158,13 @@ def intermittent_sketch_id(label: str) -> tuple[str, str]:
 
 
 def _check_time(value: Any, what: str) -> float | int:
+    # Data times reach this check too: the messages name the parameter and the type, never the
+    # value.
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise TypeError(f"{what} must be a real number, got {type(value).__name__}")
     out = int(value) if isinstance(value, numbers.Integral) else float(value)
     if isinstance(out, float) and not math.isfinite(out):
-        raise ValueError(f"{what} must be finite, got {value!r}")
+        raise ValueError(f"{what} must be finite")
     return out
 
 
@@ -225,7 +267,8 @@ class IntermittentRecord(NamedTuple):
     noise_std
         Standard deviation of the DP noise in this answer (spec §4.3 summary; public).
     epsilon
-        Pure-DP guarantee covering every release of the transform so far.
+        Pure-DP guarantee covering every release of the transform so far, under the neighbouring
+        relation of the declared clock (:data:`CLOCKS`).
     """
 
     time: float | int
@@ -236,7 +279,9 @@ class IntermittentRecord(NamedTuple):
     epsilon: float
 
 
-def _records(answer: Any, keys: Any, t: Any, with_metadata: bool) -> Iterator[Any]:
+def _records(answer: Any, keys: Any, t: Any, with_metadata: bool, split: int) -> Iterator[Any]:
+    """The records of one answered batch; ``split`` turns the core's add/remove epsilon into
+    the guarantee under the clock's relation."""
     estimates = answer.estimates.tolist()
     if not with_metadata:
         for key, est in zip(keys, estimates, strict=True):
@@ -244,16 +289,21 @@ def _records(answer: Any, keys: Any, t: Any, with_metadata: bool) -> Iterator[An
         return
     stds = answer.noise_std.tolist()
     for key, est, std in zip(keys, estimates, stds, strict=True):
-        yield IntermittentRecord(t, key, est, answer.batch, std, answer.epsilon_total)
+        yield IntermittentRecord(t, key, est, answer.batch, std, answer.epsilon_total * split)
 
 
 @dataclass(frozen=True)
 class _CoreConfig:
-    """What every worker needs to build the single-key core (small, picklable)."""
+    """What every worker needs to build the single-key core (small, picklable).
+
+    ``epsilon`` is the core's add/remove budget: the transform's budget divided by ``split``
+    (2 for the positions clock, whose relation is replace-one).
+    """
 
     width: int
     depth: int
-    epsilon: float
+    epsilon: Fraction
+    split: int
     kind: str
     seed: int
     sketch_id: tuple[str, str]
@@ -300,7 +350,7 @@ def _split_timed(element: Any, time_fn: Any, key_fn: Any) -> tuple[np.ndarray, A
             raise TypeError(f"batch times must be a 1-d numeric array, got dtype {times.dtype}")
         n = len(keys)
         if times.size != n:
-            raise ValueError(f"a (times, keys) batch has {times.size} times but {n} keys")
+            raise ValueError("a (times, keys) batch must have as many times as keys")
         if times.dtype.kind == "f" and not np.isfinite(times).all():
             raise ValueError("batch times must be finite")
         if isinstance(keys, np.ndarray) and keys.dtype.kind == "i":
@@ -317,7 +367,6 @@ class _AssignIntervals(beam.DoFn):
     def __init__(self, query_times: np.ndarray, time_fn: Any, key_fn: Any) -> None:
         self._query_times = query_times
         self._time_fn, self._key_fn = time_fn, key_fn
-        self._after = Metrics.counter(INTERMITTENT_METRIC_NAMESPACE, "elements_after_last_query")
 
     def process(self, element: Any) -> Iterator[tuple[int, Any]]:
         times, keys = _split_timed(element, self._time_fn, self._key_fn)
@@ -325,10 +374,6 @@ class _AssignIntervals(beam.DoFn):
             return
         k = interval_index(self._query_times, times)
         last = self._query_times.size
-        after = int(np.count_nonzero(k > last))
-        if after:
-            # Counted in no batch: they arrive after the last query, so no answer depends on them.
-            self._after.inc(after)
         order = np.argsort(k, kind="stable")
         ks = k[order]
         starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
@@ -336,6 +381,8 @@ class _AssignIntervals(beam.DoFn):
         for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
             interval = int(ks[start])
             if interval > last:
+                # After the last query: no answer depends on them. They are dropped without
+                # being counted anywhere (a count of them would be an exact, unnoised release).
                 continue
             idx = order[start:stop]
             if isinstance(keys, np.ndarray):
@@ -365,7 +412,7 @@ class _RunSchedule(beam.DoFn):
             if k in deltas:
                 core.add_counts(deltas.pop(k))
             answer = core.answer(list(keys), time=t)
-            yield from _records(answer, keys, t, self._with_metadata)
+            yield from _records(answer, keys, t, self._with_metadata, self._config.split)
 
 
 # --------------------------------------------------------------------------------------------
@@ -532,7 +579,8 @@ class _AnswerAtEventTime(beam.DoFn):
             if delta.any():
                 core.update_hashes(h1[delta], h2[delta])
                 added |= delta
-            yield from _records(core.answer(keys, time=t), keys, t, self._with_metadata)
+            answer = core.answer(keys, time=t)
+            yield from _records(answer, keys, t, self._with_metadata, self._config.split)
         sketch.write(core.to_bytes())
         last.write((due[-1][0], due[-1][1]))
         data.clear()
@@ -589,12 +637,19 @@ class DPIntermittentQueries(beam.PTransform):
         * a :class:`QuerySchedule` (or a list of ``(time, keys)`` pairs, converted to one):
           data elements are ``(time, key)`` pairs or ``(times, keys)`` batches (a numeric numpy
           array of times and an equally long key batch), or any record with ``time_fn`` (and
-          ``key_fn``); times are positions or event times on the same public clock as the
-          schedule;
+          ``key_fn``); times are on the declared ``clock``, the same as the schedule's;
         * a ``PCollection`` of ``(time, keys)`` elements (``time`` in seconds of event time,
           ``keys`` a list or array): data elements are keys (or key batches, or records with
           ``key_fn``) whose event timestamps are their times. It must not be computed from the
           data input (refused when detectable).
+    clock
+        What the data's times are, declared by the caller (required; :data:`CLOCKS`):
+
+        * ``"event_time"``: times that stay fixed when one element is added or removed (event
+          timestamps). Guarantee under add/remove of one element.
+        * ``"positions"``: sequence positions of an ordered input (row numbers), which shift
+          when a row is removed. Guarantee under replacement of one element at a fixed
+          position; the cells get noise of scale ``2 depth / epsilon``.
     sketch
         ``"count-sketch"`` (default; median of signed cells, the paper's choice) or
         ``"count-min"`` (minimum of cells, spec §2.10 item 2).
@@ -615,22 +670,32 @@ class DPIntermittentQueries(beam.PTransform):
     Raises
     ------
     ValueError, TypeError
-        At construction or application for invalid parameters (named), a budget that is not pure
-        DP, non-default windowing of the data, a query PCollection derived from the data, or a
-        label already charged to the accountant.
+        At construction or application for invalid parameters (named), a missing or unknown
+        ``clock``, a budget that is not pure DP, non-default windowing of the data (any window
+        other than the global one, or any trigger other than the default: early, late or
+        count-based panes would feed one interval's elements to the state several times), a
+        query PCollection derived from the data, or a label already charged to the accountant.
     BudgetExceededError
         When applied, if ``budget`` does not fit in ``accountant``.
 
     Notes
     -----
     **Privacy guarantee** (Yildirim et al., Theorem 4 and Lemma 1; spec
-    dp-count-sketch-intermittent §2.8): the answers to all batches, at any number of
-    data-independent times, are ``eps``-DP in total under add/remove of one element whose removal
-    leaves every other element's time (or position) unchanged. Each cell is a Lemma-1 counter at
-    ``eps/depth`` with exact discrete Laplace noise of scale ``depth/eps``, drawn once per batch
-    that reads it and kept; answers are post-processing. Replacing one element by another is
-    covered with ``2 eps`` (group privacy). The existence and times of answers are public (they
-    come from the declared queries).
+    dp-count-sketch-intermittent §2.8). The answers to all batches, at any number of
+    data-independent times, are ``eps``-DP in total under the relation of the declared clock:
+
+    * ``clock="event_time"``: add/remove of one element, every other element's time unchanged.
+      Each cell is a Lemma-1 counter at ``eps/depth`` with exact discrete Laplace noise of scale
+      ``depth/eps``, drawn once per batch that reads it and kept; answers are post-processing.
+      Replacing one element by another (at the same time) costs ``2 eps`` (group privacy).
+    * ``clock="positions"``: replacement of one element at a fixed position. The replaced
+      element's old and new keys differ in the increment of one interval only, an L1 change of
+      at most ``2 depth`` over the cells; with noise of scale ``2 depth / eps`` the loss is at
+      most ``eps``. Add/remove is not covered: removing a row shifts one element across every
+      batch boundary after it.
+
+    The existence and times of answers are public: every declared batch is answered, whether
+    or not data arrived before it.
     """
 
     def __init__(
@@ -640,6 +705,7 @@ class DPIntermittentQueries(beam.PTransform):
         budget: PrivacyBudget,
         *,
         queries: Any,
+        clock: str,
         sketch: str = "count-sketch",
         seed: int = 0,
         time_fn: Callable[[Any], Any] | None = None,
@@ -650,6 +716,11 @@ class DPIntermittentQueries(beam.PTransform):
         label: str | None = None,
     ) -> None:
         super().__init__()
+        if not isinstance(clock, str) or clock not in CLOCKS:
+            raise ValueError(
+                f"clock must be one of {tuple(CLOCKS)} (what the data's times are: event times "
+                f"that stay fixed under add/remove, or row positions), got {clock!r}"
+            )
         if sketch not in SKETCHES:
             raise ValueError(f"sketch must be one of {tuple(SKETCHES)}, got {sketch!r}")
         if not isinstance(budget, PrivacyBudget):
@@ -689,7 +760,7 @@ class DPIntermittentQueries(beam.PTransform):
                 "queries must be a QuerySchedule, a list of (time, keys) pairs or a PCollection "
                 f"of (time, keys), got {type(queries).__name__}"
             )
-        self._noise_source = check_release_source(noise_source)
+        self._noise_source = application_source(noise_source)
         if self._noise_source.is_insecure:
             _LOG.warning("DPIntermittentQueries uses an INSECURE test noise key: not private")
         self._kind = SKETCHES[sketch]
@@ -697,10 +768,22 @@ class DPIntermittentQueries(beam.PTransform):
         self._width, self._depth, self._seed = width, depth, seed
         self._epsilon = float(budget.epsilon)  # type: ignore[arg-type]
         self._budget = budget
+        self._clock = clock
+        self._split = _CLOCK_SPLIT[clock]
+        # The core's add/remove budget: the whole budget, or half of it for the positions clock
+        # (a replacement is one removal plus one addition; module docstring).
+        self._core_epsilon = rational_epsilon_floor(self._epsilon) / self._split
         # Validates width, depth, seed and epsilon now, at construction (and warns once for an
         # even Count Sketch depth).
         probe = _CoreConfig(
-            width, depth, self._epsilon, self._kind, seed, ("probe", ""), self._noise_source
+            width,
+            depth,
+            self._core_epsilon,
+            self._split,
+            self._kind,
+            seed,
+            ("probe", ""),
+            self._noise_source,
         ).new(quiet=False)
         self._width, self._depth, self._seed = probe.width, probe.depth, probe.seed
         self.noise_scale = float(probe.noise_scale)
@@ -719,6 +802,21 @@ class DPIntermittentQueries(beam.PTransform):
         return self._accountant
 
     @property
+    def clock(self) -> str:
+        """The declared clock (``"event_time"`` or ``"positions"``)."""
+        return self._clock
+
+    @property
+    def neighbouring_relation(self) -> str:
+        """The neighbouring relation the ``epsilon`` guarantee holds for (from the clock)."""
+        return CLOCKS[self._clock]
+
+    @property
+    def noise_source(self) -> NoiseSource:
+        """This application's noise source (its key is never shown)."""
+        return self._noise_source
+
+    @property
     def schedule(self) -> QuerySchedule | None:
         """The declared schedule (``None`` with a query PCollection)."""
         return self._schedule
@@ -735,6 +833,13 @@ class DPIntermittentQueries(beam.PTransform):
                 f"{name}: accountant {self._accountant.name!r} already has a charge for this "
                 "label; give every DP transform its own label"
             )
+        if self._clock == "positions":
+            sensitivity = (
+                f"replace-one: 1 per cell, up to {2 * self._depth} cells (L1 {2 * self._depth}) "
+                "in one increment"
+            )
+        else:
+            sensitivity = f"1 per cell, {self._depth} cells per element (L1 {self._depth})"
         self.charge = self._accountant.charge(
             name,
             f"use-and-keep cell noise (D3), {self._sketch}, discrete Laplace",
@@ -742,10 +847,11 @@ class DPIntermittentQueries(beam.PTransform):
             1,
             "element",
             noise_scale=self.noise_scale,
-            sensitivity=f"1 per cell, {self._depth} cells per element (L1 {self._depth})",
-            neighbouring_relation="add/remove one element; other elements' times fixed",
+            sensitivity=sensitivity,
+            clock=self._clock,
+            neighbouring_relation=CLOCKS[self._clock],
             queries="schedule" if self._schedule is not None else "PCollection (event time)",
-            spec="dp-count-sketch-intermittent §2.8, §5.5",
+            spec="dp-count-sketch-intermittent §2.8, §5.5; Yildirim et al. Theorem 4, Lemma 1",
         )
         self.release_label = name
 
@@ -767,7 +873,8 @@ class DPIntermittentQueries(beam.PTransform):
         config = _CoreConfig(
             self._width,
             self._depth,
-            self._epsilon,
+            self._core_epsilon,
+            self._split,
             self._kind,
             self._seed,
             intermittent_sketch_id(name),
