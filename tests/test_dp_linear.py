@@ -355,6 +355,33 @@ def test_total_count():
     assert cs.total() == 300.0
 
 
+@pytest.mark.parametrize("cls", [PrivateCountMinSketch, PrivateCountSketch])
+def test_publish_total_separates_calibration_from_a_public_total(cls):
+    keys = list(range(100)) * 3
+    exact = cls.EXACT(256, 3, 11).update(keys)
+    rid = ("publish", cls.KIND)
+    kept = cls.release(exact, RHO1, SRC.stream(rid), neighbouring="replace", publish_total=False)
+    declared = cls.release(exact, RHO1, SRC.stream(rid), neighbouring="replace")
+    # Same noise, same replace calibration; only the declared model publishes N.
+    assert np.array_equal(kept.table, declared.table) and kept.calibration == declared.calibration
+    assert declared.public_total == 300 and kept.public_total is None
+    assert not kept.describe()["total_public"] and declared.describe()["total_public"]
+    assert serialization.loads(kept.to_bytes())[1]["public_total"] is None
+    assert cls.from_bytes(kept.to_bytes()) == kept != declared
+    if cls is PrivateCountMinSketch:
+        row_sums = kept.table.sum(axis=1) - kept.offset * kept.width
+        assert kept.total() == float(row_sums.mean())
+        assert kept.total_variance() > 0
+    else:
+        with pytest.raises(ValueError, match="not published"):
+            kept.total()
+    for relation in ("add_remove", "replace_update", "user:2"):
+        with pytest.raises(ValueError, match="publish_total"):
+            cls.release(exact, RHO1, SRC.stream(rid), neighbouring=relation, publish_total=True)
+    with pytest.raises(ValueError, match="publish_total"):
+        cls.release(exact, RHO1, SRC.stream(rid), neighbouring="replace", publish_total="yes")
+
+
 def test_inner_products_on_quiet_releases():
     _, a = _quiet(PrivateCountSketch, [1, 1, 2, 3], width=1024, depth=3)
     _, b = _quiet(PrivateCountSketch, [1, 2, 2, 2], width=1024, depth=3)

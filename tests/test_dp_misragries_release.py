@@ -387,7 +387,8 @@ def test_design_b_release_metadata():
         acc.add_sketch(mg(4, xs))
     rel = approx_pp(acc, 1.0, 1e-6, stream("designb"))
     assert rel.mechanism == "APPROX_PP" and "A-PART" in rel.neighbouring
-    assert rel.details["shards"] == 3
+    # Only the declared bound: how many non-empty shards were folded in depends on the data.
+    assert "shards" not in rel.details and rel.details["max_shards"] == 3
     assert rel.threshold == rel.details["integer_threshold"] / 5
     assert rel.noise.scale == pytest.approx(2.0)  # 2/eps in count units
     assert 1 in rel.keys()

@@ -92,16 +92,22 @@ def test_sketched_levels_equal_count_sketches_of_node_ids():
 # --------------------------------------------------------------------------------------------
 
 
-def test_update_validation_names_the_values():
+def test_update_validation_names_the_bounds_never_the_values():
+    # Values are data: an error names the parameter and the public bounds only.
     s = DyadicCountSketch(0, 99, 8, 2)
-    with pytest.raises(ValueError, match=r"\[100, -1\]"):
+    with pytest.raises(ValueError, match=r"outside the declared domain \[0, 99\]") as exc:
         s.update([5, 100, -1])
-    with pytest.raises(ValueError, match="2\\*\\*70|1180591620717411303424"):
+    assert "100" not in str(exc.value) and "-1" not in str(exc.value)
+    with pytest.raises(ValueError, match=r"\[0, 99\]") as exc:
         s.update([2**70])
+    assert "1180591620717411303424" not in str(exc.value)
     with pytest.raises(TypeError, match="FloatDomain"):
         s.update(np.array([1.5]))
     with pytest.raises(TypeError, match="str"):
         s.update(["a"])
+    with pytest.raises(TypeError, match="str") as exc:
+        s.update([1, "secret-value"])
+    assert "secret-value" not in str(exc.value)
     with pytest.raises(ValueError, match="counts"):
         s.update([1, 2], [1])
     assert s.total_weight == 0 and not s.sketched.any()  # nothing was half-applied
@@ -241,10 +247,12 @@ def test_float_domain_mapping():
     assert dom.bins == 11 and dom.int_bounds == (0, 10)
     assert dom.to_int([0, 0.05, 0.3, 0.7, 0.99999, 1]).tolist() == [0, 0, 3, 7, 9, 10]
     assert np.allclose(dom.to_float([3, 7]), [0.3, 0.7])
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match="NaN") as exc:
         dom.to_int([0.5, float("nan")])
-    with pytest.raises(ValueError, match=r"\[1.5, -0.1\]"):
+    assert "[1]" not in str(exc.value)  # not the NaN's position either
+    with pytest.raises(ValueError, match="outside the declared domain") as exc:
         dom.to_int([0.5, 1.5, -0.1])
+    assert "1.5" not in str(exc.value) and "-0.1" not in str(exc.value)
     assert dom.to_int([1.5, -0.1, float("inf")], clamp=True).tolist() == [10, 0, 10]
     with pytest.raises(ValueError, match="NaN"):
         dom.to_int([float("nan")], clamp=True)

@@ -238,6 +238,19 @@ def test_total_is_public_only_under_replace():
     assert add.public_total is None
     top = add.node_estimates(add.levels - 1, [0, 1]).sum()
     assert add.total() == top and add.rank(10**6) == top
+    # Calibrated for replacement without the declared model: N stays private, and ranks at the
+    # top and the quantile targets use the noisy top level.
+    kept = PrivateDyadicCountSketch.release(
+        exact, RHO1, SRC.stream("t"), neighbouring="replace", publish_total=False
+    )
+    assert kept.public_total is None and kept.calibrations == rep.calibrations
+    assert np.array_equal(kept.sketched, rep.sketched) and np.array_equal(kept.exact, rep.exact)
+    top = kept.node_estimates(kept.levels - 1, [0, 1]).sum()
+    assert kept.total() == top and kept.rank(255) == top and kept.rank_noise_bound(255) > 0
+    assert PrivateDyadicCountSketch.from_bytes(kept.to_bytes()) == kept
+    assert not kept.describe()["total_public"] and rep.describe()["total_public"]
+    with pytest.raises(ValueError, match="publish_total"):
+        PrivateDyadicCountSketch.release(exact, RHO1, SRC.stream("t"), publish_total=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -348,7 +361,8 @@ def test_serialization_round_trip(budget, relation):
     _, params, arrays = serialization.loads(data)
     for key, value in (
         ("calibrations", params["calibrations"][:-1]),
-        ("public_total", None if relation == "replace" else 5),
+        # A total is never published outside the replace model; under it, only as an int.
+        ("public_total", True if relation == "replace" else 5),
         ("neighbouring", "other"),
         ("split", [1.0]),
         ("budget_kind", "weird"),

@@ -270,7 +270,7 @@ def test_user_level_count_bounds_contributions_and_scales_the_noise():
     assert agg.calibrated_mechanism.sensitivity == 2
     scale = agg.calibrated_mechanism.scale(agg.per_release_budget)
     assert scale == Fraction(2)
-    noise = int(discrete_laplace(source.stream(("users", "global", 0)), scale, 1)[0])
+    noise = int(discrete_laplace(agg.noise_source.stream(("users", "global", 0)), scale, 1)[0])
 
     def check(actual):
         assert actual == [{"count": 9 + noise}]
@@ -312,7 +312,9 @@ def test_zcdp_count_runs_and_is_charged_in_rho():
     p = beam.Pipeline(runner="FnApiRunner")
     out = p | beam.Create(list(range(20))) | dp
     sigma = dp.aggregate.calibrated_mechanism.sigma(dp.aggregate.per_release_budget)
-    noise = int(discrete_gaussian(source.stream(("z", "global", 0)), sigma, 1)[0])
+    noise = int(
+        discrete_gaussian(dp.aggregate.noise_source.stream(("z", "global", 0)), sigma, 1)[0]
+    )
 
     def check(actual):
         assert actual == [{"count": 20 + noise}]

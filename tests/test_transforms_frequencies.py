@@ -1,7 +1,7 @@
 """DPFrequencies / DPQuantiles in Beam: equal to the core release, noise once, turnstile.
 
-Runners: FnApiRunner in-process, and FnApiRunner multi_processing with 2 workers for the
-noise-once test. Expected outputs are recomputed from the same keyed noise stream
+Runners: FnApiRunner in-process, FnApiRunner multi_processing with 2 workers for the
+noise-once test, and DirectRunner ``--streaming`` with TestStream for empty panes. Expected outputs are recomputed from the same keyed noise stream
 (``release_id_for``), so equality shows both that the noise-free part is the single-machine exact
 sketch and that noise was added exactly once.
 """
@@ -16,8 +16,15 @@ import numpy as np
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.testing import test_stream as ts
 from apache_beam.testing.util import assert_that
-from apache_beam.transforms.window import GlobalWindow
+from apache_beam.transforms import trigger as tr
+from apache_beam.transforms.window import (
+    FixedWindows,
+    GlobalWindow,
+    IntervalWindow,
+    TimestampedValue,
+)
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
@@ -76,7 +83,7 @@ def test_release_equals_the_single_machine_release(sketch, exact_cls, private_cl
     (released,) = dump.load()
     exact = exact_cls(W, D, 7).update(_all_keys())
     expected = private_cls.release(
-        exact, budget, source.stream(release_id_for("f", GlobalWindow(), 0))
+        exact, budget, t.aggregate.noise_source.stream(release_id_for("f", GlobalWindow(), 0))
     )
     assert released == expected
     with pytest.raises(TypeError):
@@ -152,7 +159,7 @@ def test_turnstile_insert_then_delete_equals_the_remainder(dump):
     expected = PrivateCountMinSketch.release(
         CountMinSketch(W, D, 0).update(keep),
         budget,
-        source.stream(release_id_for("turnstile", GlobalWindow(), 0)),
+        t.aggregate.noise_source.stream(release_id_for("turnstile", GlobalWindow(), 0)),
     )
     assert released == expected
 
@@ -182,7 +189,7 @@ def test_quantiles_equal_the_core_release_and_are_accurate(dump):
     private = PrivateDyadicCountSketch.release(
         DyadicCountSketch(0, 255, 64, 3, 0).update(values),
         budget,
-        source.stream(release_id_for("q", GlobalWindow(), 0)),
+        t.aggregate.noise_source.stream(release_id_for("q", GlobalWindow(), 0)),
     )
     assert sorted(out, key=lambda r: r["quantile"]) == [
         {"quantile": q, "value": int(v)} for q, v in zip(qs, private.quantiles(qs), strict=True)
@@ -228,12 +235,9 @@ def test_released_sketch_is_queryable_as_a_side_input(dump):
     # The typical use: release once, then look keys up in another branch of the pipeline.
     source = NoiseSource.insecure_for_tests(9)
     budget = PrivacyBudget.pure(1.0)
+    transform = DPFrequencies(W, D, budget, noise_source=source, label="side")
     with beam.Pipeline(runner=FnApiRunner()) as p:
-        released = (
-            p
-            | "Data" >> beam.Create(["a"] * 500 + ["b"] * 50)
-            | DPFrequencies(W, D, budget, noise_source=source, label="side")
-        )
+        released = p | "Data" >> beam.Create(["a"] * 500 + ["b"] * 50) | "Release" >> transform
         lookups = (
             p
             | "Queries" >> beam.Create(["a", "b", "zzz"])
@@ -247,9 +251,90 @@ def test_released_sketch_is_queryable_as_a_side_input(dump):
     expected = PrivateCountMinSketch.release(
         CountMinSketch(W, D, 0).update(["a"] * 500 + ["b"] * 50),
         budget,
-        source.stream(release_id_for("side", GlobalWindow(), 0)),
+        transform.aggregate.noise_source.stream(release_id_for("side", GlobalWindow(), 0)),
     )
     assert got == {
         k: float(v)
         for k, v in zip("a b zzz".split(), expected.estimate(["a", "b", "zzz"]), strict=True)
     }
+
+
+# --------------------------------------------------------------------------------------------
+# Streaming: an empty ON_TIME pane after DISCARDING early firings is a release with noise
+# --------------------------------------------------------------------------------------------
+
+
+def _early_then_empty_on_time(transform, records):
+    """``(pipeline, output)``: one record per TestStream step (each fires an early pane), then the
+    watermark passes the window, whose ON_TIME pane (index 2) holds no element.
+
+    DirectRunner ``--streaming``; early firings after every element, DISCARDING.
+    """
+    stream = ts.TestStream().advance_watermark_to(0)
+    for t, record in enumerate(records, start=1):
+        stream = stream.add_elements([TimestampedValue(record, t)])
+    stream = stream.advance_watermark_to(10).advance_watermark_to_infinity()
+    p = beam.Pipeline(runner="DirectRunner", options=PipelineOptions(["--streaming"]))
+    windowed = (
+        p
+        | stream
+        | beam.WindowInto(
+            FixedWindows(10),
+            trigger=tr.AfterWatermark(early=tr.AfterCount(1)),
+            accumulation_mode=tr.AccumulationMode.DISCARDING,
+        )
+    )
+    return p, windowed | transform
+
+
+def _empty_pane_release(transform, empty_accumulator):
+    """What the calibrated mechanism releases for an empty pane 2 of window [0, 10)."""
+    agg = transform.aggregate
+    rid = release_id_for(agg.release_label, IntervalWindow(0, 10), 2)
+    return agg.calibrated_mechanism.release(
+        empty_accumulator, agg.per_release_budget, agg.noise_source.stream(rid)
+    )
+
+
+def test_streaming_empty_on_time_pane_of_dpfrequencies_is_released_with_noise(dump):
+    t = DPFrequencies(
+        W,
+        D,
+        PrivacyBudget.pure(1.0),
+        seed=3,
+        max_panes_per_window=3,
+        noise_source=NoiseSource.insecure_for_tests(21),
+        with_metadata=True,
+        label="empty-freq",
+    )
+    p, out = _early_then_empty_on_time(t, ["a", "b"])
+    assert_that(out, dump)
+    p.run().wait_until_finish()
+    panes = {r.pane_index: r for r in dump.load()}
+    assert sorted(panes) == [0, 1, 2] and panes[2].pane_timing == "ON_TIME"
+    (released,) = panes[2].records
+    assert [released] == _empty_pane_release(t, CountMinSketch(W, D, 3))
+    # Noise only: an empty pane's cells are not all the public offset.
+    assert np.any(released.table != released.offset)
+
+
+def test_streaming_empty_on_time_pane_of_dpquantiles_is_released_with_noise(dump):
+    t = DPQuantiles(
+        [0.5, 0.9],
+        0,
+        255,
+        PrivacyBudget.zcdp(0.5),
+        width=16,
+        depth=3,
+        max_panes_per_window=3,
+        noise_source=NoiseSource.insecure_for_tests(22),
+        with_metadata=True,
+        label="empty-quant",
+    )
+    p, out = _early_then_empty_on_time(t, [17, 200])
+    assert_that(out, dump)
+    p.run().wait_until_finish()
+    panes = {r.pane_index: r for r in dump.load()}
+    assert sorted(panes) == [0, 1, 2] and panes[2].pane_timing == "ON_TIME"
+    expected = _empty_pane_release(t, DyadicCountSketch(0, 255, 16, 3, 0, clamp=True))
+    assert list(panes[2].records) == expected and len(expected) == 2

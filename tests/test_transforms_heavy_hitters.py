@@ -79,7 +79,7 @@ def test_design_b_pipeline_equals_the_core_release(seed, dump):
         PostProcessedSum.from_sketch(MisraGries(40).update(keys)),
         EPS,
         DELTA,
-        source.stream(release_id_for("hist", GlobalWindow(), 0)),
+        t.aggregate.noise_source.stream(release_id_for("hist", GlobalWindow(), 0)),
     )
     out = run_one_batch(t, keys, dump)
     assert out == [(k, c) for k, c in expected.items]
@@ -94,7 +94,7 @@ def test_sequential_pipeline_equals_pmg_on_the_whole_stream(dump):
         MisraGries(30).update(keys),
         EPS,
         DELTA,
-        source.stream(release_id_for("seq", GlobalWindow(), 0)),
+        t.aggregate.noise_source.stream(release_id_for("seq", GlobalWindow(), 0)),
     )
     assert run_one_batch(t, keys, dump) == [(k, c) for k, c in expected.items]
 

@@ -63,7 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Release differentially private quantiles of one numeric column with a private "
             "dyadic Count Sketch over the declared public range [--lower, --upper] (spec "
             "dp-linear-sketches §5). Integer columns are used as they are; declare "
-            "--resolution for fractional values."
+            "--resolution for fractional values. Every value is mapped into the bounds before it "
+            "is counted: values below --lower count as --lower, above --upper (and NaN) as "
+            "--upper, so no value can make the run fail."
         ),
     )
     add_input_arguments(quant)
@@ -72,7 +74,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--lower", type=float, required=True, help="public lower bound")
     group.add_argument("--upper", type=float, required=True, help="public upper bound")
     group.add_argument("--resolution", type=float, help="bin width for fractional values")
-    group.add_argument("--clamp", action="store_true", help="clamp values outside the bounds")
     group.add_argument("--width", type=int, default=1024, help="counters per row (1024)")
     group.add_argument("--depth", type=int, default=5, help="rows (5)")
     add_privacy_arguments(group)
@@ -123,7 +124,6 @@ def run_quantiles(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         width=args.width,
         depth=args.depth,
         resolution=args.resolution,
-        clamp=args.clamp,
         noise_source=noise_source_from_args(args),
         label="quantiles",
     )

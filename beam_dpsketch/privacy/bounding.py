@@ -155,9 +155,8 @@ def contribution_ranks(
     ids = _as_list(privacy_ids)
     els = _as_list(elements)
     if len(ids) != len(els):
-        raise ValueError(
-            f"privacy_ids and elements must have the same length, got {len(ids)} and {len(els)}"
-        )
+        # The lengths count a unit's contributions: name the problem, not the sizes.
+        raise ValueError("privacy_ids and elements must have the same length")
     return np.fromiter((r for r, _ in _ranked(k, ids, els)), dtype=np.uint64, count=len(ids))
 
 
@@ -223,9 +222,8 @@ def bounded_mask(
     ids = _as_list(privacy_ids)
     els = _as_list(elements)
     if len(ids) != len(els):
-        raise ValueError(
-            f"privacy_ids and elements must have the same length, got {len(ids)} and {len(els)}"
-        )
+        # The lengths count a unit's contributions: name the problem, not the sizes.
+        raise ValueError("privacy_ids and elements must have the same length")
     ranked = _ranked(k, ids, els)
     by_unit: dict[bytes, list[int]] = {}
     for i, pid in enumerate(ids):

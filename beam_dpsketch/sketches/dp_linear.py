@@ -32,6 +32,12 @@ Conditions the caller must meet (spec §3.4): release the state once per budget 
 fresh :class:`~beam_dpsketch.noise.NoiseStream` (distinct release id); weights limited to what
 the relation assumes (unit updates, or at most ``k`` per user for ``"user:k"``); hash seed
 chosen independently of the data.
+
+The total weight ``N`` is published exactly only when the caller declares the replace-one model
+(``neighbouring="replace"``), the model of Zhao et al. (Definition 2.3) in which ``N`` is a public
+invariant. A release that is merely *calibrated* for replacement (``publish_total=False``, e.g.
+a pane whose boundaries shift between neighbouring inputs, so its size is not invariant) keeps
+``N`` private: :meth:`PrivateCountMinSketch.total` then estimates it from the noisy table.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ from beam_dpsketch.sketches.dp_linear_calibration import (
     LinearCalibration,
     calibrate_linear,
     check_probability,
+    check_publish_total,
     check_stream,
     draw_noise,
     linear_sensitivity,
@@ -196,6 +203,7 @@ class _PrivateLinearSketch(abc.ABC):
         beta_noise: float | None = None,
         paper_compat: bool = False,
         gamma: float | None = None,
+        publish_total: bool | None = None,
     ) -> Self:
         """Release ``sketch`` once: every cell gets independent noise (and the public offset).
 
@@ -225,10 +233,24 @@ class _PrivateLinearSketch(abc.ABC):
             ``rho`` then reports the **effective** zCDP level for ``neighbouring``.
         gamma
             The paper's accuracy parameter (``paper_compat`` only).
+        publish_total
+            Whether the exact total weight ``N`` is part of the release. ``None`` (default):
+            exactly when ``neighbouring="replace"``, i.e. when the caller declares the paper's
+            replace-one model (Zhao et al., Definition 2.3), in which ``N`` is a public invariant.
+            ``False``: ``N`` stays private whatever the relation; use it when the noise is
+            calibrated for replacement but ``N`` is not public (e.g. a pane that can lose one
+            element and gain another, or lose one only). ``True`` is accepted only with
+            ``"replace"``.
 
         Returns
         -------
         The released object (immutable; integer counters).
+
+        Raises
+        ------
+        ValueError
+            If ``publish_total`` is not ``None`` or a bool, or is ``True`` under a relation
+            other than ``"replace"`` (``N`` is then data that the noise does not cover).
         """
         if not isinstance(sketch, cls.EXACT):
             raise TypeError(
@@ -246,12 +268,13 @@ class _PrivateLinearSketch(abc.ABC):
             paper_compat=paper_compat,
             gamma=gamma,
         )
+        publish = check_publish_total(publish_total, cal.neighbouring)
         shape = (sketch.depth, sketch.width)
         noise = draw_noise(stream, cal.noise, cal.sampler_parameter(), shape[0] * shape[1])
         table = sketch.table + noise.reshape(shape)
         if cal.offset:
             table += cal.offset
-        public_total = sketch.total_weight if cal.neighbouring == "replace" else None
+        public_total = int(sketch.total_weight) if publish else None
         return cls._build(sketch.width, sketch.depth, sketch.seed, table, cal, public_total)
 
     @classmethod
@@ -334,9 +357,18 @@ class _PrivateLinearSketch(abc.ABC):
         return self.calibration.epsilon_at(delta, method)
 
     def describe(self) -> dict[str, Any]:
-        """JSON-friendly calibration facts plus shape (for reports and Beam ``describe``)."""
+        """JSON-friendly calibration facts plus shape (for reports and Beam ``describe``).
+
+        ``total_public`` says whether the exact total is part of the release (never its value).
+        """
         out = self.calibration.to_dict()
-        out.update(kind=self.KIND, width=self.width, depth=self.depth, seed=self.seed)
+        out.update(
+            kind=self.KIND,
+            width=self.width,
+            depth=self.depth,
+            seed=self.seed,
+            total_public=self.public_total is not None,
+        )
         return out
 
     # ---------------------------------------------------------------- refused operations
@@ -421,15 +453,15 @@ class _PrivateLinearSketch(abc.ABC):
         return [(keys[i], float(est[i])) for i in order]
 
     def total(self) -> float:
-        """Total weight ``N``: exact under ``replace`` (a public invariant, spec §4.4).
+        """Total weight ``N``: exact when published (declared replace-one model).
 
-        Subclasses estimate it from the table under other relations where the spec allows.
+        Subclasses estimate it from the table otherwise, where the spec allows.
         """
         if self.public_total is not None:
             return float(self.public_total)
         raise ValueError(
-            f"{type(self).__name__} cannot estimate the total weight under "
-            f"{self.neighbouring!r} (spec dp-linear-sketches §4.4)"
+            f"{type(self).__name__} cannot estimate the total weight: it is not published in "
+            "this release and the signed table has no estimator of it"
         )
 
     # ---------------------------------------------------------------- identity and bytes
@@ -490,8 +522,8 @@ class _PrivateLinearSketch(abc.ABC):
             not isinstance(public_total, int) or isinstance(public_total, bool)
         ):
             raise err("public_total must be an int or null")
-        if (public_total is not None) != (cal.neighbouring == "replace"):
-            raise err("public_total is present exactly for the 'replace' relation")
+        if public_total is not None and cal.neighbouring != "replace":
+            raise err("public_total may be present only for the 'replace' relation")
         table = serialization.require_array(arrays, "table", "<i8", (depth, width))
         return cls._build(width, depth, seed, table, cal, public_total)
 
@@ -533,9 +565,9 @@ class PrivateCountMinSketch(_PrivateLinearSketch):
     def total(self) -> float:
         """Total weight ``N`` (spec §4.4).
 
-        Under ``replace`` the exact total is a public invariant and is returned as is. Otherwise
-        the unbiased estimate ``mean_r sum_c (C[r, c] - offset)``, whose variance is
-        :meth:`total_variance` (``width * noise_variance / depth``).
+        When the release publishes it (declared replace-one model) the exact total is returned
+        as is. Otherwise the unbiased estimate ``mean_r sum_c (C[r, c] - offset)`` from the noisy
+        table, whose variance is :meth:`total_variance` (``width * noise_variance / depth``).
         """
         if self.public_total is not None:
             return float(self.public_total)

@@ -75,6 +75,7 @@ __all__ = [
     "calibrate_linear",
     "check_budget",
     "check_probability",
+    "check_publish_total",
     "check_stream",
     "draw_noise",
     "linear_sensitivity",
@@ -140,6 +141,28 @@ def check_stream(stream: Any) -> NoiseStream:
             f"got {type(stream).__name__}"
         )
     return stream
+
+
+def check_publish_total(publish_total: Any, neighbouring: str) -> bool:
+    """Whether a release publishes its exact total weight ``N``.
+
+    ``None`` means: exactly under the declared replace-one model (``neighbouring ==
+    "replace"``, Zhao et al. Definition 2.3, where ``N`` is a public invariant). ``False`` keeps
+    ``N`` private under any relation, which is what a release calibrated for replacement only
+    because of how its input was cut (e.g. a pane that can lose one element and gain another)
+    needs. ``True`` is refused unless the relation is ``"replace"``: under any other relation
+    ``N`` differs between neighbours and the noise does not cover it.
+    """
+    if publish_total is None:
+        return neighbouring == "replace"
+    if not isinstance(publish_total, bool):
+        raise ValueError(f"publish_total must be None or a bool, got {publish_total!r}")
+    if publish_total and neighbouring != "replace":
+        raise ValueError(
+            "publish_total=True needs neighbouring='replace': only the declared replace-one "
+            f"model makes the total a public invariant, got neighbouring={neighbouring!r}"
+        )
+    return publish_total
 
 
 def _check_depth(depth: Any) -> int:

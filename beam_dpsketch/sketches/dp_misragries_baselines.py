@@ -101,7 +101,11 @@ def _as_counts(counts: Mapping[Any, int] | Iterable[Any]) -> dict[Any, int]:
         out: dict[Any, int] = {}
         for key, c in counts.items():
             if isinstance(c, bool) or not isinstance(c, numbers.Integral) or c < 0:
-                raise ValueError(f"counts must be non-negative ints, got {c!r}")
+                # The count is data: name its type, never its value.
+                raise ValueError(
+                    "counts must be non-negative ints: got a negative or non-integer value "
+                    f"of type {type(c).__name__}"
+                )
             if c > 0:
                 x = canonical_key(key)
                 out[x] = out.get(x, 0) + int(c)

@@ -17,7 +17,6 @@ from typing import Any
 from beam_dpsketch.noise import NoiseStream, gaussian
 from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma, gshm_delta, gshm_threshold
 from beam_dpsketch.sketches.dp_misragries_core import (
-    NEIGHBOURING_ELEMENT,
     NEIGHBOURING_SHARDED,
     HeavyHitterRelease,
     NoiseSpec,
@@ -54,18 +53,17 @@ __all__ = [
 
 
 def merged_input(sketch: Any) -> tuple[int, dict[Any, int], str, str, dict[str, Any]]:
-    """``(k, positive counters, neighbouring, privacy unit, details)`` of a mergeable sketch."""
+    """``(k, positive counters, neighbouring, privacy unit, details)`` of a mergeable sketch.
+
+    Nothing here depends on the sketch's provenance flag ``merged``: whether a runner really
+    merged two non-empty sketches can depend on the data (one element can be a bundle's only
+    one), so it must not show in a release. The sharded relation is stated for every
+    ``MisraGries`` input: it holds for a single stream too, where A-PART is vacuous.
+    """
     if isinstance(sketch, PAMGSketch):
-        return (
-            sketch.k,
-            sketch.to_dict(),
-            user_set_relation(sketch.m),
-            "user",
-            {"m": sketch.m, "merged": sketch.merged},
-        )
+        return sketch.k, sketch.to_dict(), user_set_relation(sketch.m), "user", {"m": sketch.m}
     if isinstance(sketch, MisraGries):
-        relation = NEIGHBOURING_SHARDED if sketch.merged else NEIGHBOURING_ELEMENT
-        return sketch.k, sketch.to_dict(), relation, "element", {"merged": sketch.merged}
+        return sketch.k, sketch.to_dict(), NEIGHBOURING_SHARDED, "element", {}
     raise TypeError(f"expected a MisraGries or PAMGSketch, got {type(sketch).__name__}")
 
 

@@ -292,9 +292,10 @@ class PostProcessedSum:
 
     def _check_room(self, more: int) -> None:
         if self.shards + more > self.max_shards:
+            # How many non-empty shards there are depends on the data: only the bound is named.
             raise ValueError(
-                f"max_shards={self.max_shards} exceeded ({self.shards + more} shard sketches): "
-                "Design B keeps up to max_shards * k keys, declare the shard count"
+                f"max_shards={self.max_shards} exceeded: Design B keeps up to max_shards * k "
+                "keys, declare the shard count"
             )
 
     def add_sketch(self, sketch: MisraGries) -> Self:
@@ -406,7 +407,8 @@ class PostProcessedSum:
         try:
             keys = [decode_key(b) for b in encoded]
         except (ValueError, TypeError, RecursionError) as exc:
-            raise err(f"malformed key: {exc}") from None
+            # The decoder's message can quote the key's bytes: keep only its type.
+            raise err(f"malformed key encoding ({type(exc).__name__})") from None
         out = cls(k, max_shards=max_shards)
         out.shards = shards
         out._scaled = dict(zip(keys, scaled.tolist(), strict=True))
@@ -447,8 +449,13 @@ def _pp_sensitivity(k: int, tight_sensitivity: bool) -> int:
 
 
 def _pp_meta(pp: PostProcessedSum) -> tuple[str, dict[str, Any]]:
-    relation = NEIGHBOURING_ELEMENT if pp.shards <= 1 else NEIGHBOURING_SHARDED
-    return relation, {"shards": pp.shards, "max_shards": pp.max_shards}
+    """Relation and details of a release of ``pp``, from its declared ``max_shards`` only.
+
+    The number of shards actually folded in counts the non-empty segments, which depends on the
+    data (one element can be a segment's only element), so it is never part of a release.
+    """
+    relation = NEIGHBOURING_ELEMENT if pp.max_shards <= 1 else NEIGHBOURING_SHARDED
+    return relation, {"max_shards": pp.max_shards}
 
 
 def approx_pp(

@@ -134,9 +134,10 @@ class PAMGSketch:
             raise TypeError("a user's items must be a collection of keys, not a single str/bytes")
         distinct = set(canonical_keys(list(items)))
         if len(distinct) > self.m:
+            # The number of distinct elements is the user's data: the message names only m.
             raise ValueError(
-                f"a user contributes {len(distinct)} distinct elements, more than m={self.m}: "
-                "bound each user's contribution before sketching (spec dp-misra-gries §6.8)"
+                f"a user contributes more than m={self.m} distinct elements: bound each user's "
+                "contribution before sketching (spec dp-misra-gries §6.8)"
             )
         cnt = self._cnt
         for x in distinct:
@@ -260,7 +261,8 @@ class PAMGSketch:
         try:
             keys = [decode_key(b) for b in encoded]
         except (ValueError, TypeError, RecursionError) as exc:
-            raise err(f"malformed key: {exc}") from None
+            # The decoder's message can quote the key's bytes: keep only its type.
+            raise err(f"malformed key encoding ({type(exc).__name__})") from None
         sketch = cls.__new__(cls)
         sketch.k, sketch.m, sketch.n_users, sketch.total, sketch.merged = (
             k,

@@ -406,7 +406,8 @@ class DyadicCountSketch(_DyadicBase):
         ``paper`` preset).
     clamp
         Default policy for values outside ``[lower, upper]``: ``False`` raises ``ValueError``
-        naming them, ``True`` clamps them to the nearest bound (a public, data-independent map).
+        (naming the bounds, never the values), ``True`` clamps them to the nearest bound (a
+        public, data-independent map applied to each value alone).
 
     Memory: ``n_sketched * depth * width + (exact nodes)`` int64 counters (spec §10.5).
     """
@@ -476,10 +477,9 @@ class DyadicCountSketch(_DyadicBase):
             items = arr.tolist()
             for v in items:
                 if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                    raise TypeError(f"values must be integers, got {type(v).__name__} ({v!r})")
-            big = [v for v in items if not self.lower <= int(v) <= self.upper]
-            if big and not clamp:
-                self._raise_outside(big)
+                    raise TypeError(f"values must be integers, got a {type(v).__name__}")
+            if not clamp and any(not self.lower <= int(v) <= self.upper for v in items):
+                self._raise_outside()
             arr = np.array([min(max(int(v), self.lower), self.upper) for v in items], np.int64)
         elif kind == "u":
             if int(arr.max()) > _INT64_MAX:
@@ -495,15 +495,16 @@ class DyadicCountSketch(_DyadicBase):
         outside = (arr < self.lower) | (arr > self.upper)
         if outside.any():
             if not clamp:
-                self._raise_outside(arr[outside].tolist(), int(outside.sum()))
+                self._raise_outside()
             arr = np.clip(arr, self.lower, self.upper)
         return arr - np.int64(self.lower)
 
-    def _raise_outside(self, bad: list[int], count: int | None = None) -> None:
-        count = len(bad) if count is None else count
+    def _raise_outside(self) -> None:
+        # Values come from the data: the message names the parameter and the bounds (public),
+        # never the offending values or how many there are.
         raise ValueError(
-            f"values outside the declared domain [{self.lower}, {self.upper}]: {bad[:5]}"
-            f"{' ...' if count > 5 else ''} ({count} in total; pass clamp=True to clamp them)"
+            f"values: some are outside the declared domain [{self.lower}, {self.upper}] "
+            "(pass clamp=True to clamp them to the bounds)"
         )
 
     def update(self, values: Any, counts: Any = None, *, clamp: bool | None = None) -> Self:
@@ -514,7 +515,7 @@ class DyadicCountSketch(_DyadicBase):
         values
             Integers in ``[lower, upper]`` (numpy integer array or sequence of ints). Floats
             raise ``TypeError`` (use :class:`FloatDomain`); values outside the domain raise
-            ``ValueError`` naming them unless clamping is on.
+            ``ValueError`` (which never quotes a value) unless clamping is on.
         counts
             Optional integer weight per value (turnstile).
         clamp

@@ -79,8 +79,9 @@ class FloatDomain:
     def to_int(self, values: Any, *, clamp: bool = False) -> np.ndarray:
         """Bin index (int64) of each value.
 
-        NaN always raises ``ValueError`` naming it; values outside ``[lower, upper]`` raise
-        ``ValueError`` naming them unless ``clamp=True`` (then they go to the first/last bin).
+        NaN always raises ``ValueError``; values outside ``[lower, upper]`` raise ``ValueError``
+        unless ``clamp=True`` (then they go to the first/last bin). The messages name the
+        parameter and the declared bounds, never a value or its position (values are data).
         """
         try:
             arr = np.asarray(values, dtype=np.float64)
@@ -89,18 +90,16 @@ class FloatDomain:
         arr = np.atleast_1d(arr)
         if arr.ndim != 1:
             raise ValueError(f"values must be one-dimensional, got shape {arr.shape}")
-        nan = np.isnan(arr)
-        if nan.any():
+        if np.isnan(arr).any():
             raise ValueError(
-                f"NaN is not a valid value (positions {np.flatnonzero(nan)[:5].tolist()}): "
-                "FloatDomain values must be numbers in [lower, upper]"
+                "values: NaN is not a valid value; FloatDomain values must be numbers in "
+                "[lower, upper]"
             )
         outside = (arr < self.lower) | (arr > self.upper)
         if outside.any() and not clamp:
-            bad = arr[outside][:5].tolist()
             raise ValueError(
-                f"values outside the declared domain [{self.lower}, {self.upper}]: {bad}"
-                f"{' ...' if int(outside.sum()) > 5 else ''} (pass clamp=True to clamp them)"
+                f"values: some are outside the declared domain [{self.lower}, {self.upper}] "
+                "(pass clamp=True to clamp them)"
             )
         arr = np.clip(arr, self.lower, self.upper)
         # The 1e-9 absorbs float error at bin edges: 0.3 / 0.1 = 2.9999999999999996 must still

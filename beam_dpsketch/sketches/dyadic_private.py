@@ -20,6 +20,7 @@ from beam_dpsketch.sketches.dp_linear_calibration import (
     calibrate_linear,
     check_budget,
     check_probability,
+    check_publish_total,
     check_stream,
     draw_noise,
     parse_neighbouring,
@@ -174,6 +175,7 @@ class PrivateDyadicCountSketch(_DyadicBase):
         neighbouring: str = "add_remove",
         split: Any = "uniform",
         beta_noise: float = 0.005,
+        publish_total: bool | None = None,
     ) -> Self:
         """Release ``sketch`` once with ``budget`` split across its levels (spec §5.3).
 
@@ -190,18 +192,31 @@ class PrivateDyadicCountSketch(_DyadicBase):
             The release's noise stream; the number of draws depends on the layout only.
         neighbouring
             ``"add_remove"`` (default), ``"replace"``, ``"replace_update"`` or ``"user:k"``.
-            Under ``"replace"`` the total ``N`` is a public invariant and is kept exactly
-            (spec §4.4).
         split
             ``"uniform"`` (the paper's ``rho / L`` per level) or one positive weight per level
             (level 0 = leaves first); shares are rounded down so they never exceed the budget.
         beta_noise
             Failure probability of the uniform noise bounds ``noise_bounds``.
+        publish_total
+            Whether the exact total ``N`` is part of the release (then :meth:`total`, ranks at
+            ``upper`` and the quantile targets ``ceil(q N)`` use it). ``None`` (default): exactly
+            when ``neighbouring="replace"``, the caller's declaration of the paper's replace-one
+            model (Zhao et al., Definition 2.3) in which ``N`` is a public invariant. ``False``:
+            ``N`` stays private and is estimated from the noisy top level, e.g. when the noise
+            is calibrated for replacement only because a pane can lose one element and gain
+            another. ``True`` is accepted only with ``"replace"``.
+
+        Raises
+        ------
+        ValueError
+            If ``publish_total`` is not ``None`` or a bool, or is ``True`` under a relation
+            other than ``"replace"``.
         """
         stream = check_stream(stream)
         cals = cls.calibrate(
             sketch, budget, neighbouring=neighbouring, split=split, beta_noise=beta_noise
         )
+        publish = check_publish_total(publish_total, cals[0].neighbouring)
         obj = object.__new__(cls)
         obj._init_layout(*sketch._config())
         sketched = sketch.sketched.copy()
@@ -237,7 +252,7 @@ class PrivateDyadicCountSketch(_DyadicBase):
             [float(w) for w in weights],
             float(beta_noise),
             name,
-            sketch.total_weight if name == "replace" else None,
+            int(sketch.total_weight) if publish else None,
         )
         return obj
 
@@ -310,6 +325,7 @@ class PrivateDyadicCountSketch(_DyadicBase):
             "level_scales": self.level_scales.tolist(),
             "level_sensitivities": self.level_sensitivities.tolist(),
             "noise_bounds": self.noise_bounds.tolist(),
+            "total_public": self.public_total is not None,
         }
 
     # ---------------------------------------------------------------- refused operations
@@ -331,8 +347,8 @@ class PrivateDyadicCountSketch(_DyadicBase):
     # ---------------------------------------------------------------- queries
 
     def total(self) -> float:
-        """``N^``: exact under ``replace`` (public invariant), else ``est_{L-1}(0) + est_{L-1}(1)``
-        (spec §4.4)."""
+        """``N^``: exact when published (declared replace-one model), else
+        ``est_{L-1}(0) + est_{L-1}(1)`` from the noisy top level."""
         if self.public_total is not None:
             return float(self.public_total)
         return self._top_total()
@@ -434,8 +450,8 @@ class PrivateDyadicCountSketch(_DyadicBase):
             not isinstance(public_total, int) or isinstance(public_total, bool)
         ):
             raise err("public_total must be an int or null")
-        if (public_total is not None) != (name == "replace"):
-            raise err("public_total is present exactly for the 'replace' relation")
+        if public_total is not None and name != "replace":
+            raise err("public_total may be present only for the 'replace' relation")
         obj._finish(
             obj.sketched,
             obj.exact,

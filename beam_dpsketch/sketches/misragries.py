@@ -351,7 +351,8 @@ class MisraGries:
         if not 1 <= k <= MAX_K or dummy_ids.ndim != 1 or len(encoded) + len(dummy_ids) != k:
             raise err("a MisraGries sketch must hold exactly k slots, 1 <= k <= 2**24")
         if n < 0 or d < 0 or (k + 1) * d > n:
-            raise err(f"impossible Misra-Gries totals n={n}, d={d} for k={k}")
+            # The totals are exact counts of the data: name the constraint, not the values.
+            raise err("impossible Misra-Gries totals: need n >= 0, d >= 0 and (k+1)d <= n")
         if len(counts) and counts.min() < 0:
             raise err("negative Misra-Gries counter")
         held = int(counts.sum())
@@ -364,7 +365,8 @@ class MisraGries:
         try:
             keys = [decode_key(b) for b in encoded]
         except (ValueError, TypeError, RecursionError) as exc:
-            raise err(f"malformed key: {exc}") from None
+            # The decoder's message can quote the key's bytes: keep only its type.
+            raise err(f"malformed key encoding ({type(exc).__name__})") from None
         cnt: dict[Any, int] = {_Dummy(i): 0 for i in dummy_ids.tolist()}
         cnt.update(zip(keys, counts.tolist(), strict=True))
         if len(cnt) != k:

@@ -97,6 +97,28 @@ def _arrow_type_ok(typ: pa.DataType) -> bool:
     return any(check(typ) for check in _ARROW_KEY_TYPES)
 
 
+def user_fn_error(name: str, exc: BaseException) -> ValueError:
+    """The error to raise when the user function ``name`` failed on an element with ``exc``.
+
+    It names the function and the exception type only: the original message can quote the
+    element (``int("alice")``, ``KeyError('alice')``), and exception messages leave the pipeline
+    through logs and job status. Raise it ``from None`` so the original is not chained into the
+    traceback.
+    """
+    return ValueError(
+        f"{name} raised {type(exc).__name__} on an element (its message is not shown: it can "
+        "quote the element)"
+    )
+
+
+def call_user_fn(fn: Callable[[Any], Any], value: Any, name: str) -> Any:
+    """``fn(value)``; a failure raises :func:`user_fn_error` (no data in the message)."""
+    try:
+        return fn(value)
+    except Exception as exc:  # noqa: BLE001 - any failure of user code on an element
+        raise user_fn_error(name, exc) from None
+
+
 def _invalid_key_message(key: Any, what: str = "key") -> str:
     return (
         f"invalid {what} of type {type(key).__name__!r}: keys must be str, bytes, int, bool or "
@@ -136,7 +158,8 @@ def validate_key_batch(batch: Any, what: str = "key batch") -> tuple[Any, list[t
         return batch, []
     if isinstance(batch, np.ndarray):
         if batch.ndim != 1:
-            reason = f"{what} must be one-dimensional, got shape {batch.shape}"
+            # The shape counts the data's keys: name the dimensionality only.
+            reason = f"{what} must be one-dimensional, got {batch.ndim} dimensions"
             return np.empty(0, np.int64), [(batch, reason)]
         kind = batch.dtype.kind
         if kind in "iubUS":
@@ -261,9 +284,9 @@ class _BatchKeysDoFn(beam.DoFn):
                 key = self._key_fn(value)
             except Exception as exc:  # noqa: BLE001 - any key_fn failure is a bad element
                 if not self._dead_letter:
-                    raise
+                    raise user_fn_error("key_fn", exc) from None
                 yield pvalue.TaggedOutput(
-                    INVALID_TAG, (element, f"key_fn failed: {type(exc).__name__}: {exc}")
+                    INVALID_TAG, (element, f"key_fn failed: {type(exc).__name__}")
                 )
                 return
         else:
@@ -355,6 +378,10 @@ class BatchKeys(beam.PTransform):
     TypeError
         At run time, for a key that is ``None``, a float, a list or another unsupported type
         (the message names the type), unless ``dead_letter`` is set.
+    ValueError
+        At run time, when ``key_fn`` raises on an element, unless ``dead_letter`` is set. The
+        message names ``key_fn`` and the exception type, never the original message, which can
+        quote the element (likewise the ``"invalid"`` output's reason).
     """
 
     def __init__(

@@ -25,18 +25,14 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.metrics import Metrics
 
 from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.privacy.bounding import MIN_KEY_BYTES, bounded_mask
 from beam_dpsketch.privacy.windowing import max_trigger_firings
+from beam_dpsketch.transforms.batching import call_user_fn
 
-__all__ = ["BOUNDING_METRIC_NAMESPACE", "BoundContributions", "canonical_id"]
-
-#: Beam counter namespace of the bounding step (``units``, ``contributions_dropped``,
-#: ``partitions_dropped``): counts only, never values.
-BOUNDING_METRIC_NAMESPACE = "beam_dpsketch.bounding"
+__all__ = ["BoundContributions", "canonical_id"]
 
 _PARTITION_DOMAIN = b"beam-dpsketch/partition-selection/v1"
 
@@ -81,7 +77,7 @@ class _KeyByPrivacyId(beam.DoFn):
         self._privacy_id_fn = privacy_id_fn
 
     def process(self, element):
-        yield canonical_id(self._privacy_id_fn(element)), element
+        yield canonical_id(call_user_fn(self._privacy_id_fn, element, "privacy_id_fn")), element
 
 
 class _SelectContributions(beam.DoFn):
@@ -101,31 +97,31 @@ class _SelectContributions(beam.DoFn):
         self._key_fn = key_fn
         self._max_partitions = max_partitions
         self._element_id_fn = element_id_fn
-        self._units = Metrics.counter(BOUNDING_METRIC_NAMESPACE, "units")
-        self._dropped = Metrics.counter(BOUNDING_METRIC_NAMESPACE, "contributions_dropped")
-        self._partitions_dropped = Metrics.counter(BOUNDING_METRIC_NAMESPACE, "partitions_dropped")
 
     def _element_id(self, element: Any) -> Any:
         if self._element_id_fn is None:
             return canonical_id(element, "element (pass element_id_fn for other types)")
-        return canonical_id(self._element_id_fn(element), "element_id_fn(element)")
+        element_id = call_user_fn(self._element_id_fn, element, "element_id_fn")
+        return canonical_id(element_id, "element_id_fn(element)")
 
     def process(self, kv):
         privacy_id, values = kv
         items = list(values)
-        self._units.inc()
         if self._key_fn is not None:
             items = self._bound_partitions(privacy_id, items)
         ids = [self._element_id(e) for e in items]
         m = self._max_contributions
         if len(items) > m:
             mask = bounded_mask(self._key, [privacy_id] * len(items), ids, m)
-            self._dropped.inc(len(items) - m)
             items = [e for e, keep in zip(items, mask.tolist(), strict=True) if keep]
         yield from items
 
     def _bound_partitions(self, privacy_id: Any, items: list[Any]) -> list[Any]:
-        encoded = [encode_key(canonical_id(self._key_fn(e), "key_fn(element)")) for e in items]  # type: ignore[misc]
+        key_fn = self._key_fn
+        encoded = [
+            encode_key(canonical_id(call_user_fn(key_fn, e, "key_fn"), "key_fn(element)"))  # type: ignore[arg-type]
+            for e in items
+        ]
         distinct = list(dict.fromkeys(encoded))
         if len(distinct) <= self._max_partitions:  # type: ignore[operator]
             return items
@@ -137,7 +133,6 @@ class _SelectContributions(beam.DoFn):
             self._max_partitions,  # type: ignore[arg-type]
         )
         kept = {d for d, keep in zip(distinct, mask.tolist(), strict=True) if keep}
-        self._partitions_dropped.inc(len(distinct) - len(kept))
         return [e for e, enc in zip(items, encoded, strict=True) if enc in kept]
 
 
@@ -188,6 +183,12 @@ class BoundContributions(beam.PTransform):
     The bound is per window only if the grouping fires once per window, so the input's trigger
     must fire at most once (the default trigger without allowed lateness, ``AfterWatermark()``
     without early or late firings, ...); other triggers are refused at construction.
+
+    **No side channels.** The step publishes no Beam metrics: how many units there are and how
+    many contributions or partitions were dropped are exact functions of the data, outside any
+    release. Errors name the failing function or the offending type, never an id, key or
+    element (a failing ``privacy_id_fn``, ``key_fn`` or ``element_id_fn`` raises ``ValueError``
+    naming the function and the exception type only).
     """
 
     def __init__(

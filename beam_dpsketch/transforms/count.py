@@ -238,7 +238,8 @@ class DPCount(AccountedTransform):
         It is a declaration the data must satisfy: bounding is per window.
     max_panes_per_window
         Declared maximum panes per window, required for triggers that can fire more than once;
-        further panes are withheld and counted (``beam_dpsketch.privacy/panes_withheld``).
+        further panes are withheld (never emitted, and not counted: their number depends on
+        the data).
     data_independent_panes
         See :func:`~beam_dpsketch.privacy.plan_releases`.
     noise_source

@@ -20,13 +20,21 @@ import numpy as np
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
-from beam_dpsketch.sketches.dp_linear import PrivateCountMinSketch, PrivateCountSketch
+from beam_dpsketch.sketches.dp_linear import (
+    PrivateCountMinSketch,
+    PrivateCountSketch,
+    parse_neighbouring,
+)
 from beam_dpsketch.sketches.dyadic import DyadicCountSketch
 from beam_dpsketch.sketches.dyadic_domain import FloatDomain
 from beam_dpsketch.sketches.dyadic_private import PrivateDyadicCountSketch
-from beam_dpsketch.transforms.batching import BatchKeys, is_batch_type
+from beam_dpsketch.transforms.batching import BatchKeys, call_user_fn, is_batch_type
 from beam_dpsketch.transforms.combiners import SketchCombineFn, WeightedSketchCombineFn
-from beam_dpsketch.transforms.release import AccountedTransform, ReleaseMechanism
+from beam_dpsketch.transforms.release import (
+    PANE_RELATIONS,
+    AccountedTransform,
+    ReleaseMechanism,
+)
 
 __all__ = ["DPFrequencies", "DPQuantiles", "LinearSketchReleaseMechanism", "QuantileMechanism"]
 
@@ -36,47 +44,128 @@ _SKETCHES = {
 }
 
 
+def _pane_calibration(neighbouring: str, pane_relation: str, turnstile: bool) -> str:
+    """The relation whose exact sensitivity a release is calibrated for.
+
+    Sensitivities: the table of :mod:`beam_dpsketch.sketches.dp_linear_calibration`.
+
+    Under the pane relation ``"replace"`` (multi-pane triggers whose boundaries depend on the
+    data) a pane can lose one record and gain another. With unit insertions that is the
+    ``replace`` sensitivity; with signed records (``weight_fn``) the record lost can be a deletion
+    ``(x, -1)`` and the one gained an insertion ``(x, +1)``, which moves a cell by 2 per row: the
+    ``replace_update`` sensitivity (``2 sqrt(d)``, not Count-Min's ``sqrt(2d)``). Either covers a
+    pane that only loses a record.
+    """
+    if pane_relation == "replace":
+        return "replace_update" if turnstile else "replace"
+    return neighbouring
+
+
+def _relation_text(neighbouring: str, pane_relation: str, calibrated: str) -> str:
+    if pane_relation == "add_remove":
+        if neighbouring == "replace":
+            return "replace (declared replace-one model: the total N is public and published)"
+        return f"{neighbouring} (the total is not published)"
+    return (
+        f"add_remove for the transform; each pane calibrated for {calibrated} (a pane may lose "
+        "one record and gain another shifted from a neighbouring pane); the pane total is not "
+        "published"
+    )
+
+
 class LinearSketchReleaseMechanism(ReleaseMechanism):
     """Release an exact Count-Min / Count Sketch as a private one (spec dp-linear-sketches §3).
 
     Every cell gets independent noise once, calibrated for the budget kind (pure: discrete
     Laplace on the L1 sensitivity; approximate or zCDP: discrete Gaussian on the L2 sensitivity)
     and the ``neighbouring`` relation of spec §1.4.
+
+    Parameters
+    ----------
+    sketch, width, depth, seed
+        Sketch kind and shape.
+    neighbouring
+        The relation the caller declared. Only ``"replace"`` (the replace-one model, where the
+        total ``N`` is a public invariant) publishes the exact total.
+    turnstile
+        Whether records carry signed weights (``weight_fn``); selects the ``replace_update``
+        sensitivity under the pane relation ``"replace"``.
+    pane_relation
+        Relation of a pane's input (``ReleasePlan.pane_relation``); set by
+        :meth:`for_pane_relation`. Under ``"replace"`` the noise is calibrated for replacement
+        but the pane total stays private: the pane's size is not a public invariant.
     """
 
-    def __init__(self, sketch: str, width: int, depth: int, seed: int, neighbouring: str) -> None:
+    def __init__(
+        self,
+        sketch: str,
+        width: int,
+        depth: int,
+        seed: int,
+        neighbouring: str,
+        *,
+        turnstile: bool = False,
+        pane_relation: str = "add_remove",
+    ) -> None:
         self.sketch, self.width, self.depth, self.seed = sketch, width, depth, seed
-        self.neighbouring = neighbouring
+        self.neighbouring = parse_neighbouring(neighbouring)[0]
+        self.turnstile = bool(turnstile)
+        if pane_relation not in PANE_RELATIONS:
+            raise ValueError(
+                f"pane_relation must be one of {PANE_RELATIONS}, got {pane_relation!r}"
+            )
+        self.pane_relation = pane_relation
+        self.calibrated_for = _pane_calibration(self.neighbouring, pane_relation, self.turnstile)
         self.name = f"dp-linear/{sketch}"
 
     def _private_class(self) -> type:
         return _SKETCHES[self.sketch][1]
 
+    @property
+    def publish_total(self) -> bool:
+        """Whether releases publish the exact total: only under the declared replace model."""
+        return self.pane_relation == "add_remove" and self.neighbouring == "replace"
+
     def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
         private = self._private_class().release(
-            accumulator, budget, stream, neighbouring=self.neighbouring
+            accumulator,
+            budget,
+            stream,
+            neighbouring=self.calibrated_for,
+            publish_total=self.publish_total,
         )
         return [private]
 
     def for_pane_relation(self, pane_relation: str) -> ReleaseMechanism:
         # Linear sketches have an exact sensitivity under replacement (spec §1.4), smaller than
-        # group privacy of size 2 gives.
-        if pane_relation == "replace" and self.neighbouring == "add_remove":
+        # group privacy of size 2 gives; the other declared relations fall back to group privacy.
+        if pane_relation == self.pane_relation:
+            return self
+        if self.neighbouring == "add_remove" and pane_relation in PANE_RELATIONS:
             return LinearSketchReleaseMechanism(
-                self.sketch, self.width, self.depth, self.seed, "replace"
+                self.sketch,
+                self.width,
+                self.depth,
+                self.seed,
+                self.neighbouring,
+                turnstile=self.turnstile,
+                pane_relation=pane_relation,
             )
         return super().for_pane_relation(pane_relation)
 
     def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
         cal = self._private_class().calibrate(
-            self.width, self.depth, budget, neighbouring=self.neighbouring
+            self.width, self.depth, budget, neighbouring=self.calibrated_for
         )
         return {
             "noise": cal.noise,
             "noise_scale": cal.scale,
             "threshold": None,
-            "sensitivity": f"{cal.sensitivity:g} ({cal.sensitivity_norm})",
-            "neighbouring_relation": cal.neighbouring,
+            "sensitivity": f"{cal.sensitivity:g} ({cal.sensitivity_norm}, {cal.neighbouring})",
+            "neighbouring_relation": _relation_text(
+                self.neighbouring, self.pane_relation, self.calibrated_for
+            ),
+            "total_published": self.publish_total,
         }
 
 
@@ -103,6 +192,8 @@ class DPFrequencies(AccountedTransform):
         sensitivity assumes ``|weight| <= 1`` per record unless ``neighbouring`` says otherwise.
     neighbouring
         Neighbouring relation of spec §1.4: ``"add_remove"`` (default), ``"replace"``, ...
+        Only ``"replace"``, the declared replace-one model of Zhao et al. in which the total is a
+        public invariant, makes the released sketches carry their exact total weight.
     accountant, max_panes_per_window, max_windows_per_unit, noise_source, with_metadata, label
         As for :class:`~beam_dpsketch.transforms.release.DPAggregate`.
 
@@ -110,6 +201,10 @@ class DPFrequencies(AccountedTransform):
     -----
     **Privacy guarantee.** The released sketches are ``budget``-DP for the whole transform under
     the chosen neighbouring relation (spec dp-linear-sketches §3.2, §3.5, §7.3; Zhao et al.).
+    When a trigger can fire several panes whose boundaries depend on the data, each pane is
+    calibrated for the exact replacement sensitivity (``replace_update`` with ``weight_fn``), and
+    its total is not published: ``total()`` of a released Count-Min sketch is then the estimate
+    from the noisy table (a released Count Sketch has none).
     """
 
     def __init__(
@@ -138,7 +233,9 @@ class DPFrequencies(AccountedTransform):
         exact_cls = _SKETCHES[sketch][0]
         exact_cls(width, depth, seed)  # validate the shape now, at construction
         self._key_fn, self._weight_fn = key_fn, weight_fn
-        self.mechanism = LinearSketchReleaseMechanism(sketch, width, depth, seed, neighbouring)
+        self.mechanism = LinearSketchReleaseMechanism(
+            sketch, width, depth, seed, neighbouring, turnstile=weight_fn is not None
+        )
         self._build_aggregate(
             (WeightedSketchCombineFn if weight_fn is not None else SketchCombineFn)(
                 lambda: exact_cls(width, depth, seed)
@@ -159,7 +256,10 @@ class DPFrequencies(AccountedTransform):
             key_fn = self._key_fn or (lambda x: x)
             weight_fn = self._weight_fn
             items = pcoll | "KeyWeight" >> beam.Map(
-                lambda r: (key_fn(r), _unit_weight(weight_fn(r)))
+                lambda r: (
+                    call_user_fn(key_fn, r, "key_fn"),
+                    _unit_weight(call_user_fn(weight_fn, r, "weight_fn")),
+                )
             )
         elif self._key_fn is not None or not is_batch_type(pcoll.element_type):
             items = pcoll | "BatchKeys" >> BatchKeys(self._key_fn)
@@ -169,20 +269,50 @@ class DPFrequencies(AccountedTransform):
 
 
 class QuantileMechanism(ReleaseMechanism):
-    """Release a dyadic Count Sketch and answer the declared quantiles (spec §5.3-§5.6)."""
+    """Release a dyadic Count Sketch and answer the declared quantiles (spec §5.3-§5.6).
+
+    Calibration and the total follow :class:`LinearSketchReleaseMechanism`: under the pane
+    relation ``"replace"`` every level is calibrated for replacement (``replace_update`` with
+    signed weights) and the quantile targets ``ceil(q N)`` use the total estimated from the noisy
+    top level, never the exact pane size; only a declared ``neighbouring="replace"`` publishes
+    ``N``.
+    """
 
     def __init__(
-        self, quantiles: Sequence[float], domain: FloatDomain | None, neighbouring: str, layout
+        self,
+        quantiles: Sequence[float],
+        domain: FloatDomain | None,
+        neighbouring: str,
+        layout: tuple[int, int, int, int, int],
+        *,
+        turnstile: bool = False,
+        pane_relation: str = "add_remove",
     ) -> None:
         self.quantiles = tuple(float(q) for q in quantiles)
         self.domain = domain
-        self.neighbouring = neighbouring
+        self.neighbouring = parse_neighbouring(neighbouring)[0]
         self.layout = layout
+        self.turnstile = bool(turnstile)
+        if pane_relation not in PANE_RELATIONS:
+            raise ValueError(
+                f"pane_relation must be one of {PANE_RELATIONS}, got {pane_relation!r}"
+            )
+        self.pane_relation = pane_relation
+        self.calibrated_for = _pane_calibration(self.neighbouring, pane_relation, self.turnstile)
         self.name = "dp-dyadic-count-sketch/quantiles"
+
+    @property
+    def publish_total(self) -> bool:
+        """Whether the exact total is used: only under the declared replace-one model."""
+        return self.pane_relation == "add_remove" and self.neighbouring == "replace"
 
     def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
         private = PrivateDyadicCountSketch.release(
-            accumulator, budget, stream, neighbouring=self.neighbouring
+            accumulator,
+            budget,
+            stream,
+            neighbouring=self.calibrated_for,
+            publish_total=self.publish_total,
         )
         answers = np.asarray(private.quantiles(list(self.quantiles)))
         if self.domain is not None:
@@ -192,21 +322,35 @@ class QuantileMechanism(ReleaseMechanism):
         ]
 
     def for_pane_relation(self, pane_relation: str) -> ReleaseMechanism:
-        if pane_relation == "replace" and self.neighbouring == "add_remove":
-            return QuantileMechanism(self.quantiles, self.domain, "replace", self.layout)
+        if pane_relation == self.pane_relation:
+            return self
+        if self.neighbouring == "add_remove" and pane_relation in PANE_RELATIONS:
+            return QuantileMechanism(
+                self.quantiles,
+                self.domain,
+                self.neighbouring,
+                self.layout,
+                turnstile=self.turnstile,
+                pane_relation=pane_relation,
+            )
         return super().for_pane_relation(pane_relation)
 
     def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
         levels = PrivateDyadicCountSketch.calibrate(
-            DyadicCountSketch(*self.layout), budget, neighbouring=self.neighbouring
+            DyadicCountSketch(*self.layout), budget, neighbouring=self.calibrated_for
         )
         return {
             "noise": levels[0].noise,
             "noise_scale": max(c.scale for c in levels),
             "level_noise_scales": ", ".join(f"{c.scale:g}" for c in levels),
             "threshold": None,
-            "sensitivity": ", ".join(f"{c.sensitivity:g}" for c in levels) + " (per level)",
-            "neighbouring_relation": levels[0].neighbouring,
+            "sensitivity": ", ".join(f"{c.sensitivity:g}" for c in levels)
+            + f" (per level, {levels[0].neighbouring})",
+            "neighbouring_relation": _relation_text(
+                self.neighbouring, self.pane_relation, self.calibrated_for
+            ),
+            "total_published": self.publish_total,
+            "out_of_range_values": "clamped to [lower, upper]; NaN mapped to upper",
         }
 
 
@@ -214,10 +358,21 @@ class DPQuantiles(AccountedTransform):
     """Differentially private quantiles per window and pane (private dyadic Count Sketch).
 
     Values are integers in ``[lower, upper]``, or floats mapped to integer bins by a declared
-    :class:`~beam_dpsketch.sketches.dyadic_domain.FloatDomain` (``resolution=``): bounds are
-    public and values outside them raise ``ValueError`` (or are clamped with ``clamp=True``).
-    Emits ``{"quantile": q, "value": v}`` records, one per requested quantile and released pane.
-    Deletions enter through ``weight_fn`` (negative weights; turnstile model).
+    :class:`~beam_dpsketch.sketches.dyadic_domain.FloatDomain` (``resolution=``). The bounds are
+    public, and every value is mapped into them, one record at a time, before it is counted:
+
+    * a value below ``lower`` (including ``-inf``) counts as ``lower``, above ``upper``
+      (including ``+inf``) as ``upper`` (clamping);
+    * NaN counts as ``upper`` (NumPy orders NaN after every number);
+    * without ``resolution``, a fractional value counts as its floor (the integer bins of a
+      resolution of 1).
+
+    Because the map is applied to each record independently, one record still changes one value
+    of the sketch's input, so the sensitivity (and the guarantee) is unchanged; and because no
+    value can fail the pipeline, whether the pipeline succeeds reveals nothing about the values.
+    A value that is not a number at all (e.g. a string) raises ``TypeError`` naming ``value_fn``,
+    never the value. Emits ``{"quantile": q, "value": v}`` records, one per requested quantile
+    and released pane. Deletions enter through ``weight_fn`` (negative weights; turnstile model).
 
     Parameters
     ----------
@@ -232,14 +387,22 @@ class DPQuantiles(AccountedTransform):
         Shape of each level's Count Sketch.
     resolution
         If given, values are floats and bin ``i`` is ``[lower + i*resolution, ...)``.
+    clamp
+        Must be ``True`` (the default): values are always mapped into ``[lower, upper]`` as
+        above. ``False`` is refused, since failing on an out-of-range value would make the
+        pipeline's success depend on the data.
     value_fn, weight_fn
-        Extract the value (and an integer weight) of a record.
+        Extract the value (and an integer weight in ``{-1, 0, 1}``) of a record.
+    neighbouring
+        As for :class:`DPFrequencies`: only ``"replace"`` lets the quantile targets use the
+        exact total.
 
     Notes
     -----
     **Privacy guarantee.** ``budget``-DP under the chosen neighbouring relation (spec
     dp-linear-sketches §5.3; Zhao et al., private dyadic Count Sketch); quantile answers are
-    post-processing.
+    post-processing of the noisy sketch (and, under a declared ``"replace"`` only, of the public
+    total).
     """
 
     def __init__(
@@ -253,7 +416,7 @@ class DPQuantiles(AccountedTransform):
         depth: int = 5,
         seed: int = 0,
         resolution: float | None = None,
-        clamp: bool = False,
+        clamp: bool = True,
         value_fn: Callable[[Any], Any] | None = None,
         weight_fn: Callable[[Any], int] | None = None,
         neighbouring: str = "add_remove",
@@ -270,6 +433,11 @@ class DPQuantiles(AccountedTransform):
             raise ValueError(f"quantiles must be a non-empty list of values in [0, 1], got {qs}")
         if budget is None and accountant is None:
             raise ValueError("budget: pass a PrivacyBudget, an accountant, or both")
+        if clamp is not True:
+            raise ValueError(
+                f"clamp must be True, got {clamp!r}: failing on a value outside [lower, upper] "
+                "would make the pipeline's success depend on the private data"
+            )
         self.domain = FloatDomain(lower, upper, resolution) if resolution is not None else None
         if self.domain is not None:
             int_lower, int_upper = self.domain.int_bounds
@@ -279,11 +447,14 @@ class DPQuantiles(AccountedTransform):
             int_lower, int_upper = int(lower), int(upper)
         layout = (int_lower, int_upper, width, depth, seed)
         DyadicCountSketch(*layout)  # validate now, at construction
-        self._clamp = clamp
         self._value_fn, self._weight_fn = value_fn, weight_fn
-        self.mechanism = QuantileMechanism(qs, self.domain, neighbouring, layout)
+        self.mechanism = QuantileMechanism(
+            qs, self.domain, neighbouring, layout, turnstile=weight_fn is not None
+        )
         self._build_aggregate(
-            WeightedSketchCombineFn(lambda: DyadicCountSketch(*layout, clamp=clamp)),
+            # clamp=True: the indexer already maps every value into the bounds; the sketch's
+            # clamp is the same public map, so it can never raise on a record.
+            WeightedSketchCombineFn(lambda: DyadicCountSketch(*layout, clamp=True)),
             self.mechanism,
             budget=budget,
             accountant=accountant,
@@ -298,19 +469,25 @@ class DPQuantiles(AccountedTransform):
         self._bind_release(pcoll)
         value_fn = self._value_fn or (lambda x: x)
         weight_fn = self._weight_fn or (lambda x: 1)
-        domain, clamp = self.domain, self._clamp
-        to_index = _Indexer(domain, clamp)
+        lower, upper = self.mechanism.layout[:2]
+        to_index = _Indexer(self.domain, lower, upper)
         if is_batch_type(pcoll.element_type) and self._value_fn is None and self._weight_fn is None:
-            batches = pcoll | "Index" >> beam.Map(lambda b: (to_index(np.asarray(b)), None))
+            batches = pcoll | "Index" >> beam.Map(lambda b: (to_index(b), None))
         else:
             batches = (
                 pcoll
-                | "ValueWeight" >> beam.Map(lambda r: (value_fn(r), _unit_weight(weight_fn(r))))
+                | "ValueWeight"
+                >> beam.Map(
+                    lambda r: (
+                        call_user_fn(value_fn, r, "value_fn"),
+                        _unit_weight(call_user_fn(weight_fn, r, "weight_fn")),
+                    )
+                )
                 | "Batch" >> beam.BatchElements(min_batch_size=256, max_batch_size=4096)
                 | "Index"
                 >> beam.Map(
                     lambda pairs: (
-                        to_index(np.asarray([v for v, _ in pairs], dtype=np.float64)),
+                        to_index([v for v, _ in pairs]),
                         np.asarray([w for _, w in pairs], dtype=np.int64),
                     )
                 )
@@ -321,27 +498,87 @@ class DPQuantiles(AccountedTransform):
 def _unit_weight(weight: Any) -> int:
     """A record's weight: +1 (insertion) or -1 (deletion); the sensitivities assume |w| <= 1."""
     if isinstance(weight, bool) or not isinstance(weight, int | np.integer) or abs(weight) > 1:
+        # The weight comes from a record: the message names the parameter, never the value.
         raise ValueError(
-            f"weight must be -1, 0 or 1 (one record inserts or deletes one item), got {weight!r}"
+            "weight must be -1, 0 or 1 (one record inserts or deletes one item): weight_fn "
+            "returned another value"
         )
     return int(weight)
 
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_NAMES = {"U": "str", "S": "bytes", "b": "bool", "c": "complex", "M": "datetime", "m": "timedelta"}
+
+
 class _Indexer:
-    """Map values to the sketch's integer domain (through the FloatDomain when declared)."""
+    """Map record values into the sketch's integer domain ``[lower, upper]``, never failing on a
+    number (see :class:`DPQuantiles`: clamping, NaN to the top, floor of fractions).
 
-    def __init__(self, domain: FloatDomain | None, clamp: bool) -> None:
-        self.domain, self.clamp = domain, clamp
+    Every rule acts on one value alone, so the map is a per-record transformation and the
+    sensitivity is unchanged. Errors name the parameter, never a value.
+    """
 
-    def __call__(self, values: np.ndarray) -> np.ndarray:
-        if values.dtype.kind == "f" and np.isnan(values).any():
-            raise ValueError("NaN is not a valid quantile value")
+    def __init__(self, domain: FloatDomain | None, lower: int, upper: int) -> None:
+        self.domain, self.lower, self.upper = domain, int(lower), int(upper)
+
+    def __call__(self, values: Any) -> np.ndarray:
+        arr = _as_numbers(values)
         if self.domain is not None:
-            return self.domain.to_int(values, clamp=self.clamp)
-        if values.dtype.kind == "f":
-            if np.any(values != np.floor(values)):
-                raise ValueError(
-                    "non-integer value for an integer domain: declare resolution= for floats"
-                )
-            values = values.astype(np.int64)
-        return values.astype(np.int64, copy=False)
+            floats = np.array([float(v) for v in arr.tolist()]) if arr.dtype == object else arr
+            floats = floats.astype(np.float64, copy=False)
+            floats = np.where(np.isnan(floats), self.domain.upper, floats)
+            return self.domain.to_int(floats, clamp=True)
+        kind = arr.dtype.kind
+        if kind == "f":
+            return self._from_floats(arr.astype(np.float64, copy=False))
+        if kind == "O":  # Python ints beyond int64, possibly mixed with floats: one at a time
+            return np.array([self._one(v) for v in arr.tolist()], dtype=np.int64)
+        if kind == "u":
+            arr = np.minimum(arr, np.uint64(_INT64_MAX))
+        return np.clip(arr.astype(np.int64), self.lower, self.upper)
+
+    def _one(self, value: Any) -> int:
+        if isinstance(value, float | np.floating):
+            return int(self._from_floats(np.array([value], dtype=np.float64))[0])
+        return min(max(int(value), self.lower), self.upper)
+
+    def _from_floats(self, arr: np.ndarray) -> np.ndarray:
+        arr = np.where(np.isnan(arr), float(self.upper), arr)
+        arr = np.floor(np.clip(arr, float(self.lower), float(self.upper)))
+        # float(lower) / float(upper) can round just outside int64 near +-2**63: saturate before
+        # converting, then clamp exactly in integers.
+        out = np.empty(arr.shape, dtype=np.int64)
+        high, low = arr >= 2.0**63, arr < -(2.0**63)
+        mid = ~(high | low)
+        out[mid] = arr[mid].astype(np.int64)
+        out[high], out[low] = _INT64_MAX, _INT64_MIN
+        return np.clip(out, self.lower, self.upper)
+
+
+def _as_numbers(values: Any) -> np.ndarray:
+    """A one-dimensional int, uint, float or object (ints and floats) array of the values.
+
+    ``TypeError`` naming the values' source (never a value) if some value is not a real number.
+    """
+    try:
+        arr = np.asarray(values)
+    except (TypeError, ValueError):
+        arr = np.array(list(values), dtype=object)
+    arr = np.atleast_1d(arr)
+    if arr.ndim != 1:
+        raise TypeError(
+            "quantile values (the elements, or what value_fn returns) must be one real number "
+            "per record"
+        )
+    kind = arr.dtype.kind
+    if kind in "iuf":
+        return arr
+    if kind == "O" and all(
+        isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool | np.bool_)
+        for v in arr.tolist()
+    ):
+        return arr
+    raise TypeError(
+        "quantile values (the elements, or what value_fn returns) must be real numbers (int or "
+        f"float), got {_NAMES.get(kind, 'other')} values for some records"
+    )

@@ -14,7 +14,9 @@ pipeline shape allows is spec §6.7's decision table; the shapes offered here:
 ``"sequential"`` (element level, strict mode)
     All elements of a window go through one ``GroupByKey`` to a single Algorithm-1 sketch, which
     PMG releases (spec §4.1, discrete variant §4.6): the most accurate release (noise ``O(1/eps)``,
-    threshold ``O(log(1/delta)/eps)``), but one worker sketches the whole window.
+    threshold ``O(log(1/delta)/eps)``), but one worker sketches the whole window. Needs a
+    trigger that fires once per window (refused otherwise: several panes would reach the
+    release as a merge of sketches, which PMG cannot release).
 ``"merged-gshm"`` / ``"merged-laplace"`` (element level, strictly bounded memory)
     Beam merges raw sketches with the Agarwal merge (``MERGE_k``) and the result is released with
     the Gaussian sparse histogram mechanism at ``l = k`` or Laplace noise of scale ``k/eps``
@@ -41,6 +43,7 @@ import apache_beam as beam
 from beam_dpsketch.hashing import canonical_key
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy.windowing import max_trigger_firings
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.dp_misragries import (
     HeavyHitterRelease,
@@ -52,7 +55,7 @@ from beam_dpsketch.sketches.dp_misragries import (
     pamg_gshm,
     pmg,
 )
-from beam_dpsketch.transforms.batching import BatchKeys, is_key_batch
+from beam_dpsketch.transforms.batching import BatchKeys, call_user_fn, is_key_batch
 from beam_dpsketch.transforms.bounding import BoundContributions
 from beam_dpsketch.transforms.combiners import MergeSketchesCombineFn, SketchCombineFn
 from beam_dpsketch.transforms.release import AccountedTransform, ReleaseMechanism
@@ -124,8 +127,12 @@ class DesignBCombineFn(beam.CombineFn):
     def merge_accumulators(
         self, accumulators: Iterable[_DesignBAccumulator]
     ) -> _DesignBAccumulator:
+        # The streaming runner merges *no* accumulators for an empty ON_TIME pane after early
+        # firings in DISCARDING mode: that pane's aggregate is the empty sum, released with noise.
         it = iter(accumulators)
-        first = next(it)
+        first = next(it, None)
+        if first is None:
+            return self.create_accumulator()
         first.close()
         for acc in it:
             # Only the first accumulator may be mutated: post-process a copy of the others' segment.
@@ -176,14 +183,27 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
         Sketch size.
     top
         If given, only the ``top`` largest noisy counts are emitted (post-processing).
+    max_shards
+        Design B only: the declared maximum number of segments per window. It decides the
+        neighbouring relation :meth:`describe` states (sharded, under A-PART, when above 1).
+
+    Notes
+    -----
+    :meth:`release` emits only the ``(key, noisy_count)`` pairs; the
+    :class:`~beam_dpsketch.sketches.dp_misragries.HeavyHitterRelease` object never leaves the
+    release step, and :meth:`describe` reads public configuration only (a probe release of an
+    empty aggregate).
     """
 
-    def __init__(self, mechanism: str, k: int, top: int | None = None) -> None:
+    def __init__(
+        self, mechanism: str, k: int, top: int | None = None, *, max_shards: int = 1
+    ) -> None:
         if mechanism not in MECHANISMS:
             raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
         self.mechanism = mechanism
         self.k = k
         self.top = top
+        self.max_shards = max_shards
         self.name = f"dp-misra-gries/{mechanism}"
 
     def check_budget(self, budget: PrivacyBudget) -> None:
@@ -216,7 +236,7 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
     def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
         # A release of an empty aggregate exposes the calibration without touching data.
         empty = {
-            "design-b": lambda: PostProcessedSum(self.k, max_shards=1),
+            "design-b": lambda: PostProcessedSum(self.k, max_shards=self.max_shards),
             "sequential": lambda: MisraGries(self.k),
             "merged-gshm": lambda: MisraGries(self.k),
             "merged-laplace": lambda: MisraGries(self.k),
@@ -263,7 +283,9 @@ class DPHistogram(AccountedTransform):
         and unbatched input.
     mechanism
         One of :data:`MECHANISMS`; default ``"design-b"`` at element level and ``"pamg-gshm"`` at
-        user level (see the module docstring for when each is allowed).
+        user level (see the module docstring for when each is allowed). ``"sequential"`` and
+        the user-level release need a trigger that fires once per window; ``"design-b"`` and
+        the merged releases accept early and late firings (declare ``max_panes_per_window``).
     max_shards
         Design B only: declared maximum number of Beam accumulators per window (memory bound).
     accountant, max_panes_per_window, max_windows_per_unit, noise_source, with_metadata, label
@@ -321,7 +343,7 @@ class DPHistogram(AccountedTransform):
         self.k = k
         self.mechanism_name = mechanism
         self._key_fn = key_fn
-        self._mechanism = MisraGriesReleaseMechanism(mechanism, k, self._top)
+        self._mechanism = MisraGriesReleaseMechanism(mechanism, k, self._top, max_shards=max_shards)
         if mechanism == "design-b":
             combine: beam.CombineFn = DesignBCombineFn(k, max_shards)
         elif mechanism == "merged-gshm" or mechanism == "merged-laplace":
@@ -360,6 +382,17 @@ class DPHistogram(AccountedTransform):
         )
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        if self.mechanism_name == "sequential":
+            windowing = pcoll.windowing
+            if max_trigger_firings(windowing.triggerfn, windowing.allowed_lateness) != 1:
+                # The inner GroupByKey re-panes the window: with several panes the release step
+                # can receive several Algorithm-1 sketches in one pane (always in ACCUMULATING
+                # mode), whose merge PMG cannot release.
+                raise ValueError(
+                    f"{self.label}: mechanism 'sequential' releases one Algorithm-1 sketch per "
+                    "window and needs a trigger that fires once per window; use 'design-b' or "
+                    "a merged mechanism with early or late firings"
+                )
         self._bind_release(pcoll)
         if self._bound is not None:
             key_fn = self._key_fn or _identity
@@ -367,7 +400,12 @@ class DPHistogram(AccountedTransform):
             users = (
                 pcoll
                 | "ToUnitKeyPairs"
-                >> beam.Map(lambda x: (canonical_key(pid(x)), canonical_key(key_fn(x))))
+                >> beam.Map(
+                    lambda x: (
+                        canonical_key(call_user_fn(pid, x, "privacy_id_fn")),
+                        canonical_key(call_user_fn(key_fn, x, "key_fn")),
+                    )
+                )
                 | "BoundContributions" >> self._bound
                 | "GroupByUnit" >> beam.GroupByKey()
                 | "PAMGPerUnit" >> beam.Map(_pamg_of_users(self.k, self._max_contributions))
