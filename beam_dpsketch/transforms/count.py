@@ -250,6 +250,9 @@ class DPCount(AccountedTransform):
         Emit :class:`~beam_dpsketch.transforms.release.Release` objects instead of records.
     label
         Release label and accountant entry name (default: the full transform label).
+    release_range
+        Public event-time range ``(start, end)`` in seconds (Fixed or Sliding windows): every
+        window starting in it is released, empty ones included, and no other window is.
 
     Notes
     -----
@@ -258,8 +261,13 @@ class DPCount(AccountedTransform):
     add/remove neighbouring relation of one element (default) or of one privacy unit's bounded
     contributions (``privacy_id_fn``). Each of the ``R`` releases a unit can influence
     (windows x panes, :class:`~beam_dpsketch.privacy.ReleasePlan`) is calibrated with
-    ``budget / R``. Not protected: whether and when panes exist (Beam emits no pane for a window
-    without data; count triggers fire at data-dependent times).
+    ``budget / R``.
+
+    **Conditions.** Noise protects the released values. Which windows are released is covered
+    only in the global window (always released) or with a declared ``release_range``; with a
+    count-based early or late trigger the number and timing of panes depend on the data and are
+    not covered. :meth:`explain` lists every such condition of the actual configuration under
+    "NOT PROTECTED".
 
     User level needs a trigger that fires once per window (the bound is per window); see
     :class:`~beam_dpsketch.transforms.BoundContributions`.
@@ -279,6 +287,7 @@ class DPCount(AccountedTransform):
         selection_key: bytes | None = None,
         with_metadata: bool = False,
         label: str | None = None,
+        release_range: tuple[float, float] | None = None,
     ) -> None:
         super().__init__()
         if budget is None and accountant is None:
@@ -312,6 +321,7 @@ class DPCount(AccountedTransform):
             noise_source=noise_source,
             with_metadata=with_metadata,
             label=label,
+            release_range=release_range,
         )
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:

@@ -196,6 +196,11 @@ class DPFrequencies(AccountedTransform):
         public invariant, makes the released sketches carry their exact total weight.
     accountant, max_panes_per_window, max_windows_per_unit, noise_source, with_metadata, label
         As for :class:`~beam_dpsketch.transforms.release.DPAggregate`.
+    release_range
+        Public event-time range ``(start, end)`` in seconds (Fixed or Sliding windows): every
+        window starting in it is released, empty ones included, and no other window is. Without
+        it a window without data is not released, so whether a window was released reveals
+        that it had data (see :class:`~beam_dpsketch.transforms.release.DPAggregate`).
 
     Notes
     -----
@@ -205,6 +210,12 @@ class DPFrequencies(AccountedTransform):
     calibrated for the exact replacement sensitivity (``replace_update`` with ``weight_fn``), and
     its total is not published: ``total()`` of a released Count-Min sketch is then the estimate
     from the noisy table (a released Count Sketch has none).
+
+    **Conditions.** Noise protects the released values. Which windows are released is covered
+    only in the global window (always released) or with a declared ``release_range``; with a
+    count-based early or late trigger the number and timing of panes depend on the data and are
+    not covered. :meth:`explain` lists every such condition of the actual configuration under
+    "NOT PROTECTED".
     """
 
     def __init__(
@@ -224,6 +235,7 @@ class DPFrequencies(AccountedTransform):
         noise_source: NoiseSource | None = None,
         with_metadata: bool = False,
         label: str | None = None,
+        release_range: tuple[float, float] | None = None,
     ) -> None:
         super().__init__()
         if sketch not in _SKETCHES:
@@ -248,6 +260,7 @@ class DPFrequencies(AccountedTransform):
             noise_source=noise_source,
             with_metadata=with_metadata,
             label=label,
+            release_range=release_range,
         )
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
@@ -396,6 +409,9 @@ class DPQuantiles(AccountedTransform):
     neighbouring
         As for :class:`DPFrequencies`: only ``"replace"`` lets the quantile targets use the
         exact total.
+    accountant, max_panes_per_window, max_windows_per_unit, noise_source, with_metadata, label
+    release_range
+        As for :class:`DPFrequencies`.
 
     Notes
     -----
@@ -403,6 +419,12 @@ class DPQuantiles(AccountedTransform):
     dp-linear-sketches §5.3; Zhao et al., private dyadic Count Sketch); quantile answers are
     post-processing of the noisy sketch (and, under a declared ``"replace"`` only, of the public
     total).
+
+    **Conditions.** Noise protects the released values. Which windows are released is covered
+    only in the global window (always released) or with a declared ``release_range``; with a
+    count-based early or late trigger the number and timing of panes depend on the data and are
+    not covered. :meth:`explain` lists every such condition of the actual configuration under
+    "NOT PROTECTED".
     """
 
     def __init__(
@@ -426,6 +448,7 @@ class DPQuantiles(AccountedTransform):
         noise_source: NoiseSource | None = None,
         with_metadata: bool = False,
         label: str | None = None,
+        release_range: tuple[float, float] | None = None,
     ) -> None:
         super().__init__()
         qs = [float(q) for q in quantiles]
@@ -463,6 +486,7 @@ class DPQuantiles(AccountedTransform):
             noise_source=noise_source,
             with_metadata=with_metadata,
             label=label,
+            release_range=release_range,
         )
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:

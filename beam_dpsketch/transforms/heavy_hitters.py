@@ -290,6 +290,11 @@ class DPHistogram(AccountedTransform):
         Design B only: declared maximum number of Beam accumulators per window (memory bound).
     accountant, max_panes_per_window, max_windows_per_unit, noise_source, with_metadata, label
         As for :class:`~beam_dpsketch.transforms.release.DPAggregate`.
+    release_range
+        Public event-time range ``(start, end)`` in seconds (Fixed or Sliding windows): every
+        window starting in it is released, empty ones included, and no other window is. Without
+        it a window without data is not released, so whether a window was released reveals
+        that it had data (see :class:`~beam_dpsketch.transforms.release.DPAggregate`).
 
     Notes
     -----
@@ -297,6 +302,12 @@ class DPHistogram(AccountedTransform):
     element (default) or of one privacy unit's bounded contributions, by basic composition over
     the releases a unit can influence (Lebeda and Tetek, DP Misra-Gries; spec dp-misra-gries §4.1,
     §4.5, §5.5, §6.3-6.8). CombineFn shapes rely on assumption A-PART (spec §6.8).
+
+    **Conditions.** Noise protects the released values. Which windows are released is covered
+    only in the global window (always released) or with a declared ``release_range``; with a
+    count-based early or late trigger the number and timing of panes depend on the data and are
+    not covered. :meth:`explain` lists every such condition of the actual configuration under
+    "NOT PROTECTED".
     """
 
     _top: int | None = None
@@ -318,6 +329,7 @@ class DPHistogram(AccountedTransform):
         selection_key: bytes | None = None,
         with_metadata: bool = False,
         label: str | None = None,
+        release_range: tuple[float, float] | None = None,
     ) -> None:
         super().__init__()
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -379,6 +391,7 @@ class DPHistogram(AccountedTransform):
             noise_source=noise_source,
             with_metadata=with_metadata,
             label=label,
+            release_range=release_range,
         )
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:

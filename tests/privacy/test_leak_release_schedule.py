@@ -136,3 +136,54 @@ def test_no_beam_metric_and_no_run_counts_in_the_report():
     assert names == []
     report = explain_pipeline(dp.accountant)
     assert "pane(s) released" not in report and "withheld beyond" not in report
+
+
+def _count(**kw):
+    return DPCount(PrivacyBudget.pure(1.0), **kw)
+
+
+def _heavy_hitters(**kw):
+    from beam_dpsketch.transforms import DPHeavyHitters
+
+    return DPHeavyHitters(8, PrivacyBudget.approx(1.0, 1e-6), **kw)
+
+
+def _frequencies(**kw):
+    from beam_dpsketch.transforms import DPFrequencies
+
+    return DPFrequencies(16, 2, PrivacyBudget.pure(1.0), **kw)
+
+
+def _quantiles(**kw):
+    from beam_dpsketch.transforms import DPQuantiles
+
+    return DPQuantiles([0.5], 0, 64, PrivacyBudget.pure(1.0), width=16, depth=2, **kw)
+
+
+@pytest.mark.parametrize("make", [_count, _heavy_hitters, _frequencies, _quantiles])
+def test_every_dp_transform_releases_every_window_of_a_declared_range(make, tmp_path):
+    def windows(times: list[int], name: str) -> list[tuple[float, float]]:
+        dp = make(
+            noise_source=NoiseSource.insecure_for_tests(8),
+            with_metadata=True,
+            release_range=(0, 30),
+        )
+        path = tmp_path / name
+
+        def keep(actual):
+            path.write_text(json.dumps(sorted((r.window_start, r.window_end) for r in actual)))
+
+        with beam.Pipeline(runner=RUNNER) as p:
+            released = (
+                p
+                | beam.Create(times)
+                | beam.Map(lambda t: TimestampedValue(t, t))
+                | beam.WindowInto(FixedWindows(10))
+                | dp
+            )
+            assert_that(released, keep)
+        return [tuple(w) for w in json.loads(path.read_text())]
+
+    expected = [(0.0, 10.0), (10.0, 20.0), (20.0, 30.0)]
+    assert windows([3, 4, 15], "with") == expected
+    assert windows([15], "without") == expected
