@@ -1,10 +1,13 @@
-"""Shared parameter checks: integers, probabilities and key-like ids, one validator each.
+"""Shared parameter checks: integers and probabilities, one validator each.
 
-Sketches, transforms and privacy helpers validate integer parameters through :func:`check_int`,
-failure probabilities and other open-unit-interval parameters through :func:`check_probability`,
-and release-id / sketch-id parts through :func:`check_key_like`, so the accepted types and the
-error wording are the same everywhere: ``TypeError`` naming the parameter and the offending type,
-``ValueError`` naming the parameter and the violated bound.
+Sketches, transforms and privacy helpers validate integer parameters through :func:`check_int`
+and failure probabilities and other open-unit-interval parameters through
+:func:`check_probability`, so the accepted types and the error wording are the same everywhere:
+``TypeError`` naming the parameter and the offending type, ``ValueError`` naming the parameter
+and the violated bound. Release-id / sketch-id parts are checked by
+:func:`beam_dpsketch.hashing.check_key_like`, next to the key encoding it relies on.
+
+This module imports nothing from the library, so every other module may import it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_int", "check_key_like", "check_probability"]
+__all__ = ["check_int", "check_probability"]
 
 
 def check_int(value: Any, name: str, lower: int | None = 1, upper: int | None = None) -> int:
@@ -80,25 +83,3 @@ def check_probability(value: Any, name: str) -> float:
     if not 0.0 < v < 1.0:
         raise ValueError(f"{name} must be in (0, 1), got {value!r}")
     return v
-
-
-def check_key_like(value: Any, name: str) -> Any:
-    """Return ``value`` unchanged if it has a canonical encoding (usable as a release-id part).
-
-    Accepts exactly what :func:`beam_dpsketch.hashing.encode_key` accepts: ``str``, ``bytes``,
-    ``int`` (including numpy integers) and (nested) tuples of these.
-
-    Raises
-    ------
-    TypeError
-        ``"<name>: <encode_key's message>"`` if ``value`` cannot be encoded.
-    """
-    # Imported here, not at module level: hashing.check_seed uses check_int, so a top-level import
-    # would make the two modules import each other.
-    from beam_dpsketch.hashing import encode_key
-
-    try:
-        encode_key(value)
-    except TypeError as exc:
-        raise TypeError(f"{name}: {exc}") from None
-    return value

@@ -49,6 +49,7 @@ __all__ = [
     "MAX_WIDTH",
     "canonical_key",
     "canonical_keys",
+    "check_key_like",
     "check_seed",
     "decode_key",
     "encode_key",
@@ -253,6 +254,24 @@ def order_key(key: Any) -> bytes:
 # --------------------------------------------------------------------------------------------
 # Hashing
 # --------------------------------------------------------------------------------------------
+
+
+def check_key_like(value: Any, name: str) -> Any:
+    """Return ``value`` unchanged if it has a canonical encoding (usable as a release-id part).
+
+    Accepts exactly what :func:`encode_key` accepts: ``str``, ``bytes``,
+    ``int`` (including numpy integers) and (nested) tuples of these.
+
+    Raises
+    ------
+    TypeError
+        ``"<name>: <encode_key's message>"`` if ``value`` cannot be encoded.
+    """
+    try:
+        encode_key(value)
+    except TypeError as exc:
+        raise TypeError(f"{name}: {exc}") from None
+    return value
 
 
 def hash_bytes(data: bytes, seed: int) -> tuple[int, int]:

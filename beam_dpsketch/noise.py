@@ -15,8 +15,8 @@ streams. ``random``, ``numpy.random`` and Python's built-in ``hash`` are never u
 reproducible tests; noise drawn from them protects nothing. Keys made that way start with the
 16-byte marker ``b"INSECURE-TESTKEY"`` so :attr:`NoiseSource.is_insecure` can refuse them.
 
-Samplers (design brief section 3 principle 3; spec dp-misra-gries section 11.1 and Appendix B)
---------------------------------------------------------------------------------------------
+Samplers (docs/algorithms.md#noise-sampling)
+--------------------------------------------
 :func:`discrete_laplace` and :func:`discrete_gaussian` are the exact samplers of Canonne, Kamath
 and Steinke, "The Discrete Gaussian for Differential Privacy" (NeurIPS 2020): the same proposals
 and acceptance probabilities, with every random decision an exact comparison of uniform random
@@ -349,8 +349,8 @@ class NoiseSource:
     def zero_noise_for_tests(cls) -> NoiseSource:
         """A source whose samplers return exact zeros. TEST-ONLY: nothing it releases is private.
 
-        The spec oracles "with the noise scale forced to zero" (e.g. spec lazy-sketch section 8,
-        dpsw-sketch section 8) compare a private sketch with its exact non-private counterpart.
+        Tests "with the noise scale forced to zero" (docs/algorithms.md#lazy-oracles,
+        docs/algorithms.md#sliding-windows) compare a private sketch with its exact counterpart.
         Every sampler in this module validates its parameters as usual and then returns zeros when
         handed a stream of this source. :attr:`is_zero_noise` and :attr:`is_insecure` are
         ``True``, and :func:`check_release_source` (called by every Beam transform and the
@@ -631,7 +631,7 @@ def _gaussian_params_checked(sigma: Fraction) -> _GaussParams:
 
 
 # --------------------------------------------------------------------------------------------
-# Exact Bernoulli(exp(-x)) decisions (the distributions of spec dp-misra-gries Appendix B)
+# Exact Bernoulli(exp(-x)) decisions (Canonne, Kamath and Steinke 2020, Algorithm 1)
 # --------------------------------------------------------------------------------------------
 #
 # CKS decide Bernoulli(exp(-x)) with nested loops of rational Bernoulli draws. Here the same
@@ -1044,8 +1044,8 @@ def _discrete_laplace_ts(stream: NoiseStream, t: int, s: int, n: int) -> np.ndar
 def discrete_laplace(stream: NoiseStream, scale: int | float | Fraction, size: int) -> np.ndarray:
     """Exact discrete Laplace samples: ``P[Z = z] = (1-a)/(1+a) * a**|z|``, ``a = exp(-1/scale)``.
 
-    The algorithm of Canonne, Kamath and Steinke (2020, Algorithm 2; spec dp-misra-gries
-    Appendix B, ``discrete_laplace(s, t)`` with ``scale = t/s``), vectorised: every decision is an
+    The algorithm of Canonne, Kamath and Steinke (2020, Algorithm 2,
+    ``discrete_laplace(s, t)`` with ``scale = t/s``), vectorised: every decision is an
     exact comparison of uniform random numbers from ``stream`` with exact thresholds (see the
     module docstring), so the distribution is exact. This is
     ``Geo2(exp(-1/scale))``; for sensitivity ``Delta`` and pure ``eps``-DP use
@@ -1135,7 +1135,7 @@ def _discrete_gaussian_prm(stream: NoiseStream, prm: _GaussParams, n: int) -> np
 def discrete_gaussian(stream: NoiseStream, sigma: int | float | Fraction, size: int) -> np.ndarray:
     """Exact discrete Gaussian samples: ``P[Z = z] ~ exp(-z**2 / (2 sigma**2))`` on the integers.
 
-    Canonne, Kamath and Steinke (2020, Algorithm 3; spec dp-misra-gries Appendix B): draw ``Y``
+    Canonne, Kamath and Steinke (2020, Algorithm 3): draw ``Y``
     from a discrete Laplace proposal of scale ``t = sigma**2 / c`` and accept it with probability
     ``exp(-(|Y| - c)**2 / (2 sigma**2))``, an exact Bernoulli(exp(-gamma)) on the rational
     ``gamma`` (one lazily read uniform real compared with ``exp(-gamma)``, module docstring).
@@ -1225,7 +1225,7 @@ def gaussian(stream: NoiseStream, sigma: int | float | Fraction, size: int) -> n
     step above 1 would leave integer data plus noise in one residue class of the data. Following Canonne, Kamath and Steinke (2020),
     this is how real-valued noise is drawn without the floating-point attacks on Box-Muller or
     inverse-CDF samplers (Mironov 2012); its distance to ``N(0, sigma**2)`` is negligible. The
-    division by ``2**k`` is exact in float64. See spec dp-misra-gries section 11.1.
+    division by ``2**k`` is exact in float64. See docs/algorithms.md#noise-sampling.
 
     Parameters
     ----------
@@ -1257,7 +1257,7 @@ def laplace(stream: NoiseStream, scale: int | float | Fraction, size: int) -> np
     :func:`discrete_laplace` sample with scale ``scale * 2**k`` divided by ``2**k``, with
     granularity ``2**-k <= min(1, scale * 2**-20)`` (the integers for ``scale >= 2**21``: a
     coarser step would reveal the residue of integer data). Never ``-b * log(U)`` on doubles (Mironov 2012);
-    see Canonne, Kamath and Steinke (2020) and spec dp-misra-gries section 11.1.
+    see Canonne, Kamath and Steinke (2020) and docs/algorithms.md#noise-sampling.
 
     Parameters
     ----------

@@ -1,18 +1,17 @@
-"""Throughput of the continual-observation sketches (spec lazy-sketch §7.2 R1, §8.3 P1-P2).
+"""Throughput of the continual-observation sketches ([Hol25, Section 5.4]; docs/algorithms.md#lazy-oracles).
 
 Arrivals per second, single-threaded, for the non-private ``CountMinSketch``/``CountSketch``
 (``update``), ``LazySketch`` and ``PunctualSketch`` (``update_batch``; one time step per arrival,
 the paper's per-element model), both kinds, depth 3, widths 33..4000, on a Zipf(1.3) stream over
-100,001 items (spec §7.2 data defaults). Every timing includes hashing the keys (the same
-MurmurHash3 for all sketches, spec §9.4) and excludes data generation. Private sketches are
+100,001 items ([Hol25, Section 5.4] data defaults). Every timing includes hashing the keys (the same
+MurmurHash3 for all sketches, docs/algorithms.md#hashing) and excludes data generation. Private sketches are
 calibrated for ``T = 2**20``, ``eps = 0.3``, ``delta = 1e-3`` (the paper's setup) with exact
 lattice-Gaussian noise from :mod:`beam_dpsketch.noise` (an insecure seeded key: same cost).
 
-* Lazy: ``update_batch`` in batches of ``2**18`` arrivals (the vectorised column push of spec
-  §9.3, collapsed rounds: only nodes still active after a batch get noise; a Beam DoFn would
-  buffer that many arrivals, spec §9.5), plus Count-Min rows with batches of ``2**16`` and with
+* Lazy: ``update_batch`` in batches of ``2**18`` arrivals (the vectorised column push of docs/algorithms.md#lazy-vectorised, collapsed rounds: only nodes still active after a batch get noise; a Beam DoFn would
+  buffer that many arrivals, docs/algorithms.md#lazy-beam), plus Count-Min rows with batches of ``2**16`` and with
   ``faithful=True`` (the noise of every push is drawn: ``d`` values per arrival).
-* Punctual: ``faithful=True`` (the baseline's true cost, spec §9.3): ``d * w`` noise values per
+* Punctual: ``faithful=True`` (the baseline's true cost, docs/algorithms.md#lazy-vectorised): ``d * w`` noise values per
   arrival, drawn in blocks of ``2**15`` values at the sampler's batch speed; fewer arrivals are
   timed since it is slow.
 

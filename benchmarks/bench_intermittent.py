@@ -4,7 +4,7 @@ Run ``python benchmarks/bench_intermittent.py`` (or ``python -m benchmarks.bench
 add ``--quick`` for a smoke run). Rows report the best of a few repeats, single-threaded:
 
 * ``arrivals``: stream elements per second into the exact table, batched (10 M keys of an
-  i.i.d. Zipf(1) stream over ``2**29`` items, spec dp-count-sketch-intermittent §6.1), through
+  i.i.d. Zipf(1) stream over ``2**29`` items, [YKAE, Section VI]), through
   ``update`` (hashing included) and ``update_hashes`` (pre-hashed);
 * ``answers``: point answers per second for one batch of ``n`` int64 query keys (hashing, cell
   refresh with exact discrete Laplace draws, median/min, metadata), for each strategy;

@@ -135,7 +135,8 @@ def _flights(quick: bool) -> tuple[Any, str]:
 
 def _ours_quantiles(values: np.ndarray, epsilon: float, stream: Any) -> np.ndarray:
     from beam_dpsketch.privacy import PrivacyBudget
-    from beam_dpsketch.sketches.dyadic import DyadicCountSketch, PrivateDyadicCountSketch
+    from beam_dpsketch.sketches.dyadic import DyadicCountSketch
+    from beam_dpsketch.sketches.dyadic_private import PrivateDyadicCountSketch
 
     sketch = DyadicCountSketch(*DELAY_DOMAIN, 1024, 5, 0, clamp=True).update(values)
     rel = PrivateDyadicCountSketch.release(sketch, PrivacyBudget.pure(epsilon), stream)

@@ -1,4 +1,4 @@
-"""Update throughput of DPSW-Sketch and its baselines (spec dpsw-sketch §7.3 "Throughput").
+"""Update throughput of DPSW-Sketch and its baselines ([WWC24, Section 5]).
 
 Run ``python benchmarks/bench_sliding.py`` (``--quick`` for a smoke run under a minute). Items per
 second over the update calls only (the stream is generated beforehand), batched updates of

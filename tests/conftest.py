@@ -13,6 +13,11 @@ from hypothesis import HealthCheck, settings
 _TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
+# Worker processes (multi_processing runner) unpickle test helpers such as collect.DumpToFile by
+# module name, so they need the same directory on their path.
+_PATH = os.environ.get("PYTHONPATH", "")
+if _TESTS_DIR not in _PATH.split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_TESTS_DIR, _PATH) if p)
 
 settings.register_profile(
     "ci",

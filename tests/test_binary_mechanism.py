@@ -1,4 +1,4 @@
-"""Gaussian binary mechanism: spec lazy-sketch §8.1 oracles G1-G8 and S11, errors, bytes."""
+"""Gaussian binary mechanism: docs/algorithms.md#lazy-oracles oracles G1-G8 and S11, errors, bytes."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_g1_height(horizon, h):
 def test_g1_sigma_table(horizon, m, eps, sigma):
     got = gaussbm_sigma(horizon, m, eps, 1e-3)
     assert got == pytest.approx(sigma, rel=1e-4)
-    # Independent formula of Algorithm 1 (with the factor 2 the Theorem 1 proof drops, E4).
+    # Independent formula of Algorithm 1 (with the factor 2 the Theorem 1 proof drops, docs/algorithms.md#lazy-e4).
     h = horizon.bit_length()
     assert got == pytest.approx(math.sqrt(2 * h * m * L_1250) / eps, rel=1e-8)
     assert _gbm(horizon=horizon, m=m, eps=eps).sigma == got
@@ -91,7 +91,7 @@ def test_analytic_calibration_meets_exact_profile():
 
 
 def test_max_error_bound_formula():
-    # Corrected Lemma 4 (E8): (2h/eps) * sqrt(m L ln(2 |I| n / beta)).
+    # Corrected Lemma 4 (docs/algorithms.md#lazy-e8): (2h/eps) * sqrt(m L ln(2 |I| n / beta)).
     got = max_error_bound(64, 50, 64, 2, 0.5, 1e-3, 0.1)
     h = 7
     assert got == pytest.approx(2 * h / 0.5 * math.sqrt(2 * L_1250 * math.log(2 * 64 * 50 / 0.1)))
@@ -101,7 +101,7 @@ def test_max_error_bound_formula():
 
 
 def _paper_literal_nodes(horizon: int) -> list[tuple[int, int]]:
-    """Algorithm 1 as printed, called with the 1-indexed time (the E2 bug): every created node."""
+    """Algorithm 1 as printed, called with the 1-indexed time (the docs/algorithms.md#lazy-e2 bug): every created node."""
     stack: list[tuple[int, int]] = []
     created = []
     for t in range(1, horizon + 1):
@@ -157,7 +157,7 @@ def test_g2_tree_merge_at_erratum_horizons(horizon):
     # Only the final node of each update is ever released, and it is the level-slot node.
     released = [created_node(k) for k in range(1, horizon + 1)]
     assert _max_nodes_per_leaf(released, horizon) == h
-    # The printed algorithm puts some leaf into h + 1 nodes at exactly these horizons (E2).
+    # The printed algorithm puts some leaf into h + 1 nodes at exactly these horizons (docs/algorithms.md#lazy-e2).
     assert _max_nodes_per_leaf(_paper_literal_nodes(horizon), horizon) == h + 1
 
 
@@ -189,7 +189,7 @@ def test_g7_level_slots_equal_literal_stack():
     rng = np.random.default_rng(2)
     x = rng.integers(-3, 4, size=(horizon, n))
     mech = _gbm(n=n, horizon=horizon)
-    # Reference: the corrected stack (spec §2.2), each node carrying (exact sum, noise); a node's
+    # Reference: the corrected stack ([Hol25, Algorithm 1]), each node carrying (exact sum, noise); a node's
     # noise is the keyed noise of (counter, k) of the update that created it last.
     stacks: list[list[list[float]]] = [[] for _ in range(n)]
     for k in range(1, horizon + 1):
@@ -372,12 +372,12 @@ def test_s11_node_noise_distinct_and_uncorrelated_across_rounds():
     z = mech._node_noise(counters, ks).reshape(rounds, n)
     # Values live on a 2**-k lattice with spacing <= sigma * 2**-20, so a few equal values occur
     # by chance: expected colliding pairs <= N^2/2 * 2**-20 / (2 sqrt(pi)) ~ 19.4 for N = 12,000
-    # (P[Poisson(19.4) >= 60] < 1e-12). Overlapping streams (the Philox hazard of spec §9.2)
+    # (P[Poisson(19.4) >= 60] < 1e-12). Overlapping streams (the Philox hazard of docs/algorithms.md#noise-sampling)
     # would repeat most values of a round.
     assert z.size - np.unique(z).size < 60
     r = np.corrcoef(z[:-1].ravel(), z[1:].ravel())[0, 1]
     # Independent noise: r has sd 1/sqrt(N) with N = n * (rounds - 1) pairs; 5.5 sd is a
-    # two-sided false-failure probability of 4e-8 (spec §8.2 S11 uses 4 sd).
+    # two-sided false-failure probability of 4e-8 (docs/algorithms.md#lazy-oracles S11 uses 4 sd).
     assert abs(r) < 5.5 / math.sqrt(n * (rounds - 1))
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from beam_dpsketch import hashing
-from beam_dpsketch.checks import check_int, check_key_like, check_probability
+from beam_dpsketch.checks import check_int, check_probability
+from beam_dpsketch.hashing import check_key_like
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import calibration
 from beam_dpsketch.privacy.budget import PrivacyBudget, group_privacy
@@ -107,7 +108,7 @@ def test_check_probability_type_errors(value, type_name):
 
 
 # --------------------------------------------------------------------------------------------
-# check_key_like
+# check_key_like (in beam_dpsketch.hashing, next to the key encoding)
 # --------------------------------------------------------------------------------------------
 
 

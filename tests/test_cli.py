@@ -16,6 +16,7 @@ import pytest
 
 from beam_dpsketch.pipelines.cli import SUBCOMMAND_MODULES, _one_line, build_parser, main
 from beam_dpsketch.pipelines.options import format_table
+from beam_dpsketch.pipelines.output import NOT_PRIVATE
 from beam_dpsketch.sketches import CountMinSketch, CountSketch, MisraGries
 
 KEYS = ["LAX-SFO"] * 30 + ["JFK-BOS"] * 20 + [f"r{i}" for i in range(200)] + ["007"] * 5
@@ -55,20 +56,21 @@ def test_sketch_count_min_json(flights_csv, capsys, tmp_path):
             "nowhere",
             "--format",
             "json",
-            "--output",
+            "--save-sketch",
             str(saved),
         ],
         capsys,
     )
     assert code == 0, err
-    records = json.loads(out)
+    envelope = json.loads(out)
+    records = envelope["rows"]
     direct = CountMinSketch(64, 3, 0).update(KEYS)
     expected = direct.estimate(["LAX-SFO", "007", "nowhere"]).tolist()
     assert records == [
         {"key": k, "estimate": e}
         for k, e in zip(["LAX-SFO", "007", "nowhere"], expected, strict=True)
     ]
-    assert "NOT differentially private" in err
+    assert envelope["guarantee"] == NOT_PRIVATE
     assert CountMinSketch.from_bytes(saved.read_bytes()) == direct
 
 
@@ -76,18 +78,18 @@ def test_sketch_misra_gries_top_json_and_table(flights_csv, capsys):
     args = ["sketch", "--input", flights_csv, "--column", "route", "--sketch", "misra-gries"]
     code, out, err = run_cli([*args, "--k", "20", "--top", "2", "--format", "json"], capsys)
     assert code == 0, err
-    top = json.loads(out)
+    top = json.loads(out)["rows"]
     assert [r["key"] for r in top] == ["LAX-SFO", "JFK-BOS"]
     mg = MisraGries(20).update(KEYS)
     bound = len(KEYS) / 21
     for record, exact in zip(top, [30, 20], strict=True):
-        assert set(record) == {"key", "count"}
-        assert exact - bound <= record["count"] <= exact
-        assert record["count"] == mg.estimate([record["key"]])[0]
+        assert set(record) == {"key", "estimate"}
+        assert exact - bound <= record["estimate"] <= exact
+        assert record["estimate"] == mg.estimate([record["key"]])[0]
 
     code, out, err = run_cli([*args, "--k", "300", "--query", "007"], capsys)
     assert code == 0, err
-    assert "NOT differentially private" in out.splitlines()[1]
+    assert out.splitlines()[1] == f"# guarantee: {NOT_PRIVATE}"
     assert out.splitlines()[-1].split() == ["007", "5"]
 
 
@@ -115,7 +117,7 @@ def test_sketch_count_sketch_with_int_keys(tmp_path, capsys):
     )
     assert code == 0, err
     direct = CountSketch(2048, 3, 0).update(ids)
-    assert json.loads(out) == [{"key": 7, "estimate": int(direct.estimate([7])[0])}]
+    assert json.loads(out)["rows"] == [{"key": 7, "estimate": int(direct.estimate([7])[0])}]
     code, _, err = run_cli(
         ["sketch", "--input", str(path), "--column", "id", "--query", "x"], capsys
     )
@@ -268,11 +270,14 @@ def test_heavy_hitters_json_on_csv_finds_the_heavy_key(tmp_path, capsys):
         capsys,
     )
     assert code == 0, err
-    released = json.loads(out)
+    envelope = json.loads(out)
+    released = envelope["rows"]
     assert [r["key"] for r in released] == ["firefox", "chrome"]  # "lynx" is below threshold
     # Design B with k=10 > 3 distinct keys: offset n/(k+1) = 82, noise scale 2 (<= 2 ln 1e9).
-    assert 600 - 902 / 11 - 2 * math.log(1e9) <= released[0]["count"] <= 600 + 2 * math.log(1e9)
-    assert "(eps=1, delta=1e-06)-DP" in err and "design-b" in err
+    assert 600 - 902 / 11 - 2 * math.log(1e9) <= released[0]["estimate"] <= 600 + 2 * math.log(1e9)
+    assert "(eps=1, delta=1e-06)-DP" in err and "design-b" in err  # --explain, before the run
+    assert envelope["guarantee"].startswith("(eps=1, delta=1e-06)-DP in total")
+    assert envelope["mechanism"].endswith("design-b")
 
 
 def test_heavy_hitters_user_level_bounds_contributions(tmp_path, capsys):
@@ -303,8 +308,10 @@ def test_heavy_hitters_user_level_bounds_contributions(tmp_path, capsys):
         capsys,
     )
     assert code == 0, err
-    released = {r["key"]: r["count"] for r in json.loads(out)}
+    envelope = json.loads(out)
+    released = {r["key"]: r["estimate"] for r in envelope["rows"]}
     assert "spam" not in released and "news" in released  # one bot = one contribution
+    assert "privacy unit: user" in envelope["guarantee"]
 
 
 @pytest.mark.parametrize(
@@ -351,7 +358,7 @@ def test_frequencies_json_estimates_the_queried_keys(tmp_path, capsys):
         capsys,
     )
     assert code == 0, err
-    got = {r["key"]: r["estimate"] for r in json.loads(out)}
+    got = {r["key"]: r["estimate"] for r in json.loads(out)["rows"]}
     # Count-Min: never below the truth minus the noise; noise scale depth/eps = 3, and the
     # public offset keeps it above the truth w.p. >= 1 - beta.
     assert 600 - 3 * math.log(1e9) <= got["firefox"] <= 600 + 300 + 3 * math.log(1e9) + 60
@@ -385,15 +392,16 @@ def test_quantiles_json_on_an_integer_column(tmp_path, capsys):
         capsys,
     )
     assert code == 0, err
-    got = {r["quantile"]: r["value"] for r in json.loads(out)}
+    got = {r["quantile"]: r["value"] for r in json.loads(out)["rows"]}
     # The command is plumbing: its output must be exactly the DPQuantiles release with the same
     # arguments, noise key and label (accuracy is tested statistically in test_dyadic_private).
     from beam_dpsketch.noise import NoiseSource
-    from beam_dpsketch.pipelines.options import run_and_collect
+    from beam_dpsketch.pipelines.frequencies import quantile_rows
+    from beam_dpsketch.pipelines.output import run_release
     from beam_dpsketch.privacy import PrivacyBudget
     from beam_dpsketch.transforms import DPQuantiles, ReadKeyBatches
 
-    expected, _ = run_and_collect(
+    expected = run_release(
         ReadKeyBatches(str(path), "delay", key_type="int"),
         DPQuantiles(
             [0.25, 0.5],
@@ -403,7 +411,9 @@ def test_quantiles_json_on_an_integer_column(tmp_path, capsys):
             noise_source=NoiseSource.insecure_for_tests(4),
             label="quantiles",
         ),
-    )
+        quantile_rows,
+        ["--runner=FnApiRunner"],
+    ).rows
     assert got == {r["quantile"]: r["value"] for r in expected}
     assert 0 <= got[0.25] <= got[0.5] <= 1023
 

@@ -70,6 +70,17 @@ def _base(path, horizon, *extra):
     ]
 
 
+def _series(rows):
+    """The long rows of the output (one per time and key) as one record per release time."""
+    out: list[dict] = []
+    for row in rows:
+        assert set(row) == {"time", "key", "estimate"}
+        if not out or out[-1]["t"] != row["time"]:
+            out.append({"t": row["time"], "estimates": {}})
+        out[-1]["estimates"][row["key"]] = row["estimate"]
+    return out
+
+
 def _close(got, expected):
     assert [r["t"] for r in got] == [r["t"] for r in expected]
     for g, e in zip(got, expected, strict=True):
@@ -97,12 +108,15 @@ def test_csv_file_order_json_equals_core(csv_file, capsys):
     )
     out, err = capsys.readouterr()
     assert code == 0, err
-    got = json.loads(out)
+    envelope = json.loads(out)
+    got = _series(envelope["rows"])
     _close(got, _expected(keys, ["k1", "k2"], [250, 500, 750, 1000], horizon=1500))
-    assert "in file order" in err
-    # The printed guarantee is replace-one with public positions, never add/remove.
-    assert "for the whole series under replace the key of one arrival" in err
-    assert "add/remove is not covered" in err
+    assert envelope["parameters"]["time_column"] is None  # file order
+    # The stated guarantee is replace-one with public positions, never add/remove.
+    guarantee = envelope["guarantee"]
+    assert guarantee.startswith("(eps=0.5, delta=1e-06)-DP in total")
+    assert "neighbouring relation: replace the key of one arrival" in guarantee
+    assert "add/remove is not covered" in guarantee
 
 
 def test_time_column_sorts_rows_stably(csv_file, capsys):
@@ -117,7 +131,9 @@ def test_time_column_sorts_rows_stably(csv_file, capsys):
     ordered = [keys[i] for i in np.argsort(times, kind="stable")]
     assert ordered != keys
     # t = T = 1200 is released too (it is also a multiple of 400 here).
-    _close(json.loads(out), _expected(ordered, ["k1"], [400, 800, 1200], horizon=1200))
+    envelope = json.loads(out)
+    assert envelope["parameters"]["time_column"] == "ts"
+    _close(_series(envelope["rows"]), _expected(ordered, ["k1"], [400, 800, 1200], horizon=1200))
 
 
 def test_parquet_int_keys_table_default_schedule_and_plot(tmp_path, capsys):
@@ -134,16 +150,18 @@ def test_parquet_int_keys_table_default_schedule_and_plot(tmp_path, capsys):
     assert code == 0, err
     lines = out.strip().splitlines()
     assert lines[0].startswith("# DP continual estimates of column 'id'")
-    assert lines[1].split() == ["t", "1", "2"]
-    rows = [line.split() for line in lines[3:]]
-    # Default schedule: every ceil(T/20) = 100 rows.
+    assert lines[1].startswith("# guarantee: (eps=0.5, delta=1e-06)-DP in total")
+    assert lines[3].split() == ["time", "key", "estimate"]
+    rows = [line.split() for line in lines[5:]]
+    # Default schedule: every ceil(T/20) = 100 rows; one row per (time, key), keys in query order.
     every = math.ceil(2000 / 20)
     times = list(range(every, 2001, every))
     expected = _expected(keys, [1, 2], times, sketch="lazy-cs", horizon=2000)
-    assert [int(r[0]) for r in rows] == times
-    for row, e in zip(rows, expected, strict=True):
-        assert float(row[1]) == pytest.approx(round(e["estimates"][1], 2), abs=0.006)
-        assert float(row[2]) == pytest.approx(round(e["estimates"][2], 2), abs=0.006)
+    assert [int(r[0]) for r in rows] == [t for t in times for _ in (1, 2)]
+    assert [r[1] for r in rows] == ["1", "2"] * len(times)
+    for (row1, row2), e in zip(zip(rows[::2], rows[1::2], strict=True), expected, strict=True):
+        assert float(row1[2]) == pytest.approx(round(e["estimates"][1], 2), abs=0.006)
+        assert float(row2[2]) == pytest.approx(round(e["estimates"][2], 2), abs=0.006)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -158,7 +176,7 @@ def test_text_input_punctual(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     expected = _expected(keys, ["k0"], [100, 200, 300], sketch="punctual-cms", horizon=300)
-    _close(json.loads(out), expected)
+    _close(_series(json.loads(out)["rows"]), expected)
 
 
 @pytest.mark.parametrize(
@@ -189,4 +207,4 @@ def test_int_query_on_string_column_is_kept_as_string(csv_file, capsys):
     code = main(_base(path, 1500, "--column", "route", "--query", "5", "--format", "json"))
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert list(json.loads(out)[0]["estimates"]) == ["5"]
+    assert list(_series(json.loads(out)["rows"])[0]["estimates"]) == ["5"]

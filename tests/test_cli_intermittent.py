@@ -74,13 +74,20 @@ def test_time_column_and_csv_queries_equal_the_core(data_csv, tmp_path, capsys):
     args += ["--insecure-test-seed", "3", "--format", "json"]
     code, out, err = _run(args, capsys)
     assert code == 0, err
-    got = json.loads(out)
+    envelope = json.loads(out)
+    got = envelope["rows"]
     rows = _rows(data_csv)
     batches = [(100, ["p1"]), (300, ["p1", "p2"]), (800, ["p3", "p1"]), (999.5, ["p1"])]
     expected = _core_answers([r[0] for r in rows], [r[1] for r in rows], batches)
     assert got == expected  # also in batch order, then file order within a batch
-    assert "use-and-keep count-sketch 5x128" in err
-    assert "in total under add/remove one element; every other element's time unchanged" in err
+    params = envelope["parameters"]
+    assert (params["sketch"], params["depth"], params["width"]) == ("count-sketch", 5, 128)
+    assert envelope["mechanism"].startswith("use-and-keep")
+    assert envelope["guarantee"].startswith("eps=1 (pure DP) in total")
+    assert (
+        "neighbouring relation: add/remove one element; every other element's time unchanged"
+        in envelope["guarantee"]
+    )
 
 
 def test_positions_jsonl_batches_and_int_keys_count_min(tmp_path, capsys):
@@ -100,9 +107,14 @@ def test_positions_jsonl_batches_and_int_keys_count_min(tmp_path, capsys):
     expected = _core_answers(
         positions, keys, [(200, [1, 2, 2]), (600, [3, 1])], kind="count_min", seed=5, epsilon=0.5
     )
-    assert json.loads(out) == expected
-    assert "(row positions)" in err
-    assert "in total under replace one element (its key) at a fixed position" in err
+    envelope = json.loads(out)
+    assert envelope["rows"] == expected
+    assert envelope["parameters"]["clock"] == "positions"
+    assert envelope["guarantee"].startswith("eps=1 (pure DP) in total")
+    assert (
+        "neighbouring relation: replace one element (its key) at a fixed position"
+        in envelope["guarantee"]
+    )
 
 
 def test_table_output_and_plot(data_csv, tmp_path, capsys):
@@ -117,7 +129,8 @@ def test_table_output_and_plot(data_csv, tmp_path, capsys):
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith("# DP answers of column 'page'")
-    assert lines[1].split() == ["time", "key", "estimate"] and len(lines) == 3 + 3
+    assert lines[1].startswith("# guarantee: eps=2 (pure DP) in total")
+    assert lines[3].split() == ["time", "key", "estimate"] and len(lines) == 5 + 3
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "not private" in err
 

@@ -1,4 +1,4 @@
-"""PunctualSketch and LazySketch: spec lazy-sketch §8.2 oracles S1-S9, errors, bytes, input types."""
+"""PunctualSketch and LazySketch: docs/algorithms.md#lazy-oracles oracles S1-S9, errors, bytes, input types."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def test_s4_sigma_of_paper_configs(cls, width, kind, sigma):
 
 
 def test_noise_bound_golden_values():
-    # Spec §4.5: B_noise for the 24KB config, and the paper's gamma for comparison.
+    # [Hol25, Lemma 5]: B_noise for the 24KB config, and the paper's gamma for comparison.
     args = (2**20, 55, 3, 0.3, 1e-3, 0.05)
     assert lazy_noise_bound(*args) == pytest.approx(2876.8, abs=0.1)
     assert lazy_noise_bound(*args, kind="cs") == pytest.approx(4068.5, abs=0.1)
@@ -97,7 +97,7 @@ def test_lazy_shape_lemma5():
     assert lazy_shape(0.05, 0.2, 4096) == (40, 16)
     assert lazy_shape(0.01, 0.05, 2**20, "cs")[0] == 30000
     w, d = lazy_shape(0.01, 0.05, 2**20, "cs", preset="rigorous")
-    kl = 0.5 * math.log(1.5) + 0.5 * math.log(0.75)  # KL(1/2 || 1/3) ~ 0.0589 (spec §4.5)
+    kl = 0.5 * math.log(1.5) + 0.5 * math.log(0.75)  # KL(1/2 || 1/3) ~ 0.0589 ([Hol25, Lemma 5])
     assert w == 30000 and d == math.ceil(math.log(2 * 2**20 / 0.05) / kl) == 299
 
 
@@ -115,7 +115,7 @@ def test_max_contributions_scales_sigma_and_analytic_allows_large_eps():
 
 
 def test_s6_cs_needs_m_4d():
-    # Worst-case CS pair: one cell differs by 2 in every row, so D^2 = 4 d h (spec §3.4).
+    # Worst-case CS pair: one cell differs by 2 in every row, so D^2 = 4 d h ([Hol25, Section 4.1]).
     for delta in (1e-3, 1e-6):
         s = _sketch(LazySketch, "cs", width=55, depth=3, horizon=2**20, eps=0.3, delta=delta)
         d_true = math.sqrt(4 * 3 * s.tree_height)
@@ -158,7 +158,7 @@ def test_s1_s3_lazy_noise_free_delay_and_pending(kind):
         s.update(key)
         exact.update([key])
         pushed = s._mech._total.reshape(3, w)
-        # Conservation E + P == C_exact (spec §4.3).
+        # Conservation E + P == C_exact ([Hol25, Section 4.2]).
         assert np.array_equal(pushed + s._pending, exact.table)
         assert np.array_equal(s.noisy_table(), pushed)
         # Pending bounds and the just-pushed column (S3).
@@ -169,7 +169,7 @@ def test_s1_s3_lazy_noise_free_delay_and_pending(kind):
             assert np.abs(s._pending).max() <= w - 1
         diff = s.estimate(probe) - exact.estimate(probe)
         lo, hi = min(lo, diff.min()), max(hi, diff.max())
-    # Delay range: [-(w-1), 0] for CMS and [-(w-1), w-1] for CS (spec §8.2 S1).
+    # Delay range: [-(w-1), 0] for CMS and [-(w-1), w-1] for CS (docs/algorithms.md#lazy-oracles S1).
     assert -(w - 1) <= lo
     assert hi <= (0 if kind == "cms" else w - 1)
     assert lo < 0  # the delay is real: the test would notice a sketch that pushes everything
@@ -192,7 +192,7 @@ def test_s2_schedule_and_push_windows():
         expected = np.zeros((d, w), dtype=np.int64)
         expected[:, t % w] = 1
         assert np.array_equal(moved, expected)
-        # The k-th push of column j carries arrivals in ((k-2)w + j, (k-1)w + j] (spec §4.3).
+        # The k-th push of column j carries arrivals in ((k-2)w + j, (k-1)w + j] ([Hol25, Section 4.2]).
         j = t % w
         k = t // w + 1
         lo_t, hi_t = max((k - 2) * w + j + 1, 0), (k - 1) * w + j
@@ -354,7 +354,7 @@ def test_punctual_faithful_and_collapsed_agree():
     a.update_batch(keys[500:])
     b.update_batch(keys)
     _assert_same_state(a, b)
-    # Faithful: d * w values per arrival (Theta(d w) per step, spec §3.5); collapsed: only the
+    # Faithful: d * w values per arrival (Theta(d w) per step, [Hol25, Section 4.1]); collapsed: only the
     # blocks of the popcount(1000) = 6 active nodes.
     assert a.noise_values_drawn >= 3 * 100 * 1000
     assert b.noise_values_drawn < a.noise_values_drawn / 2

@@ -1,4 +1,4 @@
-"""Continual heavy hitters: public candidate domain and hierarchical prefix LazySketch (spec §5.4)."""
+"""Continual heavy hitters: public candidate domain and hierarchical prefix LazySketch (docs/algorithms.md#lazy-e23)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Deterministic tests of the DP Count-Min / Count Sketch releases (spec dp-linear-sketches).
+"""Deterministic tests of the DP Count-Min / Count Sketch releases (Zhao et al., [ZQR+22]).
 
-Calibration vectors of spec §1.3 and §3.3, the sensitivity table of §1.4 checked by brute force
-(§11 item 2), the deterministic invariants of §6.1 (noise-only differences), refusal of
+Calibration vectors of [ZQR+22, Section 2.1] and docs/algorithms.md#lin-strict, the sensitivity table of docs/algorithms.md#lin-sensitivity checked by brute force
+(docs/algorithms.md#linear-sketches item 2), the deterministic invariants of docs/algorithms.md#lin-oracles (noise-only differences), refusal of
 updates and merges, serialization, heavy hitters over public candidates and turnstile
 cancellation of the exact sketches. Statistical oracles are in ``test_dp_linear_stats.py`` and
 the privacy smoke test in ``test_dp_linear_privacy.py``.
@@ -44,7 +44,7 @@ def close(a, b, rel=REL):
 
 
 # --------------------------------------------------------------------------------------------
-# Calibration vectors (spec §3.3 Example A, §1.3)
+# Calibration vectors (docs/algorithms.md#lin-strict Example A, [ZQR+22, Section 2.1])
 # --------------------------------------------------------------------------------------------
 
 
@@ -65,7 +65,7 @@ def test_example_a_strict_calibration(cls, relation, delta2, sigma, e):
     assert close(cal.sensitivity, delta2) and close(cal.scale, sigma) and close(cal.noise_bound, e)
     assert cal.beta_noise == 0.005 and cal.rho == 1.0
     assert cal.offset == (math.ceil(e) if cls is PrivateCountMinSketch else 0)
-    # Noise-event failure probability of spec §3.3 (depends on E / sigma only).
+    # Noise-event failure probability of docs/algorithms.md#lin-strict (depends on E / sigma only).
     p_fail = 1 - (1 - special.erfc(cal.noise_bound / (cal.scale * math.sqrt(2)))) ** 3072
     assert p_fail <= 0.005
     if relation == "add_remove":
@@ -79,7 +79,7 @@ def test_example_a_paper_compat(cls, rho_eff):
     cal = cls.calibrate(512, 6, RHO1, neighbouring="replace", beta=0.01, paper_compat=True)
     assert cal.paper_compat
     assert close(cal.scale, 2.301807) and close(cal.noise_bound, 12.135210)
-    # The effective rho (spec §3.3): 13% over budget for CM, 2.26x for CS (erratum E3, E13).
+    # The effective rho (docs/algorithms.md#lin-strict): 13% over budget for CM, 2.26x for CS (docs/algorithms.md#lin-e3, docs/algorithms.md#lin-e13).
     assert round(cal.rho, 4) == rho_eff
     assert cal.offset == (13 if cls is PrivateCountMinSketch else 0)
 
@@ -111,7 +111,7 @@ def test_pure_budget_is_discrete_laplace_on_l1(relation, l1):
 
 def test_approx_budget_is_converted_to_rho():
     cal = PrivateCountMinSketch.calibrate(512, 6, PrivacyBudget.approx(1.0, 1e-5))
-    assert round(cal.rho, 6) == 0.020820  # spec §1.3 inverse example
+    assert round(cal.rho, 6) == 0.020820  # [ZQR+22, Section 2.1] inverse example
     assert close(cal.scale, math.sqrt(6) / math.sqrt(2 * cal.rho), 1e-12)
     assert (cal.epsilon, cal.delta, cal.budget_kind) == (1.0, 1e-5, "approx")
     assert math.isclose(cal.epsilon_at(1e-5), 1.0, rel_tol=1e-9)
@@ -119,14 +119,14 @@ def test_approx_budget_is_converted_to_rho():
 
 def test_zcdp_conversion_values():
     cal = PrivateCountSketch.calibrate(64, 3, RHO1)
-    assert round(cal.epsilon_at(1e-5), 4) == 7.7861  # spec §1.3 table
+    assert round(cal.epsilon_at(1e-5), 4) == 7.7861  # [ZQR+22, Section 2.1] table
     assert round(cal.epsilon_at(1e-6), 4) == 8.4338
     with_dfc = PrivateCountSketch.calibrate(64, 3, PrivacyBudget.zcdp(0.1, 1e-5))
     assert round(with_dfc.epsilon, 4) == 2.2460 and with_dfc.delta == 1e-5
 
 
 # --------------------------------------------------------------------------------------------
-# Sensitivities (spec §1.4, §11 item 2)
+# Sensitivities (docs/algorithms.md#lin-sensitivity and docs/algorithms.md#linear-sketches item 2)
 # --------------------------------------------------------------------------------------------
 
 
@@ -141,7 +141,7 @@ def test_sensitivity_table():
         assert linear_sensitivity(kind, "replace", d, "l1") == 2 * d
         assert linear_sensitivity(kind, user_level(4), d, "l1") == 4 * d
     assert linear_sensitivity("count_min", "replace", d) == math.sqrt(2 * d)
-    assert linear_sensitivity("count_sketch", "replace", d) == 2 * r  # erratum E3
+    assert linear_sensitivity("count_sketch", "replace", d) == 2 * r  # docs/algorithms.md#lin-e3
 
 
 @pytest.mark.parametrize("bad", ["replace-one", "user:0", "user:x", "", None, 3])
@@ -153,7 +153,7 @@ def test_neighbouring_validation_names_the_parameter(bad):
 
 
 def _columns(cls, width, depth, seed, universe):
-    """The matrix A of spec §2.1: column x = table of the sketch of the single item x."""
+    """The linear map A of [ZQR+22, Section 2.2]: column x = table of the sketch of the single item x."""
     return np.stack(
         [cls(width, depth, seed).update([x]).table.ravel() for x in universe], axis=1
     ).astype(float)
@@ -204,14 +204,14 @@ def test_sensitivity_brute_force_tiny_universe(cls):
             )
             assert full == math.isclose(got["replace"][0], 2 * math.sqrt(depth))
             reached_cs_replace |= full
-            # ... and then the paper's sqrt(2d) (erratum E3) is exceeded.
+            # ... and then the paper's sqrt(2d) (docs/algorithms.md#lin-e3) is exceeded.
             assert not full or got["replace"][0] > math.sqrt(2 * depth)
     if cls is CountSketch:
         assert reached_cs_replace, "no seed produced a fully colliding opposite-sign pair"
 
 
 # --------------------------------------------------------------------------------------------
-# Releases: invariants of spec §6.1
+# Releases: invariants of docs/algorithms.md#lin-oracles
 # --------------------------------------------------------------------------------------------
 
 

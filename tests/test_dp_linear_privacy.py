@@ -1,4 +1,4 @@
-"""Privacy smoke test of one released cell on neighbouring inputs (spec dp-linear-sketches §6).
+"""Privacy smoke test of one released cell on neighbouring inputs (docs/algorithms.md#lin-oracles).
 
 ``X`` holds a key 3 times and its add/remove neighbour ``X'`` 2 times; both are released many
 times (fresh release ids) as a 1 x 1 Count-Min sketch, and the frequencies of the threshold
@@ -14,7 +14,7 @@ mechanisms: its probability ratio is exactly ``e^eps`` for the discrete Laplace)
 
 Guarantees checked: pure ``eps`` (discrete Laplace, scale ``1/eps`` for one row); for zCDP
 releases the exact privacy profile of the Gaussian mechanism with ``mu = Delta2/sigma =
-sqrt(2 rho)`` (spec §1.3 "tight conversion"), which the discrete Gaussian meets on this event
+sqrt(2 rho)`` ([ZQR+22, Section 2.1] "tight conversion"), which the discrete Gaussian meets on this event
 (the exact discrete value is computed below) and which implies nothing weaker than the
 Lemma 2.9 conversion.
 """

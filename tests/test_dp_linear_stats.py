@@ -1,4 +1,4 @@
-"""Probabilistic oracles for the DP linear sketch releases (spec dp-linear-sketches §6.2).
+"""Probabilistic oracles for the DP linear sketch releases (docs/algorithms.md#lin-oracles).
 
 Every test is seeded (fixed data, hash seeds and an INSECURE test noise key), so it is
 deterministic; each threshold is chosen so that a correct implementation fails with probability
@@ -9,7 +9,7 @@ seeds as independent random functions):
   noise's probability mass function (4th moments included), so no normal approximation of the
   noise itself is needed, only the CLT over ``>= 300`` independent terms;
 * counting tests use ``count <= binom.isf(1e-6, T, p_bound)`` for events whose probability is
-  at most ``p_bound`` by the spec's theorems.
+  at most ``p_bound`` by the theorems of [ZQR+22] as corrected in docs/algorithms.md#linear-sketches.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_cell_noise_has_the_calibrated_variance(cls, budget, relation):
 
 @pytest.mark.parametrize("budget", [PrivacyBudget.zcdp(1.0), PrivacyBudget.pure(2.0)])
 def test_noise_event_rate(budget):
-    """``P(max |Z| > E) <= beta_noise`` (spec §6.2): Example A shape, 150 releases."""
+    """``P(max |Z| > E) <= beta_noise`` (docs/algorithms.md#lin-oracles): Example A shape, 150 releases."""
     exact = CountMinSketch(512, 6, 1).update(zipf_stream(5000, 3000, 2))
     failures = 0
     trials = 150
@@ -117,7 +117,7 @@ def test_count_min_never_underestimates_and_error_bound():
         rel = PrivateCountMinSketch.release(exact, PrivacyBudget.zcdp(1.0), SRC.stream(("cm", s)))
         est = rel.estimate([query])[0]
         under += int(est < f)
-        # Spec §3.5 exact form: f^ - f <= e (N - f)/w + offset + E w.p. >= 1 - e^-d - beta_noise.
+        # [ZQR+22, Theorems 3.1 and 3.2] exact form: f^ - f <= e (N - f)/w + offset + E w.p. >= 1 - e^-d - beta_noise.
         over += int(est - f > math.e * (n - f) / width + rel.offset + rel.noise_bound)
     assert under <= binom_limit(trials, rel.beta_noise)
     assert over <= binom_limit(trials, math.exp(-depth) + rel.beta_noise)
@@ -137,7 +137,7 @@ def test_count_sketch_median_bound_and_unbiasedness():
         var_row, abs_row = (rest**2).sum() / width, rest.sum() / width
         t = 2 * math.sqrt(var_row)
         p_row = min(var_row / t**2, abs_row / t)
-        # Spec §6.2: P(|f~ - f| > t) <= P(Binomial(d, p(t)) >= ceil(d/2)); plus the noise event.
+        # docs/algorithms.md#lin-oracles: P(|f~ - f| > t) <= P(Binomial(d, p(t)) >= ceil(d/2)); plus the noise event.
         bounds[q] = (t, stats.binom.sf(math.ceil(depth / 2) - 1, depth, p_row))
     for s in range(trials):
         exact = CountSketch(width, depth, 1000 + s).update(data)
@@ -154,7 +154,7 @@ def test_count_sketch_median_bound_and_unbiasedness():
 
 
 # --------------------------------------------------------------------------------------------
-# Inner products and totals: the bias corrections of spec §4.3-§4.4
+# Inner products and totals: the bias corrections of docs/algorithms.md#lin-extensions
 # --------------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Privacy smoke tests and mutation tests on neighbouring inputs (spec dp-misra-gries §8.5).
+"""Privacy smoke tests and mutation tests on neighbouring inputs (docs/algorithms.md#mg-oracles).
 
 For neighbouring streams ``S ~ S'`` (one element removed) each mechanism runs ``R`` times per side
 with distinct release ids, and for every event ``E`` of a small family (half-lines of a scalar
@@ -9,7 +9,7 @@ bound of the right side plus ``delta``. Each bound fails with probability ``alph
 #checks)``, so a correct (eps, delta)-DP mechanism fails a test with probability below ``1e-6``.
 
 These tests catch gross bugs; they do not prove privacy. To show that they can fail, each hard
-case is also run on a deliberately broken mechanism (the spec's mutants: no shared noise / eta per
+case is also run on a deliberately broken mechanism (the mutants of docs/algorithms.md#mg-oracles: no shared noise / eta per
 key, halved noise, a threshold that is too low, zero-count keys dropped, pure-DP noise only on
 stored keys), which must be flagged.
 """
@@ -75,7 +75,7 @@ def half_lines(points):
 
 
 # --------------------------------------------------------------------------------------------
-# Case D (all counters -1): the shared draw is what hides it (spec §8.5 test 1)
+# Case D (all counters -1): the shared draw is what hides it (docs/algorithms.md#mg-oracles test 1)
 # --------------------------------------------------------------------------------------------
 
 K_D, C_D, R_D, EPS_D, DELTA_D = 40, 1000, 1200, 1.0, 1e-6
@@ -138,7 +138,7 @@ def test_case_d_laplace_pmg_passes():
 
 
 # --------------------------------------------------------------------------------------------
-# Zero-count keys dropped with PMG's threshold (spec §8.5 test 2)
+# Zero-count keys dropped with PMG's threshold (docs/algorithms.md#mg-oracles test 2)
 # --------------------------------------------------------------------------------------------
 
 
@@ -177,7 +177,7 @@ def test_zero_key_dropping_mutant_fails():
 
 
 # --------------------------------------------------------------------------------------------
-# A new key in a zero slot (Case I): the threshold hides it (spec §4.1 Lemma 5)
+# A new key in a zero slot (Case I): the threshold hides it ([LT23, Algorithm 2] Lemma 5)
 # --------------------------------------------------------------------------------------------
 
 
@@ -209,7 +209,7 @@ def test_new_key_threshold_and_too_low_threshold_mutant():
 
 
 # --------------------------------------------------------------------------------------------
-# Pure DP over a declared universe (spec §4.4)
+# Pure DP over a declared universe ([LT23, Section 6])
 # --------------------------------------------------------------------------------------------
 
 

@@ -1,8 +1,8 @@
-"""Deterministic tests of the DP Misra-Gries releases (spec dp-misra-gries).
+"""Deterministic tests of the DP Misra-Gries releases (Lebeda and Tetek, [LT23]).
 
 Appendix A vectors (A.3, A.5, A.6, A.7), release structure (dummies never output, zero-count keys
-eligible, canonical output order, provenance checks), parameter validation (§11.6), Design B
-(exact sums, cap), PAMG invariants (§8.1, §3.6), GSHM calibration (§5.4), the declared universe,
+eligible, canonical output order, provenance checks), parameter validation (docs/algorithms.md#misra-gries), Design B
+(exact sums, cap), PAMG invariants ([LT23, Section 8, Lemma 9 and Corollary 10] and docs/algorithms.md#mg-oracles), GSHM calibration ([LT23, Section 8, Theorem 5 and Lemma 6]), the declared universe,
 baselines and the merged-design recommendation. No statistics here: every assertion is exact.
 """
 
@@ -108,7 +108,7 @@ def test_appendix_a6_user_level_pmg():
 
 
 def test_discrete_pmg_threshold_is_a_valid_union_bound():
-    # 6 * P[Geo2 >= t*] <= delta and the previous integer would not do (spec §4.6).
+    # 6 * P[Geo2 >= t*] <= delta and the previous integer would not do ([LT23, Section 5.2]).
     for eps, delta in [(1.0, 1e-6), (0.5, 1e-9), (0.1, 1e-6), (2.0, 0.3)]:
         t = (pmg(mg(3, [1]), eps, delta, stream("t", str(eps))).threshold - 1) // 2
         a = math.exp(-eps)
@@ -117,7 +117,7 @@ def test_discrete_pmg_threshold_is_a_valid_union_bound():
 
 
 # --------------------------------------------------------------------------------------------
-# Release structure (spec §4.1, §11.3)
+# Release structure ([LT23, Algorithm 2] and docs/algorithms.md#mg-order)
 # --------------------------------------------------------------------------------------------
 
 
@@ -213,7 +213,7 @@ def test_pmg_consumes_k_plus_one_draws_whatever_the_data():
 
 
 # --------------------------------------------------------------------------------------------
-# Validation and provenance (spec §11.6)
+# Validation and provenance (docs/algorithms.md#misra-gries)
 # --------------------------------------------------------------------------------------------
 
 
@@ -246,7 +246,7 @@ def test_merged_sketch_is_refused_by_pmg_and_algorithm_3():
         ({"epsilon": math.inf}, "epsilon"),
         ({"delta": 0.0}, "delta"),
         ({"delta": 1.0}, "delta"),
-        ({"delta": 1000.0}, "delta"),  # erratum E9: the sample code's delta = n/10
+        ({"delta": 1000.0}, "delta"),  # docs/algorithms.md#mg-e9: the sample code's delta = n/10
         ({"noise": "gauss"}, "noise"),
         ({"threshold_form": "tight"}, "threshold_form"),
     ],
@@ -286,7 +286,7 @@ def test_other_validation():
 
 
 # --------------------------------------------------------------------------------------------
-# Algorithm 3 and Design B (spec §4.3, §6.4)
+# Algorithm 3 and Design B ([LT23, Algorithm 3] and docs/algorithms.md#mg-merged)
 # --------------------------------------------------------------------------------------------
 
 
@@ -326,7 +326,7 @@ def test_design_b_sum_is_exact_and_order_free(shards, k, seed):
         acc.merge(parts[i].copy())
     assert acc.scaled_counts() == dict(sorted(expected.items(), key=lambda kv: encode_key(kv[0])))
     assert acc.shards == len(shards)
-    # Error bound (§6.4): f(x) - N/(k+1) <= A_x <= f(x), exactly.
+    # Error bound (docs/algorithms.md#mg-merged): f(x) - N/(k+1) <= A_x <= f(x), exactly.
     f = frequencies(itertools.chain.from_iterable(shards))
     total = sum(len(xs) for xs in shards)
     est = acc.estimates()
@@ -342,7 +342,7 @@ def test_design_b_sum_is_exact_and_order_free(shards, k, seed):
 )
 def test_design_b_sensitivity_is_below_two(shards, k, pick):
     # Removing one element from one shard: L1 <= (2k-1)/(k+1) on the cbar scale and at most k
-    # one-sided keys, each with V <= k (spec §6.4, L-PP2).
+    # one-sided keys, each with V <= k (docs/algorithms.md#mg-merged, L-PP2).
     j = pick % len(shards)
     if not shards[j]:
         return
@@ -393,8 +393,8 @@ def test_design_b_release_metadata():
     assert rel.noise.scale == pytest.approx(2.0)  # 2/eps in count units
     assert 1 in rel.keys()
     tight = approx_pp(acc, 1.0, 1e-6, stream("designb"), tight_sensitivity=True)
-    assert tight.noise.scale == pytest.approx(7 / 5)  # (2k-1)/((k+1) eps), erratum E3
-    # tau_int = k + t with k * P[Geo2 >= t] <= delta (spec §4.5, discrete version).
+    assert tight.noise.scale == pytest.approx(7 / 5)  # (2k-1)/((k+1) eps), docs/algorithms.md#mg-e3
+    # tau_int = k + t with k * P[Geo2 >= t] <= delta (docs/algorithms.md#mg-pp-approx, discrete version).
     b = rel.details["integer_scale"]
     t = rel.details["integer_threshold"] - 4
     a = math.exp(-1 / b)
@@ -402,7 +402,7 @@ def test_design_b_release_metadata():
 
 
 # --------------------------------------------------------------------------------------------
-# Declared universes and the pure-DP releases (spec §4.4, §6.3)
+# Declared universes and the pure-DP releases ([LT23, Section 6] and docs/algorithms.md#mg-merged)
 # --------------------------------------------------------------------------------------------
 
 
@@ -457,7 +457,7 @@ def test_pure_release_never_materialises_a_huge_universe():
 
 
 # --------------------------------------------------------------------------------------------
-# PAMG (Algorithm 4; spec §5.3, §3.6, Appendix A.5)
+# PAMG (Algorithm 4; [LT23, Algorithm 4; Section 8, Lemma 9 and Corollary 10], Appendix A.5)
 # --------------------------------------------------------------------------------------------
 
 
@@ -501,7 +501,7 @@ def test_pamg_invariants(users, k):
     pick=st.integers(0, 10**6),
 )
 def test_pamg_merged_neighbours_differ_one_sided_by_at_most_one(shards, k, pick):
-    # C-UL10 (spec §3.6): one user removed from one shard, fixed merge order.
+    # C-UL10 ([LT23, Section 8, Lemma 9 and Corollary 10]): one user removed from one shard, fixed merge order.
     j = pick % len(shards)
     if not shards[j]:
         return
@@ -551,7 +551,7 @@ def test_pamg_gshm_uses_l_equal_k_never_m():
 
 
 # --------------------------------------------------------------------------------------------
-# GSHM calibration (spec §5.4, Appendix A.7)
+# GSHM calibration ([LT23, Section 8, Theorem 5 and Lemma 6], Appendix A.7)
 # --------------------------------------------------------------------------------------------
 
 
@@ -569,7 +569,7 @@ def test_gshm_calibration_reaches_target_and_is_minimal_in_tau():
 
 
 def test_gshm_worked_example_l100():
-    # Spec §5.4: l = 100, eps = 1, delta = 1e-6 gives sigma ~ 42.5, tau ~ 238.5 (optimum near
+    # [LT23, Section 8, Theorem 5 and Lemma 6]: l = 100, eps = 1, delta = 1e-6 gives sigma ~ 42.5, tau ~ 238.5 (optimum near
     # sigma_min); our search finds a pair at least as good for the error proxy.
     p = calibrate_gshm(100, 1.0, 1e-6)
     assert p.sigma == pytest.approx(42.5, rel=0.01)
@@ -592,7 +592,7 @@ def test_gshm_fixed_sigma_appendix_a7():
 
 
 # --------------------------------------------------------------------------------------------
-# Baselines (spec §7) and the design recommendation (spec §6.2-§6.7)
+# Baselines ([LT23, Section 4]) and the design recommendation ([LT23, Section 7] and docs/algorithms.md#mg-merged)
 # --------------------------------------------------------------------------------------------
 
 

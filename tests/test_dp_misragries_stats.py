@@ -1,4 +1,4 @@
-"""Seeded statistical tests of the DP Misra-Gries releases (spec dp-misra-gries §8.3).
+"""Seeded statistical tests of the DP Misra-Gries releases (docs/algorithms.md#mg-oracles).
 
 Every test draws its noise from ``NoiseSource.insecure_for_tests`` with fixed release ids, so it
 is deterministic; each states the probability that it would fail on a correct implementation
@@ -54,7 +54,7 @@ def zipf_stream(n: int, u: int, a: float, seed: int) -> list[int]:
 
 
 # --------------------------------------------------------------------------------------------
-# PMG utility oracle (Theorem 8, spec §4.8 and §8.3)
+# PMG utility oracle (Theorem 8, [LT23, Lemma 7 and Theorem 8] and docs/algorithms.md#mg-oracles)
 # --------------------------------------------------------------------------------------------
 
 
@@ -121,7 +121,7 @@ def test_zero_count_keys_are_rarely_released_at_the_exact_rate():
 
 
 # --------------------------------------------------------------------------------------------
-# One shared draw per release (spec §4.1, §11.1): mutation test on the noise correlation
+# One shared draw per release ([LT23, Algorithm 2] and docs/algorithms.md#noise-sampling): mutation test on the noise correlation
 # --------------------------------------------------------------------------------------------
 
 
@@ -165,7 +165,7 @@ def test_one_shared_draw_gives_noise_correlation_one_half_and_per_key_eta_does_n
     sign_bad = float(np.mean(np.sign(bad[:, 0]) * np.sign(bad[:, 1])))
     assert abs(sign_good - expected_sign) < band
     assert not abs(sign_bad - expected_sign) < band
-    # Pearson correlation, 0.5 expected (spec §4.1). Its standard error at R = 2000 is 0.021
+    # Pearson correlation, 0.5 expected ([LT23, Algorithm 2]). Its standard error at R = 2000 is 0.021
     # (simulated offline: 2000 replications), so the 0.2 band is 9.5 standard errors; the
     # estimator is asymptotically normal (the noise has exponential tails), tail < 1e-6.
     assert np.corrcoef(good.T)[0, 1] == pytest.approx(0.5, abs=0.2)
@@ -176,7 +176,7 @@ def test_one_shared_draw_gives_noise_correlation_one_half_and_per_key_eta_does_n
 
 
 # --------------------------------------------------------------------------------------------
-# The exact Binomial sampler and the pure-DP cutoff sampler (spec §4.4)
+# The exact Binomial sampler and the pure-DP cutoff sampler ([LT23, Section 6])
 # --------------------------------------------------------------------------------------------
 
 
@@ -234,7 +234,7 @@ def test_binomial_sampler_huge_n_matches_its_expectation():
 
 def test_pure_pp_released_absent_keys_follow_the_binomial_law():
     # Empty sketch, universe of 10**9 ints: every released key is absent and the number released
-    # is min(K, k) with K ~ Binomial(|U|, P[Geo2 >= t0]) (spec §4.4 step 3). Chi-square against
+    # is min(K, k) with K ~ Binomial(|U|, P[Geo2 >= t0]) ([LT23, Section 6] step 3). Chi-square against
     # the exact law of min(K, k): false failure < 1e-6.
     k, eps, runs = 6, 1.0, 400
     u = 10**9
@@ -264,7 +264,7 @@ def test_pure_pp_released_absent_keys_follow_the_binomial_law():
 
 
 def test_approx_pp_oracle():
-    # Spec §8.3 APPROX_PP row: released x has |f~ - cbar| <= 2 ln(K/beta)/eps (K positive keys),
+    # docs/algorithms.md#mg-oracles APPROX_PP row: released x has |f~ - cbar| <= 2 ln(K/beta)/eps (K positive keys),
     # all x have |f~ - f| < n/(k+1) + tau_pp + 2 ln(K/beta)/eps; binomial test, false failure
     # < 1e-6.
     k, eps, delta, beta, runs = 20, 1.0, 1e-6, 0.05, 120
@@ -285,7 +285,7 @@ def test_approx_pp_oracle():
 
 
 def test_merged_laplace_oracle():
-    # Spec §8.3 M-LAP row on a merged sketch: all x |f~ - f| < N/(k+1) + tau_M + (k/eps) ln(k/beta).
+    # docs/algorithms.md#mg-oracles M-LAP row on a merged sketch: all x |f~ - f| < N/(k+1) + tau_M + (k/eps) ln(k/beta).
     k, eps, delta, beta, runs = 8, 1.0, 1e-6, 0.05, 120
     parts = [zipf_stream(3000, 200, 1.4, seed=s) for s in (3, 4, 5)]
     m = MisraGries(k).update(parts[0])
@@ -303,7 +303,7 @@ def test_merged_laplace_oracle():
 
 
 def test_gshm_release_probability_of_a_count_one_key():
-    # Spec §8.5 item 5: a count-1 key is released w.p. 1 - Phi(tau/sigma) exactly (lattice
+    # docs/algorithms.md#mg-oracles item 5: a count-1 key is released w.p. 1 - Phi(tau/sigma) exactly (lattice
     # Gaussian: indistinguishable at this sample size). Calibrated at a large delta so the
     # probability is measurable; two-sided exact binomial test, false failure < 1e-6.
     k, eps, delta, runs = 2, 1.0, 0.2, 1500

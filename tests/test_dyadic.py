@@ -1,9 +1,9 @@
-"""Tests of the exact Dyadic Count Sketch and FloatDomain (spec dp-linear-sketches §5.1-§5.6).
+"""Tests of the exact Dyadic Count Sketch and FloatDomain ([ZQR+22, Section 4.1] and docs/algorithms.md#lin-extensions).
 
 Layout and level seeds, equality of every sketched level with a library Count Sketch over the
 node ids, turnstile cancellation, merges (exact, order-free), validation errors naming the bad
 values, serialization, and the exact rank / quantile algorithms (with exact levels they return
-the true rank and the k-th smallest item, spec §11 item 6).
+the true rank and the k-th smallest item, docs/algorithms.md#linear-sketches item 6).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def true_rank(data: np.ndarray, x) -> np.ndarray:
 
 
 def test_layout_and_shapes():
-    assert dyadic_shape(0, 2**16 - 1, 0.01) == (882, 8)  # spec §5.2
+    assert dyadic_shape(0, 2**16 - 1, 0.01) == (882, 8)  # [ZQR+22, Section 4.2]
     assert dyadic_shape(0, 2**32 - 1, 0.01) == (1308, 8)
     assert dyadic_shape(0, 2**16 - 1, 0.01, "reference_code_as_run") == (882, 3)
     s = DyadicCountSketch.from_error(0, 2**16 - 1, 0.01)
@@ -138,7 +138,8 @@ def test_turnstile_insert_then_delete_leaves_the_remainder(keep, remove, seed, e
     empty = DyadicCountSketch(-40, 87, 5, 3, seed, exact_levels=exact_levels)
     if keep:
         s.update(keep, -np.ones(len(keep), dtype=np.int64))
-    assert s == empty  # inserting then deleting the same multiset leaves all zeros (spec §6.1)
+    # inserting then deleting the same multiset leaves all zeros (docs/algorithms.md#lin-oracles)
+    assert s == empty
 
 
 @given(VALUES, VALUES, VALUES, st.integers(0, 2**32 - 1))

@@ -1,7 +1,7 @@
-"""Tests of the released DP Dyadic Count Sketch (spec dp-linear-sketches §5.3-§5.7, §6).
+"""Tests of the released DP Dyadic Count Sketch ([ZQR+22, Section 4.2]; docs/algorithms.md#lin-oracles).
 
-Calibration vectors of spec §5.3, the budget split across levels, the deterministic
-noise-only rank invariant of §6.1 item 6, the rank error oracle of §5.7 (erratum E9 corrected),
+Calibration vectors of [ZQR+22, Section 4.2], the budget split across levels, the deterministic
+noise-only rank invariant of docs/algorithms.md#lin-oracles item 6, the rank error oracle of [ZQR+22, Section 4.2, Eq. (2)] (docs/algorithms.md#lin-e9 corrected),
 quantile monotonicity, refusal of updates/merges and serialization.
 
 Statistical tests are seeded (INSECURE test noise key) and deterministic; each states its
@@ -24,7 +24,8 @@ from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.serialization import SketchFormatError
 from beam_dpsketch.sketches.dp_linear_calibration import noise_tail_bound
-from beam_dpsketch.sketches.dyadic import DyadicCountSketch, PrivateDyadicCountSketch
+from beam_dpsketch.sketches.dyadic import DyadicCountSketch
+from beam_dpsketch.sketches.dyadic_private import PrivateDyadicCountSketch
 
 SRC = NoiseSource.insecure_for_tests(515)
 RHO1 = PrivacyBudget.zcdp(1.0)
@@ -45,7 +46,7 @@ def noise_arrays(rel: PrivateDyadicCountSketch, exact: DyadicCountSketch):
 
 
 # --------------------------------------------------------------------------------------------
-# Calibration (spec §5.3)
+# Calibration ([ZQR+22, Section 4.2])
 # --------------------------------------------------------------------------------------------
 
 
@@ -66,7 +67,7 @@ def test_section_5_3_worked_values(bits, width, relation, sigma, e_l):
         assert math.isclose(cal.scale, sigma, rel_tol=1e-6)
         assert abs(cal.noise_bound - e_l) < 5e-5
         assert math.isclose(cal.rho, 1.0 / bits, rel_tol=1e-12)
-        # Count Sketch levels: 2 sqrt(d) under replace (erratum E3), not the paper's sqrt(2d).
+        # Count Sketch levels: 2 sqrt(d) under replace (docs/algorithms.md#lin-e3), not the paper's sqrt(2d).
         assert math.isclose(cal.sensitivity, (2 if relation == "replace" else 1) * math.sqrt(8))
 
 
@@ -134,7 +135,7 @@ def test_custom_split_and_validation():
 
 
 # --------------------------------------------------------------------------------------------
-# Invariants (spec §6.1 item 6) and the rank oracle (spec §5.7, E9)
+# Invariants (docs/algorithms.md#lin-oracles item 6) and the rank oracle ([ZQR+22, Section 4.2, Eq. (2)], docs/algorithms.md#lin-e9)
 # --------------------------------------------------------------------------------------------
 
 
@@ -186,16 +187,16 @@ def test_rank_error_within_the_corrected_section_5_7_bound(preset):
     exact = DyadicCountSketch.from_error(0, 2**16 - 1, gamma, seed=5, preset=preset).update(data)
     srt = np.sort(data)
     m = 64
-    keys = srt[np.ceil(np.arange(1, m + 1) / (m + 1) * n).astype(int) - 1]  # spec §8.3
+    keys = srt[np.ceil(np.arange(1, m + 1) / (m + 1) * n).astype(int) - 1]  # [ZQR+22, Section 5.2]
     truth = true_rank(data, keys)
     levels, width = exact.levels, exact.width
     for t in range(4):
         rel = PrivateDyadicCountSketch.release(exact, RHO1, SRC.stream(("rank", preset, t)))
         err = np.abs(rel.rank(keys) - truth)
         e_l = rel.noise_bounds.max()
-        # Equation (2) with E9 corrected: sqrt(L log(L/gamma)) * (N/w + E).
+        # Equation (2) with docs/algorithms.md#lin-e9 corrected: sqrt(L log(L/gamma)) * (N/w + E).
         assert err.max() <= math.sqrt(levels * math.log(levels / gamma)) * (n / width + e_l)
-        assert err.mean() <= gamma * n  # spec §6.2 "Total"
+        assert err.mean() <= gamma * n  # docs/algorithms.md#lin-oracles "Total"
 
 
 def test_quantiles_are_monotone_and_in_the_domain_even_with_heavy_noise():
@@ -254,7 +255,7 @@ def test_total_is_public_only_under_replace():
 
 
 # --------------------------------------------------------------------------------------------
-# Noise: event rate, per-level variance, soft check of the rank noise (spec §6.2)
+# Noise: event rate, per-level variance, soft check of the rank noise (docs/algorithms.md#lin-oracles)
 # --------------------------------------------------------------------------------------------
 
 
@@ -289,7 +290,7 @@ def test_noise_event_rate_and_level_variances():
 
 
 def test_rank_noise_std_soft_check():
-    """Soft 3x check of spec §6.2: std(R^ - R~) ~ sigma sqrt(pi popcount(x+1) / (2d))."""
+    """Soft 3x check of docs/algorithms.md#lin-oracles: std(R^ - R~) ~ sigma sqrt(pi popcount(x+1) / (2d))."""
     exact = DyadicCountSketch(0, 1023, 64, 5, 2, exact_levels=False).update(
         zipf_values(3000, 1024, 7)
     )

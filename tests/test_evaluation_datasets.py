@@ -60,7 +60,7 @@ def test_zipf_rejection_matches_pmf(s):
 
 
 def test_zipf_huge_universe_rank_one_frequency():
-    # dp-count-sketch-intermittent §6.2: over 2**29 items with s = 1, P(1) = 0.0483594.
+    # docs/algorithms.md#int-a1: over 2**29 items with s = 1, P(1) = 0.0483594.
     n = 200_000
     x = ds.zipf_stream(n, 1.0, 2**29, seed=3)  # auto -> rejection (no 4 GiB table)
     p = 0.0483594

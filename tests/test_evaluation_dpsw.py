@@ -29,8 +29,7 @@ def smoke(tmp_path_factory):
 
 
 def test_dpsw_is_implemented():
-    assert eval_cli.PAPERS["dpsw"] is None
-    assert eval_cli._EXPERIMENT_MODULES["dpsw"] == dpsw.__name__
+    assert eval_cli.PAPERS["dpsw"] == "beam_dpsketch.evaluation.experiments.dpsw"
 
 
 def test_smoke_writes_html_png_and_tables(smoke):
@@ -113,13 +112,14 @@ def test_checkpoints_for_has_the_requested_length(block):
         cps = dpsw.checkpoints_for(block, levels)
         assert len(cps) == levels and cps[0] == block and cps[-1] == 1
         assert all(a > b for a, b in zip(cps, cps[1:], strict=False))
-    assert dpsw.checkpoints_for(1000, 4) == [1000, 100, 10, 1]  # spec §2.2, alpha = 9/10
+    # docs/algorithms.md#dpsw-checkpoints, alpha = 9/10
+    assert dpsw.checkpoints_for(1000, 4) == [1000, 100, 10, 1]
     with pytest.raises(ValueError, match="levels"):
         dpsw.checkpoints_for(10, 1)
 
 
 def test_nominal_dpsw_size_bounds_the_measured_footprint():
-    # spec §7.3 [R] size: the formula of spec §10.5 bounds the live arrays at every time.
+    # [WWC24, Section 5], library choice size: the formula of docs/algorithms.md#dpsw-segments bounds the live arrays at every time.
     w, a, b = 1_000, 2, 40
     sk = DPSWSketch.paper_experiments(w, PrivacyBudget.zcdp(1.0), width=b, depth=a,
                                       noise_source=NoiseSource.insecure_for_tests(1))  # fmt: skip

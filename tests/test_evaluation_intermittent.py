@@ -1,5 +1,5 @@
 """`beam-dpsketch evaluate intermittent`: the vectorised D3 path against the core object, the
-spec's oracles (§4.4, §4.6, §4.7), the schedule, and the report's computed verdicts.
+reference oracles ([YKAE, Theorem 5; Fig. 1; Fig. 2]), the schedule, and the report's computed verdicts.
 
 Statistical checks are seeded; each states its false-failure probability (<= 1e-6).
 """
@@ -211,7 +211,7 @@ def test_fig2_oracle_matches_spec_4_7():
 
 
 def test_fig2_integration_agrees_with_monte_carlo():
-    # Independent check of the integrator at a point off the spec's grid (d = 7, u/b = 1.7):
+    # Independent check of the integrator at a point off the reference grid (d = 7, u/b = 1.7):
     # 2e5 samples, sd of |median| <= 1.5, so 6 sd = 0.02 (alpha ~ 2e-9).
     rng = np.random.default_rng(12)
     vals = rng.laplace(0, 1, (200_000, 7))
@@ -225,7 +225,7 @@ def test_maxload_cell_exact_cases():
     assert one["em_mean"] == 1.0 and one["em_se"] == 0.0 and one["core_mtilde"] == 1.0
     big = it.maxload_cell({"n_q": 10**4, "width": 5000, "depth": 15, "reps": 200,
                            "core_reps": 1}, 0)  # fmt: skip
-    # spec §4.6: 8.911 +- 0.018; 200 reps give SE ~0.07: 6 SE (alpha ~ 2e-9).
+    # [YKAE, Fig. 1]: 8.911 +- 0.018; 200 reps give SE ~0.07: 6 SE (alpha ~ 2e-9).
     assert abs(big["em_mean"] - 8.911) <= 6 * math.hypot(big["em_se"], 0.018)
     assert 15 * 5 <= big["core_mtilde"] <= 15 * 14  # mhat_Q << n_Q
 
@@ -236,7 +236,7 @@ def test_maxload_cell_exact_cases():
 
 
 def test_intermittent_is_implemented():
-    assert eval_cli.PAPERS["intermittent"] is None
+    assert eval_cli.PAPERS["intermittent"] == "beam_dpsketch.evaluation.experiments.intermittent"
 
 
 def test_smoke_writes_html_png_and_tables(smoke):

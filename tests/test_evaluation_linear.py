@@ -30,7 +30,7 @@ def smoke(tmp_path_factory):
 
 
 def test_linear_is_implemented():
-    assert eval_cli.PAPERS["linear"] is None
+    assert eval_cli.PAPERS["linear"] == "beam_dpsketch.evaluation.experiments.linear"
 
 
 def test_smoke_writes_html_png_and_tables(smoke):
@@ -64,7 +64,7 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
     assert len(claims) == 17  # C1-C8 per preset + C9; R1/R2 need the paper's grid
     assert all(c.verdict in VERDICTS for c in claims.values())
     # C2 as described: DP-CM error falls with space, so the paper's "degrades" claim differs
-    # for the reason the spec predicts (errata E5/E6), while as run it holds.
+    # for the reason errata LIN-E5/E6 predict (docs/algorithms.md#lin-e5), while as run it holds.
     assert claims["C2 [as_run]"].verdict == "reproduced"
     assert claims["C2 [as_described]"].verdict == "differs"
     assert "E5/E6" in claims["C2 [as_described]"].reason
@@ -88,7 +88,7 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
 
 
 def test_e_code_matches_the_spec_table():
-    # spec §8.2: k = 9, rho = 0.1 -> E_code 750.12; k = 13, rho = 10 -> 362.48.
+    # docs/algorithms.md#lin-e5: k = 9, rho = 0.1 -> E_code 750.12; k = 13, rho = 10 -> 362.48.
     assert linear.e_code(0.1, 2.0**-9, 0.01) == pytest.approx(750.12, abs=0.01)
     assert linear.e_code(10, 2.0**-13, 0.01) == pytest.approx(362.48, abs=0.01)
 
@@ -104,7 +104,8 @@ def test_presets_and_dcs_noise_match_spec_section_8_2():
         21.06, 6.66, 2.11]  # fmt: skip
     # The budget handed to the library reproduces the paper's sigma exactly.
     from beam_dpsketch.privacy import PrivacyBudget
-    from beam_dpsketch.sketches.dyadic import DyadicCountSketch, PrivateDyadicCountSketch
+    from beam_dpsketch.sketches.dyadic import DyadicCountSketch
+    from beam_dpsketch.sketches.dyadic_private import PrivateDyadicCountSketch
 
     sk = DyadicCountSketch(0, 2**16 - 1, 882, 3, 0, exact_levels=False)
     sigma = linear.dcs_sigma("as_run", sk.levels, sk.depth, 1.0)

@@ -43,7 +43,7 @@ def test_top_k_versions():
 
 def test_mre_floor_and_positivity():
     assert m.mre([4, 2], [5, 1]) == pytest.approx((1 / 4 + 1 / 2) / 2)
-    # dp-count-sketch-intermittent §6.3: RE = |fhat - f| / max(f, 1), zero counts allowed.
+    # docs/algorithms.md#int-a8: RE = |fhat - f| / max(f, 1), zero counts allowed.
     assert m.mre([0, 2], [3, 2], floor=1) == pytest.approx(1.5)
     with pytest.raises(ValueError):
         m.mre([0, 2], [3, 2])
@@ -54,7 +54,7 @@ def test_precision_recall_f1_and_conventions():
     assert prf.precision == pytest.approx(0.5)
     assert prf.recall == pytest.approx(2 / 3)
     assert prf.f1 == pytest.approx(2 * 0.5 * (2 / 3) / (0.5 + 2 / 3))
-    # dpsw-sketch §7.3 [R]: P = 1 for an empty report, R = 1 for an empty truth, F1 = 0 if P+R = 0.
+    # [WWC24, Section 5], library choice: P = 1 for an empty report, R = 1 for an empty truth, F1 = 0 if P+R = 0.
     assert m.precision_recall_f1([], [1]) == m.PRF(1.0, 0.0, 0.0)
     assert m.precision_recall_f1([1], []) == m.PRF(0.0, 1.0, 0.0)
     assert m.precision_recall_f1([], []) == m.PRF(1.0, 1.0, 1.0)

@@ -112,7 +112,7 @@ def test_sweep_cell_measures_pmg_against_its_bound():
     assert out["pmg_priv"] <= out["pmg_tau"] + out["pmg_B"]
     assert out["pmg_zero_released"] == out["pmg_over_k"] == out["pmg_below_tau"] == 0
     assert out["d"] <= out["mg_bound"]
-    # Chan et al.'s noise k/eps dwarfs PMG's at k = 50 (spec §7.1).
+    # Chan et al.'s noise k/eps dwarfs PMG's at k = 50 ([LT23, Section 4]).
     assert out["chan_tau"] > 10 * out["pmg_tau"]
 
 

@@ -1,5 +1,5 @@
-"""Core intermittent-query sketches (spec dp-count-sketch-intermittent): API, exactness,
-calibration of every strategy, safety rules of §5, state round trips and the §4 variance oracles.
+"""Core intermittent-query sketches ([YKAE]): API, exactness, calibration of every strategy, the
+safety rules of docs/algorithms.md#int-beam, state round trips and the variance oracles.
 
 Statistical tests follow tests/test_dp_linear_stats.py: seeded data, hash seeds and INSECURE test
 noise keys (deterministic), z-tests with ``|z| <= 5.33`` (two-sided p = 1e-7 each) whose variances
@@ -144,7 +144,7 @@ def test_use_and_keep_noise_accumulates_and_is_kept():
     second = sk.answer([1, 2, 3], details=True)
     np.testing.assert_array_equal(second.cells, first.cells)
     noise2 = second.cell_values - exact_flat[second.cells]
-    # A second use adds a fresh draw on top of the kept one (not a replacement, spec P-2).
+    # A second use adds a fresh draw on top of the kept one (not a replacement; docs/algorithms.md#int-beam).
     assert not np.array_equal(noise2, noise1)
     assert np.all(second.uses == 2) and np.all(first.uses == 1)
     # Cells not read stay exact: the noise table only holds noise where uses > 0.
@@ -206,7 +206,7 @@ def test_noise_std_summary_is_median_of_row_std():
 
 
 # --------------------------------------------------------------------------------------------
-# Calibration of every strategy against the spec
+# Calibration of every strategy against the paper's formulas
 # --------------------------------------------------------------------------------------------
 
 
@@ -236,13 +236,13 @@ def test_geometric_split_epsilon():
 
 def test_calibration_cell_strategies():
     d3 = make("use_and_keep", depth=5, eps="0.1")
-    assert d3.noise_scale == 50  # d / eps, exact (spec §2.8 line 5)
+    assert d3.noise_scale == 50  # d / eps, exact ([YKAE, Algorithm 4] line 5)
     s4 = make("static_cell", depth=5, eps="0.1")
     assert s4.noise_scale == 50
     assert d3.cell_noise_variance(3) == pytest.approx(3 * dlap_var(50), rel=1e-12)
     d2 = make("use_and_forget_cell", depth=5, eps="0.1", eta="0.5")
     for r in (1, 2, 7):
-        # E10: Lap(1/eps') with eps' = (eps/d)(1-eta)eta^(r-1).
+        # docs/algorithms.md#int-e10: Lap(1/eps') with eps' = (eps/d)(1-eta)eta^(r-1).
         assert d2.use_scale(r) == Fraction(5) / (Fraction(1, 10) * Fraction(1, 2) ** r)
         assert d2.cell_noise_variance(r) == pytest.approx(
             dlap_var(5 / (0.1 * 0.5 * 0.5 ** (r - 1))), rel=1e-9
@@ -301,7 +301,7 @@ def test_epsilon_spent_per_strategy():
 
 
 def test_sensitive_query_bound_small_batches():
-    # Prop. 1 / spec [R]: mtilde = min(n_Q, mhat_Q); n_Q <= d gives n_Q.
+    # [YKAE, Proposition 1], library choice: mtilde = min(n_Q, mhat_Q); n_Q <= d gives n_Q.
     assert sensitive_query_bound([1, 2, 3], 1000, 5) == 3
     assert sensitive_query_bound([1, 1, 1], 1000, 5) == 1
     assert sensitive_query_bound([], 1000, 5) == 0
@@ -309,7 +309,7 @@ def test_sensitive_query_bound_small_batches():
 
 
 # --------------------------------------------------------------------------------------------
-# §4 variance oracles: linear in uses (D3) vs geometric (D2); per-row variance formula
+# Variance oracles (docs/algorithms.md#int-oracles): linear in uses (D3) vs geometric (D2); per-row variance formula
 # --------------------------------------------------------------------------------------------
 
 # 60,000 keys read every cell of a 9 x 2048 table (a cell is missed with prob e^-29 per row;
@@ -341,7 +341,7 @@ def test_use_and_keep_variance_linear_in_uses():
 
 
 def test_use_and_forget_variance_geometric_in_uses():
-    # Spec §4.8: the r-th use of D2 carries fresh noise of scale d / (eps (1-eta) eta^(r-1)).
+    # docs/algorithms.md#int-oracles: the r-th use of D2 carries fresh noise of scale d / (eps (1-eta) eta^(r-1)).
     samples = noise_after_uses("use_and_forget_cell", (1, 2, 3), objects=2, eta=0.5)
     for r, values in samples.items():
         assert_variance(values, *dlap_moments(9.0 / (0.5 * 0.5 ** (r - 1))))
@@ -349,7 +349,7 @@ def test_use_and_forget_variance_geometric_in_uses():
 
 @pytest.mark.parametrize("eta", [0.1, 0.5, 0.9])
 def test_forget_cell_variance_exceeds_keep_for_every_use(eta):
-    # Spec §2.7 [D] / Appendix B item 7 (R11): D2's r-th use is noisier than D3 after r uses.
+    # [YKAE, Section IV-A], derived / Appendix B item 7 (R11): D2's r-th use is noisier than D3 after r uses.
     keep = make("use_and_keep", depth=9, eps=0.05)
     forget = make("use_and_forget_cell", depth=9, eps=0.05, eta=eta)
     for r in range(1, 21):
@@ -362,7 +362,7 @@ def test_forget_cell_variance_exceeds_keep_for_every_use(eta):
 
 
 def test_per_row_variance_formula():
-    # Spec §4.2 (E14): Var[s_i(x)(C + N)] = ||f_{-x}||^2 / w + 2 u_i d^2/eps^2 (discrete form
+    # [YKAE, Theorem 5] (docs/algorithms.md#int-e14): Var[s_i(x)(C + N)] = ||f_{-x}||^2 / w + 2 u_i d^2/eps^2 (discrete form
     # u_i * 2a/(1-a)^2), over random hash functions (one seed per trial) and the noise, with
     # E = f_x. Ideal hashing: H = sum_y f_y eps_y B_y with P(B_y) = 1/w gives the 4th moment.
     w, d, eps, u, trials = 8, 3, 0.25, 2, 2500
@@ -513,7 +513,7 @@ def test_from_bytes_checks_invariants():
 
 
 # --------------------------------------------------------------------------------------------
-# Safety rules of spec §5: merges, deltas vs snapshots, one noise owner, schedules
+# Safety rules of docs/algorithms.md#int-beam: merges, deltas vs snapshots, one noise owner, schedules
 # --------------------------------------------------------------------------------------------
 
 
@@ -571,7 +571,8 @@ def test_snapshots_are_converted_not_added_as_deltas():
     for part in np.array_split(data, 3):
         exact.update(part)
         snap.add_snapshot(exact.copy())
-        wrong.add_counts(exact.copy())  # the spec §5.4 item 2 mistake: old elements recounted
+        # docs/algorithms.md#int-beam item 2 mistake: old elements recounted
+        wrong.add_counts(exact.copy())
     q = np.arange(10)
     np.testing.assert_array_equal(snap.answer(q).estimates, exact.estimate(q))
     assert not np.array_equal(wrong.answer(q).estimates, exact.estimate(q))
@@ -685,7 +686,8 @@ def test_parameter_errors():
     with pytest.raises(TypeError, match="sketch_id"):
         UseAndKeepSketch(8, 3, 1.0, noise_source=SRC, sketch_id=[1])
     with pytest.raises(TypeError, match="eta"):
-        UseAndForgetCellSketch(8, 3, 1.0, noise_source=SRC, sketch_id=1)  # no default (A12)
+        # no default (docs/algorithms.md#int-a12)
+        UseAndForgetCellSketch(8, 3, 1.0, noise_source=SRC, sketch_id=1)
     for bad in (0, 1, 1.2):
         with pytest.raises(ValueError, match="eta"):
             UseAndForgetMedianSketch(8, 3, 1.0, eta=bad, noise_source=SRC, sketch_id=1)

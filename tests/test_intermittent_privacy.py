@@ -1,4 +1,4 @@
-"""Privacy oracles for the intermittent-query sketches (spec dp-count-sketch-intermittent §2.8 [D],
+"""Privacy oracles for the intermittent-query sketches ([YKAE, Algorithm 4], derived,
 Appendix B items 3, 4 and 6).
 
 The exact privacy-loss check: run a strategy on a random small stream ``X`` with real (seeded,
@@ -79,7 +79,7 @@ def run_cells(sketch, stream, arrival, times, queries, adaptive=False):
 
 
 def use_and_keep_llr(transcript, g_x, g_y, scale) -> float:
-    """Spec §2.8 identity: per cell, the released increments between uses are Lemma-1 draws."""
+    """[YKAE, Algorithm 4] identity: per cell, the released increments between uses are Lemma-1 draws."""
     last_r: dict[int, int] = {}
     last_gx: dict[int, int] = {}
     last_gy: dict[int, int] = {}
@@ -120,7 +120,7 @@ def test_use_and_keep_privacy_loss_at_most_epsilon(kind, adaptive):
 
 
 def test_neighbours_differ_in_exactly_d_cells():
-    # Spec §2.3 / §3: deleting one element changes d cells by -s_i(x*) (CS) or -1 (CM).
+    # [YKAE, Section III-A]: deleting one element changes d cells by -s_i(x*) (CS) or -1 (CM).
     rng = np.random.default_rng(3)
     stream = rng.integers(0, 50, 200)
     for cls in EXACT.values():
@@ -160,7 +160,7 @@ def test_use_and_forget_cell_privacy_loss():
 
 
 def brute_force_m_q(q: np.ndarray, width: int, depth: int, seed: int) -> int:
-    """Eq. 3 with columns limited to those hit by Q (spec §2.4, erratum E5): tests only."""
+    """Eq. 3 with columns limited to those hit by Q ([YKAE, Section III-B], docs/algorithms.md#int-e5): tests only."""
     q = np.unique(q)
     b = row_buckets(*hash_keys(q, seed), depth, width)
     choices = [sorted(set(row.tolist())) for row in b]

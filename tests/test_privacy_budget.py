@@ -66,10 +66,10 @@ def test_approx_with_zero_delta_is_pure():
 
 
 # ---------------------------------------------------------------------------------------------
-# Conversions: spec tables and independent computations
+# Conversions: reference tables and independent computations
 # ---------------------------------------------------------------------------------------------
 
-# spec dp-linear-sketches §1.3, Lemma 2.9 worked values (4 decimals)
+# [ZQR+22, Section 2.1], Lemma 2.9 worked values (4 decimals)
 LEMMA_29 = [
     (0.1, 1e-5, 2.2460),
     (0.1, 1e-6, 2.4508),
@@ -88,7 +88,7 @@ def test_zcdp_to_epsilon_standard_matches_spec_table(rho, delta, expected):
     )
 
 
-# spec dpsw-sketch §1.3 reference values (relative tolerance 1e-12)
+# [WWC24, Theorem 3.2] reference values (relative tolerance 1e-12)
 DPSW_EQ1 = [
     (1.0, 1e-6, 0.01746890476912338),
     (0.5, 1e-6, 0.004443844159097062),
@@ -109,7 +109,7 @@ def test_approx_to_zcdp_matches_dpsw_table(eps, delta, rho):
 
 
 def test_approx_to_zcdp_linear_sketches_inverse_examples():
-    # spec dp-linear-sketches §1.3: rho(1, 1e-5) = 0.020820; rho(1, 1e-6) = 0.017469
+    # [ZQR+22, Section 2.1]: rho(1, 1e-5) = 0.020820; rho(1, 1e-6) = 0.017469
     assert approx_to_zcdp(1.0, 1e-5) == pytest.approx(0.020820, abs=5e-7)
     assert approx_to_zcdp(1.0, 1e-6) == pytest.approx(0.017469, abs=5e-7)
 
@@ -146,7 +146,7 @@ def test_cks_conversion_against_independent_delta(rho, delta):
 
 
 def test_cks_sits_between_gaussian_profile_and_standard():
-    # spec dp-linear-sketches §1.3 tight Gaussian values are the lower end for a Gaussian mechanism
+    # [ZQR+22, Section 2.1] tight Gaussian values are the lower end for a Gaussian mechanism
     assert 1.7601 < zcdp_to_epsilon(0.1, 1e-5, "cks") < 2.2460
     assert 7.2861 < zcdp_to_epsilon(1.0, 1e-6, "cks") < 8.4338
 
@@ -213,11 +213,11 @@ def test_compose_parallel():
 
 def test_group_privacy():
     assert group_privacy(PrivacyBudget.pure(0.1), 10).epsilon == pytest.approx(1.0)
-    # spec dp-misra-gries §5.1 Lemma 1: (m eps0, m e^((m-1) eps0) delta0)
+    # [LT23, Section 8, Lemmas 1-2 and Corollary 3] Lemma 1: (m eps0, m e^((m-1) eps0) delta0)
     g = group_privacy(PrivacyBudget.approx(0.1, 3.6787944117144233e-08), 10)
     assert g.epsilon == pytest.approx(1.0)
     assert g.delta == pytest.approx(10 * math.exp(0.9) * 3.6787944117144233e-08)
-    assert g.delta <= 1e-6  # the user-level PMG example of §5.1 stays within delta
+    assert g.delta <= 1e-6  # the user-level PMG example of [LT23, Section 8] stays within delta
     assert group_privacy(PrivacyBudget.zcdp(0.01), 3).rho == pytest.approx(0.09)
 
 

@@ -1,4 +1,4 @@
-"""Calibration functions against independent computations and the specs' worked numbers."""
+"""Calibration functions against independent computations and reference values."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_ndtr_and_log_ndtr_match_scipy():
 
 def test_laplace_scale():
     assert laplace_scale(1, 1.0) == 1.0
-    assert laplace_scale(2, 0.5) == 4.0  # PURE_PP: Lap(2/eps), spec dp-misra-gries §4.4
+    assert laplace_scale(2, 0.5) == 4.0  # PURE_PP: Lap(2/eps), [LT23, Section 6]
     with pytest.raises(ValueError, match="sensitivity"):
         laplace_scale(0, 1.0)
     with pytest.raises(ValueError, match="epsilon"):
@@ -77,7 +77,7 @@ def test_laplace_scale():
 
 def test_discrete_laplace_parameter():
     assert discrete_laplace_parameter(1, 1.0) == pytest.approx(math.exp(-1.0), rel=1e-15)
-    # spec dp-count-sketch-intermittent §4.1: a = exp(-eps/d)
+    # docs/algorithms.md#int-oracles: a = exp(-eps/d)
     assert discrete_laplace_parameter(5, 1.0) == pytest.approx(math.exp(-0.2), rel=1e-15)
     # pmf ratio for a shift of one sensitivity is exactly e^eps
     a = discrete_laplace_parameter(3, 0.7)
@@ -119,7 +119,7 @@ def test_classical_gaussian_formula(d2, eps, delta):
     assert bw_delta(d2, sigma, eps) <= delta
 
 
-# spec lazy-sketch §8.1 G1: sigma = sqrt(2 h m ln(1.25/delta))/eps, h = bit_length(T_cap)
+# docs/algorithms.md#lazy-oracles G1: sigma = sqrt(2 h m ln(1.25/delta))/eps, h = bit_length(T_cap)
 G1 = [
     (1, 1, 0.5, 1e-3, 7.5530),
     (4, 1, 0.5, 1e-3, 13.0821),
@@ -147,7 +147,7 @@ def test_classical_gaussian_refuses_eps_ge_1():
 
 
 def test_lazy_sketch_cs_sensitivity_numbers():
-    # spec lazy-sketch §3.4: true sensitivity sqrt(2) x calibrated one, exact Balle-Wang delta
+    # [Hol25, Section 4.1]: true sensitivity sqrt(2) x calibrated one, exact Balle-Wang delta
     s = classical_gaussian_sigma(1.0, 0.3, 1e-3)
     assert gaussian_delta(math.sqrt(2), s, 0.3) == pytest.approx(1.5e-4, rel=0.05)
     s = classical_gaussian_sigma(1.0, 0.3, 1e-6)
@@ -159,7 +159,7 @@ def test_gaussian_delta_matches_independent_formula():
         assert gaussian_delta(d2, sigma, eps) == pytest.approx(
             bw_delta(d2, sigma, eps), rel=1e-10, abs=1e-300
         )
-    # spec dp-misra-gries §5.4: Psi(1, 1) = 1.269367e-01
+    # [LT23, Section 8, Theorem 5 and Lemma 6]: Psi(1, 1) = 1.269367e-01
     assert gaussian_delta(1.0, 1.0, 1.0) == pytest.approx(1.269367e-01, rel=1e-6)
 
 
@@ -183,7 +183,7 @@ def test_analytic_gaussian_sigma_is_exact_boundary(d2, eps, delta):
 
 
 def test_gaussian_epsilon_linear_sketches_table():
-    # spec dp-linear-sketches §1.3 "optional tight conversion", mu = sqrt(2 rho)
+    # [ZQR+22, Section 2.1] "optional tight conversion", mu = sqrt(2 rho)
     table = [
         (0.1, 1e-5, 1.7601),
         (0.1, 1e-6, 1.9945),
@@ -200,11 +200,11 @@ def test_gaussian_epsilon_linear_sketches_table():
 
 
 def test_zcdp_gaussian_sigma():
-    # spec dp-linear-sketches Example A: Delta2 = sqrt(6) (CM/CS add_remove, d=6), rho=1
+    # Reference example: Delta2 = sqrt(6) (CM/CS add_remove, d=6), rho=1
     assert zcdp_gaussian_sigma(math.sqrt(6), 1.0) == pytest.approx(1.732051, abs=5e-7)
     assert zcdp_gaussian_sigma(2.0, 0.5) == pytest.approx(2.0)
     assert gaussian_zcdp_rho(2.0, zcdp_gaussian_sigma(2.0, 0.37)) == pytest.approx(0.37)
-    # spec dpsw-sketch Appendix B: sigma_F = sqrt(3/(0.9375 rho)) = 17.8 with rho = 0.0101319
+    # DPSW reference shape: sigma_F = sqrt(3/(0.9375 rho)) = 17.8 with rho = 0.0101319
     rho = 0.0101319 * 0.9375
     assert zcdp_gaussian_sigma(math.sqrt(6), rho) == pytest.approx(17.8, abs=0.05)
     with pytest.raises(ValueError, match="rho"):
@@ -212,7 +212,7 @@ def test_zcdp_gaussian_sigma():
 
 
 # ---------------------------------------------------------------------------------------------
-# Thresholds (spec dp-misra-gries Appendix A.6)
+# Thresholds (reference values for [LT23]'s mechanisms)
 # ---------------------------------------------------------------------------------------------
 
 A6 = [
@@ -276,7 +276,7 @@ def test_threshold_validation():
 
 
 # ---------------------------------------------------------------------------------------------
-# GSHM (spec dp-misra-gries §5.4)
+# GSHM ([LT23, Section 8, Theorem 5 and Lemma 6])
 # ---------------------------------------------------------------------------------------------
 
 GSHM_TABLE = [
@@ -310,7 +310,7 @@ def test_gshm_closed_form_and_threshold():
     assert sigma == pytest.approx(108.5608, abs=5e-4)
     assert tau == pytest.approx(658.9322, abs=5e-4)
     assert gshm_delta(100, sigma, tau, 0.5) == pytest.approx(6.4071e-08, rel=1e-4)
-    # §5.4 worked result: l=100, eps=1, delta=1e-6, sigma ~ 42.5 gives tau ~ 238.5
+    # GSHM ([LT23, Section 8, Theorem 5]) reference: l=100, eps=1, delta=1e-6, sigma ~ 42.5 gives tau ~ 238.5
     t = gshm_threshold(100, 42.5, 1.0, 1e-6)
     assert t == pytest.approx(238.5, abs=0.1)
     assert gshm_delta(100, 42.5, t, 1.0) <= 1e-6
@@ -320,7 +320,7 @@ def test_gshm_closed_form_and_threshold():
 
 
 def test_subsampled_epsilon():
-    # spec dp-count-sketch-intermittent erratum E24: ln(1 + q (e^eps - 1))
+    # docs/algorithms.md#int-e24: ln(1 + q (e^eps - 1))
     eps, d = subsampled_epsilon(1.0, 0.1, 1e-6)
     assert eps == pytest.approx(math.log(1 + 0.1 * (math.e - 1)), rel=1e-14)
     assert d == pytest.approx(1e-7)

@@ -12,11 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
+from collect import DumpToFile
 
-from beam_dpsketch.pipelines.options import DumpToFile
 from beam_dpsketch.sketches import CountMinSketch, MisraGries
-from beam_dpsketch.transforms import ReadKeyBatches, SketchGlobally, infer_input_format
-from beam_dpsketch.transforms.readers import ReadOrderedKeys, ordered_batches
+from beam_dpsketch.transforms import ReadKeyBatches, SketchGlobally
+from beam_dpsketch.transforms.readers import ReadOrderedKeys, infer_input_format, ordered_batches
 
 ROUTES = [f"R{i % 37:03d}" for i in range(2000)] + ["007"] * 50
 IDS = [int(x) for x in np.random.default_rng(3).integers(0, 90, len(ROUTES))]

@@ -626,7 +626,7 @@ def test_rejecting_small_bytes_does_not_allocate_what_the_params_claim(cls, para
 
 
 def test_mg_decoder_rejects_inconsistent_counters():
-    # Spec dp-misra-gries §8.1 invariant 2: for Algorithm 1, sum of counters == n - (k+1) d, and
+    # docs/algorithms.md#mg-oracles invariant 2: for Algorithm 1, sum of counters == n - (k+1) d, and
     # after Agarwal merges sum + (k+1) d <= n (each merge removes at least (k+1) v). Bytes that
     # violate this cannot come from any stream (e.g. counters summing to more than n) and would
     # make the post-processed release's offset n/(k+1) - d negative; they are malformed state.

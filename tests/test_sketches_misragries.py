@@ -1,7 +1,8 @@
-"""Tests of the Misra-Gries variant (spec dp-misra-gries §2.3, Algorithm 1) and the Agarwal et al.
-merge (§6.1): the Appendix A vectors, the §8.1 invariants, agreement with a naive O(k)-scan
-reference of Algorithm 1 (tests/oracles.py), weighted and batched updates, merge bounds, and the
-exhaustive §8.2 structure (L-MG2, L-CHAN) on small cases. All deterministic; no statistics.
+"""Tests of the Misra-Gries variant ([LT23, Algorithm 1]) and the Agarwal et al. merge
+([LT23, Section 7]): reference vectors, the invariants of docs/algorithms.md#mg-oracles, agreement
+with a naive O(k)-scan reference of Algorithm 1 (tests/oracles.py), weighted and batched updates,
+merge bounds, and exhaustive checks of [LT23, Section 5, Lemma 2] and of the global sensitivity
+([LT23, Section 2]) on small cases. All deterministic; no statistics.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def slot_dict(sketch: MisraGries) -> dict:
 
 
 def assert_invariants(sketch: MisraGries, stream):
-    """Spec §8.1 invariants 1-3 and 5 for a non-merged sketch."""
+    """docs/algorithms.md#mg-oracles invariants 1-3 and 5 for a non-merged sketch."""
     k, n, d = sketch.k, sketch.n, sketch.d
     f = frequencies(stream)
     slots = sketch.slots()
@@ -82,7 +83,7 @@ def assert_invariants(sketch: MisraGries, stream):
 
 
 # --------------------------------------------------------------------------------------------
-# Appendix A vectors
+# Reference vectors
 # --------------------------------------------------------------------------------------------
 
 
@@ -381,7 +382,7 @@ def test_merge_rejects_incompatible_sketches():
 
 
 # --------------------------------------------------------------------------------------------
-# Exhaustive structure on small cases (spec §8.2: L-MG2 and L-CHAN)
+# Exhaustive structure on small cases (docs/algorithms.md#mg-oracles: L-MG2 and L-CHAN)
 # --------------------------------------------------------------------------------------------
 
 
@@ -504,7 +505,7 @@ def test_single_string_is_not_a_batch():
 
 
 def test_output_order_is_canonical_not_insertion_order():
-    # Spec §11.3: insertion order encodes stream history; the views must not reveal it.
+    # docs/algorithms.md#mg-order: insertion order encodes stream history; the views must not reveal it.
     a = MisraGries(4).update(["b", "a", 2, 1])
     b = MisraGries(4).update([1, 2, "a", "b"])
     assert list(a.to_dict().items()) == list(b.to_dict().items())

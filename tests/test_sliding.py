@@ -1,4 +1,4 @@
-"""DPSW-Sketch (beam_dpsketch.sketches.sliding) against spec dpsw-sketch §8 oracles T1-T18.
+"""DPSW-Sketch (beam_dpsketch.sketches.sliding) against the oracles of [WWC24, Section 4.2] and docs/algorithms.md#sliding-windows.
 
 Statistical tests are seeded (insecure test noise keys) and each has a false-failure
 probability <= 1e-6, stated next to its bound.
@@ -45,7 +45,7 @@ def collision_free_seed(m: int, width: int, depth: int) -> int:
 
 
 def paper_loop(b: int, alpha: Fraction) -> list[int]:
-    """The pruning loop of Algorithm 2 with the dynamic bound (E8), exact arithmetic (oracle).
+    """The pruning loop of Algorithm 2 with the dynamic bound (docs/algorithms.md#dpsw-e8), exact arithmetic (oracle).
 
     ``I[k] >= (1 - alpha) I[j]`` is compared on integers: ``I[k] den >= (den - num) I[j]``.
     """
@@ -117,7 +117,7 @@ def test_t2_lengths_and_float_guard():
     alphas = [0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.997, 0.999]
     assert [len(checkpoint_list(100000, a)) for a in alphas] == [102, 41, 18, 10, 6, 4, 3, 3]
     assert [len(checkpoint_list(1000, a)) for a in alphas] == [59, 25, 11, 6, 4, 3, 3, 2]
-    # Erratum E9: 1 - 0.99 in binary floating point would give [1000, 11, 1].
+    # docs/algorithms.md#dpsw-e9: 1 - 0.99 in binary floating point would give [1000, 11, 1].
     assert checkpoint_list(1000, 0.99) == (1000, 10, 1)
     assert checkpoint_list(100000, 0.99) == (100000, 1000, 10, 1)
 
@@ -217,7 +217,8 @@ def test_t4_layout_and_sealing_times():
             length = hi - lo + 1
             assert length == (b if kind == "F" else cps[j - 1])
             if kind == "Q":
-                assert hi == b and lo == b - cps[j - 1] + 1  # E1 corrected start
+                # docs/algorithms.md#dpsw-e1 corrected start
+                assert hi == b and lo == b - cps[j - 1] + 1
         # Step one position at a time: every newly sealed sketch ends exactly now (T4, T6).
         before: set = set()
         for t in range(1, 3 * b + 1):
@@ -310,7 +311,8 @@ def test_t5_t14_noise_free_selection_equals_exact_range_count(w, b, alpha):
         if x is not None and x + 1 < len(cps):
             assert ws - u <= max(0, cps[x] - cps[x + 1] - 1)
         if len(sels) == 1 or x is None:
-            assert u == ws  # l' == l branch: the window starts at the block start (E7)
+            # l' == l branch: the window starts at the block start (docs/algorithms.md#dpsw-e7)
+            assert u == ws
         y = cps.index(sels[-1].end - sels[-1].start + 1)
         assert t - v <= (0 if y == 0 else cps[y - 1] - cps[y] - 1)
         if t % b == 0:
@@ -560,7 +562,7 @@ def test_t11_sensitivity_of_noise_free_arrays():
 
 
 def test_t13_exact_estimator_law_collision_free():
-    """a = 1, collision-free: fhat - cnt([u, v]) ~ N(0, sum_P 1/rho_P) exactly (spec 4.2(4))."""
+    """a = 1, collision-free: fhat - cnt([u, v]) ~ N(0, sum_P 1/rho_P) exactly ([WWC24, Lemma 4.2])."""
     m, width = 3, 64
     seed = collision_free_seed(m, width, 1)
     stream = np.random.default_rng(12).integers(0, m, 13)
@@ -608,7 +610,7 @@ def test_t18_heavy_hitters_planted():
         u, v = sels[0].start, sels[-1].end
         true = np.bincount(stream[-w:], minlength=m)
         mis = np.abs(np.bincount(stream[u - 1 : v], minlength=m) - true)
-        # Spec 4.2(3) with collision-free cells: |fhat - f| <= mis_e + sum_P max_r |Z_P,r|; with
+        # [WWC24, Lemma 4.2] with collision-free cells: |fhat - f| <= mis_e + sum_P max_r |Z_P,r|; with
         # z = 6.5, P[any of 40 keys x |Sel| <= 21 sketches x 3 rows exceeds] <= 2520 * 2 *
         # Phi(-6.5) < 1e-6.
         noise = sum(6.5 * sk.level_sigmas()[s.level - 1] for s in sels)

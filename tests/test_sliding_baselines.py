@@ -1,4 +1,4 @@
-"""Baselines of spec dpsw-sketch §5 (beam_dpsketch.sketches.sliding_baselines), oracle T20."""
+"""Baselines of [WWC24, Appendix B] (beam_dpsketch.sketches.sliding_baselines), oracle T20."""
 
 from __future__ import annotations
 
@@ -115,7 +115,8 @@ def test_pccmg_structure_t20():
     assert p.levels == math.ceil(math.log2(4 / 0.05)) == 7
     assert p.w0 == math.ceil(0.05 * 10_000 / 4) == 125
     assert p.block_lengths == tuple(2**i * 125 for i in range(8))
-    assert p.block_lengths[-1] >= 10_000  # E24: the top level spans the window
+    # docs/algorithms.md#dpsw-e24: the top level spans the window
+    assert p.block_lengths[-1] >= 10_000
     assert p.epsilon_total < 1.0
     assert p.epsilon_total == pytest.approx(1 - 2**-8)
     assert p.ks == tuple(2 ** (i + 1) * 8 for i in range(8))

@@ -189,7 +189,11 @@ def test_construction_errors():
     with pytest.raises(ValueError, match="selection_key"):
         BoundContributions(itemgetter(0), 1, selection_key=b"short")
     with pytest.raises(TypeError, match="privacy_id_fn"):
-        BoundContributions("user", 1)
+        BoundContributions(3, 1)
+    with pytest.raises(TypeError, match="privacy_id_fn"):
+        BoundContributions(None, 1)
+    # A string is the field name of dict or beam.Row elements.
+    assert BoundContributions("user", 1)._privacy_id_fn({"user": "u"}) == "u"
     p = beam.Pipeline(runner="FnApiRunner")
     early = (
         p

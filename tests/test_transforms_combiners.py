@@ -9,7 +9,8 @@ import pyarrow as pa
 import pytest
 
 from beam_dpsketch.sketches import CountMinSketch, CountSketch, MisraGries
-from beam_dpsketch.transforms import KeyBatch, SketchCoder, SketchCombineFn, SketchSpec
+from beam_dpsketch.transforms import KeyBatch, SketchSpec
+from beam_dpsketch.transforms.combiners import SketchCoder, SketchCombineFn
 
 
 def _partials(fn: SketchCombineFn, parts: list) -> list:

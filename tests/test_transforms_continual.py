@@ -37,9 +37,9 @@ from apache_beam.transforms.window import (
     SlidingWindows,
     TimestampedValue,
 )
+from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.pipelines.options import DumpToFile
 from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches import CountSketch
 from beam_dpsketch.transforms.continual import ContinualDPSketch, new_continual_sketch
@@ -124,7 +124,7 @@ def test_element_model_equals_core_on_the_ordered_stream(sketch, width, n, horiz
     # Runs of 1..173 keys, delivered in reverse: every run but the first waits in the buffer.
     elements = _elements(keys, [173, 1, 40, 97, 1, 11])[::-1]
     t = ContinualDPSketch(
-        sketch, width, 3, horizon, BUDGET, queries=QUERIES, release_every=every,
+        sketch, width, 3, horizon, BUDGET, query_keys=QUERIES, release_every=every,
         noise_source=source, label="cont", with_table=True,
     )  # fmt: skip
     with beam.Pipeline(runner=FnApiRunner()) as p:
@@ -158,7 +158,7 @@ def test_same_seed_and_label_reproduce_other_seed_or_label_differ(tmp_path):
     def run(seed, label):
         out = DumpToFile(str(tmp_path / f"{seed}-{label}.pickle"))
         t = ContinualDPSketch(
-            "lazy-cms", 32, 3, 1500, BUDGET, queries=QUERIES, release_every=500,
+            "lazy-cms", 32, 3, 1500, BUDGET, query_keys=QUERIES, release_every=500,
             noise_source=NoiseSource.insecure_for_tests(seed), label=label,
         )  # fmt: skip
         with beam.Pipeline(runner=FnApiRunner()) as p:
@@ -180,7 +180,7 @@ def test_gap_holds_back_every_later_step(dump):
     keys = _stream(1200)
     elements = [e for e in _elements(keys, [100]) if e[0] != 700]
     t = ContinualDPSketch(
-        "lazy-cms", 32, 3, 2000, BUDGET, queries=QUERIES, release_every=200,
+        "lazy-cms", 32, 3, 2000, BUDGET, query_keys=QUERIES, release_every=200,
         noise_source=source, label="gap",
     )  # fmt: skip
     with beam.Pipeline(runner=FnApiRunner()) as p:
@@ -204,7 +204,7 @@ def test_element_model_on_two_worker_processes_equals_core(dump):
     source = NoiseSource.insecure_for_tests(SEED)
     keys = _stream(3000, seed=5)
     t = ContinualDPSketch(
-        "lazy-cs", 48, 3, 3000, BUDGET, queries=QUERIES, release_every=1000,
+        "lazy-cs", 48, 3, 3000, BUDGET, query_keys=QUERIES, release_every=1000,
         noise_source=source, label="mp",
     )  # fmt: skip
     options = PipelineOptions(["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
@@ -236,7 +236,7 @@ def test_streaming_element_model_out_of_order_bundles(dump):
     for i, element in enumerate(order):
         s = s.add_elements([TimestampedValue(element, i)])
     t = ContinualDPSketch(
-        "lazy-cms", 32, 3, 900, BUDGET, queries=QUERIES, release_every=100,
+        "lazy-cms", 32, 3, 900, BUDGET, query_keys=QUERIES, release_every=100,
         noise_source=source, label="stream-el",
     )  # fmt: skip
     p = streaming()
@@ -258,7 +258,7 @@ def test_streaming_element_model_ignores_early_discarding_panes(dump):
         s = s.add_elements([TimestampedValue(element, 1)])
     s = s.advance_watermark_to(30).advance_watermark_to_infinity()
     t = ContinualDPSketch(
-        "lazy-cms", 16, 3, 60, BUDGET, queries=QUERIES, release_every=20,
+        "lazy-cms", 16, 3, 60, BUDGET, query_keys=QUERIES, release_every=20,
         noise_source=source, label="early-el",
     )  # fmt: skip
     p = streaming()
@@ -286,7 +286,7 @@ def test_streaming_element_model_ignores_early_discarding_panes(dump):
 
 def test_element_beyond_horizon_fails_naming_t():
     t = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, BUDGET, queries=QUERIES,
+        "lazy-cms", 16, 3, 100, BUDGET, query_keys=QUERIES,
         noise_source=NoiseSource.insecure_for_tests(1),
     )  # fmt: skip
     with pytest.raises(Exception, match=r"positions would go beyond the declared horizon T=100"):
@@ -310,7 +310,7 @@ def test_element_beyond_horizon_fails_naming_t():
 )
 def test_bad_elements_raise_naming_the_problem(elements, error):
     t = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, BUDGET, queries=QUERIES,
+        "lazy-cms", 16, 3, 100, BUDGET, query_keys=QUERIES,
         noise_source=NoiseSource.insecure_for_tests(1),
     )  # fmt: skip
     with pytest.raises(Exception, match=error):
@@ -321,7 +321,7 @@ def test_bad_elements_raise_naming_the_problem(elements, error):
 def test_zero_noise_source_is_refused():
     with pytest.raises(ValueError, match="zero-noise"):
         ContinualDPSketch(
-            "lazy-cms", 16, 3, 100, BUDGET, queries=QUERIES,
+            "lazy-cms", 16, 3, 100, BUDGET, query_keys=QUERIES,
             noise_source=NoiseSource.zero_noise_for_tests(),
         )  # fmt: skip
 
@@ -334,9 +334,9 @@ def test_zero_noise_source_is_refused():
         ({"horizon": 0}, ValueError, "horizon must be >= 1"),
         ({"horizon": 10.0}, TypeError, "horizon must be an int"),
         ({"release_every": 0}, ValueError, "release_every must be >= 1"),
-        ({"queries": []}, ValueError, "at least one public query key"),
-        ({"queries": "abc"}, TypeError, "queries must be a sequence"),
-        ({"queries": [1.5]}, TypeError, "queries:"),
+        ({"query_keys": []}, ValueError, "at least one public query key"),
+        ({"query_keys": "abc"}, TypeError, "query_keys must be a sequence"),
+        ({"query_keys": [1.5]}, TypeError, "query_keys:"),
         ({"budget": PrivacyBudget.pure(0.5)}, ValueError, "delta > 0"),
         ({"budget": PrivacyBudget.zcdp(0.5)}, ValueError, "delta > 0"),
         ({"budget": PrivacyBudget.approx(1.5, 1e-6)}, ValueError, "epsilon"),
@@ -353,7 +353,7 @@ def test_bad_parameters_raise_naming_them(kwargs, exc, message):
     args = {"sketch": "lazy-cms", "width": 16, "depth": 3, "horizon": 100, "budget": BUDGET}
     args.update(kwargs)
     positional = [args.pop(k) for k in ("sketch", "width", "depth", "horizon", "budget")]
-    options = {"queries": QUERIES, "noise_source": NoiseSource.insecure_for_tests(1)}
+    options = {"query_keys": QUERIES, "noise_source": NoiseSource.insecure_for_tests(1)}
     options.update(args)
     with pytest.raises(exc, match=message):
         ContinualDPSketch(*positional, **options)
@@ -361,7 +361,7 @@ def test_bad_parameters_raise_naming_them(kwargs, exc, message):
 
 def test_analytic_calibration_allows_epsilon_above_one():
     t = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(2.0, 1e-6), queries=QUERIES,
+        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(2.0, 1e-6), query_keys=QUERIES,
         calibration="analytic", noise_source=NoiseSource.insecure_for_tests(1),
     )  # fmt: skip
     assert t.noise_source.is_insecure
@@ -372,7 +372,7 @@ def test_charge_once_for_the_horizon_and_split_over_sliding_windows():
     p = beam.Pipeline(runner=FnApiRunner())
     events = p | beam.Create([(0, 1)])
     t1 = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.3, 2e-6), queries=QUERIES,
+        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.3, 2e-6), query_keys=QUERIES,
         accountant=acc, noise_source=NoiseSource.insecure_for_tests(1), label="global",
     )  # fmt: skip
     _ = events | "G" >> t1
@@ -386,7 +386,7 @@ def test_charge_once_for_the_horizon_and_split_over_sliding_windows():
     assert t1.charge.noise_scale == pytest.approx(sigma)
     # SlidingWindows(30, 10): each element in 3 windows -> 3 window sketches of budget / 3.
     t2 = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.6, 3e-6), queries=QUERIES,
+        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.6, 3e-6), query_keys=QUERIES,
         accountant=acc, noise_source=NoiseSource.insecure_for_tests(1), label="sliding",
     )  # fmt: skip
     _ = events | beam.WindowInto(SlidingWindows(30, 10)) | "S" >> t2
@@ -398,14 +398,14 @@ def test_charge_once_for_the_horizon_and_split_over_sliding_windows():
     assert "horizon: 100" in t2.explain()
     # Over budget: refused at construction of the pipeline, before anything runs.
     t3 = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.2, 1e-6), queries=QUERIES,
+        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.2, 1e-6), query_keys=QUERIES,
         accountant=acc, noise_source=NoiseSource.insecure_for_tests(1), label="third",
     )  # fmt: skip
     with pytest.raises(BudgetExceededError):
         _ = events | "T" >> t3
     # The same label twice would share noise.
     t4 = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.01, 1e-8), queries=QUERIES,
+        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.01, 1e-8), query_keys=QUERIES,
         accountant=acc, noise_source=NoiseSource.insecure_for_tests(1), label="global",
     )  # fmt: skip
     with pytest.raises(ValueError, match="already has a charge for this label"):
@@ -414,7 +414,7 @@ def test_charge_once_for_the_horizon_and_split_over_sliding_windows():
 
 def test_pane_model_refuses_accumulating_mode():
     t = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, BUDGET, queries=QUERIES, time_model="pane",
+        "lazy-cms", 16, 3, 100, BUDGET, query_keys=QUERIES, time_model="pane",
         noise_source=NoiseSource.insecure_for_tests(1),
     )  # fmt: skip
     p = beam.Pipeline(runner=FnApiRunner())
@@ -433,7 +433,7 @@ def test_pane_model_refuses_accumulating_mode():
 
 def test_explain_before_apply_is_an_error():
     t = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, BUDGET, queries=QUERIES,
+        "lazy-cms", 16, 3, 100, BUDGET, query_keys=QUERIES,
         noise_source=NoiseSource.insecure_for_tests(1),
     )  # fmt: skip
     with pytest.raises(RuntimeError, match="once the transform is applied"):
@@ -446,7 +446,7 @@ def test_batch_pane_model_global_window_is_one_step_with_key_fn(dump):
     source = NoiseSource.insecure_for_tests(SEED)
     records = [{"route": int(k)} for k in _stream(300, seed=9)]
     t = ContinualDPSketch(
-        "lazy-cs", 16, 3, 4, BUDGET, queries=QUERIES, time_model="pane",
+        "lazy-cs", 16, 3, 4, BUDGET, query_keys=QUERIES, time_model="pane",
         key_fn=lambda r: r["route"], noise_source=source, label="batch-pane",
     )  # fmt: skip
     with beam.Pipeline(runner=FnApiRunner()) as p:
@@ -464,7 +464,7 @@ def test_batch_pane_model_empty_input_still_releases_its_step(watermark_trigger,
     # default windowing or with an explicit AfterWatermark() trigger in the global window.
     source = NoiseSource.insecure_for_tests(SEED)
     t = ContinualDPSketch(
-        "punctual-cms", 16, 3, 1, BUDGET, queries=QUERIES, time_model="pane",
+        "punctual-cms", 16, 3, 1, BUDGET, query_keys=QUERIES, time_model="pane",
         noise_source=source, label="empty-pane",
     )  # fmt: skip
     with beam.Pipeline(runner=FnApiRunner()) as p:

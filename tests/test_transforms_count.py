@@ -19,13 +19,9 @@ from apache_beam.testing.util import assert_that
 
 from beam_dpsketch.noise import NoiseSource, discrete_gaussian, discrete_laplace
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
-from beam_dpsketch.transforms import (
-    CountGaussianMechanism,
-    CountLaplaceMechanism,
-    DPCount,
-    release_id_for,
-)
-from beam_dpsketch.transforms.release import _ReleaseDoFn
+from beam_dpsketch.transforms import DPCount
+from beam_dpsketch.transforms.count import CountGaussianMechanism, CountLaplaceMechanism
+from beam_dpsketch.transforms.release import _ReleaseDoFn, release_id_for
 
 SEED = 314159
 

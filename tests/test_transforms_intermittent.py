@@ -23,9 +23,9 @@ from apache_beam.testing import test_stream as ts
 from apache_beam.testing.util import assert_that
 from apache_beam.transforms import trigger as tr
 from apache_beam.transforms.window import FixedWindows, GlobalWindows, TimestampedValue
+from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.pipelines.options import DumpToFile
 from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches.intermittent import UseAndKeepSketch
 from beam_dpsketch.transforms import DPIntermittentQueries
@@ -65,7 +65,7 @@ def _chunks(seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def _expected(schedule, kind, source, label, pos, keys, with_metadata=False, epsilon=0.5):
-    """The core D3 fed each interval's delta before its batch (spec §5.5 item 4).
+    """The core D3 fed each interval's delta before its batch (schedule mode).
 
     ``epsilon`` is the core's budget: half the transform's for the positions clock (replace-one),
     all of it for the event-time clock.
@@ -218,7 +218,7 @@ def test_single_elements_with_time_and_key_functions(tmp_path):
 
 
 def test_every_batch_is_answered_without_any_data(tmp_path):
-    # The existence of a release must not depend on the data (spec §5.4 item 4, P-5): an empty
+    # The existence of a release must not depend on the data (invariant I4 of docs/algorithms.md#int-beam): an empty
     # input still answers every batch, with noise only.
     source = NoiseSource.insecure_for_tests(5)
     out = DumpToFile(str(tmp_path / "out.pickle"))
@@ -278,7 +278,7 @@ def test_query_pcollection_on_a_batch_runner_equals_the_schedule(tmp_path):
 
 
 def _streaming_pipeline() -> beam.Pipeline:
-    # --streaming + TestStream runs on the BundleBasedDirectRunner (DESIGN §5).
+    # --streaming + TestStream runs on the BundleBasedDirectRunner (the runner Beam uses for TestStream).
     return beam.Pipeline(options=PipelineOptions(["--streaming"]))
 
 

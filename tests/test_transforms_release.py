@@ -43,21 +43,20 @@ from beam_dpsketch.privacy import (
     group_privacy,
 )
 from beam_dpsketch.transforms import (
-    CountLaplaceMechanism,
     DPAggregate,
     DPCount,
-    GroupPrivacyReplace,
     Release,
     ReleaseMechanism,
     explain_pipeline,
-    release_id_for,
 )
+from beam_dpsketch.transforms.count import CountLaplaceMechanism
+from beam_dpsketch.transforms.release import GroupPrivacyReplace, release_id_for
 
 SEED = 20261122
 
 
 def streaming() -> beam.Pipeline:
-    # --streaming + TestStream runs on the BundleBasedDirectRunner (DESIGN §5).
+    # --streaming + TestStream runs on the BundleBasedDirectRunner (the runner Beam uses for TestStream).
     return beam.Pipeline(options=PipelineOptions(["--streaming"]))
 
 

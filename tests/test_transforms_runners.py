@@ -1,4 +1,4 @@
-"""The same equality on the other runners that work offline (DESIGN §5).
+"""The same equality on the other runners that work offline.
 
 * FnApiRunner ``multi_processing`` with 2 workers: accumulators cross processes through
   SketchCoder and Beam merges partials from several bundles.

@@ -1,7 +1,7 @@
 """SketchGlobally / SketchPerKey on the in-process FnApiRunner: pipeline sketch == direct sketch.
 
 Inputs are generated inside the pipeline (a few seeds, then FlatMap to numpy chunks or keys):
-``beam.Create`` of a large list is slow (DESIGN §5).
+``beam.Create`` of a large list is slow.
 """
 
 from __future__ import annotations
@@ -282,7 +282,7 @@ def test_prebatched_key_batches_skip_batching():
 
 
 def test_output_pcollection_uses_sketch_coder():
-    from beam_dpsketch.transforms import SketchCoder
+    from beam_dpsketch.transforms.combiners import SketchCoder
 
     p = fnapi_pipeline()
     out = p | beam.Create([1]) | SketchGlobally.count_min(8, 1)

@@ -1,4 +1,4 @@
-"""DPSlidingWindowFrequencies (DPSW-Sketch on Beam, spec dpsw-sketch §6.5) against the core.
+"""DPSlidingWindowFrequencies (DPSW-Sketch on Beam, docs/algorithms.md#dpsw-beam) against the core.
 
 Every released value is checked **exactly**: the single-machine
 :class:`~beam_dpsketch.sketches.sliding.DPSWSketch` with the same (insecure, seeded) noise
@@ -28,9 +28,9 @@ from apache_beam.transforms import trigger as tr
 from apache_beam.transforms.window import FixedWindows, IntervalWindow, TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import PaneInfo, PaneInfoTiming
+from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.pipelines.options import DumpToFile
 from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding import DPSWSketch
@@ -40,7 +40,7 @@ from beam_dpsketch.transforms.sliding import _SegmentTables, _SegmentWindows, _S
 
 SEED = 20261122
 SHAPE = {"width": 64, "depth": 3, "seed": 5}
-# B = 10, alpha = 1/2: I = [10, 5, 3, 2, 1] (spec App. A), segments cut at
+# B = 10, alpha = 1/2: I = [10, 5, 3, 2, 1] (Wang, Wang and Chen, Algorithm 2; docs/algorithms.md#dpsw-checkpoints), segments cut at
 # {0, 1, 2, 3, 5, 7, 8, 9, 10}.
 CUTS = (0, 1, 2, 3, 5, 7, 8, 9, 10)
 LAYOUT = {"block": 10, "alpha": "1/2"}
@@ -138,7 +138,7 @@ def test_count_mode_heavy_hitters_with_metadata_equals_core(tmp_path):
 
 
 def test_queries_are_post_processing_same_values_whatever_the_schedule(tmp_path):
-    """Spec §1.4: a query re-reads sealed sketches; no schedule draws fresh noise."""
+    """A query re-reads sealed sketches; no schedule draws fresh noise."""
     keys = stream_data(120, 8, 3)
     budget = PrivacyBudget.zcdp(1.0)
     runs = {}
@@ -215,7 +215,7 @@ def test_time_mode_teststream_equals_core_and_drops_late_data(tmp_path):
         lo = hi
         if end == 40.25:
             # Behind the watermark: its segment is already sealed, so Beam drops it
-            # (allowed_lateness 0, spec §6.2 A2); it must change nothing.
+            # (allowed_lateness 0, assumption A2 of DPSW-beam); it must change nothing.
             stream = stream.add_elements([TimestampedValue(0, 1.0)])
     stream = stream.advance_watermark_to(100.0).advance_watermark_to_infinity()
     got = run(
@@ -263,7 +263,7 @@ def test_segment_windows_follow_the_layout():
     ],
 )
 def test_only_a_single_on_time_pane_is_sealed(pane):
-    """Spec §10.6: early, late or repeated panes are asserted away (nothing is emitted)."""
+    """Early, late or repeated panes are asserted away (nothing is emitted; DPSW-beam A2)."""
     windows = _SegmentWindows(10, CUTS, _StepClock(1_000_000, 0))
     fn = _SegmentTables("sw", windows)
     window = IntervalWindow(Timestamp(3), Timestamp(5))  # steps 4..5
@@ -276,8 +276,15 @@ def test_only_a_single_on_time_pane_is_sealed(pane):
 
 
 # ------------------------------------------------------------------------------------------------
-# Construction: accounting and refusals
+# Accounting (when applied) and refusals
 # ------------------------------------------------------------------------------------------------
+
+
+def _applied(transform: DPSlidingWindowFrequencies) -> DPSlidingWindowFrequencies:
+    """``transform`` applied in a pipeline that is built, not run: that is when it charges."""
+    p = beam.Pipeline(runner="FnApiRunner")
+    _ = p | beam.Create([(1, "a")]) | transform
+    return transform
 
 
 def test_one_charge_of_the_whole_budget_however_many_queries():
@@ -287,23 +294,29 @@ def test_one_charge_of_the_whole_budget_however_many_queries():
         100, budget, every=1, query_keys=["a"], accountant=acc, noise_source=source(),
         label="one", **SHAPE, **LAYOUT,
     )  # fmt: skip
+    # Nothing is charged at construction.
+    assert acc.charges == ()
+    with pytest.raises(RuntimeError, match="applied"):
+        t.explain()
+    _applied(t)
     (charge,) = acc.charges
     assert charge.releases == 1
-    # Spec §1.3 Eq. 1 reference value (eps 1, delta 1e-6).
+    # Reference value of Wang, Wang and Chen, Eq. 1 (eps 1, delta 1e-6).
     assert charge.per_release_cost.rho == pytest.approx(0.01746890476912338, rel=1e-12)
     assert t.rho == charge.per_release_cost.rho
     assert acc.remaining.epsilon == pytest.approx(0.0, abs=1e-9)
     assert "DPSW-Sketch" in t.explain()
     with pytest.raises(BudgetExceededError):
-        DPSlidingWindowFrequencies(
+        _applied(DPSlidingWindowFrequencies(
             100, PrivacyBudget.approx(0.1, 1e-7), every=1, query_keys=["a"], accountant=acc,
             noise_source=source(), label="two", **SHAPE, **LAYOUT,
-        )  # fmt: skip
+        ))  # fmt: skip
     with pytest.raises(ValueError, match="already has a charge"):
-        DPSlidingWindowFrequencies(
+        _applied(DPSlidingWindowFrequencies(
             100, budget, every=1, query_keys=["a"], accountant=acc, noise_source=source(),
             label="one", **SHAPE, **LAYOUT,
-        )  # fmt: skip
+        ))  # fmt: skip
+    assert len(acc.charges) == 1
 
 
 def _build(**overrides):

@@ -1,11 +1,12 @@
 """``beam-dpsketch evaluate PAPER``: reproduce a paper's results table and write an HTML report.
 
-``PAPER`` is one of :data:`PAPERS` or ``all``. Implemented so far: ``sketches`` (the non-private
-Count-Min, Count Sketch and Misra-Gries against their textbook bounds), ``misra-gries`` (the
-DP Misra-Gries releases of Lebeda and Tetek against the paper's utility claims) and ``linear``
-(the DP linear sketches and quantiles of Zhao et al., claims C1-C9). The other
-papers' experiments need their DP algorithms; asking for one prints "not implemented yet" with
-the issue it lands with and exits with status 1, rather than showing made-up results.
+``PAPER`` is one of :data:`PAPERS` or ``all``: ``sketches`` (the non-private Count-Min, Count
+Sketch and Misra-Gries against their textbook bounds), ``misra-gries`` (the DP Misra-Gries
+releases of [LT23]), ``linear`` (the DP linear sketches and quantiles of [ZQR+22]), ``lazy``
+(the Lazy and Punctual sketches under continual observation of [Hol25]), ``dpsw`` (DPSW-Sketch
+of [WWC24] and its baselines over sliding windows) and ``intermittent`` (the use-and-keep DP
+Count Sketch of [YKAE]); the keys are those of ``docs/algorithms.md``. Each report lists the
+paper's claims, the measurement beside each and a verdict computed from it.
 
 Scales: ``--quick`` (default; about a minute on 2 cores), ``--full`` (the larger grid, minutes
 to tens of minutes) and ``--smoke`` (a few seconds; what the test suite runs). Results are cached
@@ -20,40 +21,20 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PAPERS", "PendingPaper", "register", "run", "run_evaluation"]
+__all__ = ["PAPERS", "register", "run", "run_evaluation"]
 
-EXIT_NOT_IMPLEMENTED = 1
-
-
-@dataclass(frozen=True)
-class PendingPaper:
-    """A paper whose experiments are not implemented yet, and where they will land."""
-
-    title: str
-    spec: str
-    issue: int | None = None
-
-    def message(self, name: str) -> str:
-        """The one-line "not implemented yet" message for ``evaluate NAME``."""
-        where = f"issue #{self.issue}" if self.issue is not None else "a later issue"
-        return (
-            f"{name}: not implemented yet: lands with {where} ({self.title}; "
-            f"results table in shared/specs/{self.spec})"
-        )
-
-
-PAPERS: dict[str, PendingPaper | None] = {
-    "sketches": None,  # implemented: evaluation.experiments.sketches
-    "misra-gries": None,  # implemented: evaluation.experiments.misra_gries
-    "linear": None,  # implemented: evaluation.experiments.linear
-    "lazy": None,  # implemented: evaluation.experiments.lazy
-    "dpsw": None,  # implemented: evaluation.experiments.dpsw
-    "intermittent": None,  # implemented: evaluation.experiments.intermittent
+PAPERS: dict[str, str] = {
+    "sketches": "beam_dpsketch.evaluation.experiments.sketches",
+    "misra-gries": "beam_dpsketch.evaluation.experiments.misra_gries",
+    "linear": "beam_dpsketch.evaluation.experiments.linear",
+    "lazy": "beam_dpsketch.evaluation.experiments.lazy",
+    "dpsw": "beam_dpsketch.evaluation.experiments.dpsw",
+    "intermittent": "beam_dpsketch.evaluation.experiments.intermittent",
 }
-"""Every paper ``evaluate`` knows; ``None`` marks the implemented ones."""
+"""Every paper ``evaluate`` knows and its experiment module, which has
+``run(mode, out_dir, ...) -> (Report, ...)``."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -116,39 +97,28 @@ def run_evaluation(
     offline: bool = False,
     progress: bool | None = None,
 ) -> int:
-    """Evaluate one paper (or ``"all"``); print where the report is. Returns the exit status.
+    """Evaluate one paper (or ``"all"``); print where each report is.
 
-    Status 0 when every requested report was written (whatever its verdicts), 1 when a requested
-    paper is not implemented yet.
+    Returns
+    -------
+    int
+        The exit status: 0 once every requested report is written, whatever its verdicts.
+
+    Raises
+    ------
+    ValueError
+        If ``paper`` is neither one of :data:`PAPERS` nor ``"all"``.
     """
-    names = list(PAPERS) if paper == "all" else [paper]
     if paper != "all" and paper not in PAPERS:
         raise ValueError(f"unknown paper {paper!r}; choose from {', '.join([*PAPERS, 'all'])}")
-    status = 0
-    for name in names:
-        pending = PAPERS[name]
-        if pending is not None:
-            print(f"beam-dpsketch evaluate: {pending.message(name)}", file=sys.stderr)
-            status = EXIT_NOT_IMPLEMENTED
-            continue
+    for name in list(PAPERS) if paper == "all" else [paper]:
         start = time.perf_counter()
         path, counts = _run_paper(name, scale, Path(out) / name, workers, offline, progress)
         print(
             f"{name}: report {path} ({counts['reproduced']} reproduced, {counts['differs']} "
             f"differs, {counts['not run']} not run) in {time.perf_counter() - start:.1f} s"
         )
-    return status
-
-
-_EXPERIMENT_MODULES = {
-    "sketches": "beam_dpsketch.evaluation.experiments.sketches",
-    "misra-gries": "beam_dpsketch.evaluation.experiments.misra_gries",
-    "linear": "beam_dpsketch.evaluation.experiments.linear",
-    "intermittent": "beam_dpsketch.evaluation.experiments.intermittent",
-    "lazy": "beam_dpsketch.evaluation.experiments.lazy",
-    "dpsw": "beam_dpsketch.evaluation.experiments.dpsw",
-}
-"""The module of each implemented paper; each has ``run(mode, out_dir, ...) -> (Report, ...)``."""
+    return 0
 
 
 def _run_paper(
@@ -160,7 +130,7 @@ def _run_paper(
     from beam_dpsketch.evaluation.report import pyplot, write_html
 
     pyplot()  # fail before computing anything if matplotlib is missing
-    module = importlib.import_module(_EXPERIMENT_MODULES[name])
+    module = importlib.import_module(PAPERS[name])
     report, _ = module.run(scale, out, workers=workers, progress=progress, offline=offline)
     report.command = f"beam-dpsketch evaluate {name} --{scale} --out {out.parent}"
     return write_html(report, out), report.verdict_counts()

@@ -6,25 +6,26 @@ Synthetic generators
     with a chi-square goodness-of-fit test. They reproduce the papers' data set-ups:
 
     =============================  ==========================================================
-    generator                      paper set-up it matches (spec)
+    generator                      paper set-up it matches
     =============================  ==========================================================
     :func:`zipf_stream`            finite-universe Zipf, ``Pr[rank r] ~ r**-s``, r = 1..N_U
-                                   (lazy-sketch §7.2 "Data-generation defaults";
-                                   dp-count-sketch-intermittent §6.2 for huge universes)
+                                   ([Hol25, Section 5.4];
+                                   docs/algorithms.md#int-a1 for huge universes)
     :func:`bounded_zipf_stream`    bounded Zipf ``a = 1`` over ``{1..2**16-1}``
-                                   (dp-linear-sketches §8.1, the "Zipf" data set)
+                                   ([ZQR+22, Section 5.1], the "Zipf" data set)
     :func:`zipf_mixture_stream`    95% Zipf(1) / 5% uniform over ``{1..25600}``
-                                   (dpsw-sketch §7.1, "Zipf (synthetic)")
+                                   ([WWC24, Table 2 and Appendix A])
     :func:`gaussian_stream`        rounded Gaussian clamped to an integer domain
     :func:`gaussian_mixture_stream` 95% ``round(N(50, 25))`` / 5% uniform over ``{1..25600}``
-                                   (dpsw-sketch §7.1, "Gaussian (synthetic)")
+                                   ([WWC24, Table 2 and Appendix A])
     :func:`word_stream`            i.i.d. draws from a real English word-frequency table
-                                   (shared/notes/datasets.md; a drop-in for "Zipf(1)")
+                                   (docs/evaluation.md#real-data; a drop-in for "Zipf(1)")
     =============================  ==========================================================
 
-    Rank ``r`` is mapped to item id ``r`` (no permutation), as dpsw-sketch §7.1 [R] resolves.
+    Rank ``r`` is mapped to item id ``r`` (no permutation), a library choice where
+    [WWC24, Table 2 and Appendix A] leaves it open.
     ``np.random.default_rng(seed)`` is used here because this is *data* generation; DP noise
-    never comes from numpy (DESIGN §3.3).
+    never comes from numpy (docs/algorithms.md#noise-sampling).
 
 Real data
     :func:`fetch_flights` / :func:`load_flights` (US flights 2001, npm ``vega-datasets@3.2.1``)
@@ -194,7 +195,7 @@ def sample_pmf(pmf: np.ndarray, n: int, seed: SeedLike) -> np.ndarray:
 
 
 def _zipf_rejection(n: int, s: float, n_items: int, rng: np.random.Generator) -> np.ndarray:
-    """Exact Zipf sampler without a table (dp-count-sketch-intermittent §6.2), 1-based ranks.
+    """Exact Zipf sampler without a table (docs/algorithms.md#int-a1), 1-based ranks.
 
     Proposal: ``k = floor(Y)`` with ``Y`` of density ``~ y**-s`` on ``[1, K + 1)``; accept with
     probability ``r(k) / r(1)``, where ``r(k) = k**-s / integral_k^{k+1} y**-s dy`` decreases in
@@ -240,9 +241,9 @@ def zipf_stream(
 ) -> np.ndarray:
     """I.i.d. finite-universe Zipf stream: item ``first + r - 1`` with probability ``~ r**-s``.
 
-    Matches the lazy-sketch experiments (spec lazy-sketch §7.2: ``Pr[rank r] ~ 1/r**s`` for
+    Matches the lazy-sketch experiments ([Hol25, Section 5.4]: ``Pr[rank r] ~ 1/r**s`` for
     ``r = 1..N_U``, default ``N_U = 100001``, skew grid 1.1..2.1) and, with ``method="rejection"``
-    or a universe above 2**24, the ``2**29``-item stream of dp-count-sketch-intermittent §6.2.
+    or a universe above 2**24, the ``2**29``-item stream of docs/algorithms.md#int-a1.
 
     Parameters
     ----------
@@ -281,7 +282,7 @@ def zipf_stream(
 def bounded_zipf_stream(
     n: int, seed: SeedLike, *, a: float = 1.0, high: int = 2**16 - 1
 ) -> np.ndarray:
-    """Bounded Zipf of dp-linear-sketches §8.1: ``P(x) ~ x**-a`` for ``x in {1..high}``.
+    """Bounded Zipf of [ZQR+22, Section 5.1]: ``P(x) ~ x**-a`` for ``x in {1..high}``.
 
     The paper draws ``N = 10**5`` items with ``a = 1`` over ``{1..2**16 - 1}`` (value 0 never
     occurs), fresh for every run.
@@ -300,7 +301,7 @@ def zipf_mixture_stream(
 ) -> np.ndarray:
     """DPSW's synthetic Zipf: w.p. ``1 - p_uniform`` Zipf(s) over ``{1..n_items}``, else uniform.
 
-    Spec dpsw-sketch §7.1 ("Zipf (synthetic)"): 10 M items over ``{1..25600}``, ``s = 1``,
+    [WWC24, Table 2 and Appendix A] ("Zipf (synthetic)"): 10 M items over ``{1..25600}``, ``s = 1``,
     ``p_uniform = 0.05``, rank ``k`` is item ``k``; the appendix D domain study varies
     ``n_items`` from 400 to 409,600. Sampled as one i.i.d. mixture (a stationary stream).
     """
@@ -383,9 +384,9 @@ def gaussian_mixture_stream(
 ) -> np.ndarray:
     """DPSW's synthetic Gaussian: w.p. ``1 - p_uniform`` ``round(X)``, else uniform on ``{1..n_items}``.
 
-    Spec dpsw-sketch §7.1 ("Gaussian (synthetic)"): ``X ~ N(50, 25**2)``; the paper's "negative
+    [WWC24, Table 2 and Appendix A] ("Gaussian (synthetic)"): ``X ~ N(50, 25**2)``; the paper's "negative
     numbers are ignored ... rounded to the nearest positive integers" is resolved as "resample
-    ``X`` until ``X >= 1/2``, then round" [R]. Values above ``n_items`` (probability ~1e-300
+    ``X`` until ``X >= 1/2``, then round" (library choice). Values above ``n_items`` (probability ~1e-300
     here) are clamped so the domain stays ``{1..n_items}``.
     """
     n = _check_n(n)
@@ -456,7 +457,7 @@ def top_k(items: np.ndarray, counts: np.ndarray, k: int) -> np.ndarray:
     """The ``k`` keys with the largest counts, largest first.
 
     Ties are broken by the smaller key (a fixed, data-independent rule, so ground truth is
-    reproducible). dp-linear-sketches §8.3 breaks ties by first occurrence instead; the two
+    reproducible). [ZQR+22, Section 5.2] breaks ties by first occurrence instead; the two
     differ only inside a tie, where any choice is a true top-k.
     """
     if k < 0:
@@ -475,8 +476,8 @@ class WindowCounter:
 
     Built once in ``O(n log n)``: positions are grouped by key (a stable argsort), so the count of
     key ``x`` in ``[start, stop)`` is two binary searches over the composite sorted array
-    ``rank(x) * n + position`` (the trick of dp-count-sketch-intermittent §6.2). Serves the
-    sliding-window ground truth ``f_{e,t}`` of dpsw-sketch §7.2 and prefix counts ``f_x(t)``.
+    ``rank(x) * n + position`` (the trick of docs/algorithms.md#int-a1). Serves the
+    sliding-window ground truth ``f_{e,t}`` of [WWC24, Section 5] and prefix counts ``f_x(t)``.
 
     Parameters
     ----------
@@ -516,7 +517,7 @@ class WindowCounter:
         """Occurrences of ``keys[i]`` among positions ``0 <= p < stops[i]``, one stop per key.
 
         The true counts ``f_x(t)`` of many (key, time) pairs in one vectorised call
-        (dp-count-sketch-intermittent §6.4: "true counts ... the same trick on item ids").
+        (the exact ground truth of the intermittent-queries report, docs/evaluation.md#intermittent-report).
         """
         keys = np.asarray(keys)
         stops = np.clip(np.broadcast_to(np.asarray(stops, dtype=np.int64), keys.shape), 0, self.n)
@@ -536,13 +537,13 @@ class WindowCounter:
 
 
 def true_ranks(values: np.ndarray, points: Any) -> np.ndarray:
-    """``R(x)`` = number of values ``<= x``, for each query point (dp-linear-sketches §8.3)."""
+    """``R(x)`` = number of values ``<= x``, for each query point ([ZQR+22, Section 5.2])."""
     ordered = np.sort(np.asarray(values))
     return np.searchsorted(ordered, np.asarray(points), side="right").astype(np.int64)
 
 
 def quantile_points(values: np.ndarray, m: int) -> np.ndarray:
-    """The ``m`` evenly spaced query keys of dp-linear-sketches §8.3.
+    """The ``m`` evenly spaced query keys of [ZQR+22, Section 5.2].
 
     ``q_i = i / (m + 1)``, ``r_i = ceil(q_i * N)`` and ``key_i`` is the ``r_i``-th smallest value
     (1-indexed, with multiplicity), for ``i = 1..m``; ``m = 1`` gives the median.
@@ -596,7 +597,7 @@ FLIGHTS_PACKAGE = _Package(
     member="package/data/flights-3m.parquet",
     member_sha256="dbeb920c90f59b6ccaff823dcc3d08f25a97fa1ce128d93f40be4e931f5900b0",
 )
-"""US domestic flights Jan-Jun 2001 (3 M rows), shared/notes/datasets.md."""
+"""US domestic flights Jan-Jun 2001 (3 M rows), docs/evaluation.md#real-data."""
 
 WORDFREQ_PACKAGE = _Package(
     registry="pypi",
@@ -607,7 +608,7 @@ WORDFREQ_PACKAGE = _Package(
     member="wordfreq/data/large_en.msgpack.gz",
     member_sha256="dffae8066b78dce0a6667cf5f58e567054f902674667090a7ac8a8a44628b05c",
 )
-"""English word frequencies (321,180 words), shared/notes/datasets.md."""
+"""English word frequencies (321,180 words), docs/evaluation.md#real-data."""
 
 FLIGHTS_SAMPLE_PATH = Path(
     str(
@@ -813,7 +814,7 @@ def load_flights(
 
     Columns: ``date`` (timestamp, minute resolution, sorted), ``delay`` (minutes), ``distance``
     (miles), ``origin``, ``destination`` (IATA codes) and ``route``. 3,000,000 rows, 3,399 routes
-    (shared/notes/datasets.md).
+    (docs/evaluation.md#real-data).
 
     Parameters
     ----------
@@ -943,7 +944,7 @@ def word_stream(n: int, seed: SeedLike, freqs: WordFrequencies) -> np.ndarray:
     """I.i.d. stream of word ids (``int64`` indices into ``freqs.words``) drawn from ``freqs``.
 
     Word ``i`` is drawn with probability ``freqs.probabilities[i]``; id 0 is the most frequent
-    word. A real long tail with exact ground truth, as shared/notes/datasets.md suggests for
+    word. A real long tail with exact ground truth, as docs/evaluation.md#real-data suggests for
     experiments whose papers used data unavailable here.
     """
     return sample_pmf(freqs.probabilities, n, seed)

@@ -1,26 +1,26 @@
-"""Accuracy and speed metrics, each defined exactly as in the spec whose experiments it serves.
+"""Accuracy and speed metrics, each defined exactly as in the paper whose experiments it serves.
 
 =====================  =====================================================================
 metric                 definition and source
 =====================  =====================================================================
 :func:`are`            ``mean |f - fhat| / f`` over a given item set: all distinct items
-                       ``Psi`` (dp-linear-sketches §8.3, erratum E10: divide by ``|Psi|``),
-                       the true top-k with k = 15 (lazy-sketch §7.1) or the reported items
-                       (dp-heavy-hitters-extraction §5.1)
-:func:`are_top_k`      ARE over the true top-k (lazy-sketch §7.1)
+                       ``Psi`` ([ZQR+22, Section 5.2], docs/algorithms.md#lin-e10: divide by ``|Psi|``),
+                       the true top-k with k = 15 ([Hol25, Sections 5.1-5.3]) or the reported items
+                       ([Hol-HH], experiment code)
+:func:`are_top_k`      ARE over the true top-k ([Hol25, Sections 5.1-5.3])
 :func:`aae`            ``mean |f - fhat|`` over the same kind of item set (the absolute
-                       counterpart of ARE; = MAE of dpsw-sketch §7.3)
+                       counterpart of ARE; = MAE of [WWC24, Section 5])
 :func:`aae_top_k`      AAE over the true top-k
-:func:`mae`, :func:`mre`  dpsw-sketch §7.3 over a query set ``Q``; ``mre(floor=1)`` is the
-                       ``|fhat - f| / max(f, 1)`` of dp-count-sketch-intermittent §6.3
-:func:`max_abs_error`  ``max |f - fhat|`` (dp-misra-gries §9.2)
+:func:`mae`, :func:`mre`  [WWC24, Section 5] over a query set ``Q``; ``mre(floor=1)`` is the
+                       ``|fhat - f| / max(f, 1)`` of docs/algorithms.md#int-a8
+:func:`max_abs_error`  ``max |f - fhat|`` (docs/evaluation.md#misra-gries-report)
 :func:`precision_recall_f1`  set precision, recall and F1 with the conventions of
-                       dpsw-sketch §7.3 [R] and dp-linear-sketches §8.3
-:func:`top_k_f1`       F1 of the estimated vs true top-k (dp-linear-sketches §8.3)
+                       [WWC24, Section 5], library choice and [ZQR+22, Section 5.2]
+:func:`top_k_f1`       F1 of the estimated vs true top-k ([ZQR+22, Section 5.2])
 :func:`rank_errors`, :func:`average_rank_error`  ``|Rhat(key_i) - R(key_i)|`` at the
-                       ``m`` evenly spaced quantile keys (dp-linear-sketches §8.3)
+                       ``m`` evenly spaced quantile keys ([ZQR+22, Section 5.2])
 :func:`throughput`, :func:`timed`  items per second over update calls only
-                       (dpsw-sketch §7.3)
+                       ([WWC24, Section 5])
 =====================  =====================================================================
 
 All functions take numpy arrays aligned item by item (``true[i]`` and ``estimate[i]`` belong to
@@ -69,8 +69,8 @@ def _pair(true: Any, estimate: Any) -> tuple[np.ndarray, np.ndarray]:
 def are(true: Any, estimate: Any) -> float:
     """Average relative error ``(1/|S|) * sum_{e in S} |f(e) - fhat(e)| / f(e)``.
 
-    dp-linear-sketches §8.3 (ARE over the distinct items ``Psi``, normaliser ``|Psi|`` per
-    erratum E10) and lazy-sketch §7.1 (over the true top-k). Every true count must be positive.
+    [ZQR+22, Section 5.2] (ARE over the distinct items ``Psi``, normaliser ``|Psi|`` per
+    docs/algorithms.md#lin-e10) and [Hol25, Sections 5.1-5.3] (over the true top-k). Every true count must be positive.
 
     Parameters
     ----------
@@ -86,18 +86,18 @@ def are(true: Any, estimate: Any) -> float:
 
 
 def aae(true: Any, estimate: Any) -> float:
-    """Average absolute error ``(1/|S|) * sum_{e in S} |f(e) - fhat(e)|`` (the MAE of dpsw §7.3)."""
+    """Average absolute error ``(1/|S|) * sum_{e in S} |f(e) - fhat(e)|`` (the MAE of [WWC24, Section 5])."""
     t, e = _pair(true, estimate)
     return float(np.mean(np.abs(t - e)))
 
 
 def mae(true: Any, estimate: Any) -> float:
-    """``MAE = (1/|Q|) * sum_{e in Q} |fhat_{e,t} - f_{e,t}|`` (dpsw-sketch §7.3)."""
+    """``MAE = (1/|Q|) * sum_{e in Q} |fhat_{e,t} - f_{e,t}|`` ([WWC24, Section 5])."""
     return aae(true, estimate)
 
 
 def mre(true: Any, estimate: Any, *, floor: float | None = None) -> float:
-    """``MRE = (1/|Q|) * sum_{e in Q} |fhat - f| / f`` (dpsw-sketch §7.3).
+    """``MRE = (1/|Q|) * sum_{e in Q} |fhat - f| / f`` ([WWC24, Section 5]).
 
     Parameters
     ----------
@@ -105,7 +105,7 @@ def mre(true: Any, estimate: Any, *, floor: float | None = None) -> float:
         Aligned true and estimated counts of the query set ``Q``.
     floor
         If given, divide by ``max(f, floor)`` instead of ``f``: ``floor=1`` is the
-        ``RE = |fhat - f| / max(f, 1)`` of dp-count-sketch-intermittent §6.3, where queried items
+        ``RE = |fhat - f| / max(f, 1)`` of docs/algorithms.md#int-a8, where queried items
         may have count 0. Without it every true count must be positive.
     """
     t, e = _pair(true, estimate)
@@ -116,7 +116,7 @@ def mre(true: Any, estimate: Any, *, floor: float | None = None) -> float:
 
 
 def max_abs_error(true: Any, estimate: Any) -> float:
-    """``max_x |f(x) - fhat(x)|`` over the item set (dp-misra-gries §9.2)."""
+    """``max_x |f(x) - fhat(x)|`` over the item set (docs/evaluation.md#misra-gries-report)."""
     t, e = _pair(true, estimate)
     return float(np.max(np.abs(t - e)))
 
@@ -133,7 +133,7 @@ def top_k_indices(true: Any, k: int) -> np.ndarray:
 def are_top_k(true: Any, estimate: Any, k: int) -> float:
     """ARE over the true top-``k`` items: ``(1/k) * sum_{i<=k} |f_i - fhat_i| / f_i``.
 
-    lazy-sketch §7.1 (k = 15). ``true`` and ``estimate`` cover a candidate set that contains the
+    [Hol25, Sections 5.1-5.3] (k = 15). ``true`` and ``estimate`` cover a candidate set that contains the
     true top-k (e.g. all distinct items); the top-k is taken by true count.
     """
     t, e = _pair(true, estimate)
@@ -159,8 +159,8 @@ class PRF(NamedTuple):
 def precision_recall_f1(reported: Iterable[Any], truth: Iterable[Any]) -> PRF:
     """Precision ``|R & T| / |R|``, recall ``|R & T| / |T|`` and ``F1 = 2PR / (P + R)``.
 
-    Conventions (dpsw-sketch §7.3 [R], dp-heavy-hitters-extraction §5.1, dp-linear-sketches
-    §8.3): precision is 1 when nothing is reported, recall is 1 when the true set is empty, and
+    Conventions ([WWC24, Section 5], [Hol-HH] experiment code, [ZQR+22, Section 5.2]; the edge
+    cases are a library choice): precision is 1 when nothing is reported, recall is 1 when the true set is empty, and
     F1 is 0 when ``P + R = 0``.
 
     Parameters
@@ -189,7 +189,7 @@ def _as_hashable(items: Iterable[Any]) -> list[Any]:
 def top_k_f1(items: Any, true: Any, estimate: Any, k: int) -> float:
     """F1 of the ``k`` items with the largest estimates vs the true top-``k``.
 
-    dp-linear-sketches §8.3: ``T`` is the true top-k, ``T^`` the ``k`` items of the candidate set
+    [ZQR+22, Section 5.2]: ``T`` is the true top-k, ``T^`` the ``k`` items of the candidate set
     with the largest estimates; with ``|T| = |T^| = k`` this is ``|T & T^| / k``.
     """
     t, e = _pair(true, estimate)
@@ -200,13 +200,13 @@ def top_k_f1(items: Any, true: Any, estimate: Any, k: int) -> float:
 
 
 def rank_errors(true_ranks: Any, estimated_ranks: Any) -> np.ndarray:
-    """Per-query rank error ``|Rhat(key_i) - R(key_i)|`` (dp-linear-sketches §8.3)."""
+    """Per-query rank error ``|Rhat(key_i) - R(key_i)|`` ([ZQR+22, Section 5.2])."""
     t, e = _pair(true_ranks, estimated_ranks)
     return np.abs(e - t)
 
 
 def average_rank_error(true_ranks: Any, estimated_ranks: Any) -> float:
-    """Mean of :func:`rank_errors` over the ``m`` quantile keys (dp-linear-sketches §8.3).
+    """Mean of :func:`rank_errors` over the ``m`` quantile keys ([ZQR+22, Section 5.2]).
 
     The keys come from :func:`beam_dpsketch.evaluation.datasets.quantile_points` and the true
     ranks from :func:`~beam_dpsketch.evaluation.datasets.true_ranks`.
@@ -215,7 +215,7 @@ def average_rank_error(true_ranks: Any, estimated_ranks: Any) -> float:
 
 
 def throughput(n_items: int, seconds: float) -> float:
-    """Items per second, ``n_items / seconds`` (dpsw-sketch §7.3 reports it in Kops)."""
+    """Items per second, ``n_items / seconds`` ([WWC24, Section 5] reports it in Kops)."""
     if seconds <= 0:
         raise ValueError(f"seconds must be positive, got {seconds}")
     return float(n_items) / float(seconds)
@@ -224,7 +224,7 @@ def throughput(n_items: int, seconds: float) -> float:
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     """Run ``fn()`` and return ``(result, wall seconds)`` with ``time.perf_counter``.
 
-    Time only the update calls (dpsw-sketch §7.3), not data generation or queries.
+    Time only the update calls ([WWC24, Section 5]), not data generation or queries.
     """
     start = time.perf_counter()
     result = fn()

@@ -45,11 +45,11 @@ class Claim:
     Parameters
     ----------
     id
-        Short identifier (``"S1"``, or the spec's ``"R3"``).
+        Short identifier, unique within the report (``"S1"``, ``"R3"``).
     claim
         The statement being checked, as testable.
     source
-        Where it comes from (paper, theorem, spec section).
+        Where it comes from: the paper and the theorem, figure or section stating it.
     measured
         What we measured, with numbers.
     verdict

@@ -32,10 +32,6 @@ SUBCOMMAND_MODULES = (
 )
 
 
-class CliError(Exception):
-    """A user-facing error: printed as one line, exit status 2."""
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="beam-dpsketch",

@@ -1,9 +1,10 @@
 """``beam-dpsketch continual``: a private sketch released continually over an ordered file.
 
 Runs :class:`~beam_dpsketch.transforms.continual.ContinualDPSketch` in the element time model
-(one time step per row; spec lazy-sketch §6.4) and prints the time series of noisy estimates of the
-``--query`` keys, one row per release (every ``--release-every`` rows and at the horizon ``T``),
-optionally as a line plot (``--plot PATH.png``).
+(one time step per row, the arrival-indexed time of Holland, Section 2.1) and writes the time
+series of noisy estimates of the ``--query`` keys, one row per release time and key (a release
+every ``--release-every`` rows and at the horizon ``T``), in the output schema of
+:mod:`beam_dpsketch.pipelines.output`, optionally also as a line plot (``--plot PATH.png``).
 
 Time order
     The time step of a row is its position in the input: files matching ``--input`` in sorted
@@ -15,38 +16,48 @@ Time order
 Guarantee
     ``(epsilon, delta)``-DP for the whole time series under **replacement of one row's key**
     (the ``--column`` value), every row's position, and its ``--time-column`` value, public and
-    unchanged (Holland, Theorem 2; spec lazy-sketch §1.2, §6.3 item 11). Add/remove of a row is
-    not covered: it would shift the time step of every later row. The printed header states it.
+    unchanged (Holland, "Faster Differentially Private Sketches under Continual Observation":
+    the neighbouring streams of Section 2.1 differ in one element at the same position; Theorem 2
+    for LazySketch, Section 4.1 for PunctualSketch). Add/remove of a row is not covered: it would
+    shift the time step of every later row. The output's ``guarantee`` states it.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import apache_beam as beam
 
 from beam_dpsketch.pipelines.options import (
-    add_format_argument,
     add_input_arguments,
     add_privacy_arguments,
     budget_from_args,
     convert_query_keys,
-    jsonable_key,
     noise_source_from_args,
+    option_strings,
     ordered_input,
     plot_series,
-    print_records,
-    run_and_collect,
+)
+from beam_dpsketch.pipelines.output import (
+    ORDER,
+    CliRelease,
+    add_output_arguments,
+    check_output_arguments,
+    guarantee_of,
+    plain,
+    run_release,
+    write_release,
 )
 from beam_dpsketch.transforms.continual import (
     CONTINUAL_SKETCHES,
-    ELEMENT_RELATION,
     ContinualDPSketch,
 )
 
-__all__ = ["register", "run_continual"]
+__all__ = ["register", "run_continual", "series_rows"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,8 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="release a DP sketch continually over an ordered file and print the time series",
         description=(
             "Release a differentially private Count-Min sketch or Count Sketch under continual "
-            "observation (LazySketch or PunctualSketch; spec lazy-sketch) over the rows of the "
-            "input in file order (or sorted by --time-column), one time step per row, and print "
+            "observation (LazySketch or PunctualSketch; Holland, Algorithms 5 and 3) over the "
+            "rows of the input in file order (or sorted by --time-column), one time step per "
+            "row, and write "
             "the noisy estimate of every --query key after every --release-every rows. The "
             "whole time series is (epsilon, delta)-DP under replacement of one row's key, every "
             "row's position (and --time-column value) public and unchanged; add/remove of a row "
@@ -102,12 +114,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_privacy_arguments(group, delta="required")
     group.add_argument("--plot", metavar="PATH.png", help="also write a line plot of the series")
-    add_format_argument(cmd)
-    cmd.set_defaults(run=run_continual)
+    add_output_arguments(cmd)
+    cmd.set_defaults(run=run_continual, known_options=option_strings(cmd))
+
+
+def series_rows(release: Any, keys: Sequence[Any]) -> Iterator[dict[str, Any]]:
+    """One ``time``/``key``/``estimate`` row per query key of one release (``.t``, ``.answers``),
+    in time order, then query order."""
+    for i, key in enumerate(keys):
+        estimate = round(float(release.answers[key]), 2)
+        yield {"time": release.t, "key": plain(key), "estimate": estimate, ORDER: [release.t, i]}
 
 
 def run_continual(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Run the ``continual`` subcommand; returns the exit status."""
+    check_output_arguments(args)
     if args.horizon is None or args.horizon < 1:
         raise ValueError(f"--horizon must be >= 1, got {args.horizon}")
     release_every = args.release_every
@@ -122,7 +143,7 @@ def run_continual(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         args.depth,
         args.horizon,
         budget,
-        queries=keys,
+        query_keys=keys,
         release_every=release_every,
         seed=args.seed,
         calibration=args.calibration,
@@ -131,40 +152,56 @@ def run_continual(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     )
     # The element time model takes (position, key batch): the reader's public positions.
     source = reader | "Positions" >> beam.Map(lambda batch: batch[:2])
-    releases, seconds = run_and_collect(source, transform, beam_args, explain=args.explain)
-    releases = sorted(releases, key=lambda r: r.t)
-    order = "sorted by " + repr(args.time_column) if args.time_column else "in file order"
-    title = (
-        f"# DP continual estimates of column {args.column!r} of {args.input} ({order}): "
-        f"{budget} for the whole series under {ELEMENT_RELATION}, {args.sketch} "
-        f"{args.depth}x{args.width}, T={args.horizon}, release every {release_every}; "
-        f"{len(releases)} releases; {seconds:.2f} s"
+    run_ = run_release(
+        source,
+        transform,
+        functools.partial(series_rows, keys=keys),
+        beam_args,
+        explain=args.explain,
+        known_options=getattr(args, "known_options", ()),
     )
-    names = [str(jsonable_key(k)) for k in keys]
-    ts = [r.t for r in releases]
-    if args.format == "json":
-        records = [
-            {
-                "t": r.t,
-                "estimates": {n: round(r.answers[k], 2) for n, k in zip(names, keys, strict=True)},
-            }
-            for r in releases
-        ]
-        print_records(records, ["t", "estimates"], "json", title=title)
-    else:
-        columns = [f"q{i}" for i in range(len(keys))]
-        records = [
-            {"t": r.t, **{c: round(r.answers[k], 2) for c, k in zip(columns, keys, strict=True)}}
-            for r in releases
-        ]
-        print_records(records, ["t", *columns], "table", title=title, headers=["t", *names])
+    guarantee, mechanism, calibration = guarantee_of(
+        transform, insecure=args.insecure_test_seed is not None
+    )
+    parameters: dict[str, Any] = {
+        "column": args.column,
+        "clock": "positions",
+        "time_column": args.time_column,
+        "sketch": args.sketch,
+        "width": args.width,
+        "depth": args.depth,
+        "seed": args.seed,
+        "horizon": args.horizon,
+        "release_every": release_every,
+        "calibration": args.calibration,
+        **calibration,
+    }
+    order = "sorted by " + repr(args.time_column) if args.time_column else "in file order"
+    release = CliRelease(
+        guarantee,
+        mechanism,
+        parameters,
+        ("time", "key", "estimate"),
+        run_.rows,
+        title=(
+            f"DP continual estimates of column {args.column!r} of {args.input} ({order}): "
+            f"{args.sketch} {args.depth}x{args.width}, T={args.horizon}, release every "
+            f"{release_every}"
+        ),
+    )
+    write_release(release, args.format, args.output)
     if args.plot:
+        series: dict[Any, tuple[list, list]] = {}
+        for r in release.rows:
+            xs, ys = series.setdefault(str(r["key"]), ([], []))
+            xs.append(r["time"])
+            ys.append(r["estimate"])
         plot_series(
             args.plot,
-            {n: (ts, [r.answers[k] for r in releases]) for n, k in zip(names, keys, strict=True)},
+            series,
             xlabel="time step t (rows processed)",
             ylabel="noisy estimate",
-            title=title.lstrip("# ").split(":")[0],
+            title=release.title.split(":")[0],
             legend_title="query key",
         )
     return 0

@@ -19,19 +19,19 @@ import importlib.resources
 import importlib.util
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
 
+import apache_beam as beam
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from apache_beam.testing.util import assert_that
+from apache_beam.io.filesystems import FileSystems
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.pipelines.options import DumpToFile, format_table, make_pipeline
+from beam_dpsketch.pipelines.options import format_table, pipeline_options
+from beam_dpsketch.pipelines.output import StagingArea, plain
 from beam_dpsketch.pipelines.sketch import SaveSketch, load_sketch
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms import DPHeavyHitters, ReadKeyBatches, SketchGlobally, SketchSpec
@@ -81,6 +81,12 @@ def _progress(step: int, total: int, message: str) -> None:
     print(f"[{step}/{total}] {message}", file=sys.stderr, flush=True)
 
 
+def _released_row(record: tuple[Any, Any]) -> list[Any]:
+    """A released ``(route, noisy count)`` as JSON."""
+    route, noisy = record
+    return [plain(route), float(noisy)]
+
+
 def run_demo(
     *,
     k: int = 4000,
@@ -111,11 +117,12 @@ def run_demo(
 
     _progress(1, steps, f"reading {DATA_FILE} (column {DEMO_COLUMN!r}) with ReadKeyBatches")
     reader = ReadKeyBatches(path, DEMO_COLUMN)
-    workdir = tempfile.mkdtemp(prefix="beam-dpsketch-demo-")
-    try:
-        mg_path = os.path.join(workdir, "misra_gries.sketch")
-        cms_path = os.path.join(workdir, "count_min.sketch")
-        dp_path = os.path.join(workdir, "released.pickle")
+    options = pipeline_options(beam_args)
+    # Every output leaves the pipeline through a sink into the staging area (any filesystem
+    # the workers can reach, with --temp_location), and is read back from there.
+    with StagingArea(options) as staging:
+        mg_path = FileSystems.join(staging.directory, "misra_gries.sketch")
+        cms_path = FileSystems.join(staging.directory, "count_min.sketch")
         _progress(
             2,
             steps,
@@ -123,18 +130,21 @@ def run_demo(
             f"Misra-Gries(k={k}) and Count-Min({width}x{depth})",
         )
         started = time.perf_counter()
-        with make_pipeline(beam_args) as p:
+        with beam.Pipeline(options=options) as p:
             batches = p | "Read" >> reader
-            assert_that(batches | "DPHeavyHitters" >> dp, DumpToFile(dp_path))
+            released_rows = batches | "DPHeavyHitters" >> dp | "Rows" >> beam.Map(_released_row)
+            staging.write(released_rows, "released")
             print(dp.explain(), file=sys.stderr)
             _ = batches | "MisraGries" >> SketchGlobally(mg_spec) | "SaveMG" >> SaveSketch(mg_path)
             _ = batches | "CountMin" >> SketchGlobally(cms_spec) | "SaveCMS" >> SaveSketch(cms_path)
         pipeline_seconds = time.perf_counter() - started
         mg = load_sketch(mg_path, mg_spec.sketch_type)
         cms = load_sketch(cms_path, cms_spec.sketch_type)
-        released = DumpToFile(dp_path).load()
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        # Largest noisy count first (a sink keeps no order).
+        released = sorted(
+            ((route, noisy) for route, noisy in staging.read("released")),
+            key=lambda kv: (-kv[1], str(kv[0])),
+        )
     print(f"      {mg.n:,} flights sketched in {pipeline_seconds:.2f} s", file=sys.stderr)
 
     _progress(3, steps, "exact counts with pyarrow, for comparison")
@@ -200,7 +210,8 @@ def _summary_lines(results: dict[str, Any]) -> list[str]:
         f"Top {len(results['top_routes'])} routes of {results['flights']:,} flights "
         f"({results['distinct_routes']:,} distinct routes), by DP count: "
         f"({dp['epsilon']:g}, {dp['delta']:g})-DP, privacy unit {dp['privacy_unit']}, "
-        f"mechanism {dp['mechanism']} (DP Misra-Gries, spec dp-misra-gries §6.4).",
+        f"mechanism {dp['mechanism']} (DP Misra-Gries: the post-processed sketch of Lebeda and "
+        "Tetek, Section 6, Algorithm 3, per shard, summed over shards).",
         f"DP count = Algorithm 3 estimate (in [exact - n/(k+1), exact] = [exact - "
         f"{results['flights'] / (dp['k'] + 1):.0f}, exact]) + discrete Laplace noise of scale "
         f"{2 / dp['epsilon']:g}; larger --k shrinks the offset.",

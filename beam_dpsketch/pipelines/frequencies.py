@@ -2,29 +2,41 @@
 
 ``frequencies`` releases a private Count-Min sketch (or Count Sketch) of one column and answers
 point queries for ``--query`` keys or a ``--candidates`` file; ``quantiles`` releases a private
-dyadic Count Sketch of a numeric column and answers ``--q`` quantiles (spec dp-linear-sketches).
+dyadic Count Sketch of a numeric column and answers ``--q`` quantiles (Zhao, Qiao, Redberg, Agrawal,
+El Abbadi and Wang, "Differentially Private Linear Sketches": Section 3, Theorems 3.1-3.2 for the
+sketches, Section 4.2 for the private dyadic Count Sketch).
 Budgets: ``--epsilon`` alone is pure DP; with ``--delta`` it is (epsilon, delta)-DP.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import functools
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from beam_dpsketch.pipelines.options import (
-    add_format_argument,
     add_input_arguments,
     add_privacy_arguments,
     budget_from_args,
     convert_query_keys,
     noise_source_from_args,
-    print_records,
+    option_strings,
     read_candidates,
-    run_and_collect,
+)
+from beam_dpsketch.pipelines.output import (
+    ORDER,
+    CliRelease,
+    add_output_arguments,
+    check_output_arguments,
+    guarantee_of,
+    plain,
+    run_release,
+    write_release,
 )
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles, ReadKeyBatches
 
-__all__ = ["register", "run_frequencies", "run_quantiles"]
+__all__ = ["frequency_rows", "quantile_rows", "register", "run_frequencies", "run_quantiles"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="release a DP Count-Min sketch of a column and estimate key frequencies",
         description=(
             "Release a differentially private Count-Min sketch (or Count Sketch) of one column "
-            "(noise added once to every cell; spec dp-linear-sketches) and print the estimated "
+            "(noise added once to every cell; Zhao et al. 2022, Section 3) and write the estimated "
             "frequency of each --query key or of every key in a --candidates file. Element level: "
             "neighbouring inputs differ by one row."
         ),
@@ -53,16 +65,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     group.add_argument("--top", type=int, metavar="N", help="with --candidates: the N largest")
     add_privacy_arguments(group)
-    add_format_argument(freq)
-    freq.set_defaults(run=run_frequencies)
+    add_output_arguments(freq)
+    freq.set_defaults(run=run_frequencies, known_options=option_strings(freq))
 
     quant = subparsers.add_parser(
         "quantiles",
         help="release DP quantiles of a numeric column (private dyadic Count Sketch)",
         description=(
             "Release differentially private quantiles of one numeric column with a private "
-            "dyadic Count Sketch over the declared public range [--lower, --upper] (spec "
-            "dp-linear-sketches §5). Integer columns are used as they are; declare "
+            "dyadic Count Sketch over the declared public range [--lower, --upper] (Zhao et al. "
+            "2022, Section 4.2). Integer columns are used as they are; declare "
             "--resolution for fractional values. Every value is mapped into the bounds before it "
             "is counted: values below --lower count as --lower, above --upper (and NaN) as "
             "--upper, so no value can make the run fail."
@@ -77,12 +89,60 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--width", type=int, default=1024, help="counters per row (1024)")
     group.add_argument("--depth", type=int, default=5, help="rows (5)")
     add_privacy_arguments(group)
-    add_format_argument(quant)
-    quant.set_defaults(run=run_quantiles)
+    add_output_arguments(quant)
+    quant.set_defaults(run=run_quantiles, known_options=option_strings(quant))
+
+
+def frequency_rows(
+    released: Any, keys: Sequence[Any], candidates: bool, top: int | None
+) -> Iterator[dict[str, Any]]:
+    """``key``/``estimate`` rows of a released sketch: every query key in query order, or the
+    largest ``top`` candidates (all with ``top=None``), largest first."""
+    if candidates:
+        pairs = released.heavy_hitters(list(keys), top=top)
+    else:
+        pairs = zip(keys, released.estimate(list(keys)).tolist(), strict=True)
+    for i, (key, value) in enumerate(pairs):
+        yield {"key": plain(key), "estimate": round(float(value), 2), ORDER: [i]}
+
+
+def quantile_rows(record: Any) -> Iterator[dict[str, Any]]:
+    """One ``quantile``/``value`` row per released quantile; ascending quantile levels."""
+    quantile = float(plain(record["quantile"]))
+    yield {"quantile": quantile, "value": plain(record["value"]), ORDER: [quantile]}
+
+
+def _run(
+    args: argparse.Namespace,
+    beam_args: Sequence[str],
+    reader: Any,
+    transform: Any,
+    to_rows: Any,
+    fields: tuple[str, ...],
+    parameters: dict[str, Any],
+    title: str,
+) -> int:
+    rows = run_release(
+        reader,
+        transform,
+        to_rows,
+        beam_args,
+        explain=args.explain,
+        known_options=getattr(args, "known_options", ()),
+    ).rows
+    guarantee, mechanism, calibration = guarantee_of(
+        transform, insecure=args.insecure_test_seed is not None
+    )
+    release = CliRelease(
+        guarantee, mechanism, {**parameters, **calibration}, fields, rows, title=title
+    )
+    write_release(release, args.format, args.output)
+    return 0
 
 
 def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Run the ``frequencies`` subcommand; returns the exit status."""
+    check_output_arguments(args)
     if bool(args.query) == bool(args.candidates):
         raise ValueError("pass either --query KEY ... or --candidates FILE")
     if args.top is not None and not args.candidates:
@@ -99,22 +159,32 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         noise_source=noise_source_from_args(args),
         label="frequencies",
     )
-    (released,), seconds = run_and_collect(reader, transform, beam_args, explain=args.explain)
-    if args.candidates:
-        pairs = released.heavy_hitters(keys, top=args.top)
-    else:
-        pairs = list(zip(keys, released.estimate(keys).tolist(), strict=True))
-    title = (
-        f"# DP frequency estimates of column {args.column!r} of {args.input}: "
-        f"{budget_from_args(args)}, {args.sketch} {args.depth}x{args.width}; {seconds:.2f} s"
+    parameters = {
+        "column": args.column,
+        "sketch": args.sketch,
+        "width": args.width,
+        "depth": args.depth,
+        "seed": args.seed,
+        "queries": "candidates" if args.candidates else "keys",
+        "top": args.top,
+    }
+    return _run(
+        args,
+        beam_args,
+        reader,
+        transform,
+        functools.partial(
+            frequency_rows, keys=keys, candidates=bool(args.candidates), top=args.top
+        ),
+        ("key", "estimate"),
+        parameters,
+        f"DP frequency estimates of column {args.column!r} of {args.input}",
     )
-    records = [{"key": k, "estimate": round(float(v), 2)} for k, v in pairs]
-    print_records(records, ["key", "estimate"], args.format, title=title)
-    return 0
 
 
 def run_quantiles(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Run the ``quantiles`` subcommand; returns the exit status."""
+    check_output_arguments(args)
     reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type="int")
     transform = DPQuantiles(
         args.q,
@@ -127,11 +197,23 @@ def run_quantiles(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         noise_source=noise_source_from_args(args),
         label="quantiles",
     )
-    released, seconds = run_and_collect(reader, transform, beam_args, explain=args.explain)
-    title = (
-        f"# DP quantiles of column {args.column!r} of {args.input} in "
-        f"[{args.lower:g}, {args.upper:g}]: {budget_from_args(args)}; {seconds:.2f} s"
+    parameters = {
+        "column": args.column,
+        "quantiles": list(args.q),
+        "lower": args.lower,
+        "upper": args.upper,
+        "resolution": args.resolution,
+        "width": args.width,
+        "depth": args.depth,
+    }
+    return _run(
+        args,
+        beam_args,
+        reader,
+        transform,
+        quantile_rows,
+        ("quantile", "value"),
+        parameters,
+        f"DP quantiles of column {args.column!r} of {args.input} in "
+        f"[{args.lower:g}, {args.upper:g}]",
     )
-    rows = sorted(released, key=lambda r: r["quantile"])
-    print_records(rows, ["quantile", "value"], args.format, title=title)
-    return 0

@@ -2,30 +2,37 @@
 
 Reads Parquet, CSV, JSON Lines or text with a Beam pipeline (FnApiRunner unless ``--runner``),
 builds Misra-Gries sketches and releases the top keys with the DP Misra-Gries mechanisms of
-:class:`~beam_dpsketch.transforms.DPHeavyHitters` (spec dp-misra-gries), with the privacy cost
+:class:`~beam_dpsketch.transforms.DPHeavyHitters` (Lebeda and Tetek, "Better Differentially Private
+Approximate Histograms and Heavy Hitters using the Misra-Gries Sketch"), with the privacy cost
 stated up front (``--explain``).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Sequence
+import json
+from collections.abc import Iterator, Sequence
 from operator import itemgetter
 from typing import Any
 
 import apache_beam as beam
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from beam_dpsketch.pipelines.options import (
     add_input_arguments,
     add_privacy_arguments,
     budget_from_args,
-    jsonable_key,
     noise_source_from_args,
-    print_records,
-    run_and_collect,
+    option_strings,
+)
+from beam_dpsketch.pipelines.output import (
+    ORDER,
+    CliRelease,
+    add_output_arguments,
+    check_output_arguments,
+    guarantee_of,
+    plain,
+    run_release,
+    write_release,
 )
 from beam_dpsketch.transforms import DPHeavyHitters, ReadKeyBatches
 from beam_dpsketch.transforms.heavy_hitters import MECHANISMS
@@ -41,8 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="release the top keys of a column with differential privacy (DP Misra-Gries)",
         description=(
             "Release the K most frequent keys of one column with (epsilon, delta)-differential "
-            "privacy, using Misra-Gries sketches and the releases of Lebeda and Tetek (spec "
-            "dp-misra-gries). Element level by default (neighbouring inputs differ by one row); "
+            "privacy, using Misra-Gries sketches and the releases of Lebeda and Tetek "
+            "(Algorithms 2-4; Sections 7-8 for merged and user-level releases). Element level by "
+            "default (neighbouring inputs differ by one row); "
             "with --privacy-id, user level (by all of one user's rows, each user contributing "
             "at most --max-contributions distinct keys). Unknown options are Beam pipeline "
             "options (default runner: FnApiRunner in-process)."
@@ -71,20 +79,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=256,
         help="design-b: maximum Beam accumulators merged per window (memory bound; 256)",
     )
-    parser.add_argument(
-        "--format",
-        choices=("table", "json", "parquet"),
-        default="table",
-        help="table, one JSON document on stdout, or a Parquet file (--output)",
-    )
-    parser.add_argument("--output", metavar="PATH", help="with --format parquet: where to write")
-    parser.set_defaults(run=run)
+    add_output_arguments(parser)
+    parser.set_defaults(run=run, known_options=option_strings(parser))
 
 
-def heavy_hitters(
-    args: argparse.Namespace, beam_args: Sequence[str]
-) -> tuple[list[tuple[Any, Any]], DPHeavyHitters, float]:
-    """Run the release pipeline for parsed ``args``; returns (records, transform, seconds)."""
+def _rows(record: tuple[Any, Any]) -> Iterator[dict[str, Any]]:
+    """One ``key``/``estimate`` row per released ``(key, noisy count)``; largest first."""
+    key, count = record
+    key, estimate = plain(key), round(float(count), 2)
+    yield {"key": key, "estimate": estimate, ORDER: [-estimate, json.dumps(key)]}
+
+
+def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRelease:
+    """Run the release pipeline for parsed ``args`` and return what the command writes."""
     if args.k < 1:
         raise ValueError(f"--k must be a positive int, got {args.k}")
     if args.max_contributions is not None and args.privacy_id is None:
@@ -110,29 +117,35 @@ def heavy_hitters(
     else:
         reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type=args.key_type)
     transform = DPHeavyHitters(args.k, budget, **options)
-    records, seconds = run_and_collect(reader, transform, beam_args, explain=args.explain)
-    records.sort(key=lambda kv: -kv[1])
-    return records, transform, seconds
+    run_ = run_release(
+        reader,
+        transform,
+        _rows,
+        beam_args,
+        explain=args.explain,
+        known_options=getattr(args, "known_options", ()),
+    )
+    guarantee, mechanism, calibration = guarantee_of(
+        transform, insecure=args.insecure_test_seed is not None
+    )
+    parameters: dict[str, Any] = {"column": args.column, "k": args.k, "top": args.top}
+    if args.privacy_id is not None:
+        parameters.update(privacy_id=args.privacy_id, max_contributions=args.max_contributions or 1)
+    if args.mechanism in (None, "design-b"):
+        parameters["max_shards"] = args.max_shards
+    parameters.update(calibration)
+    return CliRelease(
+        guarantee,
+        mechanism,
+        parameters,
+        ("key", "estimate"),
+        run_.rows,
+        title=f"DP heavy hitters of column {args.column!r} of {args.input}",
+    )
 
 
 def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Run the ``heavy-hitters`` subcommand; returns the exit status."""
-    if args.format == "parquet" and not args.output:
-        raise ValueError("--format parquet needs --output PATH")
-    records, transform, elapsed = heavy_hitters(args, beam_args)
-    unit = "user" if args.privacy_id else "element (one row)"
-    title = (
-        f"# DP heavy hitters of column {args.column!r} of {args.input}: "
-        f"({args.epsilon:g}, {args.delta:g})-DP, privacy unit: {unit}, "
-        f"mechanism: {transform.mechanism_name}, k={args.k}; {elapsed:.2f} s"
-    )
-    rows = [{"key": key, "count": round(float(count), 2)} for key, count in records]
-    if args.format == "parquet":
-        table = pa.table(
-            {"key": [jsonable_key(r["key"]) for r in rows], "count": [r["count"] for r in rows]}
-        )
-        pq.write_table(table, args.output)
-        print(f"{title}\n# wrote {len(rows)} keys to {args.output}", file=sys.stderr)
-        return 0
-    print_records(rows, ["key", "count"], args.format, title=title)
+    check_output_arguments(args)
+    write_release(heavy_hitters(args, beam_args), args.format, args.output)
     return 0

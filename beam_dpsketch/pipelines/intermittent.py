@@ -1,9 +1,10 @@
 """``beam-dpsketch intermittent``: answer declared query batches at their times with a DP sketch.
 
 Runs :class:`~beam_dpsketch.transforms.intermittent.DPIntermittentQueries` (use-and-keep cell
-noise, paper Algorithm 4; spec dp-count-sketch-intermittent §2.8) over one key column and prints
-one estimate per query: ``epsilon``-DP in total for every batch (pure DP, element level), under
-the neighbouring relation of the clock:
+noise: Yildirim, Kaya, Aydin and Erentug, "Differentially Private Frequency Sketches for
+Intermittent Queries on Large Data Streams", Section IV.B, Algorithm 4, Theorem 4) over one key
+column and writes one estimate per query: ``epsilon``-DP in total for every batch (pure DP,
+element level), under the neighbouring relation of the clock:
 
 * With ``--time-column`` each row's time is that column (numbers, e.g. seconds, or timestamps):
   the ``event_time`` clock, **add/remove of one row**, every other row's time unchanged.
@@ -14,7 +15,7 @@ the neighbouring relation of the clock:
   :class:`~beam_dpsketch.transforms.intermittent.DPIntermittentQueries`).
 
 A query at time ``t`` is answered with the rows whose time is ``<= t`` (the rows in
-``(t_{k-1}, t_k]`` are the increment of batch ``k``). The printed header states the guarantee.
+``(t_{k-1}, t_k]`` are the increment of batch ``k``). The output's ``guarantee`` states it.
 
 Queries file (``--queries``), declared independently of the data:
 
@@ -30,10 +31,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -41,16 +43,24 @@ import numpy as np
 import pyarrow as pa
 
 from beam_dpsketch.pipelines.options import (
-    add_format_argument,
     add_input_arguments,
     add_privacy_arguments,
     budget_from_args,
     convert_query_keys,
     noise_source_from_args,
+    option_strings,
     ordered_input,
     plot_figure,
-    print_records,
-    run_and_collect,
+)
+from beam_dpsketch.pipelines.output import (
+    ORDER,
+    CliRelease,
+    add_output_arguments,
+    check_output_arguments,
+    guarantee_of,
+    plain,
+    run_release,
+    write_release,
 )
 from beam_dpsketch.transforms.intermittent import (
     SKETCHES,
@@ -58,7 +68,7 @@ from beam_dpsketch.transforms.intermittent import (
     QuerySchedule,
 )
 
-__all__ = ["exact_counts", "read_queries", "register", "run_intermittent"]
+__all__ = ["answer_rows", "exact_counts", "read_queries", "register", "run_intermittent"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -69,11 +79,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Answer the query batches of a --queries file, each at its time, with a "
             "differentially private Count Sketch (or Count-Min) whose cells keep their noise "
-            "(use-and-keep, Yildirim et al. Algorithm 4; spec dp-count-sketch-intermittent). "
+            "(use-and-keep, Yildirim et al., Section IV.B, Algorithm 4). "
             "The whole run is epsilon-DP (pure, element level) however many batches are "
             "answered: under add/remove of one row with --time-column (event times), under "
             "replacement of one row's key without it (times are row positions, 1 = first row, in "
-            "file order, and removing a row would renumber the later ones). Queries file: CSV with columns time,key (one query per row), or JSON Lines "
+            "file order, and removing a row would renumber the later ones). Queries file: CSV "
+            "with columns time,key (one query per row), or JSON Lines "
             'with {"time": t, "key": k} or {"time": t, "keys": [...]} per line; equal times '
             "form one batch. Queries must not be chosen from the data."
         ),
@@ -96,7 +107,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--depth", type=int, default=5, help="rows, odd for Count Sketch (5)")
     group.add_argument("--seed", type=int, default=0, help="public hash seed (0)")
     add_privacy_arguments(group, delta=None)
-    add_format_argument(sub)
+    add_output_arguments(sub)
     sub.add_argument(
         "--plot",
         metavar="PATH.png",
@@ -106,7 +117,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "time; the plot reveals exact counts, so do not publish it"
         ),
     )
-    sub.set_defaults(run=run_intermittent)
+    sub.set_defaults(run=run_intermittent, known_options=option_strings(sub))
 
 
 def _number(value: Any, where: str) -> float | int:
@@ -185,6 +196,22 @@ def _timed_batch(batch: tuple[int, pa.Array, np.ndarray | None]) -> tuple[np.nda
     return times, keys.to_pylist()
 
 
+def _rank_key(time: Any, key: Any) -> str:
+    # Numeric times compare by value (a schedule's 100 is an answer's 100.0).
+    return json.dumps([float(time), plain(key)])
+
+
+def answer_rows(
+    answer: tuple[Any, Any, Any], rank: Mapping[str, tuple[Any, int]]
+) -> Iterator[dict[str, Any]]:
+    """The ``time``/``key``/``estimate`` row of one ``(time, key, estimate)`` answer, in batch
+    order, then the query order of the schedule (``rank``, by :func:`_rank_key`)."""
+    time, key, estimate = answer
+    time, key = plain(time), plain(key)
+    order = list(rank[_rank_key(time, key)])
+    yield {"time": time, "key": key, "estimate": round(float(estimate), 2), ORDER: order}
+
+
 def exact_counts(
     keys: Sequence[Any], times: np.ndarray, queries: Sequence[tuple[Any, Any]]
 ) -> np.ndarray:
@@ -236,6 +263,7 @@ def _plot(path: str, records: list[dict[str, Any]], truth: np.ndarray, title: st
 
 def run_intermittent(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Run the ``intermittent`` subcommand; returns the exit status."""
+    check_output_arguments(args)
     if args.plot and not args.plot.lower().endswith(".png"):
         raise ValueError(f"--plot must name a .png file, got {args.plot!r}")
     reader = ordered_input(args)
@@ -257,21 +285,47 @@ def run_intermittent(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         label="intermittent",
     )
     source = reader | "TimedBatches" >> beam.Map(_timed_batch)
-    answers, seconds = run_and_collect(source, transform, beam_args, explain=args.explain)
     # Batch order, then the query order of the schedule.
-    rank = {}
+    rank: dict[str, tuple[Any, int]] = {}
     for t, q in schedule.batches:
         for i, key in enumerate(q):
-            rank.setdefault((t, key), (t, i))
-    answers.sort(key=lambda r: rank[(r[0], r[1])])
-    records = [{"time": t, "key": k, "estimate": round(float(e), 2)} for t, k, e in answers]
-    clock = f"time column {args.time_column!r}" if args.time_column else "row positions"
-    title = (
-        f"# DP answers of column {args.column!r} of {args.input} at {len(schedule)} batch times "
-        f"({clock}): {budget} in total under {transform.neighbouring_relation}, use-and-keep "
-        f"{args.sketch} {args.depth}x{args.width}; {seconds:.2f} s"
+            rank.setdefault(_rank_key(t, key), (t, i))
+    run_ = run_release(
+        source,
+        transform,
+        functools.partial(answer_rows, rank=rank),
+        beam_args,
+        explain=args.explain,
+        known_options=getattr(args, "known_options", ()),
     )
-    print_records(records, ["time", "key", "estimate"], args.format, title=title)
+    records = run_.rows
+    guarantee, mechanism, calibration = guarantee_of(
+        transform, insecure=args.insecure_test_seed is not None
+    )
+    clock = f"time column {args.time_column!r}" if args.time_column else "row positions"
+    parameters: dict[str, Any] = {
+        "column": args.column,
+        "clock": "event_time" if args.time_column else "positions",
+        "time_column": args.time_column,
+        "sketch": args.sketch,
+        "width": args.width,
+        "depth": args.depth,
+        "seed": args.seed,
+        "batches": len(schedule),
+        **calibration,
+    }
+    release = CliRelease(
+        guarantee,
+        mechanism,
+        parameters,
+        ("time", "key", "estimate"),
+        records,
+        title=(
+            f"DP answers of column {args.column!r} of {args.input} at {len(schedule)} batch "
+            f"times ({clock}): use-and-keep {args.sketch} {args.depth}x{args.width}"
+        ),
+    )
+    write_release(release, args.format, args.output)
     if args.plot:
         # Diagnostic only: the driver reads the rows again, in the same order.
         keys, times = reader.read()

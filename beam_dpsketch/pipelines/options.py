@@ -3,8 +3,8 @@
 Every subcommand builds its pipeline through :func:`make_pipeline`, which runs on Beam's
 in-process ``FnApiRunner`` unless ``--runner`` is given. The default ``DirectRunner`` would first
 try to download the Prism runner (offline machines wait for it to fail), and the FnApiRunner's
-``multi_threading`` mode is refused because it loses elements around large GroupByKeys
-(DESIGN §5); ``--direct_running_mode=multi_processing --direct_num_workers=N`` is the way to use
+``multi_threading`` mode is refused because on Beam 2.77 it loses elements around large
+GroupByKeys; ``--direct_running_mode=multi_processing --direct_num_workers=N`` is the way to use
 several cores locally.
 """
 
@@ -12,13 +12,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
-import os
-import pickle
-import shutil
 import sys
-import tempfile
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
@@ -26,7 +20,6 @@ from typing import Any, TextIO
 import apache_beam as beam
 from apache_beam.options import pipeline_options as beam_pipeline_options
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.testing.util import assert_that
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
@@ -34,8 +27,6 @@ from beam_dpsketch.transforms.readers import INPUT_FORMATS, KEY_TYPES, ReadOrder
 
 __all__ = [
     "DEFAULT_RUNNER",
-    "OUTPUT_FORMATS",
-    "add_format_argument",
     "add_input_arguments",
     "add_privacy_arguments",
     "budget_from_args",
@@ -48,12 +39,11 @@ __all__ = [
     "pipeline_options",
     "plot_figure",
     "plot_series",
-    "print_records",
+    "option_strings",
     "read_candidates",
 ]
 
 DEFAULT_RUNNER = "FnApiRunner"
-OUTPUT_FORMATS = ("table", "json")
 
 
 def add_input_arguments(parser: argparse.ArgumentParser, *, input_required: bool = True) -> None:
@@ -97,14 +87,9 @@ def ordered_input(args: argparse.Namespace) -> ReadOrderedKeys:
     )
 
 
-def add_format_argument(parser: argparse.ArgumentParser) -> None:
-    """Add ``--format table|json`` to ``parser``."""
-    parser.add_argument(
-        "--format",
-        choices=OUTPUT_FORMATS,
-        default="table",
-        help="output: an aligned table, or one JSON document (a list of records) on stdout",
-    )
+def option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    """Every option string of ``parser`` (to suggest corrections for mistyped Beam options)."""
+    return [s for action in parser._actions for s in action.option_strings]  # noqa: SLF001
 
 
 def add_privacy_arguments(
@@ -307,7 +292,7 @@ def pipeline_options(
     args = list(beam_args or ())
     if _flag_value(args, "--direct_running_mode") == "multi_threading":
         raise ValueError(
-            "--direct_running_mode=multi_threading loses elements on Beam 2.77 (DESIGN §5); use "
+            "--direct_running_mode=multi_threading loses elements on Beam 2.77; use "
             "in_memory (the default) or multi_processing"
         )
     if not _has_flag(args, "--runner"):
@@ -388,76 +373,3 @@ def format_table(
     out = [line(headers), line(["-" * w for w in widths])]
     out += [line(row) for row in rows]
     return "\n".join(out)
-
-
-def print_records(
-    records: Sequence[Mapping[str, Any]],
-    columns: Sequence[str],
-    fmt: str,
-    *,
-    title: str | None = None,
-    headers: Sequence[str] | None = None,
-    stdout: TextIO | None = None,
-    stderr: TextIO | None = None,
-) -> None:
-    """Print records as a table (with ``title`` above it) or as ONE JSON list on stdout.
-
-    In JSON mode the title goes to stderr, so stdout stays a single parseable document.
-    """
-    stdout = stdout or sys.stdout
-    stderr = stderr or sys.stderr
-    if fmt == "json":
-        if title:
-            print(title, file=stderr)
-        payload = [{c: jsonable_key(r.get(c)) for c in columns} for r in records]
-        json.dump(payload, stdout)
-        stdout.write("\n")
-        return
-    if title:
-        print(title, file=stdout)
-    print(format_table(records, columns, headers), file=stdout)
-
-
-class DumpToFile:
-    """An ``assert_that`` matcher that stores a pipeline's output in a local file.
-
-    Beam pickles matchers, so collecting into a list of the caller would only fill a copy; a file
-    works on every runner whose workers share this filesystem (all the local ones).
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def __call__(self, actual: Any) -> None:
-        with open(self.path, "wb") as f:
-            pickle.dump(list(actual), f)
-
-    def load(self) -> list[Any]:
-        with open(self.path, "rb") as f:
-            return pickle.load(f)
-
-
-def run_and_collect(
-    source: beam.PTransform,
-    transform: beam.PTransform,
-    beam_args: Sequence[str] | None = None,
-    *,
-    explain: bool = False,
-) -> tuple[list[Any], float]:
-    """Run ``source | transform`` and return ``(output elements, seconds)``.
-
-    With ``explain``, the transform's privacy accounting (``transform.explain()``) is printed to
-    stderr after construction and before anything runs.
-    """
-    tmpdir = tempfile.mkdtemp(prefix="beam-dpsketch-")
-    try:
-        out = DumpToFile(os.path.join(tmpdir, "output.pickle"))
-        started = time.perf_counter()
-        pipeline = make_pipeline(beam_args)
-        assert_that(pipeline | "Read" >> source | "Release" >> transform, out)
-        if explain:
-            print(transform.explain(), file=sys.stderr)
-        pipeline.run().wait_until_finish()
-        return out.load(), time.perf_counter() - started
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)

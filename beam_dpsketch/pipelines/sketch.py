@@ -3,20 +3,18 @@
 The output is **not** differentially private: it shows the exact sketch estimates (what the DP
 releases add noise to), for inspection and testing.
 
-The pipeline writes the serialized sketch to ``--output`` (or to a temporary file) through Beam's
-filesystems, and the command reads it back; on a remote runner, give an ``--output`` that both
-the workers and this machine can reach (e.g. ``gs://...``).
+The pipeline answers the queries from the sketch and writes the rows through a Beam sink
+(:mod:`beam_dpsketch.pipelines.output`, the same schema as the DP subcommands, with the guarantee
+``NOT PRIVATE (exact sketch)``); ``--save-sketch PATH`` also writes the serialized sketch through
+Beam's filesystems (on a remote runner, give a path the workers can reach, e.g. ``gs://...``).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
+import functools
 import sys
-import tempfile
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -24,11 +22,19 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.pipelines.options import (
-    add_format_argument,
     add_input_arguments,
     convert_query_keys,
-    make_pipeline,
-    print_records,
+    option_strings,
+)
+from beam_dpsketch.pipelines.output import (
+    NOT_PRIVATE,
+    ORDER,
+    CliRelease,
+    add_output_arguments,
+    check_output_arguments,
+    plain,
+    run_release,
+    write_release,
 )
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.transforms import ReadKeyBatches, SketchGlobally, SketchSpec
@@ -39,6 +45,7 @@ __all__ = [
     "load_sketch",
     "register",
     "run",
+    "sketch_rows",
     "spec_from_args",
     "top_items",
 ]
@@ -123,13 +130,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument(
         "--top", type=int, metavar="N", help="misra-gries: print the N largest counters (10)"
     )
-    group.add_argument("--output", metavar="PATH", help="also write the serialized sketch here")
-    add_format_argument(parser)
-    parser.set_defaults(run=run, known_options=_option_strings(parser))
-
-
-def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
-    return [s for action in parser._actions for s in action.option_strings]  # noqa: SLF001
+    group.add_argument(
+        "--save-sketch", metavar="PATH", help="also write the serialized sketch here"
+    )
+    add_output_arguments(parser)
+    parser.set_defaults(run=run, known_options=option_strings(parser))
 
 
 def spec_from_args(args: argparse.Namespace) -> SketchSpec:
@@ -170,59 +175,67 @@ def _bound_note(sketch: Any) -> str:
     return "estimates are unbiased; error shrinks with width"
 
 
+def sketch_rows(sketch: Any, queries: Sequence[Any], top: int | None) -> Iterator[dict[str, Any]]:
+    """``key``/``estimate`` rows: the estimate of every query (in query order), or the ``top``
+    largest Misra-Gries counters (largest first)."""
+    if queries:
+        pairs = zip(queries, sketch.estimate(list(queries)), strict=True)
+    elif isinstance(sketch, MisraGries):
+        pairs = top_items(sketch, 10 if top is None else top)
+    else:
+        pairs = iter(())
+    for i, (key, estimate) in enumerate(pairs):
+        yield {"key": plain(key), "estimate": _number(estimate), ORDER: [i]}
+
+
 def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Run the ``sketch`` subcommand; returns the exit status."""
+    check_output_arguments(args)
     spec = spec_from_args(args)
     is_mg = spec.kind == "misra-gries"
     if args.top is not None and not is_mg:
         raise ValueError("--top needs --sketch misra-gries (linear sketches answer --query only)")
     if args.top is not None and args.top < 1:
         raise ValueError(f"--top must be a positive int, got {args.top}")
-    if not is_mg and not args.query and not args.output:
+    if not is_mg and not args.query and not args.save_sketch:
         raise ValueError(
-            f"{args.sketch} answers point queries: pass --query KEY (or --output PATH)"
+            f"{args.sketch} answers point queries: pass --query KEY (or --save-sketch PATH)"
         )
     reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type=args.key_type)
     queries = convert_query_keys(args.query or [], reader.key_type, args.column)
-
-    tmpdir = None
-    path = args.output
-    if path is None:
-        tmpdir = tempfile.mkdtemp(prefix="beam-dpsketch-")
-        path = os.path.join(tmpdir, "sketch.bin")
-    try:
-        started = time.perf_counter()
-        with make_pipeline(beam_args, known_options=getattr(args, "known_options", ())) as p:
-            _ = p | "Read" >> reader | "Sketch" >> SketchGlobally(spec) | "Save" >> SaveSketch(path)
-        sketch = load_sketch(path, spec.sketch_type)
-        elapsed = time.perf_counter() - started
-    finally:
-        if tmpdir is not None:
-            shutil.rmtree(tmpdir, ignore_errors=True)
-
-    n = sketch.n if is_mg else sketch.total_weight
-    print(
-        f"beam-dpsketch sketch: {n:,} keys from {args.input} in {elapsed:.2f} s",
-        file=sys.stderr,
+    released_sides: dict[str, beam.PTransform] = {
+        "bound": beam.Map(_bound_note),
+    }
+    if args.save_sketch:
+        released_sides["saved"] = SaveSketch(args.save_sketch)
+    run_ = run_release(
+        reader,
+        SketchGlobally(spec),
+        functools.partial(sketch_rows, queries=queries, top=args.top),
+        beam_args,
+        released_sides=released_sides,
+        known_options=getattr(args, "known_options", ()),
     )
-    if args.output:
-        print(f"beam-dpsketch sketch: wrote {_describe(spec)} to {args.output}", file=sys.stderr)
+    if args.save_sketch:
+        print(
+            f"beam-dpsketch sketch: wrote {_describe(spec)} to {args.save_sketch}",
+            file=sys.stderr,
+        )
     if not queries and not is_mg:
         return 0
-
     what = f"column {args.column!r} of " if args.column else ""
-    title = (
-        f"# {_describe(spec)} of {what}{args.input}: {n:,} keys; {_bound_note(sketch)}\n"
-        f"# {NOT_PRIVATE_NOTE}"
+    (bound,) = run_.sides["bound"]
+    parameters: dict[str, Any] = {"column": args.column, "sketch": spec.kind, **spec.params}
+    parameters["queries"] = "keys" if queries else "top"
+    if not queries:
+        parameters["top"] = 10 if args.top is None else args.top
+    release = CliRelease(
+        NOT_PRIVATE,
+        _describe(spec),
+        parameters,
+        ("key", "estimate"),
+        run_.rows,
+        title=f"{_describe(spec)} of {what}{args.input}; {bound}; {NOT_PRIVATE_NOTE}",
     )
-    if queries:
-        estimates = sketch.estimate(queries)
-        records = [
-            {"key": q, "estimate": _number(e)} for q, e in zip(queries, estimates, strict=True)
-        ]
-        print_records(records, ["key", "estimate"], args.format, title=title)
-    else:
-        top = top_items(sketch, 10 if args.top is None else args.top)
-        records = [{"key": key, "count": int(count)} for key, count in top]
-        print_records(records, ["key", "count"], args.format, title=title)
+    write_release(release, args.format, args.output)
     return 0

@@ -1,62 +1,70 @@
 """``beam-dpsketch sliding-window``: DP frequencies or heavy hitters over a sliding window.
 
-Runs :class:`~beam_dpsketch.transforms.sliding.DPSlidingWindowFrequencies` (DPSW-Sketch, spec
-dpsw-sketch §6.5) over one column of a file and prints, every ``--every`` steps, the estimated
-window frequency of each ``--query`` key, or the heavy hitters among the public ``--candidates``.
+Runs :class:`~beam_dpsketch.transforms.sliding.DPSlidingWindowFrequencies` (DPSW-Sketch: Wang, Wang
+and Chen, "DPSW-Sketch: A Differentially Private Sketch Framework for Frequency Estimation over
+Sliding Windows", KDD 2024, Section 4, Algorithms 2-3, Lemma 4.1) over one column of a file and
+writes, every ``--every`` steps, the estimated window frequency of each ``--query`` key, or the
+heavy hitters among the public ``--candidates``.
 
 Steps:
 
 * **Count-based** (no ``--time-column``): the position of a row is its 1-based rank in **file
-  order** (files of a glob in sorted path order, rows in file order). The reader is the global
-  sequencer of spec §6.2 A1: it runs in one process, so positions are gap-free and public.
+  order** (files of a glob in sorted path order, rows in file order). The reader runs in one
+  process, so positions are gap-free and public, and every worker assigns a row to the same
+  block of the paper's Algorithm 2.
 * **Time-based** (``--time-column``): the step of a row is
   ``floor((time - origin) / time_unit) + 1`` of its numeric (seconds) or timestamp value; rows
   need not be sorted (segments are assigned by event time). ``--window`` and ``--every`` are in
   time units.
 
-Budget: ``--epsilon`` with ``--delta`` (converted to ``rho`` by spec §1.3 Eq. 1), or ``--rho``;
-one charge for the whole stream, however many queries.
+Budget: ``--epsilon`` with ``--delta`` (converted to the largest ``rho`` whose (epsilon, delta)
+bound of Wang, Wang and Chen, Theorem 3.2, after Bun and Steinke 2016, fits), or ``--rho``; one
+charge for the whole stream, however many queries.
 
-Guarantee: for **replace-one** neighbours only, as printed in the title line and by
-``--explain``: one row's key changed, every row position fixed (count-based) or that row's time
+Guarantee: for **replace-one** neighbours only, as the output's ``guarantee`` and ``--explain``
+state: one row's key changed, every row position fixed (count-based) or that row's time
 fixed (time-based). Adding or removing a row is not covered: it shifts every later position
 (count-based), or it can add query times (time-based: queries run to the last step holding a row).
-The row count in the title is public under this relation.
+Whether the input is empty is public under this relation (an empty input is an error); the
+number of rows is never output.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-from collections.abc import Sequence
+import functools
+import json
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
 
 from beam_dpsketch.pipelines.options import (
-    add_format_argument,
     add_input_arguments,
     add_privacy_arguments,
     budget_from_args,
     convert_query_keys,
     noise_source_from_args,
+    option_strings,
     ordered_input,
     plot_series,
-    print_records,
     read_candidates,
-    run_and_collect,
+)
+from beam_dpsketch.pipelines.output import (
+    ORDER,
+    CliRelease,
+    add_output_arguments,
+    check_output_arguments,
+    guarantee_of,
+    plain,
+    run_release,
+    write_release,
 )
 from beam_dpsketch.transforms.readers import infer_input_format
 from beam_dpsketch.transforms.sliding import DPSlidingWindowFrequencies
 
-__all__ = ["register", "run_sliding_window"]
-
-# The neighbouring relation of the printed guarantee (the transform's, in terms of rows): the
-# row count is public under it, never add/remove (DPSlidingWindowFrequencies.neighbouring_relation).
-_GUARANTEE = {
-    "position": "replace-one neighbours (one row's key changed, every row position fixed)",
-    "time": "replace-one neighbours (one row's key changed, its time fixed)",
-}
+__all__ = ["register", "run_sliding_window", "window_rows"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -67,7 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Estimate, every --every steps, the frequency of --query keys (or the heavy hitters "
             "among --candidates) over the last --window positions (file order) or time units "
-            "(--time-column) with DPSW-Sketch (spec dpsw-sketch; Wang, Wang and Chen, KDD 2024). "
+            "(--time-column) with DPSW-Sketch (Wang, Wang and Chen, KDD 2024, Algorithms 2-3). "
             "rho-zCDP / (epsilon, delta)-DP over the whole stream, however many queries, for "
             "replace-one neighbours only: one row's key changed, every row position fixed "
             "(file order) or that row's time fixed (--time-column); adding or removing a row is "
@@ -114,35 +122,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--candidates", metavar="FILE", help="public candidate keys, one per line")
     q.add_argument("--hh-slack", type=float, help="threshold slack zeta (default e/width)")
     add_privacy_arguments(sub.add_argument_group("privacy"), delta="required", rho=True)
-    add_format_argument(sub)
+    add_output_arguments(sub)
     sub.add_argument("--plot", metavar="PATH.png", help="plot the estimates over time")
-    sub.set_defaults(run=run_sliding_window)
+    sub.set_defaults(run=run_sliding_window, known_options=option_strings(sub))
 
 
-class _ReleaseAndCount(beam.PTransform):
-    """``transform`` over the reader's batches, tagged ``("release", record)``, plus one
-    ``("rows", n)`` record: the number of rows read (a public count, spec §6.2 A1)."""
-
-    def __init__(self, transform: DPSlidingWindowFrequencies) -> None:
-        super().__init__()
-        self._transform = transform
-
-    def explain(self) -> str:
-        return self._transform.explain()
+class _HasRows(beam.PTransform):
+    """One boolean: whether any of the reader's batches holds a row. Whether the input is empty
+    is public under the replace-one relation of the guarantee (neighbours have the same length);
+    the count itself is never output."""
 
     def expand(self, batches: beam.PCollection) -> beam.PCollection:
-        released = (
+        return (
             batches
-            | "Release" >> self._transform
-            | "TagRelease" >> beam.Map(lambda r: ("release", r))
+            | "BatchHasRows" >> beam.Map(lambda batch: len(batch[1]) > 0)
+            | "AnyRows" >> beam.CombineGlobally(any)
         )
-        rows = (
-            batches
-            | "BatchRows" >> beam.Map(lambda b: len(b[1]))
-            | "SumRows" >> beam.CombineGlobally(sum)
-            | "TagRows" >> beam.Map(lambda n: ("rows", n))
-        )
-        return (released, rows) | "Outputs" >> beam.Flatten()
+
+
+def window_rows(
+    record: tuple[Any, ...], heavy_hitters: bool, order: Mapping[str, int]
+) -> Iterator[dict[str, Any]]:
+    """``time``/``key``/``estimate`` rows of one released record.
+
+    ``(time, [(key, estimate), ...])`` with ``heavy_hitters`` (rows keep the release's order),
+    else ``(time, key, estimate)``, ordered by the key's place in ``order`` (JSON of the key).
+    """
+    if heavy_hitters:
+        time, pairs = record
+        for i, (key, value) in enumerate(pairs):
+            t = plain(time)
+            yield {"time": t, "key": plain(key), "estimate": round(float(value), 2), ORDER: [t, i]}
+    else:
+        time, key, value = record
+        t, key = plain(time), plain(key)
+        rank = order[json.dumps(key)]
+        yield {"time": t, "key": key, "estimate": round(float(value), 2), ORDER: [t, rank]}
 
 
 def _origin(text: str) -> float:
@@ -164,6 +179,7 @@ def _origin(text: str) -> float:
 
 def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Run the ``sliding-window`` subcommand; returns the exit status."""
+    check_output_arguments(args)
     hh = args.heavy_hitters is not None
     if bool(args.query) == hh:
         raise ValueError("pass either --query KEY ... or --heavy-hitters GAMMA --candidates FILE")
@@ -174,7 +190,8 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
     budget = budget_from_args(args, pure=False)
     if args.column is None and (args.input_format or infer_input_format(args.input)) != "text":
         raise ValueError("--column is required except for text input")
-    # One reader in one process: the global sequencer of count-based mode (spec §6.2 A1).
+    # One reader in one process: positions are gap-free, and every row lands in the same block
+    # on every worker (count-based mode).
     reader = ordered_input(args)
     raw = args.query or read_candidates(args.candidates)
     wanted = convert_query_keys(raw, reader.key_type, args.column)
@@ -207,45 +224,63 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
         **options,
     )
     # The reader's (position, keys, seconds) batches go to the transform as they are.
-    output, seconds = run_and_collect(
-        reader, _ReleaseAndCount(transform), beam_args, explain=args.explain
+    order = {json.dumps(plain(k)): i for i, k in enumerate(wanted)}
+    run_ = run_release(
+        reader,
+        transform,
+        functools.partial(window_rows, heavy_hitters=hh, order=order),
+        beam_args,
+        explain=args.explain,
+        sides={"has_rows": _HasRows()},
+        known_options=getattr(args, "known_options", ()),
     )
-    (n_rows,) = [n for tag, n in output if tag == "rows"]
-    if not n_rows:
+    if not any(run_.sides["has_rows"]):
         raise ValueError(f"{args.input} has no rows")
-    released = sorted((r for tag, r in output if tag == "release"), key=lambda r: r[0])
-    unit = "position" if not time_mode else "time"
-    if hh:
-        records = [
-            {unit: t, "key": k, "estimate": round(float(v), 2)}
-            for t, pairs in released
-            for k, v in pairs
-        ]
-        counts = [{unit: t, "heavy_hitters": len(pairs)} for t, pairs in released]
-    else:
-        order = {k: i for i, k in enumerate(wanted)}
-        released.sort(key=lambda r: (r[0], order[r[1]]))
-        records = [{unit: t, "key": k, "estimate": round(float(v), 2)} for t, k, v in released]
-        counts = []
-    title = (
-        f"# DPSW-Sketch over column {args.column!r} of {args.input}: window {args.window} "
-        f"{'time units' if time_mode else 'positions'}, queries every {args.every}; {budget} "
-        f"(rho = {transform.rho:.6g}) for {_GUARANTEE[unit]}; {n_rows} rows; {seconds:.2f} s"
+    guarantee, mechanism, calibration = guarantee_of(
+        transform, insecure=args.insecure_test_seed is not None
     )
-    if hh and not records:
-        title += f"; no heavy hitters at any of the {len(counts)} query times"
-    print_records(records, [unit, "key", "estimate"], args.format, title=title)
+    parameters: dict[str, Any] = {
+        "column": args.column,
+        "clock": "event_time" if time_mode else "positions",
+        "window": args.window,
+        "every": args.every,
+    }
+    if time_mode:
+        parameters.update(time_column=args.time_column, time_unit=args.time_unit)
+        parameters["origin"] = args.origin
+    parameters.update(width=args.width, depth=args.depth, seed=args.seed)
+    parameters.update(preset=preset, block=args.block, alpha=str(args.alpha))
+    if hh:
+        parameters.update(queries="heavy_hitters", gamma=args.heavy_hitters)
+        parameters["hh_slack"] = args.hh_slack
+    else:
+        parameters["queries"] = "keys"
+    parameters["rho"] = transform.rho
+    parameters.update(calibration)
+    what = "time units" if time_mode else "positions"
+    release = CliRelease(
+        guarantee,
+        mechanism,
+        parameters,
+        ("time", "key", "estimate"),
+        run_.rows,
+        title=(
+            f"DPSW-Sketch over column {args.column!r} of {args.input}: window {args.window} "
+            f"{what}, queries every {args.every}"
+        ),
+    )
+    write_release(release, args.format, args.output)
     if args.plot:
         series: dict[Any, tuple[list, list]] = {}
-        for r in records:
+        for r in release.rows:
             xs, ys = series.setdefault(r["key"], ([], []))
-            xs.append(r[unit])
+            xs.append(r["time"])
             ys.append(r["estimate"])
         plot_series(
             args.plot,
             series,
-            xlabel=unit,
+            xlabel="time" if time_mode else "position",
             ylabel="estimated window frequency",
-            title=title.lstrip("# "),
+            title=release.title,
         )
     return 0

@@ -1,71 +1,38 @@
-"""Privacy layer: budgets, calibration, accounting, release planning and contribution bounding.
+"""What every differentially private transform shares: budgets, accounting and release planning.
 
-* :mod:`.budget`: :class:`PrivacyBudget` (pure, approximate, zCDP), conversions, composition.
-* :mod:`.calibration`: noise scales (Laplace, discrete Laplace, classical/analytic/zCDP Gaussian)
-  and thresholds, each citing its spec section.
-* :mod:`.accountant`: :class:`PrivacyAccountant`, which refuses over-budget configurations at
-  pipeline construction and explains every charge.
-* :mod:`.windowing`: :func:`plan_releases` turns a PCollection's windowing into a
-  :class:`ReleasePlan` (releases per privacy unit). Beam is imported lazily.
-* :mod:`.bounding`: keyed-hash contribution bounding helpers (pure Python/numpy).
+* :mod:`.budget`: :class:`PrivacyBudget` (pure DP, approximate DP, zCDP), conversions between
+  them, sequential and parallel composition and :func:`group_privacy`.
+* :mod:`.accountant`: :class:`PrivacyAccountant`, which refuses an over-budget configuration
+  with :class:`BudgetExceededError` at pipeline construction and explains every charge.
+* :mod:`.windowing`: :func:`plan_releases` turns a PCollection's windowing and trigger into a
+  :class:`ReleasePlan` (how many releases one privacy unit can influence). Beam is imported
+  only when a plan is made.
+* :mod:`.bounding`: contribution bounding by secret keyed-hash ranks
+  (:func:`select_contributions`, :func:`bounded_mask`, :func:`new_selection_key`), in pure
+  Python and numpy.
+* :mod:`.calibration`: noise scales and thresholds of the generic mechanisms (Laplace, discrete
+  Laplace, Gaussian); importable from the module, not re-exported here.
 
-The privacy model is described in ``docs/privacy-model.md``.
+The privacy model (privacy units, neighbouring relations, release channels) is described in
+``docs/privacy-model.md``.
 """
 
-from .accountant import (
+from beam_dpsketch.privacy.accountant import (
     BudgetExceededError,
     BudgetUsage,
     Charge,
     ParallelComposition,
     PrivacyAccountant,
-    Release,
 )
-from .bounding import (
-    bounded_mask,
-    contribution_rank,
-    contribution_ranks,
-    new_selection_key,
-    select_contributions,
-)
-from .budget import (
+from beam_dpsketch.privacy.bounding import bounded_mask, new_selection_key, select_contributions
+from beam_dpsketch.privacy.budget import (
     PrivacyBudget,
-    approx_to_zcdp,
     compose_parallel,
     compose_sequential,
     group_privacy,
-    pure_to_zcdp,
     zcdp_to_epsilon,
 )
-from .calibration import (
-    analytic_gaussian_sigma,
-    approx_pp_threshold,
-    classical_gaussian_sigma,
-    discrete_laplace_parameter,
-    discrete_laplace_scale,
-    gaussian_delta,
-    gaussian_epsilon,
-    gaussian_zcdp_rho,
-    geometric_tail_threshold,
-    gshm_closed_form_parameters,
-    gshm_delta,
-    gshm_threshold,
-    laplace_scale,
-    laplace_tail_threshold,
-    merged_laplace_threshold,
-    pmg_geometric_threshold,
-    pmg_geometric_threshold_paper,
-    pmg_standard_threshold,
-    pmg_threshold,
-    rational_epsilon_floor,
-    subsampled_epsilon,
-    user_level_pmg_parameters,
-    zcdp_gaussian_sigma,
-)
-from .windowing import (
-    ReleasePlan,
-    max_trigger_firings,
-    plan_releases,
-)
+from beam_dpsketch.privacy.windowing import ReleasePlan, max_trigger_firings, plan_releases
 
 __all__ = [
     "BudgetExceededError",
@@ -74,42 +41,14 @@ __all__ = [
     "ParallelComposition",
     "PrivacyAccountant",
     "PrivacyBudget",
-    "Release",
     "ReleasePlan",
-    "analytic_gaussian_sigma",
-    "approx_pp_threshold",
-    "approx_to_zcdp",
     "bounded_mask",
-    "classical_gaussian_sigma",
     "compose_parallel",
     "compose_sequential",
-    "contribution_rank",
-    "contribution_ranks",
-    "discrete_laplace_parameter",
-    "discrete_laplace_scale",
-    "gaussian_delta",
-    "gaussian_epsilon",
-    "gaussian_zcdp_rho",
-    "geometric_tail_threshold",
     "group_privacy",
-    "gshm_closed_form_parameters",
-    "gshm_delta",
-    "gshm_threshold",
-    "laplace_scale",
-    "laplace_tail_threshold",
     "max_trigger_firings",
-    "merged_laplace_threshold",
     "new_selection_key",
     "plan_releases",
-    "pmg_geometric_threshold",
-    "pmg_geometric_threshold_paper",
-    "pmg_standard_threshold",
-    "pmg_threshold",
-    "pure_to_zcdp",
-    "rational_epsilon_floor",
     "select_contributions",
-    "subsampled_epsilon",
-    "user_level_pmg_parameters",
-    "zcdp_gaussian_sigma",
     "zcdp_to_epsilon",
 ]

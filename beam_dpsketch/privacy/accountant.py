@@ -9,25 +9,23 @@ of entries, in order:
 * a *split* (:meth:`PrivacyAccountant.split`): a child accountant with its own budget, reserved in
   full from the parent when it is created;
 * a *parallel group* (:meth:`PrivacyAccountant.parallel`): a reserved budget whose partitions
-  (disjoint parts of the data, e.g. key-partitioned shards, spec dp-misra-gries §6.5) each get the
-  whole group budget, because parallel composition costs the maximum (spec dpsw-sketch §1.3).
+  (disjoint parts of the data, e.g. key-partitioned shards, docs/algorithms.md#mg-partition) each get the
+  whole group budget, because parallel composition costs the maximum ([WWC24, Theorem 3.2]).
 
 Composition rules (what "the total" means):
 
-* sequential, pure or approximate DP: basic composition, ``sum eps`` and ``sum delta`` (spec
-  dp-misra-gries §11.7; spec dp-count-sketch-intermittent §1.3);
-* sequential, zCDP: ``sum rho`` (spec dp-linear-sketches §1.3, Lemma 2.7); a pure charge joins as
+* sequential, pure or approximate DP: basic composition, ``sum eps`` and ``sum delta`` (docs/privacy-model.md#many-releases-from-one-noisy-state; [YKAE, Section II-A]);
+* sequential, zCDP: ``sum rho`` ([ZQR+22, Section 2.1, Lemma 2.7]); a pure charge joins as
   ``eps^2/2`` (Bun and Steinke 2016, Prop. 1.4);
 * with an approximate-DP budget, zCDP charges are added up first and converted **once** with the
-  delta left over by the approximate-DP charges (``method`` ``"standard"`` by default, spec
-  dp-linear-sketches §1.3 Lemma 2.9; or ``"cks"``). Pure charges are counted either in the
+  delta left over by the approximate-DP charges (``method`` ``"standard"`` by default, [ZQR+22, Section 2.1, Lemma 2.9]; or ``"cks"``). Pure charges are counted either in the
   ``eps`` sum or as ``eps^2/2`` in the zCDP part, whichever gives the smaller total; both are valid
   bounds, so their minimum is too;
 * parallel: component-wise maximum over the partitions of the group.
 
 Every check uses the *committed* total (charges plus full reservations of splits and groups), so a
 child can never push its parent over budget. Comparisons allow a relative slack of ``1e-12`` for
-floating-point rounding (the tolerance spec dpsw-sketch §2.4 uses for its budget assertion);
+floating-point rounding (the tolerance [WWC24, Algorithm 2] uses for its budget assertion);
 :meth:`PrivacyBudget.divide` rounds shares down so exact splits never rely on it.
 """
 
@@ -51,7 +49,6 @@ __all__ = [
     "Charge",
     "ParallelComposition",
     "PrivacyAccountant",
-    "Release",
 ]
 
 _REL_TOL = 1e-12
@@ -200,7 +197,7 @@ class Charge:
     windows_per_unit, panes_per_window
         Windowing behind ``releases`` (from a ``ReleasePlan``), if known.
     details
-        Free-form extra facts (sensitivity, relation, spec reference, ...).
+        Free-form extra facts (sensitivity, relation, paper reference, ...).
     remaining_after
         The accountant's remaining budget right after this charge.
     """
@@ -237,10 +234,6 @@ class Charge:
             if self.remaining_after is None
             else self.remaining_after.to_dict(),
         }
-
-
-#: The issue calls a recorded entry a "release"; it is the same object.
-Release = Charge
 
 
 def _jsonable(value: Any) -> Any:
@@ -294,7 +287,7 @@ class PrivacyAccountant:
         Name used in reports and error messages.
     conversion
         zCDP to ``(eps, delta)`` conversion used with an approximate-DP budget: ``"standard"``
-        (default; spec dp-linear-sketches §1.3 Lemma 2.9) or ``"cks"`` (Canonne, Kamath and
+        (default; [ZQR+22, Section 2.1, Lemma 2.9]) or ``"cks"`` (Canonne, Kamath and
         Steinke 2020; tighter, valid for any zCDP mechanism).
 
     Examples
@@ -507,7 +500,7 @@ class PrivacyAccountant:
         windows, panes
             Windows per unit and panes per window behind ``releases``, for the report.
         **details
-            Extra facts for the report (sensitivity, spec reference, ...).
+            Extra facts for the report (sensitivity, paper reference, ...).
 
         Returns
         -------
@@ -638,8 +631,8 @@ class PrivacyAccountant:
 
         Every partition (``group.partition(key)``) is an accountant with the whole group budget;
         the group's actual cost is the maximum over partitions. Use it only when each privacy unit
-        lands in exactly one partition (spec dp-misra-gries §6.5: element-level data hashed by
-        element; spec dp-linear-sketches §7.5 rule 4: one user, one key).
+        lands in exactly one partition (docs/algorithms.md#mg-partition: element-level data hashed by
+        element; docs/algorithms.md#lin-merge: one user, one key).
         """
         budget = self._budget_for_child(fraction_or_budget, "fraction_or_budget")
         group = ParallelComposition(name, budget, self.conversion)

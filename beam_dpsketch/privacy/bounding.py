@@ -1,8 +1,8 @@
 """Contribution bounding by keyed-hash ranks: uniform, reproducible selection (no Beam here).
 
 User-level privacy needs each privacy unit (user, device, account) to contribute at most
-``max_contributions`` elements (spec dp-misra-gries §6.8 rule 6: "keep at most m elements ...
-by a keyed-hash order"; spec dp-count-sketch-intermittent §8.3 P-8). This module decides *which*
+``max_contributions`` elements (docs/algorithms.md#mg-partition: "keep at most m elements ...
+by a keyed-hash order"; docs/algorithms.md#int-beam). This module decides *which*
 elements to keep, deterministically:
 
 * every contribution gets a 64-bit **rank** = keyed BLAKE2b (``hashlib.blake2b(key=...)``, a

@@ -12,24 +12,22 @@ A :class:`PrivacyBudget` is an immutable value in one of three *kinds*:
 
 Conversions (every formula names its source):
 
-* pure to zCDP: ``eps``-DP implies ``eps^2/2``-zCDP (Bun and Steinke 2016, Proposition 1.4; no
-  spec restates it, the specs only use the zCDP side).
-* zCDP to approximate DP, the library default: ``eps = rho + 2 sqrt(rho ln(1/delta))`` (spec
-  dp-linear-sketches §1.3, Lemma 2.9; spec dpsw-sketch §1.3, Thm 3.2). The specs make this the
+* pure to zCDP: ``eps``-DP implies ``eps^2/2``-zCDP (Bun and Steinke 2016, Proposition 1.4; the
+  sketch papers cited in this library only use the zCDP side).
+* zCDP to approximate DP, the library default: ``eps = rho + 2 sqrt(rho ln(1/delta))`` ([ZQR+22, Section 2.1, Lemma 2.9]; [WWC24, Theorem 3.2]). It is the
   default because the papers quote it.
 * zCDP to approximate DP, tighter, ``method="cks"``: the Renyi-DP conversion of Canonne, Kamath and
   Steinke (2020, Proposition 12 / Corollary 13), minimised over the Renyi order ``alpha > 1``. It
   is valid for every ``rho``-zCDP mechanism and never larger than the default. (The exact Gaussian
-  privacy profile of spec dp-linear-sketches §1.3 is tighter still but holds only for a Gaussian
+  privacy profile of [ZQR+22, Section 2.1] is tighter still but holds only for a Gaussian
   mechanism; it lives in :func:`beam_dpsketch.privacy.calibration.gaussian_epsilon`.)
 * approximate DP to zCDP, the exact inverse of the default conversion:
-  ``rho = eps^2 / (sqrt(ln(1/delta) + eps) + sqrt(ln(1/delta)))^2`` (spec dpsw-sketch §1.3, Eq. 1,
-  in its numerically stable form; spec dp-linear-sketches §1.3, "Inverse").
+  ``rho = eps^2 / (sqrt(ln(1/delta) + eps) + sqrt(ln(1/delta)))^2`` ([WWC24, Theorem 3.2], Eq. 1,
+  in its numerically stable form; [ZQR+22, Section 2.1]).
 
 Composition helpers implement basic sequential composition (sum of ``eps``, sum of ``delta``; sum
-of ``rho``, spec dp-linear-sketches §1.3 Lemma 2.7), parallel composition over disjoint partitions
-(the maximum; spec dpsw-sketch §1.3) and group privacy (spec dp-misra-gries §5.1 Lemma 1; spec
-dpsw-sketch §1.2 for zCDP). Mixing approximate DP with zCDP needs a delta split; that is the job
+of ``rho``, [ZQR+22, Section 2.1, Lemma 2.7]), parallel composition over disjoint partitions
+(the maximum; [WWC24, Theorem 3.2]) and group privacy ([LT23, Section 8, Lemma 1]; [WWC24, Section 3] for zCDP). Mixing approximate DP with zCDP needs a delta split; that is the job
 of :class:`beam_dpsketch.privacy.accountant.PrivacyAccountant`, and the helpers here refuse it.
 """
 
@@ -169,8 +167,7 @@ def zcdp_to_epsilon(rho: float, delta: float, method: ConversionMethod = "standa
     delta
         Target ``delta`` in ``(0, 1)``.
     method
-        ``"standard"`` (default): ``eps = rho + 2 sqrt(rho ln(1/delta))`` (spec dp-linear-sketches
-        §1.3, Lemma 2.9; spec dpsw-sketch §1.3, Thm 3.2). ``"cks"``: the tighter Canonne, Kamath
+        ``"standard"`` (default): ``eps = rho + 2 sqrt(rho ln(1/delta))`` ([ZQR+22, Section 2.1, Lemma 2.9]; [WWC24, Theorem 3.2]). ``"cks"``: the tighter Canonne, Kamath
         and Steinke (2020) Proposition 12 conversion, valid for any zCDP mechanism.
 
     Returns
@@ -192,8 +189,7 @@ def approx_to_zcdp(epsilon: float, delta: float) -> float:
     """Largest ``rho`` whose default conversion (:func:`zcdp_to_epsilon`) gives ``(eps, delta)``.
 
     Solves ``rho + 2 sqrt(rho L) = eps`` with ``L = ln(1/delta)`` in the stable closed form
-    ``rho = eps^2 / (sqrt(L + eps) + sqrt(L))^2`` (spec dpsw-sketch §1.3, Eq. 1; spec
-    dp-linear-sketches §1.3, "Inverse").
+    ``rho = eps^2 / (sqrt(L + eps) + sqrt(L))^2`` ([WWC24, Theorem 3.2], Eq. 1; [ZQR+22, Section 2.1]).
 
     Parameters
     ----------
@@ -436,7 +432,7 @@ def _common_kind(budgets: list[PrivacyBudget], what: str) -> str:
 
 
 def compose_sequential(budgets: Iterable[PrivacyBudget]) -> PrivacyBudget:
-    """Basic sequential composition (spec dp-misra-gries §11.7; spec dp-linear-sketches §1.3).
+    """Basic sequential composition (docs/privacy-model.md#many-releases-from-one-noisy-state; [ZQR+22, Section 2.1]).
 
     Pure + pure is pure (sum of ``eps``); with any ``approx`` the result is ``approx`` (sum of
     ``eps`` and of ``delta``); zCDP budgets add their ``rho`` (Lemma 2.7), and pure ones join them
@@ -457,7 +453,7 @@ def compose_sequential(budgets: Iterable[PrivacyBudget]) -> PrivacyBudget:
 
 
 def compose_parallel(budgets: Iterable[PrivacyBudget]) -> PrivacyBudget:
-    """Parallel composition over disjoint partitions: the maximum (spec dpsw-sketch §1.3).
+    """Parallel composition over disjoint partitions: the maximum ([WWC24, Theorem 3.2]).
 
     Each neighbouring pair changes one partition only, so the guarantee is the worst partition's:
     ``max eps`` and ``max delta`` (pure/approx), or ``max rho`` (zCDP).
@@ -480,9 +476,9 @@ def group_privacy(budget: PrivacyBudget, group_size: int) -> PrivacyBudget:
     """Guarantee for groups of ``group_size`` neighbouring steps (e.g. one user's elements).
 
     * pure: ``k*eps``;
-    * approx: ``(k*eps, k*e^((k-1)eps)*delta)`` (spec dp-misra-gries §5.1, Lemma 1, after Dwork and
+    * approx: ``(k*eps, k*e^((k-1)eps)*delta)`` ([LT23, Section 8, Lemma 1], after Dwork and
       Roth);
-    * zCDP: ``k^2*rho`` (spec dpsw-sketch §1.2).
+    * zCDP: ``k^2*rho`` ([WWC24, Section 3]).
 
     Raises ``ValueError`` if the resulting ``delta`` is ``>= 1`` (the guarantee is vacuous).
     """

@@ -1,7 +1,8 @@
 """Noise calibration and thresholds: the one module every mechanism calls.
 
-Every function validates its inputs (``ValueError`` naming the parameter) and cites the spec
-section it implements (specs live in ``shared/specs/``). Conventions:
+Every function validates its inputs (``ValueError`` naming the parameter) and cites the paper
+result it implements; papers are cited by the keys of ``docs/algorithms.md#references``
+(for example [LT23] for Lebeda and Tetek's Misra-Gries paper). Conventions:
 
 * ``sensitivity`` is the L1 sensitivity for Laplace-type noise and ``l2_sensitivity`` the L2
   sensitivity for Gaussian noise, both under the neighbouring relation the caller uses (see
@@ -12,7 +13,7 @@ section it implements (specs live in ``shared/specs/``). Conventions:
   scipy is not needed at run time; the tests compare with ``scipy.special.ndtr``/``log_ndtr``).
 
 Thresholds implemented here are the generic union-bound forms and the DP Misra-Gries family of
-spec dp-misra-gries §4-§6 and Appendix A.6, which are the ones the specs give numbers for.
+[LT23, Sections 5-7]; the tests check each against reference values.
 Mechanism-specific thresholds with no generic form belong next to their sketch.
 """
 
@@ -55,7 +56,7 @@ __all__ = [
 ]
 
 #: Relative margin added to the classical Gaussian sigma so that Dwork and Roth's Theorem A.1
-#: condition ``c^2 > 2 ln(1.25/delta)`` holds *strictly* (spec dp-misra-gries §5.4, "Pedantic
+#: condition ``c^2 > 2 ln(1.25/delta)`` holds *strictly* ([LT23, Section 8, Theorem 5 and Lemma 6], "Pedantic
 #: point": "round sigma up by a hair: multiply by (1 + 1e-9)").
 CLASSICAL_GAUSSIAN_MARGIN = 1e-9
 
@@ -82,9 +83,7 @@ def _positive(value: object, name: str) -> float:
 def laplace_scale(sensitivity: float, epsilon: float) -> float:
     """Scale ``b = sensitivity / epsilon`` of the Laplace mechanism.
 
-    Releasing ``f(X) + Lap(b)`` with L1 sensitivity ``sensitivity`` is ``epsilon``-DP (spec
-    dp-count-sketch-intermittent §1.3, "Laplace mechanism"; used with sensitivity 1 by PMG, spec
-    dp-misra-gries §4.1, and 2 by PURE_PP, §4.4).
+    Releasing ``f(X) + Lap(b)`` with L1 sensitivity ``sensitivity`` is ``epsilon``-DP ([YKAE, Section II-A]; used with sensitivity 1 by PMG, [LT23, Algorithm 2], and 2 by PURE_PP, [LT23, Section 6]).
 
     Parameters
     ----------
@@ -105,8 +104,7 @@ def discrete_laplace_parameter(sensitivity: float, epsilon: float) -> float:
     """Parameter ``alpha = exp(-epsilon / sensitivity)`` of the discrete Laplace ``Geo2(alpha)``.
 
     Integer-valued queries get ``Geo2(alpha)`` noise, ``P[Z=z] = (1-a)/(1+a) a^|z|``, which is
-    ``epsilon``-DP for integer sensitivity ``sensitivity`` (spec dp-count-sketch-intermittent §4.1
-    and §8.2 item 2, ``a = exp(-eps/d)``; spec dp-misra-gries §4.6 and §11.1, ``Geo2(exp(-eps))``).
+    ``epsilon``-DP for integer sensitivity ``sensitivity`` (docs/algorithms.md#int-oracles and docs/algorithms.md#noise-sampling, ``a = exp(-eps/d)``; [LT23, Section 5.2] and docs/algorithms.md#noise-sampling, ``Geo2(exp(-eps))``).
     The exact sampler wants a rational scale instead: see :func:`discrete_laplace_scale`.
 
     Parameters
@@ -130,8 +128,8 @@ def rational_epsilon_floor(
     """The largest fraction ``p/q`` with ``q = max_denominator`` that is ``<= epsilon``.
 
     The exact integer samplers take rational parameters; rounding ``eps`` **down** gives more noise
-    and stays private (spec dp-misra-gries Appendix B). A ``str`` is parsed exactly as a decimal
-    (``"0.01"`` is exactly 1/100; spec dp-count-sketch-intermittent §8.2 item 2 recommends building
+    and stays private (docs/algorithms.md#noise-sampling). A ``str`` is parsed exactly as a decimal
+    (``"0.01"`` is exactly 1/100; docs/algorithms.md#noise-sampling recommends building
     from the decimal string); a float is taken at its exact binary value.
 
     Raises
@@ -171,8 +169,8 @@ def discrete_laplace_scale(
     """Exact rational scale ``t/s = sensitivity / eps'`` for the integer discrete Laplace sampler.
 
     ``eps'`` is :func:`rational_epsilon_floor` of ``epsilon`` (rounded down, so the scale is
-    rounded up). The sampler ``discrete_laplace(s, t)`` of spec dp-misra-gries Appendix B
-    (Canonne, Kamath and Steinke 2020) draws ``P[Z=z] ~ exp(-|z| s/t)``, i.e. scale ``t/s``; pass
+    rounded up). The sampler ``discrete_laplace(s, t)`` of
+    Canonne, Kamath and Steinke (2020, Algorithm 2) draws ``P[Z=z] ~ exp(-|z| s/t)``, i.e. scale ``t/s``; pass
     ``s = scale.denominator`` and ``t = scale.numerator``.
 
     Parameters
@@ -212,12 +210,12 @@ def classical_gaussian_sigma(
 ) -> float:
     """Classical Gaussian mechanism: ``sigma = sqrt(2 ln(1.25/delta)) * Delta2 / eps * (1+margin)``.
 
-    Dwork and Roth's Theorem A.1, restated as the paper's Lemma 1 in spec lazy-sketch §1.5. It is
-    only valid for ``0 < eps < 1``: spec lazy-sketch §10 erratum E5 (the paper's "for any eps > 0"
+    Dwork and Roth's Theorem A.1, restated as the paper's Lemma 1 in [Hol25, Lemma 1]. It is
+    only valid for ``0 < eps < 1``: docs/algorithms.md#lazy-e5 (the paper's "for any eps > 0"
     is wrong), so ``eps >= 1`` raises ``ValueError``; use :func:`analytic_gaussian_sigma` there.
-    ``margin`` makes the theorem's strict inequality hold (spec dp-misra-gries §5.4, "round sigma
-    up by a hair"); it is far below any test tolerance in the specs (lazy-sketch §8.1 G1 uses
-    1e-4). Note spec lazy-sketch §10 E4: the paper's Theorem 1 proof drops the factor 2 inside the
+    ``margin`` makes the theorem's strict inequality hold ([LT23, Section 8, Theorem 5 and Lemma 6], "round sigma
+    up by a hair"); it is far below any test tolerance (the binary-mechanism tests use
+    1e-4; docs/algorithms.md#lazy-oracles). Note docs/algorithms.md#lazy-e4: the paper's Theorem 1 proof drops the factor 2 inside the
     root; this function keeps it.
 
     Parameters
@@ -241,7 +239,7 @@ def classical_gaussian_sigma(
     if eps >= 1.0:
         raise ValueError(
             f"epsilon must be < 1 for the classical Gaussian mechanism, got {epsilon!r} "
-            "(spec lazy-sketch §10 E5); use analytic_gaussian_sigma for epsilon >= 1"
+            "(docs/algorithms.md#lazy-e5); use analytic_gaussian_sigma for epsilon >= 1"
         )
     dl = check_delta(delta, allow_zero=False)
     if margin < 0 or not math.isfinite(margin):
@@ -253,9 +251,8 @@ def gaussian_delta(l2_sensitivity: float, sigma: float, epsilon: float) -> float
     """Exact ``delta(eps)`` of the Gaussian mechanism (Balle and Wang 2018, Theorem 8).
 
     ``delta = Phi(D/(2s) - eps*s/D) - exp(eps) * Phi(-D/(2s) - eps*s/D)`` with ``D = Delta2`` and
-    ``s = sigma``: the curve of spec lazy-sketch §8.2 S6, the privacy profile of spec
-    dp-linear-sketches §1.3 ("Optional tight conversion", ``mu = D/s``) and ``Psi(eps, mu)`` of
-    spec dp-misra-gries §5.4. The mechanism is ``(eps, delta)``-DP iff ``delta >= gaussian_delta``.
+    ``s = sigma``: the privacy profile of the analytic Gaussian mechanism (Balle and Wang 2018), the privacy profile of [ZQR+22, Section 2.1] ("Optional tight conversion", ``mu = D/s``) and ``Psi(eps, mu)`` of
+    [LT23, Section 8, Theorem 5 and Lemma 6]. The mechanism is ``(eps, delta)``-DP iff ``delta >= gaussian_delta``.
     The second term is evaluated as ``exp(eps + log Phi(.))`` so it neither overflows nor
     underflows early.
 
@@ -284,7 +281,7 @@ def gaussian_delta(l2_sensitivity: float, sigma: float, epsilon: float) -> float
 
 
 def _psi(eps: float, mu: float) -> float:
-    """Gaussian hockey-stick divergence ``Psi(eps, mu)`` (spec dp-misra-gries §5.4).
+    """Gaussian hockey-stick divergence ``Psi(eps, mu)`` ([LT23, Section 8, Theorem 5 and Lemma 6]).
 
     Defined for every real ``eps`` (GSHM evaluates it at ``eps + j ln p``, which can be negative).
     """
@@ -298,9 +295,8 @@ def _psi(eps: float, mu: float) -> float:
 def analytic_gaussian_sigma(l2_sensitivity: float, epsilon: float, delta: float) -> float:
     """Smallest sigma with :func:`gaussian_delta` ``<= delta`` (analytic Gaussian, Balle-Wang 2018).
 
-    Valid for every ``eps > 0`` (this is the "labelled analytic-Gaussian mode" that spec
-    lazy-sketch §10 E5 and §4.7 item 6 allow for ``eps >= 1``; the exact condition is the one of
-    spec lazy-sketch §8.2 S6). ``gaussian_delta`` decreases in sigma, so the function brackets the
+    Valid for every ``eps > 0`` (this is the "labelled analytic-Gaussian mode" that docs/algorithms.md#lazy-e5 and docs/algorithms.md#continual-observation allow for ``eps >= 1``; the exact condition is the one of
+    the analytic Gaussian mechanism). ``gaussian_delta`` decreases in sigma, so the function brackets the
     answer and bisects in ``log(sigma)`` until the bracket is below ``1e-13`` relative, then
     returns the upper end, which satisfies the target exactly as evaluated. The target is
     shrunk by ``1e-10`` relative to absorb floating-point error in the evaluation.
@@ -346,8 +342,7 @@ def analytic_gaussian_sigma(l2_sensitivity: float, epsilon: float, delta: float)
 def gaussian_epsilon(l2_sensitivity: float, sigma: float, delta: float) -> float:
     """Smallest ``eps`` with :func:`gaussian_delta` ``<= delta``: the exact Gaussian profile.
 
-    With ``mu = Delta2 / sigma = sqrt(2 rho)`` this is the "optional tight conversion" of spec
-    dp-linear-sketches §1.3 (table: ``rho = 1``, ``delta = 1e-5`` gives 6.5730). It is valid only
+    With ``mu = Delta2 / sigma = sqrt(2 rho)`` this is the "optional tight conversion" of [ZQR+22, Section 2.1] (table: ``rho = 1``, ``delta = 1e-5`` gives 6.5730). It is valid only
     for a Gaussian mechanism (or a composition of Gaussian mechanisms, whose ``mu^2`` add up), not
     for an arbitrary zCDP mechanism; for those use
     :func:`beam_dpsketch.privacy.budget.zcdp_to_epsilon`.
@@ -380,15 +375,14 @@ def gaussian_epsilon(l2_sensitivity: float, sigma: float, delta: float) -> float
 def zcdp_gaussian_sigma(l2_sensitivity: float, rho: float) -> float:
     """``sigma = Delta2 / sqrt(2 rho)``: the Gaussian mechanism is then ``rho``-zCDP.
 
-    Spec dp-linear-sketches §1.3, Lemma 2.8 corrected (erratum E2: the paper drops ``rho``); spec
-    dpsw-sketch §1.3 (``sigma^2 = Delta_2^2 / (2 rho)``). Example A of spec dp-linear-sketches §3
-    (``Delta2 = sqrt(6)``, ``rho = 1``) gives 1.732051.
+    [ZQR+22, Section 2.1, Lemma 2.8] corrected (docs/algorithms.md#lin-e2: the paper drops ``rho``); [WWC24, Theorem 3.2] (``sigma^2 = Delta_2^2 / (2 rho)``). A tested
+    example: ``Delta2 = sqrt(6)``, ``rho = 1`` gives 1.732051.
     """
     return _positive(l2_sensitivity, "l2_sensitivity") / math.sqrt(2.0 * check_rho(rho))
 
 
 def gaussian_zcdp_rho(l2_sensitivity: float, sigma: float) -> float:
-    """``rho = Delta2^2 / (2 sigma^2)`` of a Gaussian mechanism (spec dp-linear-sketches §1.3)."""
+    """``rho = Delta2^2 / (2 sigma^2)`` of a Gaussian mechanism ([ZQR+22, Section 2.1])."""
     d2 = _positive(l2_sensitivity, "l2_sensitivity")
     s = _positive(sigma, "sigma")
     return d2 * d2 / (2.0 * s * s)
@@ -402,9 +396,9 @@ def gaussian_zcdp_rho(l2_sensitivity: float, sigma: float) -> float:
 def laplace_tail_threshold(scale: float, delta: float, draws: int) -> float:
     """Smallest ``t`` with ``draws * P[Lap(scale) >= t] <= delta``: ``t = b ln(draws / (2 delta))``.
 
-    This is the union bound behind every "noise plus threshold" release in spec dp-misra-gries:
-    PMG counts 6 draws (§4.1, Lemma 5), PMG-std ``2(k+1)`` (§4.2), M-LAP and APPROX_PP ``k``
-    (§6.3, §4.5), each with ``P[Lap(b) >= t] = exp(-t/b)/2``. A key whose exact value is at most
+    This is the union bound behind every "noise plus threshold" release of [LT23]:
+    PMG counts 6 draws ([LT23, Algorithm 2 and Lemma 5]), PMG-std ``2(k+1)`` ([LT23, Section 5.1]), M-LAP and APPROX_PP ``k``
+    (docs/algorithms.md#mg-merged and docs/algorithms.md#mg-pp-approx), each with ``P[Lap(b) >= t] = exp(-t/b)/2``. A key whose exact value is at most
     ``v`` passes ``v + t`` with probability ``<= delta`` over all draws. Clipped at 0.
     """
     b = _positive(scale, "scale")
@@ -416,9 +410,9 @@ def laplace_tail_threshold(scale: float, delta: float, draws: int) -> float:
 def geometric_tail_threshold(epsilon: float, delta: float, draws: int) -> int:
     """Smallest integer ``t`` with ``draws * P[Geo2(e^-eps) >= t] <= delta``.
 
-    ``P[Geo2 >= t] = e^(-eps t) / (1 + e^(-eps))`` (spec dp-misra-gries §4.6), so
+    ``P[Geo2 >= t] = e^(-eps t) / (1 + e^(-eps))`` ([LT23, Section 5.2]), so
     ``t = ceil(ln(draws e^eps / ((1 + e^eps) delta)) / eps)``, clipped at 0. For a sensitivity
-    ``s > 1`` pass ``epsilon / s``. With 6 draws this is the ``t*`` of spec dp-misra-gries §4.6.
+    ``s > 1`` pass ``epsilon / s``. With 6 draws this is the ``t*`` of [LT23, Section 5.2].
     """
     eps = check_epsilon(epsilon)
     d = check_delta(delta, allow_zero=False)
@@ -435,15 +429,15 @@ def geometric_tail_threshold(epsilon: float, delta: float, draws: int) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# DP Misra-Gries thresholds (spec dp-misra-gries §4-§6, Appendix A.6)
+# DP Misra-Gries thresholds ([LT23, Sections 5-7]; reference values checked in the tests)
 # --------------------------------------------------------------------------------------------
 
 
 def pmg_threshold(epsilon: float, delta: float) -> float:
-    """PMG threshold ``tau = 1 + 2 ln(3/delta) / eps`` (spec dp-misra-gries §4.1, Algorithm 2).
+    """PMG threshold ``tau = 1 + 2 ln(3/delta) / eps`` ([LT23, Algorithm 2]).
 
     Equals ``1 + 2 * laplace_tail_threshold(1/eps, delta, 6)`` (Lemma 5 counts 6 draws).
-    Appendix A.6: ``eps = 1, delta = 1e-6`` gives 30.8282.
+    Reference values (tested): ``eps = 1, delta = 1e-6`` gives 30.8282.
     """
     eps = check_epsilon(epsilon)
     d = check_delta(delta, allow_zero=False)
@@ -451,10 +445,10 @@ def pmg_threshold(epsilon: float, delta: float) -> float:
 
 
 def pmg_standard_threshold(epsilon: float, delta: float, k: int) -> float:
-    """PMG on standard MG: ``tau_std = 1 + 2 ln((k+1)/delta) / eps`` (spec dp-misra-gries §4.2).
+    """PMG on standard MG: ``tau_std = 1 + 2 ln((k+1)/delta) / eps`` ([LT23, Section 5.1]).
 
-    The spec keeps this value (it is above the derived ``(k+2)/(2 delta)`` form) until the paper
-    text is checked. Appendix A.6: ``(1, 1e-6, 100)`` gives 37.8613.
+    The library keeps this value (it is above the derived ``(k+2)/(2 delta)`` form;
+    docs/algorithms.md#mg-e4). Reference values (tested): ``(1, 1e-6, 100)`` gives 37.8613.
     """
     eps = check_epsilon(epsilon)
     d = check_delta(delta, allow_zero=False)
@@ -463,11 +457,11 @@ def pmg_standard_threshold(epsilon: float, delta: float, k: int) -> float:
 
 
 def pmg_geometric_threshold(epsilon: float, delta: float, k: int | None = None) -> tuple[int, int]:
-    """Discrete PMG threshold ``(tau_geo, t*)`` with ``tau_geo = 1 + 2 t*`` (spec dp-misra-gries §4.6).
+    """Discrete PMG threshold ``(tau_geo, t*)`` with ``tau_geo = 1 + 2 t*`` ([LT23, Section 5.2]).
 
     ``t* = ceil(ln(6 e^eps / ((1+e^eps) delta)) / eps)`` for the variant MG (6 draws); for
-    standard MG (pass ``k``) the 6 becomes ``2(k+1)``. This is the spec's default, conservative
-    form. Appendix A.6: ``eps = 1, delta = 1e-6`` gives ``(33, 16)``.
+    standard MG (pass ``k``) the 6 becomes ``2(k+1)``. This is the library's default, conservative
+    form (docs/algorithms.md#mg-e5). Reference values (tested): ``eps = 1, delta = 1e-6`` gives ``(33, 16)``.
     """
     draws = 6 if k is None else 2 * (check_int(k, "k") + 1)
     t_star = geometric_tail_threshold(epsilon, delta, draws)
@@ -475,10 +469,10 @@ def pmg_geometric_threshold(epsilon: float, delta: float, k: int | None = None) 
 
 
 def pmg_geometric_threshold_paper(epsilon: float, delta: float) -> float:
-    """Probable-paper discrete PMG threshold ``1 + 2 L / eps`` (spec dp-misra-gries §4.6).
+    """Probable-paper discrete PMG threshold ``1 + 2 L / eps`` ([LT23, Section 5.2]).
 
     ``L = ln(6 e^eps / ((1 + e^eps) delta))``; keep integer noisy counts ``y >= ceil(tau)``. The
-    spec keeps :func:`pmg_geometric_threshold` as the default. Appendix A.6: 31.5880, 89.1638,
+    library keeps :func:`pmg_geometric_threshold` as the default. Reference values (tested): 31.5880, 89.1638,
     300.2575.
     """
     eps = check_epsilon(epsilon)
@@ -488,9 +482,9 @@ def pmg_geometric_threshold_paper(epsilon: float, delta: float) -> float:
 
 
 def merged_laplace_threshold(epsilon: float, delta: float, k: int) -> float:
-    """M-LAP threshold ``1 + (k/eps) ln(k / (2 delta))`` for merged MG sketches (spec dp-misra-gries §6.3).
+    """M-LAP threshold ``1 + (k/eps) ln(k / (2 delta))`` for merged MG sketches (docs/algorithms.md#mg-merged).
 
-    Noise is ``Lap(k/eps)`` on the positive keys; Appendix A.6: ``(1, 1e-6, 100)`` gives 1773.75.
+    Noise is ``Lap(k/eps)`` on the positive keys; Reference values (tested): ``(1, 1e-6, 100)`` gives 1773.75.
     """
     eps = check_epsilon(epsilon)
     kk = check_int(k, "k")
@@ -498,7 +492,7 @@ def merged_laplace_threshold(epsilon: float, delta: float, k: int) -> float:
 
 
 def approx_pp_threshold(epsilon: float, delta: float, k: int) -> float:
-    """APPROX_PP threshold ``1 + (2/eps) ln(k / (2 delta))`` (spec dp-misra-gries §4.5 and §6.4).
+    """APPROX_PP threshold ``1 + (2/eps) ln(k / (2 delta))`` (docs/algorithms.md#mg-pp-approx and docs/algorithms.md#mg-merged).
 
     For the post-processed sketch (Algorithm 3) with ``Lap(2/eps)`` noise on the positive keys.
     """
@@ -508,11 +502,11 @@ def approx_pp_threshold(epsilon: float, delta: float, k: int) -> float:
 
 
 def user_level_pmg_parameters(epsilon: float, delta: float, m: int) -> tuple[float, float, float]:
-    """``(eps0, delta0, tau)`` for PMG on a flattened user-level stream (spec dp-misra-gries §5.1).
+    """``(eps0, delta0, tau)`` for PMG on a flattened user-level stream ([LT23, Section 8, Lemmas 1-2 and Corollary 3]).
 
     ``eps0 = eps/m``, ``delta0 = delta / (m e^eps)`` and ``tau = 1 + 2 (m/eps) ln(3 m e^eps /
     delta)`` (= :func:`pmg_threshold` at ``(eps0, delta0)``); group privacy then gives
-    ``(eps, delta)`` for users of at most ``m`` elements. Appendix A.6: ``(1, 1e-6, 10)`` gives
+    ``(eps, delta)`` for users of at most ``m`` elements. Reference values (tested): ``(1, 1e-6, 10)`` gives
     ``(0.1, 3.67879e-8, 365.3342)``.
     """
     eps = check_epsilon(epsilon)
@@ -524,19 +518,19 @@ def user_level_pmg_parameters(epsilon: float, delta: float, m: int) -> tuple[flo
 
 
 # --------------------------------------------------------------------------------------------
-# Gaussian sparse histogram mechanism (spec dp-misra-gries §5.4)
+# Gaussian sparse histogram mechanism ([LT23, Section 8, Theorem 5 and Lemma 6])
 # --------------------------------------------------------------------------------------------
 
 
 def gshm_delta(l: int, sigma: float, tau: float, epsilon: float) -> float:  # noqa: E741
     """Exact ``delta_GSHM(l, sigma, tau, eps)`` of the Gaussian sparse histogram mechanism.
 
-    Spec dp-misra-gries §5.4 (Theorem 5, after Wilkins, Kifer, Zhang and Karrer): GSHM adds
+    [LT23, Section 8, Theorem 5] (after Wilkins, Kifer, Zhang and Karrer): GSHM adds
     ``N(0, sigma^2)`` to every positive count and keeps ``y >= 1 + tau``; it is
     ``(eps, delta)``-DP iff ``delta >= max(1 - p^l, max_j [1 - p^j + p^j Psi(eps - j ln p,
     sqrt(l-j)/sigma)], max_j Psi(eps + j ln p, sqrt(l-j)/sigma))`` with ``p = Phi(tau/sigma)`` and
     ``j = 0..l-1``. Evaluated stably with ``ln p = log_ndtr(tau/sigma)`` and ``1 - p^j =
-    -expm1(j ln p)``, as the spec prescribes. Table in §5.4: ``(1, 5, 20, 0.5)`` gives
+    -expm1(j ln p)``, for numerical stability. Reference value (tested): ``(1, 5, 20, 0.5)`` gives
     ``5.1254e-04``.
     """
     ll = check_int(l, "l")
@@ -558,8 +552,8 @@ def gshm_delta(l: int, sigma: float, tau: float, epsilon: float) -> float:  # no
 def gshm_threshold(l: int, sigma: float, epsilon: float, delta: float) -> float:  # noqa: E741
     """Smallest ``tau`` with :func:`gshm_delta` ``<= delta`` for a fixed sigma, by bisection.
 
-    ``delta_GSHM`` decreases in ``tau`` (spec dp-misra-gries §5.4, verified numerically there),
-    and the spec asks to re-evaluate the exact condition after rounding: the returned value is
+    ``delta_GSHM`` decreases in ``tau`` ([LT23, Section 8, Theorem 5]; checked numerically in the tests),
+    and the code re-evaluates the exact condition after rounding: docs/algorithms.md#mg-e10; the returned value is
     the upper end of the bisection, for which the condition holds as evaluated.
 
     Raises
@@ -597,7 +591,7 @@ def gshm_closed_form_parameters(
     epsilon: float,
     delta: float,
 ) -> tuple[float, float]:
-    """Lemma-6 style closed-form ``(sigma, tau)`` for GSHM (spec dp-misra-gries §5.4).
+    """Lemma-6 style closed-form ``(sigma, tau)`` for GSHM ([LT23, Section 8, Theorem 5 and Lemma 6]).
 
     ``sigma = sqrt(2 l ln(2.5/delta)) / eps`` (classical Gaussian with ``Delta2 = sqrt(l)`` at
     ``delta/2``, rounded up by :data:`CLASSICAL_GAUSSIAN_MARGIN`) and ``tau = sigma sqrt(2
@@ -621,7 +615,7 @@ def subsampled_epsilon(epsilon: float, rate: float, delta: float = 0.0) -> tuple
     """Privacy of an ``(eps, delta)`` mechanism run on a Poisson subsample with keep rate ``rate``.
 
     ``eps' = ln(1 + rate (e^eps - 1))`` and ``delta' = rate * delta`` under add/remove
-    neighbours (spec dp-count-sketch-intermittent §2.10 item 1 and erratum E24, after Balle,
+    neighbours ([YKAE, Section VII] and docs/algorithms.md#int-e24, after Balle,
     Barthe and Gaboardi 2018). Estimates must be rescaled by ``1/rate`` (post-processing).
     """
     eps = check_epsilon(epsilon)
@@ -642,8 +636,8 @@ def geometric_split_epsilon(
 ) -> Fraction:
     """Exact share ``eps_k = eps' (1 - eta) eta^(k-1)`` of the ``k``-th use, ``k >= 1``.
 
-    The split of spec dp-count-sketch-intermittent §2.7 (D1: ``eps_k`` per batch; D2: the
-    per-use budget of a cell with ``eps/d`` in place of ``eps``, erratum E10) and §4.8. The shares
+    The split of [YKAE, Section IV-A] (D1: ``eps_k`` per batch; D2: the
+    per-use budget of a cell with ``eps/d`` in place of ``eps``, docs/algorithms.md#int-e10) and docs/algorithms.md#int-oracles. The shares
     sum to ``eps' (1 - eta^K)`` over ``K`` uses, below ``eps'`` for any number of uses, so no
     horizon is needed. ``eps'`` is :func:`rational_epsilon_floor` of ``epsilon`` (rounded down);
     ``eta`` is taken exactly (a float at its binary value, a str as an exact decimal), so the
@@ -654,7 +648,7 @@ def geometric_split_epsilon(
     epsilon
         Total budget ``> 0``.
     eta
-        Decay factor in ``(0, 1)`` (spec §7 A12: required, no default).
+        Decay factor in ``(0, 1)`` (docs/algorithms.md#int-a12: required, no default).
     index
         Use (or batch) index ``k >= 1``.
     """

@@ -1,7 +1,7 @@
 """How many releases one privacy unit can influence, read from a PCollection's windowing.
 
 In Beam every window and every trigger firing (pane) of a windowed aggregation is a separate
-release (DESIGN §3 principle 2). :func:`plan_releases` reads a real windowing strategy
+release (docs/privacy-model.md#how-windows-and-panes-are-charged). :func:`plan_releases` reads a real windowing strategy
 (``pcoll.windowing``: ``windowfn``, ``triggerfn``, ``accumulation_mode``, ``allowed_lateness``) at
 pipeline construction and returns a :class:`ReleasePlan`: windows per unit x panes charged per
 window = releases per unit, which a transform passes to
@@ -11,12 +11,11 @@ Windows
     * ``GlobalWindows``: one window.
     * ``FixedWindows``: an element is in exactly one window; windows that do not contain it
       release the same distribution on both neighbours, so windows compose in parallel and cost
-      1 window per element (spec dp-linear-sketches §7.5 rule 3; spec
-      dp-count-sketch-intermittent §5.5 item 6). At user level a unit may appear in many windows:
+      1 window per element (docs/algorithms.md#lin-merge; docs/algorithms.md#int-beam). At user level a unit may appear in many windows:
       windows then compose sequentially over the declared ``max_windows_per_unit``, which the
       contribution-bounding step must enforce.
     * ``SlidingWindows(size, period)``: an element is in ``ceil(size/period)`` windows, which
-      compose sequentially (spec dp-count-sketch-intermittent §5.5 item 6 and §8.3 P-10).
+      compose sequentially (docs/algorithms.md#int-beam).
     * ``Sessions``: window boundaries are a function of the data (one element can merge or split
       sessions), so the number of windows an element influences is unbounded in general; the
       planner refuses unless ``max_windows_per_unit`` declares a bound, and reports the schedule
@@ -28,8 +27,8 @@ Panes
     ``max_panes_per_window``; the release step must withhold every pane with index
     ``>= max_panes_per_window`` (never release it unaccounted). How many panes were withheld
     depends on the data, so it is not counted in a Beam metric either.
-    Every pane counts, including an empty ON_TIME pane (DISCARDING mode emits one; see
-    ``shared/notes/beam-on-this-machine.md`` §3 and §7 item 2).
+    Every pane counts, including an empty ON_TIME pane (DISCARDING mode emits one under the
+    default trigger, as measured on the Beam 2.77 DirectRunner and checked in the tests).
 
     * ACCUMULATING: each later pane re-releases every element seen so far, so all panes of a
       window compose sequentially for an element.
@@ -45,15 +44,14 @@ Panes
 
     When pane boundaries shift, a pane's input differs between neighbours by one element removed
     *and* another added, so the plan's ``pane_relation`` is ``"replace"`` and the mechanism must be
-    calibrated for replacement (e.g. spec dp-linear-sketches §1.4 ``replace`` sensitivities, or
-    group privacy of size 2, spec dp-misra-gries §1.2). With one pane per window, or data-
+    calibrated for replacement (e.g. docs/algorithms.md#lin-sensitivity ``replace`` sensitivities, or
+    group privacy of size 2, [LT23, Definition 1]). With one pane per window, or data-
     independent panes, it is ``"add_remove"``.
 
 Data-dependent schedules
     The noise covers the released *values*, not *whether or when* a release happens. Beam emits no
     pane for a window that received no elements, and count or first-element triggers fire at
-    data-dependent times, so the existence and timing of panes can reveal data (spec
-    dp-count-sketch-intermittent §5.4 item 4 and §8.3 P-5). The plan lists every such reason in
+    data-dependent times, so the existence and timing of panes can reveal data (docs/algorithms.md#int-beam). The plan lists every such reason in
     ``data_dependent_schedule``. With a declared ``release_range`` (a public event-time range),
     every Fixed or Sliding window that starts in the range is released, empty ones included (the
     release step injects one public heartbeat per window), and no other window is: the set of

@@ -1,7 +1,8 @@
 """Gaussian binary mechanism (GaussBM) for ``n`` counters under continual observation.
 
 Holland, "Faster Differentially Private Sketches under Continual Observation" (Algorithms 1-2,
-Theorem 1); spec ``shared/specs/lazy-sketch.md`` (cited as "spec §x", errata as "E<n>", spec §10).
+Theorem 1), cited below as [Hol25]; where the code departs from the paper the docstring points to
+the entry of ``docs/algorithms.md#continual-observation`` that explains why.
 Pure numpy, no Beam.
 
 Mechanism
@@ -9,34 +10,34 @@ Mechanism
 Every counter is a binary-tree counter over at most ``horizon`` updates (``T_cap``). With ``k`` the
 counter's own 1-indexed update count, update ``k`` creates exactly one node that can ever be
 released: the dyadic interval ``[k - 2**tz(k) + 1, k]`` of level ``tz(k)`` (``tz`` = trailing zeros).
-The node merge rule is ``tz(k)`` merges with the *internal* ``k`` (spec §2.2, erratum E2: the
+The node merge rule is ``tz(k)`` merges with the *internal* ``k`` ([Hol25, Algorithm 1], docs/algorithms.md#lazy-e2: the
 paper's trailing-ones test on a 1-indexed time makes non-dyadic nodes, and at ``T_cap = 3, 7, 15``
 a leaf then lies in ``h + 1`` nodes, beyond the calibrated sensitivity). After ``k`` updates the
 active nodes are the dyadic decomposition of ``[1, k]``: for each set bit ``L`` of ``k``, the node
 of level ``L`` ending at ``(k >> L) << L``. The release of a counter is its exact running total
 plus the noise of its active nodes, ``N(0, popcount(k) * sigma**2)``.
 
-This is the "level slot" form of spec §2.5: the state is the exact running total per counter and
+This is the "level slot" form of docs/algorithms.md#lazy-level-slots: the state is the exact running total per counter and
 one noise slot per level (zero when the level is inactive), so a query never draws noise and two
-queries without an update are identical (spec §2.3). Because the state is a *pure function* of
+queries without an update are identical ([Hol25, Algorithm 1]). Because the state is a *pure function* of
 ``(k, exact totals, noise key)``, a batch of updates can be applied in one step: totals add up, and
-only the levels whose active node changed are refreshed (spec §9.3 step 5, "collapsed rounds"). The
+only the levels whose active node changed are refreshed (docs/algorithms.md#lazy-vectorised). The
 result is bit-identical to one update at a time.
 
 Privacy (Theorem 1, corrected): neighbouring inputs differ in at most ``m`` counters, each by a
 total of at most ``C = max_contributions`` over all time (Definition 2 is ``C = 1``; ``C > 1`` is
 our extension for steps that carry up to ``C`` changed arrivals). Each changed leaf changes its
 ``h - 1`` ancestors equally, so the L2 sensitivity of all tree nodes together is at most
-``C * sqrt(m * h)``, ``h = bit_length(horizon)`` (spec §2.1, §2.6). Adding ``N(0, sigma**2)`` to
+``C * sqrt(m * h)``, ``h = bit_length(horizon)`` ([Hol25, Algorithm 1; Algorithm 2 and Theorem 1]). Adding ``N(0, sigma**2)`` to
 every node with ``sigma`` from :func:`gaussbm_sigma` makes **all outputs at all times jointly
 (epsilon, delta)-DP**; queries are post-processing. ``calibration="paper"`` is Algorithm 1's
 classical Gaussian ``sigma = C * sqrt(2 h m ln(1.25/delta)) / epsilon`` (with the factor 2 the
-Theorem 1 proof drops, E4), valid only for ``epsilon < 1`` (E5: ``ValueError`` otherwise);
+Theorem 1 proof drops, docs/algorithms.md#lazy-e4), valid only for ``epsilon < 1`` (docs/algorithms.md#lazy-e5: ``ValueError`` otherwise);
 ``calibration="analytic"`` is the exact Balle-Wang Gaussian for ``Delta2 = C sqrt(m h)``, valid for
-any ``epsilon`` (spec §4.7 item 6; not in the paper). Exceeding ``horizon`` raises
-:class:`HorizonExceededError` before anything changes (spec §6.3 item 5).
+any ``epsilon`` (docs/algorithms.md#continual-observation; not in the paper). Exceeding ``horizon`` raises
+:class:`HorizonExceededError` before anything changes (docs/algorithms.md#lazy-beam).
 
-Noise scheme (retry-safe, spec §6.3 item 2 and §9.2)
+Noise scheme (retry-safe, docs/algorithms.md#lazy-beam and docs/algorithms.md#noise-sampling)
 ----------------------------------------------------
 The noise of the node created by update ``k`` of counter ``c`` is a pure function of the
 :class:`~beam_dpsketch.noise.NoiseSource`, the ``release_prefix`` given at construction, ``c`` and
@@ -47,11 +48,11 @@ The noise of the node created by update ``k`` of counter ``c`` is a pure functio
 
 read as an ``(R, n)`` array, and node ``(c, k)`` takes entry ``((k - 1) % R, c)``. Each block has
 its own ChaCha20 key (HMAC of the secret key and the block id), so blocks never overlap (the Philox
-hazard of spec §9.2 cannot arise). A restored or retried state re-derives identical noise; an LRU
+hazard of docs/algorithms.md#noise-sampling cannot arise). A restored or retried state re-derives identical noise; an LRU
 cache keeps recent blocks so that a block is normally drawn once. ``gaussian`` is the exact
-discrete Gaussian on a ``2**-k`` lattice (no floating-point sampler; spec §9.2 Mironov note).
+discrete Gaussian on a ``2**-k`` lattice (no floating-point sampler; docs/algorithms.md#noise-sampling).
 ``faithful=True`` draws every block that the updates pass through, i.e. the noise of every node
-Algorithm 1 creates (one value per counter update, spec §2.5), even those a batch overwrites;
+Algorithm 1 creates (one value per counter update, docs/algorithms.md#lazy-level-slots), even those a batch overwrites;
 ``faithful=False`` draws only the blocks of nodes that are still active after the update. Both
 give bit-identical outputs. Use a distinct ``release_prefix`` for every mechanism instance: two
 mechanisms sharing a prefix and a source share noise, and differences of their outputs would
@@ -67,8 +68,8 @@ from typing import Any, Literal, Self
 import numpy as np
 
 from beam_dpsketch import serialization
-from beam_dpsketch.checks import check_int, check_key_like, check_probability
-from beam_dpsketch.hashing import decode_key, encode_key
+from beam_dpsketch.checks import check_int, check_probability
+from beam_dpsketch.hashing import check_key_like, decode_key, encode_key
 from beam_dpsketch.noise import NoiseSource, gaussian
 from beam_dpsketch.privacy.budget import PrivacyBudget, check_delta, check_epsilon
 from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma, classical_gaussian_sigma
@@ -117,7 +118,7 @@ def _check_calibration(calibration: Any) -> str:
 
 
 def gaussbm_height(horizon: int) -> int:
-    """Tree height ``h = bit_length(horizon)`` (``= ceil(log2(horizon + 1))``, spec §2.1, §9.1 item 2).
+    """Tree height ``h = bit_length(horizon)`` (``= ceil(log2(horizon + 1))``, [Hol25, Algorithm 1] and docs/algorithms.md#continual-observation).
 
     Computed with integers: float ``log2`` is off near powers of two.
     """
@@ -125,7 +126,7 @@ def gaussbm_height(horizon: int) -> int:
 
 
 def created_node(k: int) -> tuple[int, int]:
-    """The node that survives update ``k`` (1-indexed): ``[k - 2**tz(k) + 1, k]`` (spec §2.5)."""
+    """The node that survives update ``k`` (1-indexed): ``[k - 2**tz(k) + 1, k]`` (docs/algorithms.md#lazy-level-slots)."""
     k = check_int(k, "k")
     size = k & -k
     return k - size + 1, k
@@ -133,7 +134,7 @@ def created_node(k: int) -> tuple[int, int]:
 
 def dyadic_nodes(k: int) -> list[tuple[int, int]]:
     """Active nodes after ``k`` updates, oldest (largest) first: the dyadic decomposition of
-    ``[1, k]``, one node of size ``2**L`` per set bit ``L`` of ``k`` (spec §2.4; ``k = 13`` gives
+    ``[1, k]``, one node of size ``2**L`` per set bit ``L`` of ``k`` (docs/algorithms.md#lazy-oracles; ``k = 13`` gives
     ``[(1, 8), (9, 12), (13, 13)]``)."""
     k = check_int(k, "k", 0)
     nodes = []
@@ -156,12 +157,12 @@ def gaussbm_sigma(
 ) -> float:
     """Noise standard deviation per tree node for ``(epsilon, delta)``-DP under continual observation.
 
-    ``Delta2 = max_contributions * sqrt(m * h)`` with ``h = bit_length(horizon)`` (spec §2.6).
+    ``Delta2 = max_contributions * sqrt(m * h)`` with ``h = bit_length(horizon)`` ([Hol25, Algorithm 2 and Theorem 1]).
     ``"paper"``: Algorithm 1's ``sqrt(2 h m ln(1.25/delta)) / epsilon`` (times
     ``max_contributions``) through :func:`~beam_dpsketch.privacy.calibration.classical_gaussian_sigma`;
-    it requires ``epsilon < 1`` (spec §10 E5) and keeps the factor 2 of Algorithm 1 (E4).
+    it requires ``epsilon < 1`` (docs/algorithms.md#lazy-e5) and keeps the factor 2 of Algorithm 1 (docs/algorithms.md#lazy-e4).
     ``"analytic"``: :func:`~beam_dpsketch.privacy.calibration.analytic_gaussian_sigma` (Balle-Wang),
-    any ``epsilon > 0``. Golden values: spec §8.1 G1.
+    any ``epsilon > 0``. Golden values: docs/algorithms.md#lazy-oracles.
     """
     h = gaussbm_height(horizon)
     m = check_int(m, "m")
@@ -172,8 +173,8 @@ def gaussbm_sigma(
     if _check_calibration(calibration) == "paper":
         if epsilon >= 1:
             raise ValueError(
-                f"epsilon must be < 1 with calibration='paper' (classical Gaussian, spec "
-                f"lazy-sketch §10 E5), got {epsilon!r}; use calibration='analytic' for epsilon >= 1"
+                f"epsilon must be < 1 with calibration='paper' (classical Gaussian, "
+                f"erratum LAZY-E5 in docs/algorithms.md#lazy-e5), got {epsilon!r}; use calibration='analytic' for epsilon >= 1"
             )
         return classical_gaussian_sigma(l2, epsilon, delta)
     return analytic_gaussian_sigma(l2, epsilon, delta)
@@ -190,7 +191,7 @@ def max_error_bound(
     *,
     sigma: float | None = None,
 ) -> float:
-    """Corrected Lemma 4 (spec §2.7, erratum E8): with probability ``>= 1 - beta`` every one of
+    """Corrected Lemma 4 ([Hol25, Lemma 4], docs/algorithms.md#lazy-e8): with probability ``>= 1 - beta`` every one of
     ``n`` counters at every one of ``num_times`` query times has noise error at most
     ``sigma * sqrt(2 h ln(2 num_times n / beta))``; with Algorithm 1's sigma this is
     ``B_max = (2 h / epsilon) sqrt(m ln(1.25/delta) ln(2 num_times n / beta))``.
@@ -220,7 +221,7 @@ class GaussianBinaryMechanism:
     (Algorithm 2). The privacy guarantee, calibration and noise scheme are in the module
     docstring: all outputs of all counters at all times are jointly ``(epsilon, delta)``-DP for
     inputs that differ in at most ``m`` counters by a total of at most ``max_contributions``
-    each (spec §1.7 Definition 2, §2.6 Theorem 1, errata E2/E4/E5).
+    each ([Hol25, Definition 2], [Hol25, Theorem 1], docs/algorithms.md#lazy-e2, docs/algorithms.md#lazy-e4, docs/algorithms.md#lazy-e5).
 
     Parameters
     ----------
@@ -232,7 +233,7 @@ class GaussianBinaryMechanism:
     epsilon, delta
         Privacy parameters (``0 < delta < 1``; ``epsilon < 1`` for ``calibration="paper"``).
     m
-        Number of counters one neighbouring change may affect (spec §1.7).
+        Number of counters one neighbouring change may affect ([Hol25, Problem 1 and Definition 2]).
     noise_source
         Secret key of the noise; ``None`` draws a fresh secret key. ``NoiseSource.insecure_for_tests``
         and ``NoiseSource.zero_noise_for_tests`` are for tests only.
@@ -404,8 +405,8 @@ class GaussianBinaryMechanism:
         if k_new.size and int(k_new.max()) > self.horizon:
             raise HorizonExceededError(
                 f"update beyond the horizon T={self.horizon} of the binary mechanism: the "
-                "privacy calibration covers at most T updates per counter (spec lazy-sketch "
-                "§6.3 item 5); nothing was changed"
+                "privacy calibration covers at most T updates per counter "
+                "(docs/algorithms.md#lazy-beam); nothing was changed"
             )
         counter_ids = np.arange(self.n, dtype=np.int64) if idx is None else idx
         plan = self._slot_plan(counter_ids, k_old, k_new)

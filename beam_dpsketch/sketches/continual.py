@@ -1,19 +1,19 @@
 """Private Count-Min / Count Sketch under continual observation: PunctualSketch and LazySketch.
 
 Holland, "Faster Differentially Private Sketches under Continual Observation" (Algorithms 3-5,
-Theorems 1-2, Lemma 5); spec ``shared/specs/lazy-sketch.md`` (cited as "spec §x", errata "E<n>",
-spec §10). Pure numpy, no Beam. Both sketches publish, after **every** time step, a ``depth x
+Theorems 1-2, Lemma 5), cited below as [Hol25]; departures from the paper are explained in
+docs/algorithms.md#continual-observation. Pure numpy, no Beam. Both sketches publish, after **every** time step, a ``depth x
 width`` table of noisy counters (:meth:`~_ContinualSketch.noisy_table`) from which point queries
-are answered (min over rows for Count-Min, median of signed rows for Count Sketch, spec §3.3).
+are answered (min over rows for Count-Min, median of signed rows for Count Sketch, [Hol25, Algorithm 4]).
 
 * :class:`PunctualSketch` (baseline, Algorithms 3-4): every cell is a GaussBM counter over
   ``T`` steps and **every** cell is updated at every step (zeros included), so a step costs
   ``depth * width`` counter updates and noise draws.
 * :class:`LazySketch` (Algorithm 5): arrivals go into an exact private pending table ``P``; at
   step ``t`` exactly column ``t mod width`` of ``P`` is pushed into its GaussBM counters (over
-  ``T_loc = ceil(T / width)`` pushes, E11) and reset. A step costs ``depth`` counter updates; the
+  ``T_loc = ceil(T / width)`` pushes, docs/algorithms.md#lazy-e11) and reset. A step costs ``depth`` counter updates; the
   price is a delay: a noise-free Count-Min estimate lies in ``[-(width-1), 0]`` of the exact one
-  (spec §4.3, §8.2 S1). ``P`` is never released.
+  ([Hol25, Section 4.2] and docs/algorithms.md#lazy-oracles). ``P`` is never released.
 
 Both are built on :class:`~beam_dpsketch.sketches.binary_mechanism.GaussianBinaryMechanism`
 (level-slot form, keyed noise; its docstring states the noise scheme: node ``(cell, k)`` noise is a
@@ -24,26 +24,26 @@ laid out and hashed exactly as :class:`~beam_dpsketch.sketches.countmin.CountMin
 Privacy guarantee
 -----------------
 All tables released at all steps ``t = 1..T`` are jointly ``(epsilon, delta)``-DP under
-**event-level replacement** neighbouring (spec §1.2): two streams of the same length ``T`` that
+**event-level replacement** neighbouring ([Hol25, Section 2.1]): two streams of the same length ``T`` that
 differ in one arrival, processed in a data-independent order. One replaced arrival changes at most
 ``m`` counters by 1 each, with ``m = 2 * depth`` for Count-Min and ``m = 4 * depth`` for Count
-Sketch (spec §3.4, §4.4, erratum E10: the paper's ``2d`` misses the same-cell, opposite-sign case).
+Sketch ([Hol25, Section 4.1; Theorem 2], docs/algorithms.md#lazy-e10: the paper's ``2d`` misses the same-cell, opposite-sign case).
 ``cs_sensitivity="paper_2d"`` reproduces the paper's numbers and is **not** formally private
 (``UserWarning``; :attr:`~_ContinualSketch.formally_private` is ``False``). Calibration: Algorithm
-1's classical Gaussian (``calibration="paper"``, ``epsilon < 1``, E4/E5) or the analytic Gaussian
+1's classical Gaussian (``calibration="paper"``, ``epsilon < 1``, docs/algorithms.md#lazy-e4, docs/algorithms.md#lazy-e5) or the analytic Gaussian
 (``"analytic"``, any ``epsilon``), through :func:`~beam_dpsketch.sketches.binary_mechanism.gaussbm_sigma`.
 
-Time models (spec §6.4)
+Time models (docs/algorithms.md#lazy-beam)
 -----------------------
 * A time step per arrival: :meth:`~_ContinualSketch.update` / :meth:`~_ContinualSketch.update_batch`
-  (the paper's model; the order of arrivals must not depend on the data, spec §6.3 item 11).
+  (the paper's model; the order of arrivals must not depend on the data, docs/algorithms.md#lazy-beam).
 * A time step per tick (e.g. a trigger firing): :meth:`~_ContinualSketch.step_counts` adds an exact
   ``depth x width`` table of the counts that arrived in the step (e.g. the table of an exact
   ``CountMinSketch`` built from one pane). The guarantee then holds for neighbouring tick streams
   that differ **within one step** by replacing at most ``max_contributions`` arrivals (``C``); the
   sensitivity is scaled to ``C * sqrt(m h)`` (each changed cell changes by at most ``C`` in one
   push; adding or removing up to ``C`` arrivals in one step is covered too). Tick times must be
-  public (a clock), never data-driven (spec §6.3 items 3, 10).
+  public (a clock), never data-driven (docs/algorithms.md#lazy-beam).
 
 ``T`` (``horizon``) is public and declared up front; a step beyond it raises
 :class:`~beam_dpsketch.sketches.binary_mechanism.HorizonExceededError` and changes nothing.
@@ -59,10 +59,11 @@ from typing import Any, ClassVar, Literal, Self
 import numpy as np
 
 from beam_dpsketch import serialization
-from beam_dpsketch.checks import check_int, check_key_like, check_probability
+from beam_dpsketch.checks import check_int, check_probability
 from beam_dpsketch.hashing import (
     MAX_DEPTH,
     MAX_WIDTH,
+    check_key_like,
     check_seed,
     decode_key,
     encode_key,
@@ -100,15 +101,15 @@ CS_SENSITIVITIES: tuple[str, ...] = ("corrected_4d", "paper_2d")
 # Arrivals are binned in chunks so temporaries stay in cache (as in sketches/linear.py).
 _CHUNK = 1 << 16
 # Lazy noise blocks: a push round is depth*width values; small blocks let a batch draw only the
-# rounds whose nodes stay active (spec §9.3 step 5) while keeping the sampler's per-call overhead
+# rounds whose nodes stay active (docs/algorithms.md#lazy-vectorised) while keeping the sampler's per-call overhead
 # small against the values drawn.
 _LAZY_BLOCK_VALUES = 1 << 10
-# Median over rows of the Count Sketch: the paper's Lemma 3 constant (spec §4.5, E15).
+# Median over rows of the Count Sketch: the paper's Lemma 3 constant ([Hol25, Lemma 5], docs/algorithms.md#lazy-e15).
 _KL_HALF_THIRD = 0.5 * math.log(0.5 / (1 / 3)) + 0.5 * math.log(0.5 / (2 / 3))
 
 
 # --------------------------------------------------------------------------------------------
-# Bounds and sizing (spec §4.5)
+# Bounds and sizing ([Hol25, Lemma 5])
 # --------------------------------------------------------------------------------------------
 
 
@@ -127,19 +128,19 @@ def lazy_noise_bound(
     *,
     sigma: float | None = None,
 ) -> float:
-    """``B_noise`` of spec §4.5 (corrected Lemma 5, errata E8/E9): with probability ``>= 1 - beta/2``
+    """``B_noise`` of [Hol25, Lemma 5] (corrected Lemma 5, docs/algorithms.md#lazy-e8, docs/algorithms.md#lazy-e9): with probability ``>= 1 - beta/2``
     the noise of every LazySketch counter at every time is at most
     ``sigma * sqrt(2 h_loc ln(4 d w T_loc / beta))``, ``T_loc = ceil(T/w)``,
     ``h_loc = bit_length(T_loc)``; with Algorithm 1's sigma (``m = 2d`` CMS, ``4d`` CS) this is
     ``(2 h_loc / eps) sqrt(m ln(1.25/delta) ln(4 d w T_loc / beta))``.
 
-    Spec golden values: ``T = 2**20, w = 55, d = 3, eps = 0.3, delta = 1e-3, beta = 0.05`` gives
+    Reference values (tested): ``T = 2**20, w = 55, d = 3, eps = 0.3, delta = 1e-3, beta = 0.05`` gives
     2876.8 (CMS) and 4068.5 (CS).
     """
     horizon = check_int(horizon, "horizon")
     width = check_int(width, "width", 1, MAX_WIDTH)
     depth = check_int(depth, "depth", 1, MAX_DEPTH)
-    kind = _check_kind(kind)
+    kind = check_kind(kind)
     beta = check_probability(beta, "beta")
     t_loc = -(-horizon // width)
     if sigma is None:
@@ -153,7 +154,7 @@ def lazy_noise_bound_paper(
 ) -> float:
     """The paper's ``gamma = (3 log2(T/w) / eps) sqrt(d ln(2 T d / beta) ln(1.25/delta))``.
 
-    For comparison with the paper only (spec §4.5, erratum E9: it is below the correct union bound
+    For comparison with the paper only ([Hol25, Lemma 5], docs/algorithms.md#lazy-e9: it is below the correct union bound
     in most settings and ``<= 0`` when ``T <= w``); use :func:`lazy_noise_bound`.
     """
     check_epsilon(epsilon)
@@ -170,15 +171,15 @@ def lazy_noise_bound_paper(
 def lazy_shape(
     eta: float, beta: float, horizon: int, kind: Kind = "cms", *, preset: str = "paper"
 ) -> tuple[int, int]:
-    """``(width, depth)`` of Lemma 5 (spec §4.5): Count-Min ``w = ceil(2/eta)``,
+    """``(width, depth)`` of Lemma 5 ([Hol25, Lemma 5]): Count-Min ``w = ceil(2/eta)``,
     ``d = ceil(log2(2T/beta))``; Count Sketch ``w = ceil(3/eta**2)`` and ``d = ceil(log2(2T/beta))``
     (``preset="paper"``) or ``d = ceil(ln(2T/beta) / KL(1/2 || 1/3))`` (``preset="rigorous"``,
-    erratum E15: the paper's depth understates the median argument's constant)."""
+    docs/algorithms.md#lazy-e15: the paper's depth understates the median argument's constant)."""
     if not 0 < eta < 1:
         raise ValueError(f"eta must be in (0, 1), got {eta!r}")
     beta = check_probability(beta, "beta")
     horizon = check_int(horizon, "horizon")
-    kind = _check_kind(kind)
+    kind = check_kind(kind)
     if preset not in ("paper", "rigorous"):
         raise ValueError(f"preset must be 'paper' or 'rigorous', got {preset!r}")
     if kind == "cms":
@@ -189,7 +190,7 @@ def lazy_shape(
     return width, math.ceil(math.log(2.0 * horizon / beta) / _KL_HALF_THIRD)
 
 
-def _check_kind(kind: Any) -> str:
+def check_kind(kind: Any) -> str:
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     return kind
@@ -227,7 +228,7 @@ class _ContinualSketch(abc.ABC):
         self.width = check_int(width, "width", 1, MAX_WIDTH)
         self.depth = check_int(depth, "depth", 1, MAX_DEPTH)
         self.horizon = check_int(horizon, "horizon", 1, 1 << 62)
-        self.kind = _check_kind(kind)
+        self.kind = check_kind(kind)
         self.seed = check_seed(seed)
         if cs_sensitivity not in CS_SENSITIVITIES:
             raise ValueError(
@@ -241,8 +242,8 @@ class _ContinualSketch(abc.ABC):
         if self.kind == "cs" and cs_sensitivity == "paper_2d":
             warnings.warn(
                 "cs_sensitivity='paper_2d' calibrates Count Sketch with m = 2*depth as the paper "
-                "does; this is NOT formally differentially private (spec lazy-sketch §3.4, §10 "
-                "E10). Use it only to reproduce the paper's numbers.",
+                "does; this is NOT formally differentially private ([Hol25, Section 4.1] and docs/algorithms.md#continual-observation "
+                "docs/algorithms.md#lazy-e10). Use it only to reproduce the paper's numbers.",
                 UserWarning,
                 stacklevel=3,
             )
@@ -316,7 +317,7 @@ class _ContinualSketch(abc.ABC):
 
     @property
     def formally_private(self) -> bool:
-        """``False`` only for Count Sketch with ``cs_sensitivity="paper_2d"`` (erratum E10)."""
+        """``False`` only for Count Sketch with ``cs_sensitivity="paper_2d"`` (docs/algorithms.md#lazy-e10)."""
         return not (self.kind == "cs" and self.m < 4 * self.depth)
 
     @property
@@ -340,7 +341,7 @@ class _ContinualSketch(abc.ABC):
 
     def noise_bound(self, beta: float) -> float:
         """With probability ``>= 1 - beta/2``, no counter's noise ever exceeds this (union bound
-        over ``depth * width`` counters and their distinct noise values, spec §2.7, §4.5)."""
+        over ``depth * width`` counters and their distinct noise values, [Hol25, Lemma 4; Lemma 5])."""
         beta = check_probability(beta, "beta")
         values = self.depth * self.width * self._mech.horizon
         return self.sigma * math.sqrt(2.0 * self.tree_height * math.log(4.0 * values / beta))
@@ -394,7 +395,7 @@ class _ContinualSketch(abc.ABC):
             # Names the horizon only: the step count and t are counts of private arrivals.
             raise HorizonExceededError(
                 f"these steps would exceed the declared horizon T={self.horizon}; nothing was "
-                "processed or released (spec lazy-sketch §6.3 item 5)"
+                "processed or released (docs/algorithms.md#lazy-beam)"
             )
 
     def _check_table(self, delta: Any) -> np.ndarray:
@@ -447,7 +448,7 @@ class _ContinualSketch(abc.ABC):
         return float(self.estimate([key])[0])
 
     def estimate_hashes(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
-        """Min over rows (Count-Min) or median of signed rows (Count Sketch), spec §3.3."""
+        """Min over rows (Count-Min) or median of signed rows (Count Sketch), [Hol25, Algorithm 4]."""
         h1 = np.asarray(h1, dtype=np.uint64)
         h2 = np.asarray(h2, dtype=np.uint64)
         cells = row_buckets(h1, h2, self.depth, self.width) + self._row_offsets
@@ -583,13 +584,13 @@ class _ContinualSketch(abc.ABC):
 
 
 class PunctualSketch(_ContinualSketch):
-    """Punctual private CMS / CS (Epasto et al.; paper Algorithms 3-4, spec §3): every cell is a
+    """Punctual private CMS / CS (Epasto et al.; paper Algorithms 3-4, [Hol25, Section 4.1]): every cell is a
     GaussBM counter over ``T`` steps, updated at every step.
 
     Guarantee: all releases at all times are jointly ``(epsilon, delta)``-DP under event-level
-    replacement neighbouring, ``m = 2d`` (CMS) / ``4d`` (CS, erratum E10), ``h = bit_length(T)``
+    replacement neighbouring, ``m = 2d`` (CMS) / ``4d`` (CS, docs/algorithms.md#lazy-e10), ``h = bit_length(T)``
     (module docstring). ``faithful=True`` (default) draws ``depth * width`` noise values per step,
-    the baseline's true cost (spec §9.3, "keep a faithful baseline"); ``faithful=False`` draws only
+    the baseline's true cost (docs/algorithms.md#lazy-vectorised); ``faithful=False`` draws only
     the nodes that stay active: identical outputs, a different cost.
 
     Parameters
@@ -635,18 +636,18 @@ class PunctualSketch(_ContinualSketch):
 
 
 class LazySketch(_ContinualSketch):
-    """Lazy private CMS / CS (paper Algorithm 5, Theorem 2; spec §4): an exact pending table ``P``
+    """Lazy private CMS / CS (paper Algorithm 5, Theorem 2; [Hol25, Section 4.2]): an exact pending table ``P``
     and one column pushed into GaussBM counters per step, round-robin (column ``t mod width`` at
-    0-indexed step ``t``: increment, push, reset, spec §4.2, §9.1 item 7).
+    0-indexed step ``t``: increment, push, reset, [Hol25, Algorithm 5] and docs/algorithms.md#continual-observation).
 
     Guarantee: all releases at all times are jointly ``(epsilon, delta)``-DP under event-level
-    replacement neighbouring with ``m = 2d`` (CMS) / ``4d`` (CS, erratum E10) and GaussBM counters
-    over ``T_loc = ceil(T / width)`` pushes (E11), ``h_loc = bit_length(T_loc)``. The push schedule
-    is a function of ``t`` only (spec §4.4). ``P`` is never released; a noise-free estimate lags
+    replacement neighbouring with ``m = 2d`` (CMS) / ``4d`` (CS, docs/algorithms.md#lazy-e10) and GaussBM counters
+    over ``T_loc = ceil(T / width)`` pushes (docs/algorithms.md#lazy-e11), ``h_loc = bit_length(T_loc)``. The push schedule
+    is a function of ``t`` only ([Hol25, Theorem 2]). ``P`` is never released; a noise-free estimate lags
     the exact sketch by at most ``width - 1`` arrivals per cell (the paper never flushes ``P``,
-    spec §4.7 item 8).
+    docs/algorithms.md#continual-observation).
 
-    :meth:`update_batch` is the vectorised column push of spec §9.3: arrivals are binned in
+    :meth:`update_batch` is the vectorised column push of docs/algorithms.md#lazy-vectorised: arrivals are binned in
     chunks, every push of the batch is applied to the exact totals at once, and only the tree
     levels whose node changed get noise (step 5; the noise is keyed, so this equals processing
     one arrival at a time, bit for bit). ``faithful=True`` instead draws the noise of every push
@@ -658,7 +659,7 @@ class LazySketch(_ContinualSketch):
         As :class:`PunctualSketch`.
     noise_source, calibration, cs_sensitivity, m, max_contributions, faithful
         See the module docstring. ``m`` may be raised when the sketch is part of a larger
-        n-counters instance (e.g. the hierarchical heavy-hitter sketch, spec §5.4).
+        n-counters instance (e.g. the hierarchical heavy-hitter sketch, docs/algorithms.md#lazy-e23).
     """
 
     KIND = "LazySketch"
@@ -678,12 +679,12 @@ class LazySketch(_ContinualSketch):
 
     @property
     def local_horizon(self) -> int:
-        """``T_loc = ceil(T / width)``: the pushes each counter is calibrated for (E11)."""
+        """``T_loc = ceil(T / width)``: the pushes each counter is calibrated for (docs/algorithms.md#lazy-e11)."""
         return self._mech.horizon
 
     def column_pushes(self, t: int | None = None) -> np.ndarray:
         """Pushes of each column after ``t`` steps (default: now): ``ceil((t - j) / w)``,
-        clipped at 0 (spec §4.3). Public: a function of ``t`` only."""
+        clipped at 0 ([Hol25, Section 4.2]). Public: a function of ``t`` only."""
         t = self._t if t is None else check_int(t, "t", 0)
         return (t - self._columns + self.width - 1) // self.width
 

@@ -1,18 +1,18 @@
-"""Heavy hitters under continual observation: the two safe options of spec lazy-sketch §5.4.
+"""Heavy hitters under continual observation: the two safe options of docs/algorithms.md#lazy-e23.
 
-The paper's ``LazyHH`` is referenced but never specified (spec §5.2, erratum E23), and a candidate
+The paper's ``LazyHH`` is referenced but never specified (docs/algorithms.md#lazy-e23), and a candidate
 heap fed by arriving items is **not** private under continual observation: the item identity
-itself decides membership, so one arrival can leak through the reported set (spec §5.1, §5.4;
+itself decides membership, so one arrival can leak through the reported set ([Hol25, Sections 3 and 5] and docs/algorithms.md#lazy-e23;
 the Misra-Gries argument). Both options here are pure post-processing of private releases:
 
 1. :class:`CandidateHeavyHitters`: a **public, data-independent** candidate domain queried against
    a :class:`~beam_dpsketch.sketches.continual.LazySketch` or
    :class:`~beam_dpsketch.sketches.continual.PunctualSketch` (cost ``O(|U| d)`` per report).
-2. :class:`HierarchicalLazySketch` [spec EXTENSION]: for integer keys of ``domain_bits`` bits,
+2. :class:`HierarchicalLazySketch` (extension, not in the paper): for integer keys of ``domain_bits`` bits,
    ``L`` LazySketches over key prefixes (e.g. 4 levels of 8 bits for IPv4). All ``L * d * w``
    counters form one n-counters instance; one replaced arrival changes at most 2 cells per row
    per level, so every level is calibrated with ``m = 2 d L`` (Count-Min; ``4 d L`` for Count
-   Sketch, erratum E10) and Theorem 1 gives ``(epsilon, delta)``-DP for **all levels at all
+   Sketch, docs/algorithms.md#lazy-e10) and Theorem 1 gives ``(epsilon, delta)``-DP for **all levels at all
    times jointly**. Heavy hitters are found by descending from the root, expanding only prefixes
    whose noisy estimate reaches a threshold that must come from public quantities (``t``, a
    fraction ``phi``, :meth:`HierarchicalLazySketch.noise_bound`), never from exact counts.
@@ -28,10 +28,11 @@ from typing import Any, Self
 import numpy as np
 
 from beam_dpsketch import serialization
-from beam_dpsketch.checks import check_int, check_key_like
+from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import (
     MAX_SEED,
     canonical_keys,
+    check_key_like,
     check_seed,
     decode_key,
     encode_key,
@@ -41,7 +42,7 @@ from beam_dpsketch.hashing import (
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.sketches.binary_mechanism import Calibration
-from beam_dpsketch.sketches.continual import Kind, LazySketch, PunctualSketch, _check_kind
+from beam_dpsketch.sketches.continual import Kind, LazySketch, PunctualSketch, check_kind
 
 __all__ = ["CandidateHeavyHitters", "HierarchicalLazySketch"]
 
@@ -71,7 +72,7 @@ def _ranked(keys: list[Any], values: np.ndarray) -> list[tuple[Any, float]]:
 
 
 class CandidateHeavyHitters:
-    """Heavy hitters over a public candidate domain (spec §5.4 option 1): post-processing only.
+    """Heavy hitters over a public candidate domain (docs/algorithms.md#lazy-e23): post-processing only.
 
     Guarantee: whatever ``sketch`` guarantees (its releases at all times are jointly
     ``(epsilon, delta)``-DP), because a report only reads the sketch's noisy table and the
@@ -124,7 +125,7 @@ class CandidateHeavyHitters:
 
 class HierarchicalLazySketch:
     """Prefix-tree of LazySketches for heavy hitters over ``domain_bits``-bit integer keys
-    (spec §5.4 option 2, an EXTENSION of the paper).
+    (docs/algorithms.md#lazy-e23, an EXTENSION of the paper).
 
     Level ``l`` (``l = 0..L-1``) counts the key prefixes of ``p_l = min(domain_bits,
     (l + 1) * bits_per_level)`` bits, with hash seed ``seed + l`` (mod ``2**32``) so collisions
@@ -133,7 +134,7 @@ class HierarchicalLazySketch:
     Guarantee: all levels' releases at all times are jointly ``(epsilon, delta)``-DP under
     event-level replacement neighbouring: each level is a LazySketch calibrated with
     ``m = 2 d L`` (``4 d L`` for Count Sketch), which is Theorem 1 applied to the union of the
-    ``L d w`` counters (spec §5.4). :meth:`heavy_hitters` is post-processing.
+    ``L d w`` counters (docs/algorithms.md#lazy-e23). :meth:`heavy_hitters` is post-processing.
 
     Parameters
     ----------
@@ -170,7 +171,7 @@ class HierarchicalLazySketch:
         self.bits_per_level = check_int(
             bits_per_level, "bits_per_level", 1, min(_MAX_LEVEL_BITS, self.domain_bits)
         )
-        self.kind = _check_kind(kind)
+        self.kind = check_kind(kind)
         self.seed = check_seed(seed)
         self.release_prefix = check_key_like(release_prefix, "release_prefix")
         levels = -(-self.domain_bits // self.bits_per_level)
@@ -222,7 +223,7 @@ class HierarchicalLazySketch:
 
     def noise_bound(self, beta: float) -> float:
         """With probability ``>= 1 - beta/2`` no counter of any level ever has noise above this
-        (union bound over the ``L d w`` counters, spec §2.7)."""
+        (union bound over the ``L d w`` counters, [Hol25, Lemma 4])."""
         return self.levels[0].noise_bound(beta / len(self.levels))
 
     # ---------------------------------------------------------------- updates

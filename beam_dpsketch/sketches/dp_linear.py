@@ -1,34 +1,32 @@
 """Differentially private Count-Min and Count Sketch: one noisy release of an exact linear sketch.
 
 Zhao, Qiao, Redberg, Agrawal, El Abbadi and Wang, "Differentially Private Linear Sketches:
-Efficient Implementations and Applications" (NeurIPS 2022); spec
-``shared/specs/dp-linear-sketches.md`` (cited as "spec §x"), errata in its §9.
+Efficient Implementations and Applications" (NeurIPS 2022), cited below as [ZQR+22]; errata and deviations are explained in
+docs/algorithms.md#linear-sketches.
 
-Design (spec §3.4, §7.3; design brief §3 principle 1): shards build **exact** int64 sketches
+Design ([ZQR+22, Section 3] and docs/algorithms.md#exact-partials): shards build **exact** int64 sketches
 (:class:`~beam_dpsketch.sketches.countmin.CountMinSketch`,
 :class:`~beam_dpsketch.sketches.countsketch.CountSketch`) and merge them by addition; the trusted
 aggregator then calls :meth:`PrivateCountMinSketch.release` / :meth:`PrivateCountSketch.release`
 **once**, which adds independent noise to every cell (plus the public Count-Min offset). The
 output has exactly the distribution of Algorithm 3 run on one machine over all the data (the
-noise is added at the end instead of at initialisation, spec §3.4), so:
+noise is added at the end instead of at initialisation, [ZQR+22, Section 3]), so:
 
 * Guarantee: the released table is ``epsilon``-DP (pure budget: exact discrete Laplace noise,
   L1 sensitivity) or ``rho``-zCDP (zCDP budget: exact discrete Gaussian noise, L2
   sensitivity; an ``(epsilon, delta)`` budget is converted to ``rho`` by the inverse of Lemma
   2.9, so the release is then ``(epsilon, delta)``-DP), under the declared neighbouring relation (``"add_remove"`` by default,
-  ``"replace"``, ``"replace_update"`` or ``"user:k"``; exact sensitivities of spec §1.4, erratum
-  E3 for Count Sketch under ``replace``). See
+  ``"replace"``, ``"replace_update"`` or ``"user:k"``; exact sensitivities of docs/algorithms.md#lin-sensitivity, docs/algorithms.md#lin-e3 for Count Sketch under ``replace``). See
   :mod:`beam_dpsketch.sketches.dp_linear_calibration`.
 * Every query (point estimates, heavy hitters over **public** candidates, inner products, norms,
   totals) is post-processing of the released table and the public hash seed, so any number of
-  queries costs nothing more (spec §1.5, §3.4 item 4). A released object is immutable: it
+  queries costs nothing more ([ZQR+22, Section 3] and docs/algorithms.md#lin-e18). A released object is immutable: it
   cannot be updated or merged with exact sketches (``TypeError``), because the analysis covers a
-  single release of a final state (spec §1.5 "one-shot release", §3.4 (ii)).
-* Hash functions and seeds are public (spec §1.5). Note: the library derives the ``d`` row
-  hashes from one 128-bit MurmurHash3 by double hashing (design brief §3 principle 5); spec
-  §10.1 prefers independent rows for the median analysis. Privacy does not depend on hashing.
+  single release of a final state (docs/algorithms.md#lin-e18, [ZQR+22, Section 3]).
+* Hash functions and seeds are public (docs/algorithms.md#lin-e18). Note: the library derives the ``d`` row
+  hashes from one 128-bit MurmurHash3 by double hashing (docs/algorithms.md#hashing); docs/algorithms.md#lin-hashing prefers independent rows for the median analysis. Privacy does not depend on hashing.
 
-Conditions the caller must meet (spec §3.4): release the state once per budget charge, with a
+Conditions the caller must meet ([ZQR+22, Section 3]): release the state once per budget charge, with a
 fresh :class:`~beam_dpsketch.noise.NoiseStream` (distinct release id); weights limited to what
 the relation assumes (unit updates, or at most ``k`` per user for ``"user:k"``); hash seed
 chosen independently of the data.
@@ -90,12 +88,12 @@ _CHUNK = 1 << 16
 
 
 def linear_shape(gamma: float, beta: float, preset: str = "paper") -> tuple[int, int]:
-    """``(width, depth)`` for accuracy ``gamma`` and failure probability ``beta`` (spec §2.2).
+    """``(width, depth)`` for accuracy ``gamma`` and failure probability ``beta`` ([ZQR+22, Section 2.2]).
 
     ``preset``: ``"paper"`` (Algorithm 3: ``w = ceil(1/gamma)``, ``d = ceil(ln(2/beta))``),
     ``"reference_code"`` (``ceil(1/gamma)``, ``ceil(ln(1/beta))``) or ``"textbook"``
     (Cormode-Muthukrishnan: ``ceil(e/gamma)``, ``ceil(ln(1/beta))``; the exact form of the
-    ``gamma N`` guarantee, erratum E4).
+    ``gamma N`` guarantee, docs/algorithms.md#lin-e4).
     """
     g = check_probability(gamma, "gamma")
     b = check_probability(beta, "beta")
@@ -111,7 +109,7 @@ def linear_shape(gamma: float, beta: float, preset: str = "paper") -> tuple[int,
 def _released_error(name: str, what: str) -> TypeError:
     return TypeError(
         f"{name} is a released (noisy) sketch and cannot be {what}: its noise is calibrated for "
-        "ONE release of a final state (spec dp-linear-sketches §1.5, §3.4). Adding data or an "
+        "ONE release of a final state ([ZQR+22, Section 3] and docs/algorithms.md#lin-e18). Adding data or an "
         "exact sketch to it would publish new information without fresh noise or accounting, "
         "and two releases of one running sketch cancel each other's noise. Update or merge the "
         "exact sketch instead and release it again with a fresh noise stream and budget."
@@ -215,21 +213,21 @@ class _PrivateLinearSketch(abc.ABC):
             :class:`~beam_dpsketch.privacy.PrivacyBudget`: ``pure(eps)`` -> exact discrete
             Laplace with scale ``Delta_1 / eps``; ``zcdp(rho)`` -> exact discrete Gaussian with
             ``sigma = Delta_2 / sqrt(2 rho)``; ``approx(eps, delta)`` -> discrete Gaussian at
-            ``rho = approx_to_zcdp(eps, delta)`` (spec §1.3 "Inverse", §3.2).
+            ``rho = approx_to_zcdp(eps, delta)`` ([ZQR+22, Section 2.1], docs/algorithms.md#lin-strict).
         stream
             The release's :class:`~beam_dpsketch.noise.NoiseStream`; exactly ``depth * width``
             noise values are drawn whatever the data.
         neighbouring
             ``"add_remove"`` (default), ``"replace"`` (the paper's model), ``"replace_update"``
-            or ``"user:k"`` (spec §1.4).
+            or ``"user:k"`` (docs/algorithms.md#lin-sensitivity).
         beta, beta_noise
             The uniform noise bound ``E`` holds with probability ``>= 1 - beta_noise``
-            (default ``beta / 2``, spec §3.2).
+            (default ``beta / 2``, docs/algorithms.md#lin-strict).
         paper_compat
-            **Reproduction only.** Algorithm 3 as printed (spec §3.1): ``sigma =
+            **Reproduction only.** Algorithm 3 as printed ([ZQR+22, Algorithm 3]): ``sigma =
             sqrt(ln(2/beta)/rho)`` whatever the relation and the integer depth, offset ``E`` as
             printed with ``gamma`` (default ``1/width``). This under-noises Count Sketch under
-            ``replace`` (erratum E3) and whenever ``depth > ln(2/beta)`` (E13); the object's
+            ``replace`` (docs/algorithms.md#lin-e3) and whenever ``depth > ln(2/beta)`` (docs/algorithms.md#lin-e13); the object's
             ``rho`` then reports the **effective** zCDP level for ``neighbouring``.
         gamma
             The paper's accuracy parameter (``paper_compat`` only).
@@ -353,7 +351,7 @@ class _PrivateLinearSketch(abc.ABC):
         return self.calibration.paper_compat
 
     def epsilon_at(self, delta: float, method: str = "standard") -> float:
-        """``epsilon`` of the implied ``(epsilon, delta)``-DP guarantee (spec §1.3, Lemma 2.9)."""
+        """``epsilon`` of the implied ``(epsilon, delta)``-DP guarantee ([ZQR+22, Section 2.1, Lemma 2.9])."""
         return self.calibration.epsilon_at(delta, method)
 
     def describe(self) -> dict[str, Any]:
@@ -414,10 +412,10 @@ class _PrivateLinearSketch(abc.ABC):
         return out
 
     def estimate(self, keys: Any, *, clamp_nonnegative: bool = False) -> np.ndarray:
-        """Private point estimates of a batch of keys (Algorithm 2 on the noisy table, spec §4.1).
+        """Private point estimates of a batch of keys (Algorithm 2 on the noisy table, [ZQR+22, Section 3]).
 
         Vectorised over keys; float64. ``clamp_nonnegative=True`` clips at 0 (post-processing
-        for display in the strict turnstile model, spec §10.3; it biases Count Sketch).
+        for display in the strict turnstile model, docs/algorithms.md#lin-e17; it biases Count Sketch).
         """
         est = self.estimate_hashes(*hash_keys(keys, self.seed))
         return np.maximum(est, 0.0) if clamp_nonnegative else est
@@ -425,11 +423,11 @@ class _PrivateLinearSketch(abc.ABC):
     def heavy_hitters(
         self, candidates: Any, threshold: float | None = None, top: int | None = None
     ) -> list[tuple[Any, float]]:
-        """Candidates whose private estimate is ``>= threshold``, best first (spec §4.2).
+        """Candidates whose private estimate is ``>= threshold``, best first ([ZQR+22, Section 3.1]).
 
         ``candidates`` must be a **public** set declared independently of the data (e.g. a
         side input): taking candidates from the private data is not post-processing and breaks
-        the guarantee (spec §4.2 "DP pitfall", erratum E18). Duplicates are dropped. Results are
+        the guarantee ([ZQR+22, Section 3.1], docs/algorithms.md#lin-e18). Duplicates are dropped. Results are
         ``(key, estimate)`` sorted by estimate descending, ties by canonical key order;
         ``top`` keeps the first ``top``.
         """
@@ -455,7 +453,7 @@ class _PrivateLinearSketch(abc.ABC):
     def total(self) -> float:
         """Total weight ``N``: exact when published (declared replace-one model).
 
-        Subclasses estimate it from the table otherwise, where the spec allows.
+        Subclasses estimate it from the table otherwise, where the neighbouring relation allows.
         """
         if self.public_total is not None:
             return float(self.public_total)
@@ -535,21 +533,20 @@ class PrivateCountMinSketch(_PrivateLinearSketch):
     """A released DP Count-Min sketch: exact counts + offset + independent noise per cell.
 
     Build it with :meth:`release` (Algorithm 3 of Zhao et al., private Count-Min, with the
-    strict calibration of spec §3.2). Cell ``(r, c)`` holds ``C[r, c] + offset + Z[r, c]``,
+    strict calibration of docs/algorithms.md#lin-strict). Cell ``(r, c)`` holds ``C[r, c] + offset + Z[r, c]``,
     ``offset = ceil(E)`` (a public constant) and ``Z`` i.i.d. exact discrete Laplace (pure
     budget) or discrete Gaussian (zCDP / approximate budget) noise.
 
     Guarantee: ``epsilon``-DP or ``rho``-zCDP (``(epsilon, delta)``-DP for an approximate
-    budget) under :attr:`neighbouring`, for any number of queries (Theorem 3.1; spec §1.4,
-    §3.2, §3.4). Utility (spec §3.5, erratum E4/E16): with probability ``>= 1 - beta_noise``,
+    budget) under :attr:`neighbouring`, for any number of queries (Theorem 3.1; [ZQR+22, Section 3] and docs/algorithms.md#lin-sensitivity and docs/algorithms.md#lin-strict). Utility ([ZQR+22, Theorems 3.1 and 3.2], docs/algorithms.md#lin-e4, docs/algorithms.md#lin-e16): with probability ``>= 1 - beta_noise``,
     for **all** keys simultaneously ``offset - E <= f^(x) - f~(x) <= offset + E`` where ``f~`` is
     the exact sketch's estimate, so ``f^ >= f~ >= f`` in the strict turnstile model: the private
     sketch never underestimates. Per key, ``f~(x) - f(x) <= e (N - f(x)) / width`` with
     probability ``>= 1 - exp(-depth)``.
 
-    Count-Min needs ``f >= 0`` (strict turnstile) for these guarantees (erratum E17); use
+    Count-Min needs ``f >= 0`` (strict turnstile) for these guarantees (docs/algorithms.md#lin-e17); use
     :class:`PrivateCountSketch` for general turnstile data. Inner products are not offered on
-    Count-Min (spec §4.3: the offset and the min make them biased).
+    Count-Min (docs/algorithms.md#lin-extensions: the offset and the min make them biased).
     """
 
     KIND = "PrivateCountMinSketch"
@@ -563,7 +560,7 @@ class PrivateCountMinSketch(_PrivateLinearSketch):
         return values.min(axis=0).astype(np.float64)
 
     def total(self) -> float:
-        """Total weight ``N`` (spec §4.4).
+        """Total weight ``N`` (docs/algorithms.md#lin-extensions).
 
         When the release publishes it (declared replace-one model) the exact total is returned
         as is. Otherwise the unbiased estimate ``mean_r sum_c (C[r, c] - offset)`` from the noisy
@@ -585,16 +582,16 @@ class PrivateCountSketch(_PrivateLinearSketch):
     """A released DP Count Sketch: exact signed counts + independent zero-mean noise per cell.
 
     Build it with :meth:`release` (Algorithm 3 of Zhao et al., private CountSketch, strict
-    calibration of spec §3.2; sensitivity ``2 sqrt(d)`` under ``replace``, erratum E3).
+    calibration of docs/algorithms.md#lin-strict; sensitivity ``2 sqrt(d)`` under ``replace``, docs/algorithms.md#lin-e3).
 
     Guarantee: ``epsilon``-DP or ``rho``-zCDP (``(epsilon, delta)``-DP for an approximate
-    budget) under :attr:`neighbouring`, for any number of queries (Theorem 3.2; spec §3.4).
+    budget) under :attr:`neighbouring`, for any number of queries (Theorem 3.2; [ZQR+22, Section 3]).
     Utility: with probability ``>= 1 - beta_noise``, ``|f^(x) - f~(x)| <= E`` for all keys
     simultaneously (the median is 1-Lipschitz); estimates are unbiased over the hashes and the
-    noise (spec §3.5). Works in the general turnstile model. Estimates are float64 (the median
+    noise ([ZQR+22, Theorems 3.1 and 3.2]). Works in the general turnstile model. Estimates are float64 (the median
     of an even number of rows is the mean of the middle two).
 
-    Extra post-processing queries (spec §4.3, CountSketch family only): :meth:`inner_product`,
+    Extra post-processing queries (docs/algorithms.md#lin-extensions, CountSketch family only): :meth:`inner_product`,
     :meth:`squared_l2`, :meth:`l2_norm`, :meth:`squared_distance`.
     """
 
@@ -620,7 +617,7 @@ class PrivateCountSketch(_PrivateLinearSketch):
             )
 
     def inner_product(self, other: PrivateCountSketch) -> float:
-        """Estimate of ``<f1, f2>``: ``median_r sum_c C1[r, c] C2[r, c]`` (spec §4.3).
+        """Estimate of ``<f1, f2>``: ``median_r sum_c C1[r, c] C2[r, c]`` (docs/algorithms.md#lin-extensions).
 
         Both releases must have the same shape and seed and **independent** noise (distinct
         release ids); then each row sum is unbiased for the exact sketches' row inner product,
@@ -633,7 +630,7 @@ class PrivateCountSketch(_PrivateLinearSketch):
         return float(np.median(np.einsum("rc,rc->r", a, b)))
 
     def squared_l2(self) -> float:
-        """Estimate of ``||f||_2^2``: ``median_r (sum_c C[r, c]^2 - width * var)`` (spec §4.3).
+        """Estimate of ``||f||_2^2``: ``median_r (sum_c C[r, c]^2 - width * var)`` (docs/algorithms.md#lin-extensions).
 
         The subtraction removes the noise bias exactly (``var`` = :attr:`noise_variance`).
         May be negative for tiny inputs; see :meth:`l2_norm`.
@@ -647,7 +644,7 @@ class PrivateCountSketch(_PrivateLinearSketch):
         return math.sqrt(max(0.0, self.squared_l2()))
 
     def squared_distance(self, other: PrivateCountSketch) -> float:
-        """Estimate of ``||f1 - f2||_2^2`` from ``D = C1 - C2`` (spec §4.3).
+        """Estimate of ``||f1 - f2||_2^2`` from ``D = C1 - C2`` (docs/algorithms.md#lin-extensions).
 
         ``median_r (sum_c D[r, c]^2 - width (var1 + var2))``; needs independent noise.
         """

@@ -1,10 +1,10 @@
 """Calibration of the DP linear sketch releases: neighbouring relations, exact sensitivities, noise.
 
 Shared by :mod:`beam_dpsketch.sketches.dp_linear` (Count-Min, Count Sketch) and
-:mod:`beam_dpsketch.sketches.dyadic` (dyadic Count Sketch). Spec:
-``shared/specs/dp-linear-sketches.md`` (cited as "spec §x").
+:mod:`beam_dpsketch.sketches.dyadic` (dyadic Count Sketch). Paper: Zhao et al., "Differentially Private Linear Sketches" (NeurIPS
+2022), cited as [ZQR+22]; deviations in docs/algorithms.md#linear-sketches.
 
-Neighbouring relations (spec §1.4)
+Neighbouring relations (docs/algorithms.md#lin-sensitivity)
 ----------------------------------
 ``"add_remove"`` (library default, event level: one unit update added or removed),
 ``"replace"`` (the paper's Definition 2.3: one element replaced by another),
@@ -12,7 +12,7 @@ Neighbouring relations (spec §1.4)
 flip) and ``"user:k"`` (one user's at most ``k`` unit updates added or removed; the bound must be
 enforced upstream, e.g. by :mod:`beam_dpsketch.privacy.bounding`).
 
-Sensitivities of a ``depth``-row sketch (spec §1.4 table; every row changes the same way):
+Sensitivities of a ``depth``-row sketch (docs/algorithms.md#lin-sensitivity; every row changes the same way):
 
 ============== ============= ============= =======
 relation       L2, Count-Min L2, CountSk.  L1
@@ -23,32 +23,32 @@ replace_update 2 sqrt(d)     2 sqrt(d)     2d
 user:k         k sqrt(d)     k sqrt(d)     k d
 ============== ============= ============= =======
 
-CountSketch under ``replace`` is ``2 sqrt(d)``, not the paper's ``sqrt(2d)`` (erratum E3: with
+CountSketch under ``replace`` is ``2 sqrt(d)``, not the paper's ``sqrt(2d)`` (docs/algorithms.md#lin-e3: with
 public hashes a pair colliding in every row with opposite signs moves one counter by 2 per row).
 
-Noise (design brief §3 principle 3: integer counters get discrete noise)
------------------------------------------------------------------------
+Noise (docs/algorithms.md#noise-sampling: integer counters get discrete noise)
+-----------------------------------------------------------------------------
 * pure ``eps`` budget: exact discrete Laplace (:func:`beam_dpsketch.noise.discrete_laplace`) of
   scale ``b = L1 / eps'`` with ``eps' <= eps`` the rational floor of ``eps``
   (:func:`~beam_dpsketch.privacy.calibration.discrete_laplace_scale`). Independent
   coordinates and an integer shift of L1 norm at most ``L1`` give ``eps'``-DP.
 * ``rho``-zCDP budget: exact discrete Gaussian (:func:`beam_dpsketch.noise.discrete_gaussian`)
-  with ``sigma = L2 / sqrt(2 rho)`` (spec §3.2; Lemma 2.8 with erratum E2). For independent
+  with ``sigma = L2 / sqrt(2 rho)`` (docs/algorithms.md#lin-strict; Lemma 2.8 with docs/algorithms.md#lin-e2). For independent
   discrete Gaussian coordinates and integer shifts this is exactly ``rho``-zCDP (Canonne, Kamath
   and Steinke 2020, Theorem 14: Renyi divergences of independent coordinates add, and each
   coordinate obeys the continuous bound). The ``exp(-pi^2 sigma^2)`` correction mentioned in
-  spec §10.2 concerns CKS's direct ``(eps, delta)`` bound (their Theorem 15), which is not used.
+  docs/algorithms.md#noise-sampling concerns CKS's direct ``(eps, delta)`` bound (their Theorem 15), which is not used.
 * ``(eps, delta)`` budget with ``delta > 0``: converted to
-  ``rho = approx_to_zcdp(eps, delta)`` (exact inverse of Lemma 2.9, spec §1.3) and released as
+  ``rho = approx_to_zcdp(eps, delta)`` (exact inverse of Lemma 2.9, [ZQR+22, Section 2.1]) and released as
   above, so the release is ``rho``-zCDP and therefore ``(eps, delta)``-DP.
 
-Uniform noise bound (spec §3.1-§3.2)
+Uniform noise bound ([ZQR+22, Algorithm 3] and docs/algorithms.md#lin-strict)
 ------------------------------------
 ``E`` is a level that every one of the ``n`` noise values stays within (``|Z| <= E``) with
 probability ``>= 1 - beta_noise``: ``E = sigma sqrt(2 ln(2 n / beta_noise))`` for the discrete
 Gaussian (which is sigma-subgaussian, CKS Corollary 9, so ``P(|Z| > t) <= 2 exp(-t^2/2sigma^2)``);
 for the discrete Laplace the smallest integer ``E`` with ``n * 2 a^(E+1) / (1+a) <= beta_noise``,
-``a = exp(-1/b)``. The Count-Min offset is the integer ``ceil(E)`` (spec §10.2: counters stay
+``a = exp(-1/b)``. The Count-Min offset is the integer ``ceil(E)`` (docs/algorithms.md#noise-sampling: counters stay
 int64).
 """
 
@@ -100,7 +100,7 @@ _MIN_SIGMA, _MAX_SIGMA = 1.0 / 16.0, float(1 << 30)  # range of noise.discrete_g
 
 
 def parse_neighbouring(neighbouring: Any) -> tuple[str, int]:
-    """Canonical name and contribution bound ``k`` of a neighbouring relation (spec §1.4).
+    """Canonical name and contribution bound ``k`` of a neighbouring relation (docs/algorithms.md#lin-sensitivity).
 
     Accepts ``"add_remove"``, ``"replace"``, ``"replace_update"`` (``k = 1``) and ``"user:k"``
     with an integer ``k >= 1``. Raises ``ValueError`` naming ``neighbouring`` otherwise.
@@ -115,7 +115,7 @@ def parse_neighbouring(neighbouring: Any) -> tuple[str, int]:
                 return f"user:{int(text)}", int(text)
     raise ValueError(
         "neighbouring must be 'add_remove', 'replace', 'replace_update' or 'user:k' with an "
-        f"integer k >= 1 (spec dp-linear-sketches §1.4), got {neighbouring!r}"
+        f"integer k >= 1 (docs/algorithms.md#lin-sensitivity), got {neighbouring!r}"
     )
 
 
@@ -177,7 +177,7 @@ def _check_depth(depth: Any) -> int:
 
 
 def linear_sensitivity(kind: str, neighbouring: str, depth: int, norm: str = "l2") -> float | int:
-    """Exact worst-case sensitivity of a ``depth``-row linear sketch (spec §1.4).
+    """Exact worst-case sensitivity of a ``depth``-row linear sketch (docs/algorithms.md#lin-sensitivity).
 
     Parameters
     ----------
@@ -187,7 +187,7 @@ def linear_sensitivity(kind: str, neighbouring: str, depth: int, norm: str = "l2
     neighbouring
         A relation accepted by :func:`parse_neighbouring`.
     depth
-        Number of rows ``d`` (the actual integer, spec §1.4 rule 2).
+        Number of rows ``d`` (the actual integer, docs/algorithms.md#lin-sensitivity).
     norm
         ``"l2"`` (float) or ``"l1"`` (int).
 
@@ -195,7 +195,7 @@ def linear_sensitivity(kind: str, neighbouring: str, depth: int, norm: str = "l2
     -------
     float or int
         ``Delta_2`` or ``Delta_1`` (see the module docstring's table). Count Sketch under
-        ``replace`` is ``2 sqrt(d)`` (erratum E3).
+        ``replace`` is ``2 sqrt(d)`` (docs/algorithms.md#lin-e3).
     """
     if kind not in _SKETCH_KINDS:
         raise ValueError(f"kind must be 'count_min' or 'count_sketch', got {kind!r}")
@@ -244,7 +244,7 @@ def noise_variance(noise: str, scale: float) -> float:
 
 
 def noise_tail_bound(noise: str, scale: float, counters: int, beta_noise: float) -> float:
-    """Level ``E`` with ``P(max over counters |Z| > E) <= beta_noise`` (union bound, spec §3.2).
+    """Level ``E`` with ``P(max over counters |Z| > E) <= beta_noise`` (union bound, docs/algorithms.md#lin-strict).
 
     Discrete Gaussian: ``E = sigma sqrt(2 ln(2 n / beta_noise))`` (sigma-subgaussian tails).
     Discrete Laplace: the smallest integer ``E >= 0`` with ``n 2 a^(E+1) / (1+a) <= beta_noise``.
@@ -302,14 +302,14 @@ class LinearCalibration:
     sensitivity, sensitivity_norm
         The sensitivity the noise is calibrated to and its norm (``"l1"`` or ``"l2"``).
     neighbouring
-        Canonical neighbouring relation (spec §1.4).
+        Canonical neighbouring relation (docs/algorithms.md#lin-sensitivity).
     budget_kind
         ``"pure"``, ``"approx"`` or ``"zcdp"`` (the kind of the budget that was spent).
     epsilon, delta, rho
         The guarantee: ``epsilon``-DP (pure), ``rho``-zCDP hence ``(epsilon, delta)``-DP
         (approx), or ``rho``-zCDP (zcdp; ``epsilon``/``delta`` filled when the budget has a
         ``delta_for_conversion``). With ``paper_compat`` the ``rho`` is the **effective** value
-        for ``neighbouring`` (it can exceed the requested budget, spec §3.3).
+        for ``neighbouring`` (it can exceed the requested budget, docs/algorithms.md#lin-strict).
     noise_variance
         Exact variance of one counter's noise.
     noise_bound
@@ -319,7 +319,7 @@ class LinearCalibration:
     beta_noise
         Failure probability of the noise event.
     paper_compat
-        ``True`` for the labelled reproduction of Algorithm 3 as printed (spec §3.1).
+        ``True`` for the labelled reproduction of Algorithm 3 as printed ([ZQR+22, Algorithm 3]).
     epsilon_effective
         For pure releases, the rational ``eps' <= epsilon`` the noise actually gives.
     """
@@ -351,7 +351,7 @@ class LinearCalibration:
         """The ``epsilon`` of the implied ``(epsilon, delta)``-DP guarantee.
 
         Pure releases return ``epsilon`` (valid for every ``delta``). zCDP releases use
-        :func:`~beam_dpsketch.privacy.budget.zcdp_to_epsilon` (Lemma 2.9 by default, spec §1.3;
+        :func:`~beam_dpsketch.privacy.budget.zcdp_to_epsilon` (Lemma 2.9 by default, [ZQR+22, Section 2.1];
         ``method="cks"`` for the tighter Canonne-Kamath-Steinke conversion).
         """
         if self.rho is None:
@@ -403,12 +403,12 @@ class LinearCalibration:
 
 
 def paper_compat_parameters(beta: float, gamma: float, rho: float) -> tuple[float, float]:
-    """``(sigma, E)`` of Algorithm 3 **as printed** (spec §3.1; reproduction only).
+    """``(sigma, E)`` of Algorithm 3 **as printed** ([ZQR+22, Algorithm 3]; reproduction only).
 
     ``sigma = sqrt(ln(2/beta) / rho)`` and
     ``E = sqrt(2 ln(2/beta) / rho) * sqrt(ln((4/gamma) ln(2/beta) / beta))``, with the unrounded
     ``d = ln(2/beta)`` and ``w = 1/gamma``. This under-noises Count Sketch under ``replace``
-    (erratum E3) and under-noises by ``d / ln(2/beta)`` when ``d`` is rounded up (erratum E13).
+    (docs/algorithms.md#lin-e3) and under-noises by ``d / ln(2/beta)`` when ``d`` is rounded up (docs/algorithms.md#lin-e13).
     """
     b = check_probability(beta, "beta")
     g = check_probability(gamma, "gamma")
@@ -440,23 +440,23 @@ def calibrate_linear(
     beta: float = 0.01,
     gamma: float | None = None,
 ) -> LinearCalibration:
-    """Strict calibration of one release of ``counters`` noisy counters (spec §3.2).
+    """Strict calibration of one release of ``counters`` noisy counters (docs/algorithms.md#lin-strict).
 
     Parameters
     ----------
     kind
-        ``"count_min"`` or ``"count_sketch"`` (sensitivity table, spec §1.4).
+        ``"count_min"`` or ``"count_sketch"`` (sensitivity table, docs/algorithms.md#lin-sensitivity).
     depth
         Rows ``d`` of the sketch.
     budget
         The budget of this release (pure -> discrete Laplace on L1; zCDP or approximate ->
         discrete Gaussian on L2, see the module docstring).
     neighbouring
-        Relation the guarantee is stated for (spec §1.4); default ``"add_remove"``.
+        Relation the guarantee is stated for (docs/algorithms.md#lin-sensitivity); default ``"add_remove"``.
     counters
         Number of noisy counters (for the union bound ``E``).
     beta_noise
-        Failure probability of the noise event ``max |Z| <= E`` (spec §3.2, default ``beta/2``).
+        Failure probability of the noise event ``max |Z| <= E`` (docs/algorithms.md#lin-strict, default ``beta/2``).
     offset
         Whether to add the Count-Min offset ``ceil(E)``.
     paper_compat

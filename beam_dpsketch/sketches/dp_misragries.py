@@ -1,15 +1,15 @@
 """Differentially private releases of Misra-Gries sketches (Lebeda and Tetek, PODS 2023 / TODS 2025).
 
-Pure numpy, no Beam. Spec: ``shared/specs/dp-misra-gries.md``; section numbers below refer to
-it. The exact sketches live in :mod:`beam_dpsketch.sketches.misragries` (Algorithm 1 and the
+Pure numpy, no Beam. The paper is cited as [LT23]; deviations and library choices are explained
+in docs/algorithms.md#misra-gries. The exact sketches live in :mod:`beam_dpsketch.sketches.misragries` (Algorithm 1 and the
 Agarwal merge) and :class:`PAMGSketch` (Algorithm 4); this module turns them into
 :class:`HeavyHitterRelease` objects. Each release function takes the sketch, the privacy
 parameters and a :class:`beam_dpsketch.noise.NoiseStream` (one per release, from
 ``NoiseSource.stream(release_id)``), draws all its noise from that stream (exactly one shared
-draw where the mechanism has one, spec §11.1) and returns the released ``(key, noisy count)``
-pairs sorted by canonical key order (spec §11.3) with their guarantee.
+draw where the mechanism has one, docs/algorithms.md#noise-sampling) and returns the released ``(key, noisy count)``
+pairs sorted by canonical key order (docs/algorithms.md#mg-order) with their guarantee.
 
-Which release for which pipeline (spec §6.7):
+Which release for which pipeline (docs/algorithms.md#mg-merged):
 
 =====================================  ===========================================================
 sketch / pipeline shape                 releases
@@ -22,30 +22,30 @@ per-shard Algorithm 3 + exact sum       :func:`approx_pp`, :func:`pure_pp` on a
 (``merged=True``)                       :func:`merged_pure`; PMG and Algorithm 3 raise TypeError
 user level, PAMG (+ ``MERGE_k``)        :func:`pamg_gshm` (``l = k``); merged_laplace/merged_pure
 user level, one flattened stream        :func:`user_level_pmg` (group privacy)
-baselines (spec §7)                     :func:`chan_pure`, :func:`chan_thresholded`,
+baselines ([LT23, Section 4])                     :func:`chan_pure`, :func:`chan_thresholded`,
                                         :func:`stability_histogram`, :func:`gaussian_histogram`
 =====================================  ===========================================================
 
 :func:`recommend_merged_mechanism` picks between Design B and the merged releases for a
-declared shard count. Defaults and resolutions of the spec's open points:
+declared shard count. Defaults where the paper leaves a choice open:
 
-* integer data get exact discrete Laplace noise by default (spec §4.6, §11.1; erratum E5's
+* integer data get exact discrete Laplace noise by default ([LT23, Section 5.2] and docs/algorithms.md#noise-sampling; docs/algorithms.md#mg-e5's
   conservative ``tau_geo``); ``noise="laplace"`` selects lattice Laplace noise where the paper
   uses Laplace; Algorithm-3 releases are discrete only (their values are multiples of
   ``1/(k+1)``, which lattice noise would expose);
 * ``epsilon`` is rounded down to a multiple of ``1e-6`` so the exact samplers take exact
   rational scales, and thresholds are computed from that value (``details["epsilon_effective"]``);
-* ``delta`` must lie in ``(0, 1)`` for every ``(eps, delta)`` release (erratum E9); pure releases
+* ``delta`` must lie in ``(0, 1)`` for every ``(eps, delta)`` release (docs/algorithms.md#mg-e9); pure releases
   take no ``delta``;
-* Algorithm 3 uses ``n/(k+1)`` exactly (erratum E7) and the paper's sensitivity 2
-  (``tight_sensitivity=True`` for ``(2k-1)/(k+1)``, erratum E3);
-* GSHM is always calibrated with the exact ``delta_GSHM`` (erratum E10), ``l = k`` for merged
-  and PAMG sketches, ``threshold = 1 + tau`` (E18), utility stated with ``beta`` (E11).
+* Algorithm 3 uses ``n/(k+1)`` exactly (docs/algorithms.md#mg-e7) and the paper's sensitivity 2
+  (``tight_sensitivity=True`` for ``(2k-1)/(k+1)``, docs/algorithms.md#mg-e3);
+* GSHM is always calibrated with the exact ``delta_GSHM`` (docs/algorithms.md#mg-e10), ``l = k`` for merged
+  and PAMG sketches, ``threshold = 1 + tau`` (docs/algorithms.md#mg-e18), utility stated with ``beta`` (docs/algorithms.md#mg-e11).
 
-Neighbouring relation: add/remove one element (spec §1.2) unless a release says otherwise
+Neighbouring relation: add/remove one element ([LT23, Definition 1]) unless a release says otherwise
 (user level: one user's contribution). Replace-one guarantees follow by group privacy of size 2:
-run with ``eps/2`` and ``delta/(1 + e^(eps/2))`` (spec §1.2, E19). Every call is one release
-and spends its budget; compose repeated releases (spec §11.7).
+run with ``eps/2`` and ``delta/(1 + e^(eps/2))`` ([LT23, Definition 1], docs/algorithms.md#mg-e19). Every call is one release
+and spends its budget; compose repeated releases (docs/privacy-model.md#many-releases-from-one-noisy-state).
 """
 
 from __future__ import annotations
@@ -120,5 +120,5 @@ __all__ = [
     "user_level_pmg",
 ]
 
-#: The default single-stream mechanism: PMG with exact discrete (geometric) noise, spec §4.6.
+#: The default single-stream mechanism: PMG with exact discrete (geometric) noise, [LT23, Section 5.2].
 default_release = pmg

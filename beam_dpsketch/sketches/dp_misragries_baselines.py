@@ -1,10 +1,10 @@
-"""Baselines for comparing the DP Misra-Gries releases in experiments (spec §7).
+"""Baselines for comparing the DP Misra-Gries releases in experiments ([LT23, Section 4]).
 
-* Chan, Li, Shi and Xu (PETS 2012): noise scaled to MG's global sensitivity ``k`` (spec §7.1);
+* Chan, Li, Shi and Xu (PETS 2012): noise scaled to MG's global sensitivity ``k`` ([LT23, Section 4]);
 * the stability-based sparse histogram of Korolova et al. (WWW 2009) on **exact** counts, the
-  non-streaming gold standard (spec §7.3), and its Gaussian (GSHM) form.
+  non-streaming gold standard (docs/algorithms.md#mg-baselines), and its Gaussian (GSHM) form.
 
-The published Boehler-Kerschbaum mechanism (spec §7.2) is **not** private and is deliberately not
+The published Boehler-Kerschbaum mechanism ([LT23, Section 4]) is **not** private and is deliberately not
 provided (it exists only as a negative control inside the tests); its corrected version is
 :func:`chan_thresholded`. Re-exported by :mod:`beam_dpsketch.sketches.dp_misragries`.
 """
@@ -64,7 +64,7 @@ def chan_pure(
 ) -> HeavyHitterRelease:
     """Chan et al. (2012), pure: ``Lap(k/eps)`` on the MG counter of every key of ``U``, top-k.
 
-    Uses MG's global L1 sensitivity ``k`` under add/remove neighbours (L-CHAN, spec §3.1, §7.1;
+    Uses MG's global L1 sensitivity ``k`` under add/remove neighbours ([LT23, Section 2; Section 4];
     Chan et al. stated a different constant for their replace-one relation). Exact discrete
     Laplace, exact large-universe sampler (as :func:`~.dp_misragries_merged.merged_pure`).
     Guarantee: pure ``epsilon``-DP, add/remove one element. Error ``O(n/k + k log(u)/eps)``;
@@ -83,10 +83,10 @@ def chan_thresholded(
     *,
     noise: str = "discrete_laplace",
 ) -> HeavyHitterRelease:
-    """Chan et al. (2012), thresholded: ``Lap(k/eps)`` on stored keys plus a threshold (spec §7.1).
+    """Chan et al. (2012), thresholded: ``Lap(k/eps)`` on stored keys plus a threshold ([LT23, Section 4]).
 
-    Calibrated as M-LAP (spec §6.3): keep values ``>= 1 + (k/eps) ln(k/(2 delta))`` (discrete:
-    the ``Geo2`` analogue). Also the corrected Boehler-Kerschbaum baseline (spec §7.2).
+    Calibrated as M-LAP (docs/algorithms.md#mg-merged): keep values ``>= 1 + (k/eps) ln(k/(2 delta))`` (discrete:
+    the ``Geo2`` analogue). Also the corrected Boehler-Kerschbaum baseline ([LT23, Section 4]).
     Guarantee: ``(epsilon, delta)``-DP, add/remove one element. Error
     ``O(n/k + k log(k/delta)/eps)``.
     """
@@ -124,7 +124,7 @@ def stability_histogram(
     *,
     noise: str = "discrete_laplace",
 ) -> HeavyHitterRelease:
-    """Stability-based sparse histogram on exact counts (Korolova et al. 2009; spec §7.3).
+    """Stability-based sparse histogram on exact counts (Korolova et al. 2009; docs/algorithms.md#mg-baselines).
 
     ``Lap(1/eps)`` on every non-zero count, kept iff ``>= tau_hist = 1 + ln(1/(2 delta))/eps``
     (Laplace; one new key of count 1) or ``>= 1 + t`` with ``P[Geo2(exp(-eps)) >= t] <= delta``
@@ -132,7 +132,7 @@ def stability_histogram(
     constant factor when ``n/(k+1)`` is negligible. Error below ``tau_hist + ln(K/beta)/eps``
     w.p. ``1 - beta`` (``K`` non-zero keys).
 
-    Guarantee: ``(epsilon, delta)``-DP under add/remove of one element (spec §1.2).
+    Guarantee: ``(epsilon, delta)``-DP under add/remove of one element ([LT23, Definition 1]).
 
     Parameters
     ----------
@@ -178,12 +178,12 @@ def gaussian_histogram(
     max_contributions: int = 1,
     beta: float = 0.05,
 ) -> HeavyHitterRelease:
-    """GSHM on exact counts: the Gaussian gold standard (spec §7.3, §5.2).
+    """GSHM on exact counts: the Gaussian gold standard ([LT23, Section 8] and docs/algorithms.md#mg-baselines).
 
     ``l = 1`` for element-level data; ``l = m`` (``max_contributions``) when each user adds at
     most ``m`` **distinct** keys, each count then being the number of users holding the key (the
     exact histogram changes by 1 in at most ``m`` counts; this ``l = m`` is valid for the exact
-    histogram only, never for MG or PAMG sketches, spec §11.6). Calibration: exact
+    histogram only, never for MG or PAMG sketches, docs/algorithms.md#misra-gries). Calibration: exact
     ``delta_GSHM`` (:func:`~.dp_misragries_merged.calibrate_gshm`).
 
     Guarantee: ``(epsilon, delta)``-DP under add/remove of one element (``m = 1``) or of one

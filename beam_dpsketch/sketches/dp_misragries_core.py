@@ -2,10 +2,10 @@
 noise helpers, declared universes and the exact pure-DP top-k sampler.
 
 Everything public is re-exported by :mod:`beam_dpsketch.sketches.dp_misragries`, which is the
-module to import and whose docstring gives the overview. Spec: ``shared/specs/dp-misra-gries.md``
-(cited below as "spec §x").
+module to import and whose docstring gives the overview. Paper: Lebeda and Tetek
+(PODS 2023), cited as [LT23]; deviations in docs/algorithms.md#misra-gries.
 
-Numeric conventions (spec §11.1, §11.4):
+Numeric conventions (docs/algorithms.md#noise-sampling and docs/algorithms.md#mg-e7):
 
 * ``epsilon`` is rounded **down** to a rational ``eps' = p / 10**6``
   (:func:`beam_dpsketch.privacy.calibration.rational_epsilon_floor`), so every noise scale
@@ -20,7 +20,7 @@ Numeric conventions (spec §11.1, §11.4):
   formed exactly (``math.fsum``) and rounded once, so the released float is a function of the
   exact noisy value only.
 * Union-bound thresholds are computed with a ``1e-9`` relative safety margin on ``delta`` so
-  floating-point error can only make them (negligibly) larger, as spec §11.4 asks.
+  floating-point error can only make them (negligibly) larger, as docs/algorithms.md#mg-e7 asks.
 """
 
 from __future__ import annotations
@@ -51,17 +51,17 @@ __all__ = [
     "Universe",
 ]
 
-#: Neighbouring relation of every single-stream element-level release (spec §1.2, Definition 1).
-NEIGHBOURING_ELEMENT = "add/remove one stream element (spec dp-misra-gries §1.2)"
-#: Relation for releases of sharded / merged data (spec §1.2 plus assumption A-PART, §6.8).
+#: Neighbouring relation of every single-stream element-level release ([LT23, Definition 1].
+NEIGHBOURING_ELEMENT = "add/remove one stream element ([LT23, Definition 1])"
+#: Relation for releases of sharded / merged data ([LT23, Definition 1] plus assumption A-PART (docs/algorithms.md#mg-a-part), docs/algorithms.md#mg-partition).
 NEIGHBOURING_SHARDED = (
     "add/remove one stream element; the shard partition, within-shard order and merge tree do "
-    "not depend on the presence of any other element (A-PART, spec dp-misra-gries §6.8)"
+    "not depend on the presence of any other element (assumption A-PART, docs/algorithms.md#mg-a-part)"
 )
 #: The noise kinds accepted by the mechanisms with integer inputs.
 NOISE_KINDS = ("discrete_laplace", "laplace")
 
-_SAFETY = 1e-9  # relative margin on delta in union-bound thresholds (spec §11.4)
+_SAFETY = 1e-9  # relative margin on delta in union-bound thresholds (docs/algorithms.md#mg-e7)
 _LATTICE_TAIL_LOG = math.log1p(math.exp(-(2.0**-20)))  # ln(1 + exp(-2**-20)), see module doc
 
 
@@ -96,13 +96,13 @@ class HeavyHitterRelease:
     """A differentially private heavy-hitter / sparse-histogram release.
 
     Everything in it may be published: it is the output of a DP mechanism plus public
-    parameters. Keys not listed have estimate 0 (spec §1.1).
+    parameters. Keys not listed have estimate 0 ([LT23, Section 3]).
 
     Attributes
     ----------
     items
         ``(key, noisy_count)`` pairs sorted by the canonical key order
-        (:func:`beam_dpsketch.hashing.encode_key`), never by insertion order (spec §11.3).
+        (:func:`beam_dpsketch.hashing.encode_key`), never by insertion order (docs/algorithms.md#mg-order).
         Counts are ``int`` for discrete-noise releases and ``float`` otherwise.
     mechanism
         Name of the mechanism (e.g. ``"PMG-geo"``, ``"APPROX_PP"``, ``"M-GSHM"``).
@@ -244,7 +244,7 @@ def make_release(
 
 
 # --------------------------------------------------------------------------------------------
-# Validation (spec §11.6)
+# Validation (docs/algorithms.md#misra-gries)
 # --------------------------------------------------------------------------------------------
 
 
@@ -264,7 +264,7 @@ def check_eps(epsilon: Any) -> float:
 
 
 def check_approx_delta(delta: Any) -> float:
-    """``0 < delta < 1`` for every (eps, delta) mechanism (spec §11.6; erratum E9)."""
+    """``0 < delta < 1`` for every (eps, delta) mechanism (docs/algorithms.md#misra-gries; docs/algorithms.md#mg-e9)."""
     return check_delta(delta, allow_zero=False)
 
 
@@ -298,7 +298,7 @@ def laplace_scale_exact(sensitivity: int | Fraction, epsilon: float) -> Fraction
 def geometric_union_tail(scale: Fraction, delta: float, draws: int) -> int:
     """Smallest integer ``t >= 0`` with ``draws * P[Geo2(exp(-1/scale)) >= t] <= delta``.
 
-    ``P[Geo2(a) >= t] = a**t / (1 + a)`` for integers ``t >= 0`` (spec §0.1, §4.6). Computed
+    ``P[Geo2(a) >= t] = a**t / (1 + a)`` for integers ``t >= 0`` ([LT23, Section 3; Section 5.2]). Computed
     against ``delta * (1 - 1e-9)`` so rounding can only raise ``t``.
     """
     b = float(scale)
@@ -320,7 +320,7 @@ def laplace_union_tail(scale: Fraction | float, delta: float, draws: int) -> flo
     """Smallest real ``t >= 0`` with ``draws * P[Z >= t] <= delta`` for lattice-Laplace ``Z``.
 
     Uses ``P[Z >= t] <= exp(-t/b) / (1 + exp(-2**-20))`` (module docstring); for the continuous
-    Laplace this would be ``b * ln(draws / (2 delta))`` (spec §4.1, §6.3), which it exceeds by
+    Laplace this would be ``b * ln(draws / (2 delta))`` ([LT23, Algorithm 2] and docs/algorithms.md#mg-merged), which it exceeds by
     about ``b * 2**-21``.
     """
     b = float(scale)
@@ -356,17 +356,17 @@ def noisy_sums(kind: str, counts: list[int], *parts: np.ndarray) -> list[int | f
 
 
 # --------------------------------------------------------------------------------------------
-# Declared universes (pure DP, spec §0.1 and §4.4)
+# Declared universes (pure DP, [LT23, Section 3; Section 6])
 # --------------------------------------------------------------------------------------------
 
 _MAX_UNIVERSE = (1 << 63) - 1
 
 
 class Universe:
-    """A declared, public key universe ``U`` for the pure-DP releases (spec §0.1, §4.4, §6.3).
+    """A declared, public key universe ``U`` for the pure-DP releases ([LT23, Section 3; Section 6] and docs/algorithms.md#mg-merged).
 
     Pure DP puts noise on every key of ``U``, so ``U`` must be fixed before seeing the data and
-    every stored key must belong to it (spec §4.4, last bullet; §11.3 domain validation). Build
+    every stored key must belong to it ([LT23, Section 6], last bullet; docs/algorithms.md#mg-order domain validation). Build
     it in one of three ways:
 
     * :meth:`from_keys` with an explicit collection (deduplicated and sorted by canonical key
@@ -453,7 +453,7 @@ class Universe:
 
 
 def validate_in_universe(keys: Iterable[Any], universe: Universe) -> None:
-    """Raise ``ValueError`` if a stored key lies outside the declared universe (spec §4.4, §11.3).
+    """Raise ``ValueError`` if a stored key lies outside the declared universe ([LT23, Section 6] and docs/algorithms.md#mg-order).
 
     A key outside ``U`` would be released with no noise on the neighbouring side to cover it;
     validate the domain *before* sketching, this check is the last line of defence.
@@ -464,7 +464,7 @@ def validate_in_universe(keys: Iterable[Any], universe: Universe) -> None:
         if key not in universe:
             raise ValueError(
                 f"a stored key of type {type(key).__name__} is outside the declared universe: "
-                "reject out-of-universe keys before sketching (spec dp-misra-gries §4.4, §11.3)"
+                "reject out-of-universe keys before sketching ([LT23, Section 6] and docs/algorithms.md#mg-order)"
             )
 
 
@@ -552,7 +552,7 @@ def sample_tail_count(
 ) -> int:
     """Exact ``Binomial(n, q)`` with ``q = P[Geo2(exp(-1/scale)) >= t0]`` from the keyed stream.
 
-    This is the number of absent keys whose noise reaches the cutoff ``t0`` (spec §4.4 step 3).
+    This is the number of absent keys whose noise reaches the cutoff ``t0`` ([LT23, Section 6] step 3).
     Inversion of the CDF with a lazily refined uniform ``U``: ``U``'s bits come from ``stream``,
     the pmf is enclosed in rigorous integer intervals (fixed point with ``bits`` fractional
     bits; ``q`` and ``(1-q)**n`` from correctly rounded ``decimal`` arithmetic with a wide error
@@ -655,14 +655,14 @@ def pure_top_k(
     capacity: int,
     method: str = "auto",
 ) -> tuple[list[tuple[Any, int]], dict[str, Any]]:
-    """Top-``k`` of ``values[x] + Geo2(exp(-1/scale))`` over the declared universe (spec §4.4).
+    """Top-``k`` of ``values[x] + Geo2(exp(-1/scale))`` over the declared universe ([LT23, Section 6]).
 
     ``values`` holds the positive integer values (all other keys of ``U`` are 0); ``capacity``
     bounds how many positive keys there can be (public: ``k`` for one sketch, ``shards * k`` for
     Design B) and only chooses the method.
 
     * ``"enumerate"``: one draw per key of ``U``; exactly ``min(k, |U|)`` keys are returned.
-    * ``"sample"``: the exact cutoff sampler of spec §4.4 with the data-independent integer
+    * ``"sample"``: the exact cutoff sampler of [LT23, Section 6] with the data-independent integer
       cutoff ``t0 = max(0, ceil(scale * ln(|U| / (2k))))``: stored keys get explicit draws; the
       number ``K`` of absent keys whose noise is ``>= t0`` is drawn exactly from
       ``Binomial(|U| - #stored, P[Geo2 >= t0])`` (:func:`sample_tail_count`), the ``K`` keys

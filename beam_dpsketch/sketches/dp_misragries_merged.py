@@ -1,8 +1,8 @@
 """Releases of merged (Agarwal ``MERGE_k``) and PAMG sketches under a trusted aggregator.
 
-M-LAP, M-PURE and M-GSHM of spec §6.3 (Section 7 of the paper), the exact GSHM calibration of
-spec §5.4 (Theorem 5), PAMG + GSHM (Theorem 12, spec §5.5) and the design recommendation of
-spec §6.2-§6.7. Re-exported by :mod:`beam_dpsketch.sketches.dp_misragries`.
+M-LAP, M-PURE and M-GSHM of docs/algorithms.md#mg-merged (Section 7 of the paper), the exact GSHM calibration of
+[LT23, Section 8, Theorem 5], PAMG + GSHM (Theorem 12, [LT23, Theorem 12]) and the design recommendation of
+[LT23, Section 7] and docs/algorithms.md#mg-merged. Re-exported by :mod:`beam_dpsketch.sketches.dp_misragries`.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def merged_input(sketch: Any) -> tuple[int, dict[Any, int], str, str, dict[str, 
     Nothing here depends on the sketch's provenance flag ``merged``: whether a runner really
     merged two non-empty sketches can depend on the data (one element can be a bundle's only
     one), so it must not show in a release. The sharded relation is stated for every
-    ``MisraGries`` input: it holds for a single stream too, where A-PART is vacuous.
+    ``MisraGries`` input: it holds for a single stream too, where A-PART (docs/algorithms.md#mg-a-part) is vacuous.
     """
     if isinstance(sketch, PAMGSketch):
         return sketch.k, sketch.to_dict(), user_set_relation(sketch.m), "user", {"m": sketch.m}
@@ -91,19 +91,19 @@ def merged_laplace(
     noise: str = "discrete_laplace",
     mechanism: str = "M-LAP",
 ) -> HeavyHitterRelease:
-    """M-LAP: Laplace noise scaled to the ``k``-bounded sensitivity of a merged sketch (spec §6.3).
+    """M-LAP: Laplace noise scaled to the ``k``-bounded sensitivity of a merged sketch (docs/algorithms.md#mg-merged).
 
     Every positive key gets ``c_x + Z_x`` with scale ``k/eps`` and is kept iff the value is
-    ``>= 1 + (k/eps) ln(k/(2 delta))`` (Laplace; ``[DERIVED]`` in the spec, the paper gives no
+    ``>= 1 + (k/eps) ln(k/(2 delta))`` (Laplace; derived in docs/algorithms.md#mg-merged, the paper gives no
     constant) or ``>= 1 + t`` with ``k * P[Geo2(exp(-eps/k)) >= t] <= delta`` (discrete, the
     default). Valid because after any fixed merge tree neighbouring sketches differ by exactly
-    1 on at most ``k`` keys, all in one direction (C-MRG2, spec §3.4; PAMG: C-UL10, §3.6), so a
+    1 on at most ``k`` keys, all in one direction ([LT23, Section 7, Lemma 1 and Corollary 2]; PAMG: [LT23, Section 8, Lemma 9 and Corollary 10]), so a
     key present on one side only has value 1.
 
     Guarantee: ``(epsilon, delta)``-DP; neighbouring: add/remove one element (one user's set for
-    a :class:`~.dp_misragries_user.PAMGSketch`), with assumption A-PART for merged inputs
-    (spec §6.8). Also the thresholded baseline of Chan et al. on an unmerged sketch (spec §7.1)
-    and the corrected Boehler-Kerschbaum baseline (§7.2). Error ``O(n/k + k log(k/delta)/eps)``.
+    a :class:`~.dp_misragries_user.PAMGSketch`), with assumption A-PART (docs/algorithms.md#mg-a-part) for merged inputs
+    (docs/algorithms.md#mg-partition). Also the thresholded baseline of Chan et al. on an unmerged sketch ([LT23, Section 4])
+    and the corrected Boehler-Kerschbaum baseline ([LT23, Section 4]). Error ``O(n/k + k log(k/delta)/eps)``.
 
     Parameters
     ----------
@@ -151,13 +151,13 @@ def merged_pure(
     method: str = "auto",
     mechanism: str = "M-PURE",
 ) -> HeavyHitterRelease:
-    """M-PURE: pure DP top-k of a merged sketch with noise ``k/eps`` on all of ``U`` (spec §6.3).
+    """M-PURE: pure DP top-k of a merged sketch with noise ``k/eps`` on all of ``U`` (docs/algorithms.md#mg-merged).
 
     Exact discrete Laplace of scale ``k/eps`` on the counter of **every** key of the declared
     universe (0 if not stored), then the ``k`` largest; large universes use the exact cutoff
     sampler (see :func:`~.dp_misragries_single.pure_pp`). L1 sensitivity ``k`` after any fixed
-    merge tree (C-MRG2 / C-UL10). On an unmerged sketch this is the pure mechanism of Chan et
-    al. (spec §7.1). Error ``O(n/k + k log(u)/eps)``.
+    merge tree ([LT23, Section 8, Corollary 10]). On an unmerged sketch this is the pure mechanism of Chan et
+    al. ([LT23, Section 4]). Error ``O(n/k + k log(u)/eps)``.
 
     Guarantee: pure ``epsilon``-DP; neighbouring as in :func:`merged_laplace`.
     """
@@ -195,10 +195,10 @@ _SIGMA_SLACK = 1e-11  # the exact sampler may round sigma**2 up by < 2**-40 rela
 
 @dataclass(frozen=True)
 class GSHMParameters:
-    """Parameters of the Gaussian sparse histogram mechanism (spec §5.4).
+    """Parameters of the Gaussian sparse histogram mechanism ([LT23, Section 8, Theorem 5 and Lemma 6]).
 
     GSHM adds ``N(0, sigma^2)`` to every positive count and keeps values ``>= 1 + tau``
-    (erratum E18: the API takes the paper's ``tau``; the absolute cut is :attr:`threshold`).
+    (docs/algorithms.md#mg-e18: the API takes the paper's ``tau``; the absolute cut is :attr:`threshold`).
     ``delta_exact = delta_GSHM(l, sigma, tau, eps) <= delta`` is re-evaluated on the exact
     ``(sigma, tau)`` used (and on ``sigma * (1 + 1e-11)``, covering the sampler's rounding).
     """
@@ -217,10 +217,10 @@ class GSHMParameters:
         return 1.0 + self.tau
 
     def error_bound(self, beta: float = 0.05) -> float:
-        """Theorem 12 / §8.3 oracle: w.p. ``>= 1 - beta`` the privacy error is below this.
+        """Theorem 12 / docs/algorithms.md#mg-oracles oracle: w.p. ``>= 1 - beta`` the privacy error is below this.
 
         ``1 + tau + sigma * Phi^-1(1 - beta/(2l))``: for merged / PAMG sketches
-        ``|f~(x) - f(x)| < N/(k+1) + error_bound(beta)`` for all ``x`` (spec §5.5).
+        ``|f~(x) - f(x)| < N/(k+1) + error_bound(beta)`` for all ``x`` ([LT23, Theorem 12]).
         """
         b = check_beta(beta)
         return 1.0 + self.tau + self.sigma * -NormalDist().inv_cdf(b / (2 * self.l))
@@ -291,18 +291,18 @@ def _calibrate(l: int, eps: float, delta: float, beta: float) -> GSHMParameters:
 
 
 def calibrate_gshm(l: int, epsilon: float, delta: float, *, beta: float = 0.05) -> GSHMParameters:  # noqa: E741
-    """Exact GSHM calibration for ``l`` differing counts (spec §5.4, "Calibration procedure").
+    """Exact GSHM calibration for ``l`` differing counts ([LT23, Section 8, Theorem 5 and Lemma 6]).
 
     ``sigma_min`` solves ``Psi(eps, sqrt(l)/sigma) = delta``; over ``sigma`` from ``sigma_min``
     to ``4 sigma_min`` (13-point geometric grid, then golden-section refinement) the smallest
     ``tau`` with ``delta_GSHM(l, sigma, tau, eps) <= delta`` is found by bisection
     (:func:`beam_dpsketch.privacy.calibration.gshm_threshold`) and the ``sigma`` minimising the
     error proxy ``1 + tau + sigma Phi^-1(1 - beta/(2l))`` is kept. The exact condition is
-    re-evaluated on the returned pair (spec: "Always re-evaluate"). Results are cached by
+    re-evaluated on the returned pair (docs/algorithms.md#mg-e10). Results are cached by
     ``(l, epsilon, delta, beta)``; cost is ``O(l)`` per evaluation times a few hundred
     evaluations (about 0.5 s for ``l = 100``, several seconds for ``l = 1000``).
 
-    The closed-form Lemma 6 parameters are deliberately not used (erratum E10: they need
+    The closed-form Lemma 6 parameters are deliberately not used (docs/algorithms.md#mg-e10: they need
     ``eps < 1`` and are always looser; see
     :func:`beam_dpsketch.privacy.calibration.gshm_closed_form_parameters`).
 
@@ -310,7 +310,7 @@ def calibrate_gshm(l: int, epsilon: float, delta: float, *, beta: float = 0.05) 
     ----------
     l
         Number of counts neighbours may differ in: ``k`` for merged and PAMG sketches (never
-        ``m``, spec §11.6), ``1`` / ``m`` only for exact histograms.
+        ``m``, docs/algorithms.md#misra-gries), ``1`` / ``m`` only for exact histograms.
     epsilon, delta
         Target ``(epsilon, delta)``; ``0 < delta < 1``.
     beta
@@ -321,7 +321,7 @@ def calibrate_gshm(l: int, epsilon: float, delta: float, *, beta: float = 0.05) 
 
 
 def gshm_parameters(l: int, epsilon: float, delta: float, sigma: float) -> GSHMParameters:  # noqa: E741
-    """GSHM parameters for a caller-chosen ``sigma``: the smallest valid ``tau`` (spec §5.4).
+    """GSHM parameters for a caller-chosen ``sigma``: the smallest valid ``tau`` ([LT23, Section 8, Theorem 5 and Lemma 6]).
 
     Raises ``ValueError`` if ``sigma`` is too small for the Gaussian part alone.
     """
@@ -339,7 +339,7 @@ def gshm_release(
     stream: NoiseStream,
     draws: int,
 ) -> list[tuple[Any, float]]:
-    """``c_x + N(0, sigma^2)`` on every positive key, kept iff ``>= 1 + tau`` (spec §5.4)."""
+    """``c_x + N(0, sigma^2)`` on every positive key, kept iff ``>= 1 + tau`` ([LT23, Section 8, Theorem 5 and Lemma 6])."""
     keys = list(values)
     z = gaussian(stream, params.sigma, max(draws, len(keys)))[: len(keys)]
     ys = noisy_sums("gaussian", [values[x] for x in keys], z)
@@ -362,16 +362,16 @@ def merged_gshm(
     ``>= 1 + tau``; ``(sigma, tau)`` satisfy the **exact** condition
     ``delta_GSHM(k, sigma, tau, eps) <= delta`` of Theorem 5 (after Wilkins, Kifer, Zhang and
     Karrer), calibrated by :func:`calibrate_gshm` (or :func:`gshm_parameters` when ``sigma`` is
-    given). Precondition (C-MRG2 / C-UL10, spec §3.4, §3.6): neighbouring sketches differ by
+    given). Precondition ([LT23, Section 7, Lemma 1 and Corollary 2; Section 8, Lemma 9 and Corollary 10]): neighbouring sketches differ by
     exactly 1 on at most ``k`` counts, all in one direction, after any fixed merge tree.
     Noise: :func:`beam_dpsketch.noise.gaussian`, the exact discrete Gaussian on a lattice of
-    step ``<= sigma 2**-20`` (spec §11.1 option (a); its distance to ``N(0, sigma^2)`` is
+    step ``<= sigma 2**-20`` (docs/algorithms.md#noise-sampling; its distance to ``N(0, sigma^2)`` is
     negligible, and ``delta_GSHM`` is the continuous formula).
 
     Guarantee: ``(epsilon, delta)``-DP; neighbouring: add/remove one element (one user's set of
-    at most ``m`` distinct elements for a PAMG sketch), with A-PART (spec §6.8) for merged
+    at most ``m`` distinct elements for a PAMG sketch), with A-PART (docs/algorithms.md#mg-a-part) for merged
     inputs. Error (Theorem 12): ``|f~(x) - f(x)| < N/(k+1) + 1 + tau + sigma Phi^-1(1 -
-    beta/(2k))`` w.p. ``1 - beta`` (``details["error_bound"]``; erratum E11: ``beta``, not
+    beta/(2k))`` w.p. ``1 - beta`` (``details["error_bound"]``; docs/algorithms.md#mg-e11: ``beta``, not
     ``2 delta``).
 
     Parameters
@@ -432,10 +432,10 @@ def pamg_gshm(
     """User-level release of a PAMG sketch (merged or not) with GSHM at ``l = k`` (Theorem 12).
 
     Guarantee: ``(epsilon, delta)``-DP when neighbouring streams differ by one user's set of at
-    most ``m`` distinct elements, whatever ``m`` is (L-UL9 / C-UL10, spec §3.6, §5.5); shards
-    must partition users (each user in exactly one shard, fixed merge order, spec §6.8). The
+    most ``m`` distinct elements, whatever ``m`` is ([LT23, Section 8, Lemma 9 and Corollary 10; Theorem 12]); shards
+    must partition users (each user in exactly one shard, fixed merge order, docs/algorithms.md#mg-partition). The
     noise does not depend on ``m``: ``O(sqrt(k log(1/delta) log(k/delta))/eps)``. ``l = k``
-    always, never ``m`` (spec §11.6). See :func:`merged_gshm` for the mechanism.
+    always, never ``m`` (docs/algorithms.md#misra-gries). See :func:`merged_gshm` for the mechanism.
     """
     if not isinstance(sketch, PAMGSketch):
         raise TypeError(f"pamg_gshm needs a PAMGSketch, got {type(sketch).__name__}")
@@ -445,7 +445,7 @@ def pamg_gshm(
 
 
 # --------------------------------------------------------------------------------------------
-# Which design for a trusted aggregator (spec §6.2-§6.7)
+# Which design for a trusted aggregator ([LT23, Section 7] and docs/algorithms.md#mg-merged)
 # --------------------------------------------------------------------------------------------
 
 
@@ -462,7 +462,7 @@ class MergedRecommendation:
         ``merged_laplace``).
     error_bounds
         Per design, the bound that holds w.p. ``1 - beta`` on ``max_x |f~(x) - f(x)|`` minus the
-        common Misra-Gries term ``N/(k+1)`` (spec §8.3 oracles).
+        common Misra-Gries term ``N/(k+1)`` (docs/algorithms.md#mg-oracles oracles).
     memory_keys
         Per design, the most keys the aggregator holds.
     feasible
@@ -494,7 +494,7 @@ def recommend_merged_mechanism(
 ) -> MergedRecommendation:
     """Choose the trusted-aggregator design with the smaller error for a declared shard count.
 
-    The rule (spec §6.2 items 3-4, §6.3, §6.4, oracles of §8.3), for ``(epsilon, delta)``
+    The rule ([LT23, Section 7], docs/algorithms.md#mg-merged, oracles of docs/algorithms.md#mg-oracles), for ``(epsilon, delta)``
     releases of element-level data: compute, for each design, the bound that holds with
     probability ``1 - beta`` on the maximum error beyond the Misra-Gries term ``N/(k+1)``
     (identical for all three, so it cancels):
@@ -512,8 +512,8 @@ def recommend_merged_mechanism(
     cap; otherwise it wins except for very small ``k``: at ``eps = 1``, ``delta = 1e-6``,
     ``beta = 0.05``, ``k = 2`` favours ``merged_laplace`` for any shard count and ``k = 3``
     favours ``merged_gshm`` from a few thousand shards on. The choice depends only on
-    declared configuration, never on how many merges a runner performed (spec §6.7). Untrusted
-    aggregators (spec §6.6) and user-level data (use PAMG + :func:`pamg_gshm`) are out of scope.
+    declared configuration, never on how many merges a runner performed (docs/algorithms.md#mg-merged). Untrusted
+    aggregators ([LT23, Section 7]) and user-level data (use PAMG + :func:`pamg_gshm`) are out of scope.
 
     Parameters
     ----------

@@ -1,8 +1,8 @@
 """Single-stream DP Misra-Gries releases and Design B (per-shard post-processing, exact sum).
 
-PMG (Algorithm 2, spec §4.1), PMG on standard MG (§4.2), the discrete variant (§4.6),
-Algorithm 3 post-processing (§4.3) as the mergeable :class:`PostProcessedSum` (Design B, §6.4),
-and its pure (§4.4) and approximate (§4.5) releases. Re-exported by
+PMG (Algorithm 2, [LT23, Algorithm 2]), PMG on standard MG ([LT23, Section 5.1]), the discrete variant ([LT23, Section 5.2]),
+Algorithm 3 post-processing ([LT23, Algorithm 3]) as the mergeable :class:`PostProcessedSum` (Design B, docs/algorithms.md#mg-merged),
+and its pure ([LT23, Section 6]) and approximate (docs/algorithms.md#mg-pp-approx) releases. Re-exported by
 :mod:`beam_dpsketch.sketches.dp_misragries`; see its docstring for the overview.
 """
 
@@ -52,7 +52,7 @@ __all__ = [
 
 
 def require_single_stream(sketch: Any, what: str) -> MisraGries:
-    """Accept only a :class:`MisraGries` built from one sequential stream (spec §6.7, §11.6)."""
+    """Accept only a :class:`MisraGries` built from one sequential stream (docs/algorithms.md#mg-merged and docs/algorithms.md#misra-gries)."""
     if not isinstance(sketch, MisraGries):
         raise TypeError(
             f"{what} needs a single-stream MisraGries sketch (Algorithm 1), got "
@@ -61,8 +61,8 @@ def require_single_stream(sketch: Any, what: str) -> MisraGries:
     if sketch.merged:
         raise TypeError(
             f"{what} cannot be applied to a merged sketch (provenance merged=True): the PMG "
-            "structure and Algorithm 3's n and d do not survive MERGE_k (spec dp-misra-gries "
-            "§3.4, §6.2, §6.7, §11.6). Use merged_gshm / merged_laplace / merged_pure, or "
+            "structure and Algorithm 3's n and d do not survive MERGE_k "
+            "([LT23, Section 7, Lemma 1 and Corollary 2], docs/algorithms.md#mg-merged). Use merged_gshm / merged_laplace / merged_pure, or "
             "Design B (PostProcessedSum per shard)."
         )
     return sketch
@@ -79,7 +79,7 @@ def pmg_parameters(
     """``(scale, threshold, mechanism name)`` of a PMG-type release with ``draws`` tail draws.
 
     ``draws`` is 6 for the variant sketch (Lemma 5: 4 per-key + 2 shared) and ``2(k+1)`` for
-    standard MG (§4.2, §4.6). Threshold ``1 + 2t`` where ``t`` bounds each draw's tail by
+    standard MG ([LT23, Section 5.1; Section 5.2]). Threshold ``1 + 2t`` where ``t`` bounds each draw's tail by
     ``delta / draws``.
     """
     check_noise_kind(noise)
@@ -89,7 +89,9 @@ def pmg_parameters(
     if noise == "discrete_laplace":
         if threshold_form == "paper":
             if draws != 6:
-                raise ValueError("threshold_form='paper' exists only for the variant sketch (§4.6)")
+                raise ValueError(
+                    "threshold_form='paper' exists only for the variant sketch ([LT23, Section 5.2])"
+                )
             tau_p = pmg_geometric_threshold_paper(float(1 / scale), delta)
             return scale, math.ceil(tau_p * (1.0 + 1e-12)), "PMG-geo"
         return scale, 1 + 2 * geometric_union_tail(scale, delta, draws), "PMG-geo"
@@ -113,7 +115,7 @@ def pmg_noisy(
     Exactly one shared ``eta`` per release and one fresh draw per slot; ``k + 1`` draws are
     made whatever the number of slots (data-independent noise consumption). Slots whose key is
     ``None`` (dummies) get noise and are never output. ``per_key_eta=True`` draws ``eta`` per
-    key: it exists only so tests can show that this mutation breaks privacy (spec §8.5).
+    key: it exists only so tests can show that this mutation breaks privacy (docs/algorithms.md#mg-oracles).
     """
     z = draw(stream, noise, scale, k + 1)
     eta = z[:1]
@@ -147,16 +149,15 @@ def pmg(
     ``>= threshold`` are released, sorted by canonical key order.
 
     Guarantee: ``(epsilon, delta)``-DP, neighbouring streams differ by adding/removing one
-    element (spec §1.2), for every ``epsilon > 0`` and ``0 < delta < 1`` (Lemma 6). Paper:
-    Lebeda and Tetek (PODS 2023 / TODS 2025), Algorithm 2, Lemmas 3-6, Theorem 8; spec §4.1,
-    §4.6, §4.8.
+    element ([LT23, Definition 1]), for every ``epsilon > 0`` and ``0 < delta < 1`` (Lemma 6). Paper:
+    Lebeda and Tetek (PODS 2023 / TODS 2025), Algorithm 2, Lemmas 3-6, Theorem 8; [LT23, Algorithm 2; Section 5.2; Lemma 7 and Theorem 8].
 
-    * ``noise="discrete_laplace"`` (default, **PMG-geo**, spec §4.6 and §11.1): exact
+    * ``noise="discrete_laplace"`` (default, **PMG-geo**, [LT23, Section 5.2] and docs/algorithms.md#noise-sampling): exact
       ``Geo2(exp(-eps'))`` draws, integer outputs, threshold
       ``tau_geo = 1 + 2 t*`` with ``t* = ceil(ln(6 e^eps / ((1 + e^eps) delta)) / eps)``
-      (erratum E5: the paper's expression is lost; this is the spec's derived, conservative
+      (docs/algorithms.md#mg-e5: the paper's expression is lost; this is the library's derived, conservative
       form). ``threshold_form="paper"`` uses the probable paper form
-      ``ceil(1 + 2 ln(6 e^eps / ((1 + e^eps) delta)) / eps)`` (``[CODE-3P]``, at most one count
+      ``ceil(1 + 2 ln(6 e^eps / ((1 + e^eps) delta)) / eps)`` ((third-party code), at most one count
       lower, also valid).
     * ``noise="laplace"`` (**PMG**): Laplace noise on a fine lattice and threshold
       ``1 + 2 ln(3/delta)/eps`` (authors' code, commit b025ca3), raised by ``~2**-20/eps`` for
@@ -169,19 +170,20 @@ def pmg(
     ----------
     sketch
         A :class:`~beam_dpsketch.sketches.misragries.MisraGries` built from **one** sequential
-        stream. A merged sketch (``merged=True``) raises ``TypeError`` (spec §6.2, §11.6): its
-        neighbours need not differ in PMG's "one counter or all counters" way (§3.4).
+        stream. A merged sketch (``merged=True``) raises ``TypeError`` ([LT23, Section 7] and docs/algorithms.md#misra-gries): its
+        neighbours need not differ in PMG's "one counter or all counters" way ([LT23, Section 7, Lemma 1 and Corollary 2]).
     epsilon
         ``> 0``; rounded down to a multiple of ``1e-6`` for the exact samplers.
     delta
-        In ``(0, 1)`` (erratum E9: ``delta >= 1`` is meaningless).
+        In ``(0, 1)`` (docs/algorithms.md#mg-e9: ``delta >= 1`` is meaningless).
     stream
         The release's :class:`~beam_dpsketch.noise.NoiseStream`; use one stream (one release id)
         per release.
     noise
         ``"discrete_laplace"`` or ``"laplace"``.
     threshold_form
-        ``"spec"`` (default) or ``"paper"`` (discrete noise only).
+        ``"spec"`` (default: the derived threshold of docs/algorithms.md#mg-e5) or ``"paper"``
+        (the probable printed form; discrete noise only).
     """
     require_single_stream(sketch, "pmg")
     eps = check_eps(epsilon)
@@ -213,14 +215,14 @@ def pmg_standard(
 
     Noise as in :func:`pmg` (one shared draw plus one per key, scale ``1/eps``) but only on the
     stored **positive** keys, with a larger threshold because neighbouring standard sketches
-    can differ in up to ``k`` keys (spec §3.2 "Standard MG", §4.2):
+    can differ in up to ``k`` keys ([LT23, Section 5, Lemma 2], [LT23, Section 5.1]):
 
-    * Laplace: ``tau_std = 1 + 2 ln((k+1)/delta)/eps`` (erratum E4: kept over the derived
+    * Laplace: ``tau_std = 1 + 2 ln((k+1)/delta)/eps`` (docs/algorithms.md#mg-e4: kept over the derived
       ``(k+2)/(2 delta)`` form, which it dominates);
-    * discrete (default): ``1 + 2 t*`` with ``t*`` for ``2(k+1)`` draws (spec §4.6, "For
+    * discrete (default): ``1 + 2 t*`` with ``t*`` for ``2(k+1)`` draws ([LT23, Section 5.2], "For
       standard MG, replace the 6 by 2(k+1)").
 
-    Guarantee: ``(epsilon, delta)``-DP under add/remove of one element (spec §1.2), for a
+    Guarantee: ``(epsilon, delta)``-DP under add/remove of one element ([LT23, Definition 1]), for a
     single-stream sketch (merged sketches raise ``TypeError``). Parameters as in :func:`pmg`.
     """
     require_single_stream(sketch, "pmg_standard")
@@ -251,19 +253,19 @@ def pmg_standard(
 
 
 class PostProcessedSum:
-    """Algorithm 3 post-processed sketches, summed exactly over shards (Design B, spec §6.4).
+    """Algorithm 3 post-processed sketches, summed exactly over shards (Design B, docs/algorithms.md#mg-merged).
 
-    Holds integers ``V_x = (k+1) * cbar_x``: for one shard, Algorithm 3 (spec §4.3, integer form)
+    Holds integers ``V_x = (k+1) * cbar_x``: for one shard, Algorithm 3 ([LT23, Algorithm 3], integer form)
     gives ``V_x = (k+1)(c_x + d) - n`` for the keys with ``V_x > 0`` (dummies never); for many
-    shards the ``V`` are added exactly (no truncation: spec §6.7 forbids ``MERGE_k`` here), so
-    the result does not depend on the merge order. Error (L-PP1 / §6.4): every key satisfies
-    ``f(x) - N/(k+1) <= V_x/(k+1) <= f(x)``. Sensitivity (L-PP2): when one shard's stream
+    shards the ``V`` are added exactly (no truncation: docs/algorithms.md#mg-merged forbids ``MERGE_k`` here), so
+    the result does not depend on the merge order. Error (docs/algorithms.md#mg-merged): every key satisfies
+    ``f(x) - N/(k+1) <= V_x/(k+1) <= f(x)``. Sensitivity ([LT23, Section 6, Lemma 2]): when one shard's stream
     loses one element, ``sum |V - V'| <= 2k - 1 < 2(k+1)`` and at most ``k`` keys (both sides
     together) are present on one side only, each with ``V <= k``.
 
     Memory is up to ``shards * k`` keys, so the number of shards must be declared:
     ``max_shards``; folding in more shards raises ``ValueError`` (a data-independent check when
-    the shard count is fixed by the pipeline, spec §6.8).
+    the shard count is fixed by the pipeline, docs/algorithms.md#mg-partition).
 
     This object is **not** differentially private: release it with :func:`approx_pp` or
     :func:`pure_pp`.
@@ -301,7 +303,7 @@ class PostProcessedSum:
     def add_sketch(self, sketch: MisraGries) -> Self:
         """Post-process one shard's **final** sketch with its own ``n``, ``d`` and add it exactly.
 
-        The offset ``n/(k+1)`` is used exactly (erratum E7: flooring it breaks the sensitivity
+        The offset ``n/(k+1)`` is used exactly (docs/algorithms.md#mg-e7: flooring it breaks the sensitivity
         bound), in the integer form ``(k+1)(c + d) - n``.
         """
         require_single_stream(sketch, "PostProcessedSum.add_sketch")
@@ -424,9 +426,8 @@ def postprocess(sketch: MisraGries) -> PostProcessedSum:
     """Algorithm 3 (the post-processed sketch of Section 6) of one single-stream sketch.
 
     Returns a one-shard :class:`PostProcessedSum` holding ``(k+1) * cbar_x`` with
-    ``cbar_x = c_x + d - n/(k+1)`` for the keys with ``cbar_x > 0`` (spec §4.3; exact, erratum
-    E7). Not private by itself. Merged sketches raise ``TypeError``: a merge has no single
-    ``(n, d)`` (spec §6.7).
+    ``cbar_x = c_x + d - n/(k+1)`` for the keys with ``cbar_x > 0`` ([LT23, Algorithm 3]; exact, docs/algorithms.md#mg-e7). Not private by itself. Merged sketches raise ``TypeError``: a merge has no single
+    ``(n, d)`` (docs/algorithms.md#mg-merged).
     """
     return PostProcessedSum.from_sketch(sketch)
 
@@ -442,7 +443,7 @@ def as_postprocessed(source: Any) -> PostProcessedSum:
 
 
 def _pp_sensitivity(k: int, tight_sensitivity: bool) -> int:
-    """Integer-scale L1 sensitivity: ``2(k+1)`` (the paper's 2) or ``2k - 1`` (tight, E3)."""
+    """Integer-scale L1 sensitivity: ``2(k+1)`` (the paper's 2) or ``2k - 1`` (tight, docs/algorithms.md#mg-e3)."""
     if not isinstance(tight_sensitivity, bool):
         raise TypeError("tight_sensitivity must be a bool")
     return 2 * k - 1 if tight_sensitivity else 2 * (k + 1)
@@ -466,20 +467,20 @@ def approx_pp(
     *,
     tight_sensitivity: bool = False,
 ) -> HeavyHitterRelease:
-    """APPROX_PP: ``(epsilon, delta)`` release of the post-processed sketch (spec §4.5, §6.4).
+    """APPROX_PP: ``(epsilon, delta)`` release of the post-processed sketch (docs/algorithms.md#mg-pp-approx and docs/algorithms.md#mg-merged).
 
     On the integer scale ``V_x = (k+1) cbar_x`` every positive key gets exact discrete Laplace
     noise of scale ``2(k+1)/eps`` (the paper's sensitivity 2; ``tight_sensitivity=True`` uses the
-    attained ``2k-1``, erratum E3) and is kept iff ``V_x + Z >= tau_int = k + t`` with ``t`` the
-    smallest integer such that ``k * P[Geo2 >= t] <= delta`` (spec §4.5 "Discrete version": the
+    attained ``2k-1``, docs/algorithms.md#mg-e3) and is kept iff ``V_x + Z >= tau_int = k + t`` with ``t`` the
+    smallest integer such that ``k * P[Geo2 >= t] <= delta`` (docs/algorithms.md#mg-pp-approx: the
     at most ``k`` one-sided keys have ``V <= k``). Released values are ``(V_x + Z)/(k+1)``.
     Discrete noise is the only option: lattice noise added to multiples of ``1/(k+1)`` would
     expose their residues.
 
-    Guarantee: ``(epsilon, delta)``-DP under add/remove of one element (spec §1.2). For a
-    :class:`PostProcessedSum` of several shards (Design B), under assumption A-PART (spec §6.8:
+    Guarantee: ``(epsilon, delta)``-DP under add/remove of one element ([LT23, Definition 1]). For a
+    :class:`PostProcessedSum` of several shards (Design B), under assumption A-PART (docs/algorithms.md#mg-a-part:
     one element changes one shard's stream). Paper: Section 6 (Algorithm 3, its Lemmas 1-2) and
-    the "(eps, delta)" remark; the threshold constant is the spec's derivation ``[DERIVED]``.
+    the "(eps, delta)" remark; the threshold constant is derived in docs/algorithms.md#mg-pp-approx (not in the paper).
 
     Parameters
     ----------
@@ -491,7 +492,7 @@ def approx_pp(
     stream
         The release's noise stream.
     tight_sensitivity
-        Use ``2k - 1`` instead of ``2(k+1)`` (opt-in, spec E3).
+        Use ``2k - 1`` instead of ``2(k+1)`` (opt-in, docs/algorithms.md#mg-e3).
     """
     pp = as_postprocessed(source)
     eps = check_eps(epsilon)
@@ -538,18 +539,18 @@ def pure_pp(
     tight_sensitivity: bool = False,
     method: str = "auto",
 ) -> HeavyHitterRelease:
-    """PURE_PP: pure ``epsilon``-DP top-k release of the post-processed sketch (spec §4.4).
+    """PURE_PP: pure ``epsilon``-DP top-k release of the post-processed sketch ([LT23, Section 6]).
 
     Chan et al.'s mechanism on the low-sensitivity Algorithm-3 sketch: exact discrete Laplace of
     scale ``2(k+1)/eps`` on the integer values ``V_x`` of **every** key of the declared universe
     (0 for absent keys), then the ``k`` largest, reported as ``value / (k+1)``. For large
-    universes the exact cutoff sampler of spec §4.4 draws the absent keys' noise without
+    universes the exact cutoff sampler of [LT23, Section 6] draws the absent keys' noise without
     materialising ``U`` (:func:`~.dp_misragries_core.pure_top_k`; ``method="auto"`` enumerates
     only when ``|U| <= 16 * capacity``); with the cutoff, fewer than ``k`` keys may be released
-    and the utility bound becomes ``n/(k+1) + max(2B, t0 + B)`` (spec §4.4).
+    and the utility bound becomes ``n/(k+1) + max(2B, t0 + B)`` ([LT23, Section 6]).
 
-    Guarantee: pure ``epsilon``-DP (``delta = 0``) under add/remove of one element (spec §1.2);
-    A-PART (§6.8) for Design B sums. Paper: Section 6 (pure release); utility
+    Guarantee: pure ``epsilon``-DP (``delta = 0``) under add/remove of one element ([LT23, Definition 1]);
+    A-PART (docs/algorithms.md#mg-a-part) for Design B sums. Paper: Section 6 (pure release); utility
     ``O(n/k + log(u)/eps)``, optimal for pure DP.
 
     Parameters
@@ -564,7 +565,7 @@ def pure_pp(
     stream
         The release's noise stream.
     tight_sensitivity
-        Use ``2k - 1`` instead of ``2(k+1)`` (opt-in, spec E3).
+        Use ``2k - 1`` instead of ``2(k+1)`` (opt-in, docs/algorithms.md#mg-e3).
     method
         ``"auto"``, ``"enumerate"`` or ``"sample"``.
     """

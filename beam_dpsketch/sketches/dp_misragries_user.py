@@ -1,6 +1,6 @@
 """User-level DP Misra-Gries: the PAMG sketch (Algorithm 4) and user-level PMG (group privacy).
 
-Spec §5 (Section 8 of the paper). The GSHM release of a PAMG sketch is
+[LT23, Section 8] (Section 8 of the paper). The GSHM release of a PAMG sketch is
 :func:`beam_dpsketch.sketches.dp_misragries_merged.pamg_gshm`. Re-exported by
 :mod:`beam_dpsketch.sketches.dp_misragries`.
 """
@@ -39,23 +39,23 @@ __all__ = ["PAMGSketch", "flatten_users", "merge_k", "user_level_pmg"]
 
 
 def user_set_relation(m: int) -> str:
-    """Neighbouring relation of PAMG releases (spec §1.2 user level, §5.3)."""
+    """Neighbouring relation of PAMG releases ([LT23, Definition 1] user level, [LT23, Algorithm 4])."""
     return (
         f"add/remove one user, whose contribution is a set of at most m={m} distinct elements "
-        "(spec dp-misra-gries §1.2, §5.3)"
+        "([LT23, Definition 1; Algorithm 4])"
     )
 
 
 def user_group_relation(m: int) -> str:
-    """Neighbouring relation of user-level PMG (spec §1.2 Corollary 3 variant, §5.1)."""
+    """Neighbouring relation of user-level PMG ([LT23, Definition 1] Corollary 3 variant, [LT23, Section 8, Lemmas 1-2 and Corollary 3])."""
     return (
         f"add/remove up to m={m} elements of one user, not necessarily distinct or consecutive "
-        "(group privacy, spec dp-misra-gries §1.2, §5.1)"
+        "(group privacy, [LT23, Definition 1; Section 8, Lemmas 1-2 and Corollary 3])"
     )
 
 
 def merge_k(k: int, sketches: Iterable[Mapping[Any, int]]) -> dict[Any, int]:
-    """Multi-way ``MERGE_k`` (Agarwal et al., spec §6.1 and §3.4 "Multi-way merge").
+    """Multi-way ``MERGE_k`` (Agarwal et al., [LT23, Section 7; Section 7, Lemma 1 and Corollary 2]).
 
     Sum the positive counters; if more than ``k`` keys remain, subtract the ``(k+1)``-th largest
     sum (ties with multiplicity) and keep the positive results. Not differentially private.
@@ -78,13 +78,13 @@ class PAMGSketch:
     Each stream item is one user's **set** of at most ``m`` distinct elements. The user's
     elements are all incremented; if more than ``k`` keys are then stored, every counter is
     decremented once and the zeros are deleted (at most once per user). This equals folding
-    ``MERGE_k(c, {x: 1 for x in X})`` over the users (spec §5.3, verified in the tests), and
+    ``MERGE_k(c, {x: 1 for x in X})`` over the users ([LT23, Algorithm 4], verified in the tests), and
     sketches merge with ``MERGE_k`` (:meth:`merge`).
 
-    Invariants (spec §8.1): at most ``k`` keys after each user, all positive, and
+    Invariants (docs/algorithms.md#mg-oracles): at most ``k`` keys after each user, all positive, and
     ``f(x) - N/(k+1) <= c_x <= f(x)`` with ``f(x)`` the number of users holding ``x`` and ``N``
     the total number of (user, element) pairs (Lemma 8; Lemma 11 after merges). Sensitivity
-    (L-UL9 / C-UL10, spec §3.6): adding or removing one user changes at most ``k`` counters, each
+    ([LT23, Section 8, Lemma 9 and Corollary 10]): adding or removing one user changes at most ``k`` counters, each
     by exactly 1, all in the same direction, also after any fixed tree of merges; so release with
     GSHM at ``l = k`` (never ``l = m``): :func:`~.dp_misragries_merged.pamg_gshm`.
 
@@ -95,9 +95,9 @@ class PAMGSketch:
     k
         Number of counters, in ``[1, 2**24]``.
     m
-        Maximum number of distinct elements per user (contribution bound, spec §6.8 rule 6).
+        Maximum number of distinct elements per user (contribution bound, docs/algorithms.md#mg-partition).
     allow_m_gt_k
-        ``m > k`` raises ``ValueError`` unless this is true (erratum E17: PAMG stays correct and
+        ``m > k`` raises ``ValueError`` unless this is true (docs/algorithms.md#mg-e17: PAMG stays correct and
         private, but its error bound ``N/(k+1) >= f(x)`` is vacuous); then it only warns.
     """
 
@@ -111,8 +111,8 @@ class PAMGSketch:
         self.m = check_positive_int(m, "m")
         if self.m > self.k:
             msg = (
-                f"m={m} > k={k}: the PAMG error bound N/(k+1) is then vacuous (spec "
-                "dp-misra-gries §5, erratum E17)"
+                f"m={m} > k={k}: the PAMG error bound N/(k+1) is then vacuous ([LT23, "
+                "Section 8]; erratum MG-E17 in docs/algorithms.md#mg-e17)"
             )
             if not allow_m_gt_k:
                 raise ValueError(msg + "; pass allow_m_gt_k=True to proceed anyway")
@@ -128,7 +128,7 @@ class PAMGSketch:
         """Add one user's contribution, treated as a **set** (duplicates count once).
 
         Raises ``ValueError`` if it has more than ``m`` distinct elements: bound contributions
-        first (group by user, deduplicate, keep at most ``m``; spec §6.8 rule 6).
+        first (group by user, deduplicate, keep at most ``m``; docs/algorithms.md#mg-partition).
         """
         if isinstance(items, str | bytes):
             raise TypeError("a user's items must be a collection of keys, not a single str/bytes")
@@ -137,7 +137,7 @@ class PAMGSketch:
             # The number of distinct elements is the user's data: the message names only m.
             raise ValueError(
                 f"a user contributes more than m={self.m} distinct elements: bound each user's "
-                "contribution before sketching (spec dp-misra-gries §6.8)"
+                "contribution before sketching (docs/algorithms.md#mg-partition)"
             )
         cnt = self._cnt
         for x in distinct:
@@ -169,7 +169,7 @@ class PAMGSketch:
     def merge(self, *others: PAMGSketch) -> Self:
         """Multi-way ``MERGE_k`` of this sketch with ``others`` (in that order); sets ``merged``.
 
-        Merge in a fixed, data-independent order (spec §6.8 strict mode) for the DP release.
+        Merge in a fixed, data-independent order (docs/algorithms.md#mg-partition strict mode) for the DP release.
         """
         for other in others:
             self.check_compatible(other)
@@ -283,7 +283,7 @@ class PAMGSketch:
 def flatten_users(users: Iterable[Iterable[Any]]) -> list[Any]:
     """Flatten user contributions for :func:`user_level_pmg`, each user's elements in canonical order.
 
-    Spec §5.1 (Lemma 2 / Corollary 3): flatten the sets in a fixed within-set order. Users keep
+    [LT23, Section 8, Lemma 2 and Corollary 3]: flatten the sets in a fixed within-set order. Users keep
     their order; repeated elements within a user are kept (the group-privacy analysis allows
     them).
     """
@@ -304,7 +304,7 @@ def user_level_pmg(
     *,
     noise: str = "discrete_laplace",
 ) -> HeavyHitterRelease:
-    """User-level PMG by group privacy (Lemmas 1-2 and Corollary 3 of Section 8; spec §5.1).
+    """User-level PMG by group privacy (Lemmas 1-2 and Corollary 3 of Section 8; [LT23, Section 8, Lemmas 1-2 and Corollary 3]).
 
     Runs :func:`~.dp_misragries_single.pmg` on the MG sketch of the **flattened** user stream
     (see :func:`flatten_users`) with ``eps0 = eps/m`` and ``delta0 = delta/(m e^eps)``
@@ -313,18 +313,18 @@ def user_level_pmg(
     ``Lap(m/eps)`` shared plus per key (discrete by default), threshold
     ``1 + 2 (m/eps) ln(3 m e^eps / delta)`` for Laplace (discrete: ``tau_geo`` at
     ``(eps0, delta0)``). Error ``n/(k+1) + O(m log(m/delta)/eps)``: linear in ``m``, which
-    L-UL7 (spec §3.5) shows is unavoidable for any release of MG counters; for ``m`` above
+    [LT23, Section 8, Lemma 7] shows is unavoidable for any release of MG counters; for ``m`` above
     about ``sqrt(k)`` prefer PAMG + GSHM (:func:`~.dp_misragries_merged.pamg_gshm`).
 
     Guarantee: ``(epsilon, delta)``-DP when neighbouring streams differ by adding/removing up to
     ``m`` elements of one user (not necessarily distinct or consecutive). Confidence note: the
-    ``delta0`` constant is ``[CODE-3P]`` / re-derived, not verified against the paper (spec §0.2).
+    ``delta0`` constant is (third-party code) / re-derived, not verified against the paper (docs/algorithms.md#mg-e1).
 
     Parameters
     ----------
     sketch
         Single-stream ``MisraGries`` of the flattened stream (merged sketches raise
-        ``TypeError``; flattened leaves in a merge tree are not analysed, spec §6.7).
+        ``TypeError``; flattened leaves in a merge tree are not analysed, docs/algorithms.md#mg-merged).
     epsilon, delta
         The user-level budget: ``epsilon > 0``, ``0 < delta < 1``.
     m
@@ -342,7 +342,7 @@ def user_level_pmg(
     if mm > sketch.k:
         warnings.warn(
             f"m={mm} > k={sketch.k}: the MG error bound is then vacuous for user-level data "
-            "(spec dp-misra-gries §5, §11.6)",
+            "([LT23, Section 8] and docs/algorithms.md#misra-gries)",
             stacklevel=2,
         )
     eps0, delta0, _ = user_level_pmg_parameters(eps, dl, mm)

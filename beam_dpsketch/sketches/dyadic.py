@@ -1,27 +1,27 @@
 """Dyadic Count Sketch (DCS) over a bounded integer domain: exact, turnstile, mergeable.
 
-The quantile sketch of Zhao et al. (NeurIPS 2022, Section 4); spec
-``shared/specs/dp-linear-sketches.md`` §5 (cited as "spec §x"). The private release
-(:class:`PrivateDyadicCountSketch`, spec §5.3-§5.7) lives in
-:mod:`beam_dpsketch.sketches.dyadic_private` and is re-exported here.
+The quantile sketch of Zhao et al., "Differentially Private Linear Sketches" (NeurIPS 2022),
+cited as [ZQR+22, Section 4]; deviations in docs/algorithms.md#linear-sketches. The private release
+(:class:`~beam_dpsketch.sketches.dyadic_private.PrivateDyadicCountSketch`, [ZQR+22, Section 4.2])
+lives in :mod:`beam_dpsketch.sketches.dyadic_private`, which builds on this module.
 
-Structure (spec §5.1, §5.4, §5.8)
+Structure ([ZQR+22, Section 4.1] and docs/algorithms.md#lin-exact-levels)
 ---------------------------------
 * Items are integers in the declared, public domain ``[lower, upper]`` (never derived from the
-  data, spec §10.1). Item ``x`` is stored as ``x - lower`` in ``[0, U)``, ``U = 2**L`` the
+  data, docs/algorithms.md#lin-hashing). Item ``x`` is stored as ``x - lower`` in ``[0, U)``, ``U = 2**L`` the
   domain size rounded up to a power of two (``L >= 1``).
 * Level ``j = 0 .. L-1`` counts the dyadic intervals of length ``2**j``: node ``(x - lower) >> j``.
   Level 0 holds the items, level ``L-1`` the two halves ``{0, 1}``.
 * A level with more than ``depth * width`` nodes is a Count Sketch of ``depth`` rows and
-  ``width`` signed int64 counters over the node ids, with its **own hash seed** (spec §5.1:
+  ``width`` signed int64 counters over the node ids, with its **own hash seed** ([ZQR+22, Section 4.1]:
   independent seeds per level; :func:`level_seed`). Its table equals that of
   ``CountSketch(width, depth, level_seed(seed, j))`` updated with the node ids.
-* With ``exact_levels=True`` (default, spec §5.8 item 1, flagged: the ``paper`` preset turns it
+* With ``exact_levels=True`` (default, docs/algorithms.md#lin-exact-levels, flagged: the ``paper`` preset turns it
   off), a level with at most ``depth * width`` nodes stores its node counts exactly instead
   (identity "hash", one row, no sign): less error and no more memory.
 
-Updates are turnstile (negative counts are deletions, spec §1.1) and the sketch is linear, so
-merging (cell-wise addition) is exact, associative and commutative (spec §7.1).
+Updates are turnstile (negative counts are deletions, [ZQR+22, Section 2.2]) and the sketch is linear, so
+merging (cell-wise addition) is exact, associative and commutative ([ZQR+22, Section 2.2]).
 
 Float data: :class:`FloatDomain` maps floats to integer bins with declared bounds.
 """
@@ -53,7 +53,6 @@ from beam_dpsketch.sketches.linear import validate_counts
 __all__ = [
     "DyadicCountSketch",
     "FloatDomain",
-    "PrivateDyadicCountSketch",  # noqa: F822 (lazy, see __getattr__)
     "dyadic_shape",
     "level_seed",
 ]
@@ -72,18 +71,18 @@ def level_seed(seed: int, level: int) -> int:
     """The hash seed of level ``level`` of a DCS with seed ``seed`` (32-bit, deterministic).
 
     The low 32 bits of MurmurHash3 of ``(domain tag, level)`` under ``seed``: one independent
-    looking seed per level (spec §5.1; erratum E7: the reference code reuses one hash).
+    looking seed per level ([ZQR+22, Section 4.1]; docs/algorithms.md#lin-e7: the reference code reuses one hash).
     """
     h1, _ = hash_bytes(_SEED_DOMAIN + encode_key(int(level)), check_seed(seed))
     return int(h1 & 0xFFFFFFFF)
 
 
 def dyadic_shape(lower: int, upper: int, gamma: float, preset: str = "paper") -> tuple[int, int]:
-    """``(width, depth)`` for rank accuracy ``gamma`` (spec §5.2, natural logs of ``U = 2**L``).
+    """``(width, depth)`` for rank accuracy ``gamma`` ([ZQR+22, Section 4.2], natural logs of ``U = 2**L``).
 
     ``"paper"``: ``d = ceil(ln(ln U / gamma))``, ``w = ceil(sqrt(ln U ln(ln U / gamma)) / gamma)``
     (e.g. ``U = 2**16``, ``gamma = 0.01``: ``(882, 8)``). ``"reference_code_as_run"``: same width,
-    ``d = 3`` (erratum E7).
+    ``d = 3`` (docs/algorithms.md#lin-e7).
     """
     levels = _levels_for(check_int(lower, "lower", None), check_int(upper, "upper", None))
     gamma = check_probability(gamma, "gamma")
@@ -115,9 +114,14 @@ def _levels_for(lower: int, upper: int) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-class _DyadicBase(abc.ABC):
+class DyadicLayout(abc.ABC):
     """Layout (levels, exact levels, seeds) and the rank/quantile queries shared by the exact
-    and the released sketches. Estimates are float64 (medians of signed counters)."""
+    and the released sketches. Estimates are float64 (medians of signed counters).
+
+    Base of :class:`DyadicCountSketch` here and of
+    :class:`~beam_dpsketch.sketches.dyadic_private.PrivateDyadicCountSketch`; the released
+    sketch depends on this module, never the other way round.
+    """
 
     KIND: ClassVar[str] = ""
 
@@ -151,7 +155,7 @@ class _DyadicBase(abc.ABC):
         cells = self.depth * self.width
         n_sk = self.levels
         if exact_levels:
-            # Level j has 2**(L-j) nodes; exact iff that is <= depth * width (spec §5.8).
+            # Level j has 2**(L-j) nodes; exact iff that is <= depth * width (docs/algorithms.md#lin-exact-levels).
             n_sk = sum(1 for j in range(self.levels) if (1 << (self.levels - j)) > cells)
         self.n_sketched = n_sk
         self.level_seeds = tuple(level_seed(self.seed, j) for j in range(n_sk))
@@ -166,7 +170,7 @@ class _DyadicBase(abc.ABC):
         return self.upper - self.lower + 1
 
     def is_exact_level(self, level: int) -> bool:
-        """Whether level ``level`` stores exact node counts (spec §5.8)."""
+        """Whether level ``level`` stores exact node counts (docs/algorithms.md#lin-exact-levels)."""
         return level >= self.n_sketched
 
     def _config(self) -> tuple:
@@ -209,7 +213,7 @@ class _DyadicBase(abc.ABC):
         """Total weight ``N`` (see subclasses)."""
 
     def _top_total(self) -> float:
-        """``est_{L-1}(0) + est_{L-1}(1)`` (spec §4.4, §5.5)."""
+        """``est_{L-1}(0) + est_{L-1}(1)`` ([ZQR+22, Section 4.1] and docs/algorithms.md#lin-extensions)."""
         return float(self._node_estimates(self.levels - 1, np.array([0, 1])).sum())
 
     # ---------------------------------------------------------------- rank and quantiles
@@ -253,12 +257,12 @@ class _DyadicBase(abc.ABC):
         return out
 
     def rank(self, x: Any) -> np.ndarray | float:
-        """Estimated ``R(x) = #{items <= x}`` (with multiplicity; paper Definition 2.2), spec §5.5.
+        """Estimated ``R(x) = #{items <= x}`` (with multiplicity; paper Definition 2.2), [ZQR+22, Section 4.1].
 
         ``x < lower`` gives 0 and ``x >= upper`` gives :meth:`total` (no item exceeds
         ``upper``). Otherwise ``y = x - lower + 1`` and ``R^ = sum over the set bits j of y of
         est_j((y >> j) - 1)``: the ``popcount(y) <= L`` dyadic nodes that tile ``[lower, x]``
-        exactly (erratum E8: ``<=``, not ``<``). Vectorised over ``x`` (one pass per level).
+        exactly (docs/algorithms.md#lin-e8: ``<=``, not ``<``). Vectorised over ``x`` (one pass per level).
         Returns a float for a scalar ``x``, else a float64 array.
         """
         off, scalar = self._query_offsets(x)
@@ -266,13 +270,13 @@ class _DyadicBase(abc.ABC):
         return float(out[0]) if scalar else out
 
     def rank_lt(self, x: Any) -> np.ndarray | float:
-        """Estimated ``#{items < x}`` = ``rank(x - 1)`` (spec §5.5)."""
+        """Estimated ``#{items < x}`` = ``rank(x - 1)`` ([ZQR+22, Section 4.1])."""
         off, scalar = self._query_offsets(x)
         out = self._rank_offsets(off - 1)
         return float(out[0]) if scalar else out
 
     def quantiles(self, qs: Any) -> np.ndarray:
-        """Items at the quantiles ``qs`` (each in ``[0, 1]``) by top-down descent (spec §5.6).
+        """Items at the quantiles ``qs`` (each in ``[0, 1]``) by top-down descent (docs/algorithms.md#lin-extensions).
 
         ``k = min(max(1, ceil(q N^)), max(1, round(N^)))`` with ``N^`` = :meth:`total`; then from
         the top level down, go left when the left child's estimate is ``>= t``, else subtract it
@@ -309,7 +313,7 @@ class _DyadicBase(abc.ABC):
     def heavy_hitters(
         self, threshold: float, *, max_candidates: int = 1 << 16
     ) -> list[tuple[int, float]]:
-        """Items whose estimate is ``>= threshold``, found by dyadic descent (spec §4.2 (c)).
+        """Items whose estimate is ``>= threshold``, found by dyadic descent ([ZQR+22, Section 3.1]).
 
         Starting from the two top nodes, the children of every node whose estimate is
         ``>= threshold`` are expanded; the items (level 0) that pass are returned as
@@ -385,31 +389,31 @@ class _DyadicBase(abc.ABC):
 # --------------------------------------------------------------------------------------------
 
 
-class DyadicCountSketch(_DyadicBase):
-    """Exact Dyadic Count Sketch over the integer domain ``[lower, upper]`` (spec §5.1-§5.2).
+class DyadicCountSketch(DyadicLayout):
+    """Exact Dyadic Count Sketch over the integer domain ``[lower, upper]`` ([ZQR+22, Section 4.1; Section 4.2]).
 
     Turnstile (negative counts delete), mergeable and serializable; **not** differentially
     private: release it once with :meth:`PrivateDyadicCountSketch.release`. The non-private
     queries :meth:`rank`, :meth:`rank_lt`, :meth:`quantile`, :meth:`quantiles` use the same
-    algorithms as the release (they are the ``R~`` of spec §6.1).
+    algorithms as the release (they are the ``R~`` of docs/algorithms.md#lin-oracles).
 
     Parameters
     ----------
     lower, upper
         The declared, public integer domain (int64, at most ``2**62`` values).
     width, depth
-        Columns and rows of every sketched level (spec §5.2; see :func:`dyadic_shape`).
+        Columns and rows of every sketched level ([ZQR+22, Section 4.2]; see :func:`dyadic_shape`).
     seed
         Hash seed in ``[0, 2**32)``; level ``j`` uses :func:`level_seed` ``(seed, j)``.
     exact_levels
-        Store levels with at most ``depth * width`` nodes exactly (spec §5.8; ``False`` in the
+        Store levels with at most ``depth * width`` nodes exactly (docs/algorithms.md#lin-exact-levels; ``False`` in the
         ``paper`` preset).
     clamp
         Default policy for values outside ``[lower, upper]``: ``False`` raises ``ValueError``
         (naming the bounds, never the values), ``True`` clamps them to the nearest bound (a
         public, data-independent map applied to each value alone).
 
-    Memory: ``n_sketched * depth * width + (exact nodes)`` int64 counters (spec §10.5).
+    Memory: ``n_sketched * depth * width + (exact nodes)`` int64 counters (docs/algorithms.md#lin-e14).
     """
 
     KIND = "DyadicCountSketch"
@@ -445,10 +449,10 @@ class DyadicCountSketch(_DyadicBase):
         preset: str = "library",
         clamp: bool = False,
     ) -> DyadicCountSketch:
-        """A sketch sized for rank error about ``gamma * N`` (spec §5.2).
+        """A sketch sized for rank error about ``gamma * N`` ([ZQR+22, Section 4.2]).
 
         ``preset``: ``"library"`` (paper sizes, exact top levels), ``"paper"`` (paper sizes, no
-        exact levels) or ``"reference_code_as_run"`` (``depth = 3``, no exact levels; E7).
+        exact levels) or ``"reference_code_as_run"`` (``depth = 3``, no exact levels; docs/algorithms.md#lin-e7).
         """
         if preset == "library":
             width, depth = dyadic_shape(lower, upper, gamma, "paper")
@@ -580,7 +584,7 @@ class DyadicCountSketch(_DyadicBase):
             )
 
     def merge(self, other: DyadicCountSketch) -> Self:
-        """Add ``other`` cell by cell (exact; commutative and associative, spec §7.1)."""
+        """Add ``other`` cell by cell (exact; commutative and associative, [ZQR+22, Section 2.2])."""
         self.check_compatible(other)
         self.sketched += other.sketched
         self.exact += other.exact
@@ -589,7 +593,7 @@ class DyadicCountSketch(_DyadicBase):
 
     def copy(self) -> DyadicCountSketch:
         out = DyadicCountSketch.__new__(DyadicCountSketch)
-        for name in _DyadicBase.__slots__ + DyadicCountSketch.__slots__:
+        for name in DyadicLayout.__slots__ + DyadicCountSketch.__slots__:
             setattr(out, name, getattr(self, name))
         out.sketched = self.sketched.copy()
         out.exact = self.exact.copy()
@@ -657,13 +661,3 @@ class DyadicCountSketch(_DyadicBase):
 
     def __reduce__(self):
         return (DyadicCountSketch.from_bytes, (self.to_bytes(),))
-
-
-def __getattr__(name: str) -> Any:
-    # PrivateDyadicCountSketch lives in dyadic_private (which imports this module); resolve it
-    # lazily so either module can be imported first (PEP 562).
-    if name == "PrivateDyadicCountSketch":
-        from beam_dpsketch.sketches.dyadic_private import PrivateDyadicCountSketch
-
-        return PrivateDyadicCountSketch
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

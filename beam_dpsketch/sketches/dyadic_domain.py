@@ -2,8 +2,7 @@
 
 A :class:`FloatDomain` maps floats to the integer bins a
 :class:`~beam_dpsketch.sketches.dyadic.DyadicCountSketch` counts. Its bounds and resolution are
-public configuration, chosen without looking at the private data (spec dp-linear-sketches
-§10.1: "never derive the bounds from the data").
+public configuration, chosen without looking at the private data (docs/algorithms.md#lin-hashing: "never derive the bounds from the data").
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ class FloatDomain:
     at bin edges, so grid points (``0.3`` with resolution ``0.1``) fall in their own bin. Ranks and quantiles are then exact up to one
     bin (``resolution``): ``rank(to_int(x))`` counts the items of ``x``'s bin that exceed ``x``
     too. The bounds must be chosen
-    without looking at the private data (spec §10.1).
+    without looking at the private data (docs/algorithms.md#lin-hashing).
 
     Parameters
     ----------

@@ -1,7 +1,8 @@
 """The released (DP) Dyadic Count Sketch: per-level budget split, exact sensitivities.
 
-Re-exported by :mod:`beam_dpsketch.sketches.dyadic`; see its docstring for the structure. Spec
-``shared/specs/dp-linear-sketches.md`` §5.3-§5.7 (cited as "spec §x").
+Builds on :mod:`beam_dpsketch.sketches.dyadic`; see its docstring for the structure. Paper:
+Zhao et al., "Differentially Private Linear Sketches" (NeurIPS 2022), cited as
+[ZQR+22, Section 4.2 and Eq. (2)]; deviations in docs/algorithms.md#linear-sketches.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from beam_dpsketch.sketches.dp_linear_calibration import (
     draw_noise,
     parse_neighbouring,
 )
-from beam_dpsketch.sketches.dyadic import DyadicCountSketch, _DyadicBase
+from beam_dpsketch.sketches.dyadic import DyadicCountSketch, DyadicLayout
 
 __all__ = ["PrivateDyadicCountSketch"]
 
@@ -68,8 +69,8 @@ def _split_weights(split: Any, levels: int) -> tuple[Fraction, ...]:
     return tuple(out)
 
 
-class PrivateDyadicCountSketch(_DyadicBase):
-    """A released DP Dyadic Count Sketch (DP-DCS, Zhao et al. Section 4; spec §5).
+class PrivateDyadicCountSketch(DyadicLayout):
+    """A released DP Dyadic Count Sketch (DP-DCS, Zhao et al. Section 4; [ZQR+22, Section 4]).
 
     Build it with :meth:`release`. Every counter of every level gets independent exact discrete
     noise, once; ranks (:meth:`rank`, :meth:`rank_lt`) and quantiles (:meth:`quantile`,
@@ -78,15 +79,15 @@ class PrivateDyadicCountSketch(_DyadicBase):
     Guarantee: ``epsilon``-DP (pure budget; discrete Laplace per level, L1 sensitivities) or
     ``rho``-zCDP (zCDP budget, or an ``(epsilon, delta)`` budget converted by the inverse of
     Lemma 2.9, then ``(epsilon, delta)``-DP; discrete Gaussian per level, L2 sensitivities),
-    under :attr:`neighbouring` (spec §1.4). One item touches every level, so the levels compose
+    under :attr:`neighbouring` (docs/algorithms.md#lin-sensitivity). One item touches every level, so the levels compose
     sequentially: level ``j`` gets the share ``w_j / sum(w)`` of the budget (``split``; the
-    paper's equal split ``rho / L`` by default, spec §5.3), and the shares add up to at most the
-    budget. Per-level sensitivities are exact (spec §1.4 with the level's rows): a sketched
-    level is a Count Sketch (``2 sqrt(d)`` under ``replace``, erratum E3, not the paper's
-    ``sqrt(2d)``); an exact level (spec §5.8) is one identity row (``1``, ``sqrt 2``, ``2`` or
+    paper's equal split ``rho / L`` by default, [ZQR+22, Section 4.2]), and the shares add up to at most the
+    budget. Per-level sensitivities are exact (docs/algorithms.md#lin-sensitivity with the level's rows): a sketched
+    level is a Count Sketch (``2 sqrt(d)`` under ``replace``, docs/algorithms.md#lin-e3, not the paper's
+    ``sqrt(2d)``); an exact level (docs/algorithms.md#lin-exact-levels) is one identity row (``1``, ``sqrt 2``, ``2`` or
     ``k`` in L2; ``1``, ``2``, ``2``, ``k`` in L1).
 
-    Utility (spec §5.7 with erratum E9 corrected): with probability ``>= 1 - beta_noise`` every
+    Utility ([ZQR+22, Section 4.2, Eq. (2)] with docs/algorithms.md#lin-e9 corrected): with probability ``>= 1 - beta_noise`` every
     noise value at level ``j`` is within ``noise_bounds[j]``, so for all ``x`` simultaneously
     ``|R^(x) - R~(x)| <=`` :meth:`rank_noise_bound` ``(x)`` (``R~`` the exact sketch's rank);
     the paper's corrected bound is ``|R^(x) - R(x)| <= sqrt(L ln(L/gamma)) (N/w + E_L)``.
@@ -177,7 +178,7 @@ class PrivateDyadicCountSketch(_DyadicBase):
         beta_noise: float = 0.005,
         publish_total: bool | None = None,
     ) -> Self:
-        """Release ``sketch`` once with ``budget`` split across its levels (spec §5.3).
+        """Release ``sketch`` once with ``budget`` split across its levels ([ZQR+22, Section 4.2]).
 
         Parameters
         ----------
@@ -187,7 +188,7 @@ class PrivateDyadicCountSketch(_DyadicBase):
             ``pure(eps)``: level ``j`` gets ``eps_j`` and exact discrete Laplace of scale
             ``Delta1_j / eps_j``. ``zcdp(rho)``: ``rho_j`` and discrete Gaussian with
             ``sigma_j = Delta2_j / sqrt(2 rho_j)``. ``approx(eps, delta)``: as zCDP with
-            ``rho = approx_to_zcdp(eps, delta)`` (spec §1.3).
+            ``rho = approx_to_zcdp(eps, delta)`` ([ZQR+22, Section 2.1]).
         stream
             The release's noise stream; the number of draws depends on the layout only.
         neighbouring
@@ -299,7 +300,7 @@ class PrivateDyadicCountSketch(_DyadicBase):
         return np.array([c.noise_bound for c in self.calibrations])
 
     def epsilon_at(self, delta: float, method: str = "standard") -> float:
-        """``epsilon`` of the implied ``(epsilon, delta)``-DP guarantee (spec §1.3, Lemma 2.9)."""
+        """``epsilon`` of the implied ``(epsilon, delta)``-DP guarantee ([ZQR+22, Section 2.1, Lemma 2.9])."""
         if self.rho is None:
             return float(self.epsilon)  # type: ignore[arg-type]
         return zcdp_to_epsilon(self.rho, delta, method)
@@ -333,7 +334,7 @@ class PrivateDyadicCountSketch(_DyadicBase):
     def _refuse(self, what: str) -> TypeError:
         return TypeError(
             f"PrivateDyadicCountSketch is a released (noisy) sketch and cannot be {what}: its "
-            "noise covers ONE release of a final state (spec dp-linear-sketches §1.5, §3.4). "
+            "noise covers ONE release of a final state ([ZQR+22, Section 3] and docs/algorithms.md#lin-e18). "
             "Update or merge the exact DyadicCountSketch and release it again with a fresh "
             "noise stream and budget."
         )
@@ -354,7 +355,7 @@ class PrivateDyadicCountSketch(_DyadicBase):
         return self._top_total()
 
     def rank_noise_bound(self, x: Any) -> np.ndarray | float:
-        """Bound on ``|R^(x) - R~(x)|`` that holds for all ``x`` on the noise event (spec §6.1 item 6).
+        """Bound on ``|R^(x) - R~(x)|`` that holds for all ``x`` on the noise event (docs/algorithms.md#lin-oracles).
 
         ``sum`` of ``E_j`` over the levels of the ``popcount(x - lower + 1)`` decomposition
         nodes; ``2 E_{L-1}`` (or 0 when the total is public) for ``x >= upper``; 0 below.

@@ -1,12 +1,12 @@
 """DP Count Sketch / Count-Min for intermittent queries: use-and-keep cell noise (the final algorithm).
 
 Yildirim, Kaya, Aydin and Erentug, "Differentially Private Frequency Sketches for Intermittent
-Queries on Large Data Streams"; spec ``shared/specs/dp-count-sketch-intermittent.md`` (cited as
-"spec §x"; errata in its §7). The paper's alternatives (S1-S4, D1, D2) live in
+Queries on Large Data Streams", cited as [YKAE]; errata and library choices are explained in
+docs/algorithms.md#intermittent-queries. The paper's alternatives (S1-S4, D1, D2) live in
 :mod:`beam_dpsketch.sketches.intermittent_strategies`; this module holds the shared machinery and
-:class:`UseAndKeepSketch` (paper Algorithm 4, spec §2.8), the one the spec proposes.
+:class:`UseAndKeepSketch` (paper Algorithm 4, [YKAE, Algorithm 4]), the one the paper proposes.
 
-Model (spec §1.2, §1.6). Streams are ordered; neighbours differ by inserting or deleting **one**
+Model ([YKAE, Section II-A; Section III-A]). Streams are ordered; neighbours differ by inserting or deleting **one**
 element (event level; each element is one individual), every other element keeping its time, so
 element times must not be arrival counts or row positions (those support replace-one only; see
 :class:`UseAndKeepSketch`). Query batches ``Q_1, Q_2, ...`` arrive at
@@ -19,9 +19,9 @@ State. Every object composes an exact, mergeable
 :class:`~beam_dpsketch.sketches.countmin.CountMinSketch` (same ``(width, depth, seed)`` means the
 same cells, so exact shards merge into it by addition) plus the strategy's noise state. For
 :class:`UseAndKeepSketch`: the kept noise ``N`` (int64, ``depth x width``) and the public use
-counts ``Uc`` (int32); the released value of a cell is always ``C + N`` (spec §2.8 "State").
+counts ``Uc`` (int32); the released value of a cell is always ``C + N`` ([YKAE, Algorithm 4]).
 
-Noise scheme (reproducible; spec §8.2 item 3, invariant I5). All noise is exact discrete Laplace
+Noise scheme (reproducible; docs/algorithms.md#noise-sampling). All noise is exact discrete Laplace
 (:func:`beam_dpsketch.noise.discrete_laplace`) from the caller's
 :class:`~beam_dpsketch.noise.NoiseSource`. Cells are numbered ``row * width + column`` and cut
 into blocks of :data:`NOISE_BLOCK` consecutive cells (the last block may be shorter). In batch
@@ -34,17 +34,17 @@ non-empty batches answered so far and is part of the state. Draws of a block tha
 are discarded unused. Distinct sketches **must** use distinct ``sketch_id`` values: equal ids and
 keys give equal noise.
 
-Safety rules (spec §5.3 invariants I1-I6, §8.3), enforced here:
+Safety rules (invariants I1-I6 of docs/algorithms.md#int-beam), enforced here:
 
 * Queries are a separate, declared input: :meth:`IntermittentSketch.answer` takes a batch of keys
   (and an optional public time, strictly increasing) and nothing else; keys are canonicalised and
   hashed with the public seed, never looked up in the table to decide anything. The object never
   answers on its own and has no non-private read of its table, so batch times and query sets
-  cannot be driven by the data (I3, P-5). Choosing queries from the private data (e.g. "the
+  cannot be driven by the data (docs/algorithms.md#int-beam). Choosing queries from the private data (e.g. "the
   current top items") is the caller's responsibility to avoid; only released answers may guide
   later queries.
 * No data-dependent skipping: every cell a batch reads gets its fresh draw whether or not its
-  count changed (I4, P-4).
+  count changed (docs/algorithms.md#int-beam).
 * One noise owner per cell (I1): noise lives only in the private object. Exact shards merge
   freely (:meth:`IntermittentSketch.add_counts`, :meth:`IntermittentSketch.merge`); merging a
   private object that has answered queries (so holds noise or budget state) is refused.
@@ -53,7 +53,7 @@ Safety rules (spec §5.3 invariants I1-I6, §8.3), enforced here:
   :meth:`IntermittentSketch.add_snapshot` takes a **cumulative** snapshot and converts it to a
   delta explicitly (refusing one that goes backwards). An object accepts one of the two modes.
 * Unit increments: counts must be non-negative (a retraction would make one element show up in
-  several increments, spec §5.4 item 3).
+  several increments, docs/algorithms.md#int-beam).
 """
 
 from __future__ import annotations
@@ -70,8 +70,9 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from beam_dpsketch import serialization
-from beam_dpsketch.checks import check_int, check_key_like
+from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import (
+    check_key_like,
     decode_key,
     encode_key,
     hash_keys,
@@ -112,11 +113,11 @@ _FORMAT = "intermittent/v1"
 
 
 def discrete_laplace_variance(scale: float | Fraction) -> float:
-    """Variance ``2a/(1-a)^2``, ``a = exp(-1/scale)``, of one discrete Laplace draw (spec §4.1)."""
+    """Variance ``2a/(1-a)^2``, ``a = exp(-1/scale)``, of one discrete Laplace draw (docs/algorithms.md#int-oracles)."""
     return noise_variance("discrete_laplace", float(scale))
 
 
-def _check_scale(scale: Fraction, what: str) -> Fraction:
+def check_scale(scale: Fraction, what: str) -> Fraction:
     if scale > _MAX_SCALE:
         raise ValueError(
             f"{what}: the noise scale {float(scale):.3g} exceeds the sampler limit 2**52; the "
@@ -132,7 +133,7 @@ def _check_scale(scale: Fraction, what: str) -> Fraction:
 
 @dataclass(frozen=True, eq=False)
 class IntermittentAnswer:
-    """The release of one query batch, with its privacy metadata (all public, spec §1.4, §4.3).
+    """The release of one query batch, with its privacy metadata (all public, [YKAE, Section III-A] and docs/algorithms.md#int-error-bars).
 
     Attributes
     ----------
@@ -141,7 +142,7 @@ class IntermittentAnswer:
         same value).
     batch
         1-based index ``k`` of this batch among the non-empty batches, ``None`` for an empty one
-        (nothing released, no noise drawn, spec §5.5 item 3).
+        (nothing released, no noise drawn, docs/algorithms.md#int-beam).
     time
         The public batch time the caller declared, or ``None``.
     strategy
@@ -150,18 +151,18 @@ class IntermittentAnswer:
         Pure-DP guarantee covering every release of the object so far, this one included.
     noise_std
         float64 ``(n,)``: standard deviation of the DP noise in each answer. Output-perturbation
-        strategies: exact (the answer noise). Cell strategies: the spec §4.3 summary
+        strategies: exact (the answer noise). Cell strategies: docs/algorithms.md#int-error-bars summary
         ``median_i sqrt(row_noise_variance[i])``.
     row_noise_variance
         float64 ``(depth, n)``: exact variance of the DP noise on each row's cell (cell
         strategies only, else ``None``). Depends only on public use counts.
     uses
         int32 ``(depth, n)``: how many batches, this one included, have noised each cell the
-        query reads (``u_i`` of spec §4.2; cell strategies only, else ``None``).
+        query reads (``u_i`` of [YKAE, Theorem 5]; cell strategies only, else ``None``).
     row_values, cells, cell_values
         With ``details=True`` on cell strategies: the signed noisy row values ``(depth, n)``,
         the flat indices (``row * width + column``, sorted) of the cells this batch noised and
-        their released (unsigned) values. Releasing them costs nothing extra (spec §1.4).
+        their released (unsigned) values. Releasing them costs nothing extra ([YKAE, Section III-A]).
     """
 
     estimates: np.ndarray
@@ -185,11 +186,11 @@ class IntermittentAnswer:
 # --------------------------------------------------------------------------------------------
 
 
-def _combine_rows(values: np.ndarray, signed: bool) -> np.ndarray:
+def combine_rows(values: np.ndarray, signed: bool) -> np.ndarray:
     """Median (Count Sketch) or minimum (Count-Min) over axis 0 of ``(depth, n)``, float64.
 
-    An even number of rows takes the mean of the two middle values (spec §7 A11; still
-    1-Lipschitz, spec §2.3). ``np.partition`` is several times faster than ``np.median`` here.
+    An even number of rows takes the mean of the two middle values (docs/algorithms.md#int-a11; still
+    1-Lipschitz, [YKAE, Section III-A]). ``np.partition`` is several times faster than ``np.median`` here.
     """
     d = values.shape[0]
     if not signed:
@@ -217,7 +218,7 @@ def unique_hashes(h1: np.ndarray, h2: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
     Returns ``(u1, u2, inverse)`` with ``u1[inverse] == h1`` and ``u2[inverse] == h2``. Two keys
     with the same ``(h1, h2)`` read the same cells with the same signs, so they have the same
-    answer under every strategy; treating them as one query is exact (spec §2.4 [R], P-3).
+    answer under every strategy; treating them as one query is exact ([YKAE, Section III-B], library choice).
     """
     u1, first, inverse = np.unique(h1, return_index=True, return_inverse=True)
     u2 = h2[first]
@@ -233,23 +234,23 @@ def unique_hashes(h1: np.ndarray, h2: np.ndarray) -> tuple[np.ndarray, np.ndarra
     )
 
 
-def _mhat(buckets: np.ndarray, width: int) -> int:
-    """Algorithm 2 (spec §2.4): ``sum_i max_j #{x in Q : h_i(x) = j}`` over distinct keys."""
+def mhat_bound(buckets: np.ndarray, width: int) -> int:
+    """Algorithm 2 ([YKAE, Section III-B]): ``sum_i max_j #{x in Q : h_i(x) = j}`` over distinct keys."""
     return int(sum(int(np.bincount(row, minlength=width).max()) for row in buckets))
 
 
 def sensitive_query_bound(keys: Any, width: int, depth: int, seed: int = 0) -> int:
     """``mtilde_Q = min(n_Q, mhat_Q)``: an upper bound on ``m_Q``, the worst-case number of answers
-    one stream element can change (spec §2.4 eq. 3, Algorithm 2, Proposition 1, erratum E3/E4).
+    one stream element can change ([YKAE, Section III-B] eq. 3, Algorithm 2, Proposition 1, docs/algorithms.md#int-e3, docs/algorithms.md#int-e4).
 
-    ``n_Q`` counts distinct keys (duplicates are one query, P-3). ``mhat_Q`` is the union bound of
+    ``n_Q`` counts distinct keys (duplicates are one query). ``mhat_Q`` is the union bound of
     Algorithm 2 over the rows ``row_buckets(..., depth, width)`` of the library's hashing.
     """
     h1, h2 = hash_keys(keys, seed)
     u1, u2, _ = unique_hashes(h1, h2)
     if u1.size == 0:
         return 0
-    return min(int(u1.size), _mhat(row_buckets(u1, u2, int(depth), int(width)), int(width)))
+    return min(int(u1.size), mhat_bound(row_buckets(u1, u2, int(depth), int(width)), int(width)))
 
 
 def _check_source(noise_source: Any) -> NoiseSource:
@@ -277,11 +278,11 @@ def _check_time(time: Any) -> float | int | None:
     return value
 
 
-def _fraction_str(x: Fraction) -> str:
+def fraction_str(x: Fraction) -> str:
     return f"{x.numerator}/{x.denominator}"
 
 
-def _parse_fraction(text: Any, name: str) -> Fraction:
+def parse_fraction(text: Any, name: str) -> Fraction:
     if not isinstance(text, str):
         raise serialization.SketchFormatError(f"parameter {name!r} must be a 'p/q' string")
     try:
@@ -301,10 +302,10 @@ class IntermittentSketch(abc.ABC):
     Parameters (of every subclass)
     ------------------------------
     width
-        Columns ``w >= 2`` (spec §8.3 P-11).
+        Columns ``w >= 2`` (docs/algorithms.md#int-beam).
     depth
         Rows ``d`` in ``[1, 64]``. Count Sketch with an even depth answers with the mean of the two
-        middle rows (spec §7 A11) and warns; output-perturbation strategies require an odd depth
+        middle rows (docs/algorithms.md#int-a11) and warns; output-perturbation strategies require an odd depth
         for Count Sketch.
     epsilon
         Total pure-DP budget (float, decimal string or ``Fraction``), rounded **down** to a
@@ -318,9 +319,9 @@ class IntermittentSketch(abc.ABC):
         the prefix of every noise stream. Must be unique per sketch instance.
     kind
         ``"count_sketch"`` (median of signed cells, unbiased; the paper's choice) or
-        ``"count_min"`` (minimum of cells; spec §2.10 item 2: same noise scales).
+        ``"count_min"`` (minimum of cells; [YKAE, Section VII]: same noise scales).
     seed
-        Public hash seed in ``[0, 2**32)``, fixed before any data is seen (spec §8.3 P-9).
+        Public hash seed in ``[0, 2**32)``, fixed before any data is seen (docs/algorithms.md#int-beam).
     """
 
     STRATEGY: ClassVar[str] = ""
@@ -343,7 +344,7 @@ class IntermittentSketch(abc.ABC):
             raise ValueError(f"kind must be one of {sorted(SKETCH_KINDS)}, got {kind!r}")
         exact = SKETCH_KINDS[kind](width, depth, seed)
         if exact.width < 2:
-            raise ValueError(f"width must be >= 2 (spec §8.3 P-11), got {width}")
+            raise ValueError(f"width must be >= 2 (docs/algorithms.md#int-beam), got {width}")
         self._exact = exact
         self._kind = kind
         self._epsilon = rational_epsilon_floor(epsilon)
@@ -361,7 +362,7 @@ class IntermittentSketch(abc.ABC):
         if self.signed and self.depth % 2 == 0:
             warnings.warn(
                 f"depth={self.depth} is even: Count Sketch answers use the mean of the two middle "
-                "rows (spec dp-count-sketch-intermittent §7 A11); the paper uses odd depths",
+                "rows (docs/algorithms.md#int-a11); the paper uses odd depths",
                 UserWarning,
                 stacklevel=3,
             )
@@ -454,7 +455,7 @@ class IntermittentSketch(abc.ABC):
         if self._ingest is not None and self._ingest != mode:
             raise ValueError(
                 f"this sketch ingests {self._ingest}s; it cannot also take a {mode}: mixing "
-                "cumulative snapshots with deltas counts elements more than once (spec §5.4 item 2)"
+                "cumulative snapshots with deltas counts elements more than once (docs/algorithms.md#int-beam)"
             )
 
     def update(self, keys: Any, counts: Any = None) -> Self:
@@ -489,7 +490,7 @@ class IntermittentSketch(abc.ABC):
         if arr.size and arr.min() < 0:
             raise ValueError(
                 "counts must be >= 0: a retraction makes one element appear in several "
-                "increments (spec dp-count-sketch-intermittent §5.4 item 3)"
+                "increments (docs/algorithms.md#int-beam)"
             )
 
     def _check_exact(self, sketch: Any, name: str) -> LinearSketch:
@@ -507,7 +508,7 @@ class IntermittentSketch(abc.ABC):
 
         ``delta`` is an exact sketch of the same kind, width, depth and seed (e.g. the merged
         output of a discarding-mode CombineFn). Each element must be in exactly one delta
-        (spec §5.3 I2); passing a cumulative snapshot here counts old elements again: use
+        (docs/algorithms.md#int-beam I2); passing a cumulative snapshot here counts old elements again: use
         :meth:`add_snapshot` for those. Count-Min deltas must be non-negative.
         """
         self._check_can_ingest()
@@ -516,7 +517,7 @@ class IntermittentSketch(abc.ABC):
         if delta.total_weight < 0 or (not self.signed and (delta.table < 0).any()):
             raise ValueError(
                 "delta has negative counts: a retraction makes one element appear in several "
-                "increments (spec §5.4 item 3)"
+                "increments (docs/algorithms.md#int-beam)"
             )
         self._exact.merge(delta)
         self._ingest = "delta"
@@ -526,8 +527,7 @@ class IntermittentSketch(abc.ABC):
         """Ingest a **cumulative** snapshot (all elements so far) by converting it to a delta.
 
         The delta is ``snapshot - current table``; a snapshot with less total weight than the
-        current table, or (Count-Min) a smaller cell, is refused as a replay or rollback (spec
-        §5.4 items 2-3). An object that takes snapshots takes nothing else (one upstream source
+        current table, or (Count-Min) a smaller cell, is refused as a replay or rollback (docs/algorithms.md#int-beam). An object that takes snapshots takes nothing else (one upstream source
         whose snapshot covers everything).
         """
         self._check_can_ingest()
@@ -539,7 +539,7 @@ class IntermittentSketch(abc.ABC):
         ):
             raise ValueError(
                 "snapshot goes backwards (less weight than already ingested): a replay or "
-                "rollback would count elements in several increments (spec §5.4 item 3)"
+                "rollback would count elements in several increments (docs/algorithms.md#int-beam)"
             )
         self._exact.table = snapshot.table.copy()
         self._exact.total_weight = snapshot.total_weight
@@ -551,7 +551,7 @@ class IntermittentSketch(abc.ABC):
 
         Exact sketches go through :meth:`add_counts` (a delta). A private object of the same
         class and configuration contributes its exact table only if it holds no noise or budget
-        state; two noise owners for the same cells are refused (spec §5.3 I1, §5.4 items 1, 6).
+        state; two noise owners for the same cells are refused (invariant I1 of docs/algorithms.md#int-beam).
         """
         if isinstance(other, LinearSketch):
             return self.add_counts(other)
@@ -565,7 +565,7 @@ class IntermittentSketch(abc.ABC):
         if other.holds_noise:
             raise ValueError(
                 "cannot merge a private sketch that has answered queries: its noise and budget "
-                "state would get a second owner (spec §5.3 I1). Merge exact shards (or private "
+                "state would get a second owner (docs/algorithms.md#int-beam I1). Merge exact shards (or private "
                 "objects that have not answered) into ONE private object instead"
             )
         return self.add_counts(other._exact)
@@ -585,10 +585,10 @@ class IntermittentSketch(abc.ABC):
         keys
             The query set: a batch of keys (numpy/pyarrow array or sequence; duplicates allowed
             and answered identically). It must come from the analyst's declared input, never from
-            the private data or this object's state (spec §1.2 [R] item 2, invariant I3).
+            the private data or this object's state ([YKAE, Section II-A], library choice).
         time
-            Optional public batch time (event or wall clock, never an arrival count, spec §1.2
-            [R] item 1); when given it must exceed the previous declared time.
+            Optional public batch time (event or wall clock, never an arrival count, [YKAE, Section II-A]
+            (library choice)); when given it must exceed the previous declared time.
         details
             Also return the released cells (cell strategies; see :class:`IntermittentAnswer`).
 
@@ -601,7 +601,7 @@ class IntermittentSketch(abc.ABC):
         if isinstance(keys, IntermittentAnswer | IntermittentSketch):
             raise TypeError(
                 f"keys must be a declared query set, got a {type(keys).__name__}: queries may "
-                "not be derived from the sketch (spec §5.3 I3)"
+                "not be derived from the sketch (docs/algorithms.md#int-beam I3)"
             )
         h1, h2 = hash_keys(keys, self.seed)
         return self.answer_hashes(h1, h2, time=time, details=details)
@@ -677,14 +677,14 @@ class IntermittentSketch(abc.ABC):
         """Versioned state bytes (:mod:`beam_dpsketch.serialization`), kind :attr:`KIND`.
 
         **Sensitive**: they hold the exact counts and the kept noise; store them only inside the
-        trust boundary (Beam state), never in a sink or a log (spec §8.3 P-6). The noise source's
+        trust boundary (Beam state), never in a sink or a log (docs/algorithms.md#int-beam). The noise source's
         key is not included; :meth:`from_bytes` needs the same source again.
         """
         params = {
             "format": _FORMAT,
             "strategy": self.STRATEGY,
             "kind": self._kind,
-            "epsilon": _fraction_str(self._epsilon),
+            "epsilon": fraction_str(self._epsilon),
             "sketch_id": encode_key(self._sketch_id).hex(),
             "source_check": _source_check(self._source, self._sketch_id),
             "batches": self._batches,
@@ -720,7 +720,7 @@ class IntermittentSketch(abc.ABC):
             sketch_id = decode_key(bytes.fromhex(req(params, "sketch_id", str)))
         except ValueError:
             raise err("invalid sketch_id") from None
-        epsilon = _parse_fraction(params.get("epsilon"), "epsilon")
+        epsilon = parse_fraction(params.get("epsilon"), "epsilon")
         if not epsilon > 0:
             raise err("epsilon must be > 0")
         batches = req(params, "batches", int)
@@ -775,8 +775,8 @@ class IntermittentSketch(abc.ABC):
 class CellNoiseSketch(IntermittentSketch):
     """Base of the strategies that noise the cells a batch reads (S4, D2, D3).
 
-    Per batch (spec §2.8 lines 2-9): ``E`` = the distinct cells read by the batch's queries, each
-    noised exactly once (P-1) by :meth:`_release_cells`; answers are the median (Count Sketch,
+    Per batch ([YKAE, Algorithm 4] lines 2-9): ``E`` = the distinct cells read by the batch's queries, each
+    noised exactly once (docs/algorithms.md#int-beam) by :meth:`_release_cells`; answers are the median (Count Sketch,
     signed) or minimum (Count-Min) of the released cell values: post-processing.
     """
 
@@ -795,7 +795,7 @@ class CellNoiseSketch(IntermittentSketch):
         """Public per-cell use counts ``(depth, width)`` int32 after the latest batch."""
 
     def use_counts(self) -> np.ndarray:
-        """Copy of the public per-cell use counts ``Uc`` (spec §2.8 "State", §4.3)."""
+        """Copy of the public per-cell use counts ``Uc`` ([YKAE, Algorithm 4], docs/algorithms.md#int-error-bars)."""
         return self._uses().copy()
 
     def _block_draws(self, cells: np.ndarray, scale: Fraction, *tag: Any) -> np.ndarray:
@@ -831,7 +831,7 @@ class CellNoiseSketch(IntermittentSketch):
         signs = self._signs(h2)
         if signs is not None:
             rows *= signs
-        estimates = _combine_rows(rows, self.signed)
+        estimates = combine_rows(rows, self.signed)
         var_lookup = np.empty(mask.size, dtype=np.float64)
         var_lookup[cells] = variance
         row_var = var_lookup[flat]
@@ -853,7 +853,7 @@ class CellNoiseSketch(IntermittentSketch):
 
 
 def _combine_rows_float(values: np.ndarray) -> np.ndarray:
-    """Median over rows of a float ``(depth, n)`` array (spec §4.3 summary of row noise std)."""
+    """Median over rows of a float ``(depth, n)`` array (docs/algorithms.md#int-error-bars summary of row noise std)."""
     d = values.shape[0]
     if d % 2:
         return np.partition(values, d // 2, axis=0)[d // 2]
@@ -861,7 +861,7 @@ def _combine_rows_float(values: np.ndarray) -> np.ndarray:
     return (part[d // 2 - 1] + part[d // 2]) / 2.0
 
 
-class _KeptNoiseSketch(CellNoiseSketch):
+class KeptNoiseSketch(CellNoiseSketch):
     """Cell noise of scale ``d/eps`` drawn once per (cell, batch) and kept in the state (D3, S4).
 
     The state is the ``noise`` table and the ``uses`` table (how many batches read each cell).
@@ -899,22 +899,21 @@ class _KeptNoiseSketch(CellNoiseSketch):
         self._noise, self._used = noise, used
 
 
-class UseAndKeepSketch(_KeptNoiseSketch):
-    """D3, use-and-keep cell perturbation: paper Algorithm 4, the proposed algorithm (spec §2.8).
+class UseAndKeepSketch(KeptNoiseSketch):
+    """D3, use-and-keep cell perturbation: paper Algorithm 4, the proposed algorithm ([YKAE, Algorithm 4]).
 
     On each non-empty batch ``Q_k``: ``E`` = distinct cells read by ``Q_k``; every cell in ``E``
-    gets **one** fresh draw ``Lap(d/eps)`` (exact discrete Laplace, ``a = exp(-eps/d)``, spec
-    §8.2 item 2) added to its **kept** noise ``N`` (P-2); each query is answered with the median
+    gets **one** fresh draw ``Lap(d/eps)`` (exact discrete Laplace, ``a = exp(-eps/d)``, docs/algorithms.md#noise-sampling) added to its **kept** noise ``N`` (docs/algorithms.md#int-beam); each query is answered with the median
     over rows of ``s_i(x) (C + N)`` (Count Sketch) or the minimum of ``C + N`` (Count-Min). Cells
     get nothing at any other time, and are never skipped because their count did not change
-    (P-4). The draws follow the keyed block scheme of the module docstring.
+    (docs/algorithms.md#int-beam). The draws follow the keyed block scheme of the module docstring.
 
     Privacy (Theorem 4, Lemma 1): ``epsilon``-DP **in total** under add/remove-one-element
     neighbours, for any number of batches at any (data-independent) times, chosen adaptively
     from earlier answers, with no horizon. Each cell is a Lemma-1 noisy counter at ``eps/d``: its
     releases are Laplace mechanisms on the increments between uses, and one element is in one
     increment of each of its ``d`` cells; answers are post-processing. Exact identity used by the
-    tests (spec §2.8 [D]): the log-likelihood ratio of a transcript is
+    tests ([YKAE, Algorithm 4], derived): the log-likelihood ratio of a transcript is
     ``(1/scale) sum_cells sum_l (|Dr_l - Dg'_l| - |Dr_l - Dg_l|)``, at most ``eps`` in absolute
     value.
 
@@ -927,7 +926,7 @@ class UseAndKeepSketch(_KeptNoiseSketch):
     position (what :class:`~beam_dpsketch.transforms.intermittent.DPIntermittentQueries` does
     for ``clock="positions"``).
 
-    Utility (spec §4.2, corrected erratum E14: the paper drops a factor 2): the row-``i`` value of
+    Utility ([YKAE, Theorem 5], corrected docs/algorithms.md#int-e14: the paper drops a factor 2): the row-``i`` value of
     query ``x`` is ``f_x`` + hashing error + the sum of ``u_i`` draws, so (Count Sketch, over the
     hash functions) ``Var = ||f_{-x}||^2 / w + u_i * 2a/(1-a)^2`` with ``u_i`` the uses of the
     cell including this batch; the DP-noise variance grows **linearly** in the uses (against
@@ -935,14 +934,14 @@ class UseAndKeepSketch(_KeptNoiseSketch):
     ``u_i * 2a/(1-a)^2``.
 
     Kept, not rejected: it is the only strategy with a fixed total budget whose noise grows
-    sub-geometrically and that answers new data at new times (spec §2.11).
+    sub-geometrically and that answers new data at new times ([YKAE, Sections III-IV]).
     """
 
     STRATEGY = "use_and_keep"
     KIND = "IntermittentUseAndKeep"
 
     def cell_noise_variance(self, uses: Any) -> Any:
-        """Variance of a cell's kept noise after ``uses`` uses: ``uses * 2a/(1-a)^2`` (spec §4.8)."""
+        """Variance of a cell's kept noise after ``uses`` uses: ``uses * 2a/(1-a)^2`` (docs/algorithms.md#int-oracles)."""
         return np.asarray(uses) * discrete_laplace_variance(self.noise_scale)
 
     def batch_draws(self, cells: Any, k: int) -> np.ndarray:
@@ -950,7 +949,7 @@ class UseAndKeepSketch(_KeptNoiseSketch):
 
         A pure function of (noise source, ``sketch_id``, ``k``, cell) through the block scheme of
         the module docstring: what :meth:`answer` adds in its ``k``-th non-empty batch. Exposed so
-        offline evaluations can reproduce this object's noise exactly (spec §6.4 compute plan).
+        offline evaluations can reproduce this object's noise exactly ([YKAE, Section VI, Figs. 3-4] compute plan).
         """
         cells = np.asarray(cells, dtype=np.int64)
         if cells.ndim != 1 or (cells.size and (cells[0] < 0 or cells[-1] >= self._noise.size)):

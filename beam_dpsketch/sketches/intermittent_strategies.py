@@ -1,8 +1,8 @@
 """The paper's alternatives to use-and-keep, as selectable strategies for comparison.
 
 Yildirim et al., "Differentially Private Frequency Sketches for Intermittent Queries on Large
-Data Streams"; spec ``shared/specs/dp-count-sketch-intermittent.md`` §2.4-§2.7 and the verdict
-table §2.11. Every class shares the state, ingestion, safety rules, noise source handling and
+Data Streams", cited as [YKAE, Sections III-B and IV-A]; which alternatives the paper keeps
+or rejects is summarised in docs/algorithms.md#intermittent-queries. Every class shares the state, ingestion, safety rules, noise source handling and
 serialization of :class:`~beam_dpsketch.sketches.intermittent.IntermittentSketch` (read its
 module docstring first); only the noise step differs. The proposed algorithm is
 :class:`~beam_dpsketch.sketches.intermittent.UseAndKeepSketch` (D3).
@@ -19,12 +19,12 @@ Strategies (name, paper id, noise, guarantee):
   total.
 * ``use_and_keep`` (D3, proposed): ``Lap(d/eps)`` per cell use, **kept**; ``eps`` in total.
 
-All noise is exact discrete Laplace (spec §8.2 item 2). Output-perturbation strategies draw the
+All noise is exact discrete Laplace (docs/algorithms.md#noise-sampling). Output-perturbation strategies draw the
 noise of batch ``k`` from the stream ``(sketch_id, "answer", k)``, one value per **distinct**
 query in increasing ``(h1, h2)`` hash order, so the draw a key gets does not depend on the order
-or multiplicity of the queries (duplicates share it, P-3). Cell strategies use the block scheme of
+or multiplicity of the queries (duplicates share it). Cell strategies use the block scheme of
 the base module (S4 shares D3's first-batch draws, so S4 and D3 agree exactly on one batch with
-the same ``sketch_id``: spec Appendix B item 6).
+the same ``sketch_id``; tested).
 """
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ from beam_dpsketch.sketches.intermittent import (
     CellNoiseSketch,
     IntermittentAnswer,
     IntermittentSketch,
+    KeptNoiseSketch,
     UseAndKeepSketch,
-    _check_scale,
-    _combine_rows,
-    _fraction_str,
-    _KeptNoiseSketch,
-    _mhat,
-    _parse_fraction,
+    check_scale,
+    combine_rows,
     discrete_laplace_variance,
+    fraction_str,
+    mhat_bound,
+    parse_fraction,
     unique_hashes,
 )
 
@@ -68,7 +68,7 @@ __all__ = [
 
 
 def _check_eta(eta: Any) -> Fraction:
-    """``eta`` in ``(0, 1)`` as an exact fraction (spec §7 A12: required, no default)."""
+    """``eta`` in ``(0, 1)`` as an exact fraction (docs/algorithms.md#int-a12: required, no default)."""
     geometric_split_epsilon(1, eta, 1)  # validates and names the parameter
     if isinstance(eta, str):
         return Fraction(eta.strip())
@@ -105,10 +105,10 @@ class _GeometricMixin:
         return self._eta
 
     def _state_params(self) -> dict[str, Any]:
-        return {"eta": _fraction_str(self._eta)}
+        return {"eta": fraction_str(self._eta)}
 
     def _restore_eta(self, params: dict[str, Any]) -> None:
-        eta = _parse_fraction(params.get("eta"), "eta")
+        eta = parse_fraction(params.get("eta"), "eta")
         if not 0 < eta < 1:
             raise serialization.SketchFormatError("eta must lie in (0, 1)")
         self._eta = eta
@@ -119,8 +119,8 @@ class _GeometricMixin:
 # --------------------------------------------------------------------------------------------
 
 
-class StaticCellSketch(_KeptNoiseSketch):
-    """S4, static cell perturbation, lazy variant (paper eq. 4-5, after Melis et al.; spec §2.5).
+class StaticCellSketch(KeptNoiseSketch):
+    """S4, static cell perturbation, lazy variant (paper eq. 4-5, after Melis et al.; [YKAE, Section III-B, Eqs. (4)-(5)]).
 
     The first batch noises each cell it reads once with ``Lap(d/eps)``; later batches reuse that
     noise and lazily noise cells not read before, **at the same table state**: ingesting data
@@ -128,7 +128,7 @@ class StaticCellSketch(_KeptNoiseSketch):
     one state (each of the ``d`` sensitive cells at ``eps/d``, answers post-processing). The
     draw of a cell is D3's first-batch draw (stream ``(sketch_id, "cell", 1, block)``).
 
-    Verdict (spec §2.11): kept for one-shot batches; it is the base of D3 but cannot answer data
+    Verdict ([YKAE, Sections III-IV]): kept for one-shot batches; it is the base of D3 but cannot answer data
     that arrives after its noise was drawn without new budget.
     """
 
@@ -164,22 +164,23 @@ class StaticCellSketch(_KeptNoiseSketch):
 
 
 class UseAndForgetCellSketch(_GeometricMixin, CellNoiseSketch):
-    """D2, use-and-forget cell perturbation: paper Algorithm 3 with errata E10-E12 (spec §2.7).
+    """D2, use-and-forget cell perturbation: paper Algorithm 3 with errata INT-E10 to INT-E12 ([YKAE, Section IV-A];
+    docs/algorithms.md#int-e10).
 
     The exact table is never corrupted. In each batch every cell read gets a **fresh** draw, used
     for this batch's answers and then thrown away; its ``r``-th use (``U = r - 1`` earlier uses)
-    is a Laplace mechanism at ``eps'_r = (eps/d)(1-eta)eta^(r-1)``, scale ``1/eps'_r`` (E10: the
+    is a Laplace mechanism at ``eps'_r = (eps/d)(1-eta)eta^(r-1)``, scale ``1/eps'_r`` (docs/algorithms.md#int-e10: the
     pseudo-code's ``Lap(1/eps')``, not the text's ``Lap(d/eps')``). ``U`` counts batches, not
-    queries (E11, E12: one draw per cell per batch, kept in scratch space for the batch).
+    queries (docs/algorithms.md#int-e11, docs/algorithms.md#int-e12: one draw per cell per batch, kept in scratch space for the batch).
 
     Privacy: the per-cell shares sum to ``eps/d``, so ``epsilon``-DP in total over any number of
     batches. :meth:`epsilon_spent` reports the exact worst case so far,
     ``(eps/d) sum_i (1 - eta^(max_j U(i,j)))``. Draws of batch ``k`` for cells at use count
     ``U = u`` come from streams ``(sketch_id, "forget-cell", k, u, block)``.
 
-    Verdict (spec §2.11): rejected. The variance of the ``r``-th use,
+    Verdict ([YKAE, Sections III-IV]): rejected. The variance of the ``r``-th use,
     ``2a_r/(1-a_r)^2`` with ``a_r = exp(-eps'_r)``, grows geometrically (by ``1/eta^2`` per use)
-    and exceeds D3's accumulated ``r * 2a/(1-a)^2`` for every ``eta`` and ``r`` (spec §2.7 [D]).
+    and exceeds D3's accumulated ``r * 2a/(1-a)^2`` for every ``eta`` and ``r`` ([YKAE, Section IV-A], derived).
     """
 
     STRATEGY = "use_and_forget_cell"
@@ -193,7 +194,7 @@ class UseAndForgetCellSketch(_GeometricMixin, CellNoiseSketch):
         return 1 / (geometric_split_epsilon(self._epsilon, self._eta, use) / self.depth)
 
     def cell_noise_variance(self, uses: Any) -> Any:
-        """Variance of the fresh noise at a cell's ``uses``-th use (spec §4.8, discrete form)."""
+        """Variance of the fresh noise at a cell's ``uses``-th use (docs/algorithms.md#int-oracles, discrete form)."""
         arr = np.asarray(uses)
         flat = arr.reshape(-1)
         out = np.empty(flat.size, dtype=np.float64)
@@ -213,7 +214,7 @@ class UseAndForgetCellSketch(_GeometricMixin, CellNoiseSketch):
         used = self._used.reshape(-1)
         before = used[cells]
         levels = np.unique(before).tolist()
-        scales = {u: _check_scale(self.use_scale(u + 1), type(self).__name__) for u in levels}
+        scales = {u: check_scale(self.use_scale(u + 1), type(self).__name__) for u in levels}
         values = self._exact.table.reshape(-1)[cells].copy()
         variance = np.empty(cells.size, dtype=np.float64)
         for u in levels:
@@ -240,10 +241,10 @@ class UseAndForgetCellSketch(_GeometricMixin, CellNoiseSketch):
 
 
 class _MedianNoiseSketch(IntermittentSketch):
-    """Noise on each distinct answer: ``fhat_x + Lap(sensitivity_k / eps_k)`` (spec §2.4, §2.7).
+    """Noise on each distinct answer: ``fhat_x + Lap(sensitivity_k / eps_k)`` ([YKAE, Section III-B; Section IV-A]).
 
     ``fhat_x`` is the exact median (Count Sketch) or minimum (Count-Min), whose sensitivity is 1
-    (spec §2.3, erratum E23). Count Sketch needs an odd depth here: with an even depth the
+    ([YKAE, Section III-A], docs/algorithms.md#int-e23). Count Sketch needs an odd depth here: with an even depth the
     median moves by 1/2 and discrete noise would not cover the shift.
     """
 
@@ -253,7 +254,7 @@ class _MedianNoiseSketch(IntermittentSketch):
         if self.signed and self.depth % 2 == 0:
             raise ValueError(
                 f"depth must be odd for Count Sketch with answer noise, got {self.depth}: an even "
-                "depth's median moves by 1/2 (spec dp-count-sketch-intermittent §7 A11)"
+                "depth's median moves by 1/2 (docs/algorithms.md#int-a11)"
             )
 
     def _init_state(self) -> None:
@@ -277,11 +278,11 @@ class _MedianNoiseSketch(IntermittentSketch):
         self._check_can_answer(n_q)
         buckets = row_buckets(u1, u2, self.depth, self.width)
         sens = self._sensitivity(buckets, n_q)
-        scale = _check_scale(Fraction(sens) / self.batch_epsilon(k), type(self).__name__)
+        scale = check_scale(Fraction(sens) / self.batch_epsilon(k), type(self).__name__)
         values = np.take_along_axis(self._exact.table, buckets, axis=1)
         if self.signed:
             values *= row_signs(u2, self.depth)
-        fhat = _combine_rows(values, self.signed)
+        fhat = combine_rows(values, self.signed)
         noise = discrete_laplace(self._source.stream((self._sketch_id, "answer", k)), scale, n_q)
         estimates = (fhat + noise)[inverse]
         std = math.sqrt(discrete_laplace_variance(scale))
@@ -299,7 +300,7 @@ class _MedianNoiseSketch(IntermittentSketch):
 
 
 class SingleQuerySketch(_MedianNoiseSketch):
-    """S1, one query (paper eq. 1; spec §2.4): ``fhat_x + Lap(1/eps)``, ``epsilon``-DP.
+    """S1, one query (paper eq. 1; [YKAE, Section III-B]): ``fhat_x + Lap(1/eps)``, ``epsilon``-DP.
 
     Answers exactly one distinct key in one batch; anything more is refused (the budget is
     spent). Verdict: fine for one query, useless for batches or intermittent queries.
@@ -326,7 +327,7 @@ class SingleQuerySketch(_MedianNoiseSketch):
 
 
 class BatchNaiveSketch(_MedianNoiseSketch):
-    """S2, batch with naive composition (spec §2.4): ``Lap(n_Q/eps)`` on each distinct answer.
+    """S2, batch with naive composition ([YKAE, Section III-B]): ``Lap(n_Q/eps)`` on each distinct answer.
 
     ``epsilon``-DP per batch (``n_Q`` answers of sensitivity 1); ``K`` batches cost ``K eps``.
     Verdict: rejected, the noise is linear in ``n_Q``.
@@ -346,11 +347,11 @@ class BatchNaiveSketch(_MedianNoiseSketch):
 
 
 class BatchSensitiveSketch(_MedianNoiseSketch):
-    """S3, batch scaled by the sensitive queries (paper eq. 2-3, Algorithm 2, Prop. 1; spec §2.4).
+    """S3, batch scaled by the sensitive queries (paper eq. 2-3, Algorithm 2, Prop. 1; [YKAE, Section III-B]).
 
     Each distinct answer gets ``Lap(mtilde_Q/eps)`` with ``mtilde_Q = min(n_Q, mhat_Q)`` (the
-    union bound of Algorithm 2 capped by ``n_Q``, spec [R]; erratum E2: the noise goes on the
-    estimate ``fhat_x``, not on ``f_x``; E4: only ``m_Q <= mhat_Q`` holds). One element changes
+    union bound of Algorithm 2 capped by ``n_Q`` (library choice); docs/algorithms.md#int-e2: the noise goes on the
+    estimate ``fhat_x``, not on ``f_x``; docs/algorithms.md#int-e4: only ``m_Q <= mhat_Q`` holds). One element changes
     at most ``m_Q`` answers by at most 1, so each batch is ``epsilon``-DP; ``K`` batches cost
     ``K eps``. Verdict: competitive with S4 for one static batch, not for intermittent queries.
     """
@@ -359,7 +360,7 @@ class BatchSensitiveSketch(_MedianNoiseSketch):
     KIND = "IntermittentBatchSensitive"
 
     def _sensitivity(self, buckets: np.ndarray, n_q: int) -> int:
-        return min(n_q, _mhat(buckets, self.width))
+        return min(n_q, mhat_bound(buckets, self.width))
 
     def batch_epsilon(self, k: int) -> Fraction:
         return self._epsilon
@@ -369,7 +370,7 @@ class BatchSensitiveSketch(_MedianNoiseSketch):
 
 
 class UseAndForgetMedianSketch(_GeometricMixin, _MedianNoiseSketch):
-    """D1, use-and-forget median perturbation (spec §2.7, erratum E9 completes the paper's text).
+    """D1, use-and-forget median perturbation ([YKAE, Section IV-A], docs/algorithms.md#int-e9 completes the paper's text).
 
     Batch ``k`` spends ``eps_k = eps (1-eta) eta^(k-1)`` and answers each distinct key with
     ``fhat_x + Lap(mtilde_Q / eps_k)`` (``mtilde_Q`` as in S3). ``epsilon``-DP in total
@@ -381,7 +382,7 @@ class UseAndForgetMedianSketch(_GeometricMixin, _MedianNoiseSketch):
     KIND = "IntermittentUseAndForgetMedian"
 
     def _sensitivity(self, buckets: np.ndarray, n_q: int) -> int:
-        return min(n_q, _mhat(buckets, self.width))
+        return min(n_q, mhat_bound(buckets, self.width))
 
     def batch_epsilon(self, k: int) -> Fraction:
         return geometric_split_epsilon(self._epsilon, self._eta, k)

@@ -1,8 +1,8 @@
 """Misra-Gries summary in the variant of Lebeda and Tetek (Algorithm 1), with the Agarwal et al. merge.
 
 No privacy here: the DP releases (PMG, pure DP, merged, user level) build on this class.
-Spec: ``shared/specs/dp-misra-gries.md`` §2.3 (the variant), §2.4 (efficient implementation),
-§2.5 (weighted updates), §6.1 (merge), §8.1 (invariants, tested).
+Lebeda and Tetek (PODS 2023), cited as [LT23]: [LT23, Algorithm 1] (the variant), docs/algorithms.md#mg-implementation (efficient implementation),
+docs/algorithms.md#mg-weighted (weighted updates), [LT23, Section 7] (merge), docs/algorithms.md#mg-oracles (invariants, tested).
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ def _order(key: Any) -> tuple[int, Any]:
     """The fixed, data-independent total order on keys used to pick the smallest zero key.
 
     Dummies come first (by index), then ints (numerically), strs (by code point, which is also
-    their UTF-8 byte order), bytes, and tuples (by canonical encoding). Spec §2.3 allows any fixed
+    their UTF-8 byte order), bytes, and tuples (by canonical encoding). [LT23, Algorithm 1] allows any fixed
     order that does not depend on the stream; this one sorts natively for homogeneous keys, which
-    spec §11.3's encoding-bytes order cannot (it was 60% of the update time).
+    docs/algorithms.md#mg-order's encoding-bytes order cannot (it was 60% of the update time).
     """
     if type(key) is _Dummy:
         return (0, key.index)
@@ -68,23 +68,23 @@ def _sorted_real_keys(keys: list[Any]) -> list[Any]:
 
 
 class MisraGries:
-    """Misra-Gries with ``k`` counters in the variant of spec dp-misra-gries §2.3 (Algorithm 1).
+    """Misra-Gries with ``k`` counters in the variant of [LT23, Algorithm 1].
 
     The sketch always holds exactly ``k`` (key, counter) pairs: it starts with ``k`` dummy keys
     at count 0, keeps keys whose counter drops to 0, and when a slot is needed replaces the
     *smallest* zero-count key in a fixed order (dummies first, then keys by canonical encoding).
     Its estimates and its decrement count ``d`` equal standard Misra-Gries exactly, so for every
     key ``f(x) - d <= estimate(x) <= f(x)`` with ``d <= n / (k + 1)`` (Bose et al., Fact 1). The
-    variant exists because it bounds how many keys neighbouring sketches differ in (spec §3.2),
+    variant exists because it bounds how many keys neighbouring sketches differ in ([LT23, Section 5, Lemma 2]),
     which the private release uses.
 
     Updates process a batch **in arrival order**, with the same result as one key at a time
-    (weighted updates per spec §2.5 give the same state as repeated unit updates).
+    (weighted updates per docs/algorithms.md#mg-weighted give the same state as repeated unit updates).
 
-    :meth:`merge` is the Agarwal et al. (2013) merge (spec §6.1): sum the positive counters, and
+    :meth:`merge` is the Agarwal et al. (2013) merge ([LT23, Section 7]): sum the positive counters, and
     if more than ``k`` keys remain subtract the ``(k+1)``-th largest value. It is commutative but
     not associative; any merge tree keeps ``f(x) - n/(k+1) <= estimate(x) <= f(x)``. A merged
-    sketch records ``merged = True`` (its provenance matters to the DP release, spec §11.6), and
+    sketch records ``merged = True`` (its provenance matters to the DP release, docs/algorithms.md#misra-gries), and
     ``d`` then holds the bound on the total undercount of any key.
 
     This object is **not** differentially private.
@@ -152,7 +152,7 @@ class MisraGries:
         return self
 
     def _update_unit(self, keys: list[Any]) -> None:
-        # The hot loop of spec §2.4: locals only, one dict lookup per hit.
+        # The hot loop of docs/algorithms.md#mg-implementation: locals only, one dict lookup per hit.
         cnt = self._cnt
         get = cnt.get
         nzero, zero_list, zp, d = self._nzero, self._zero_list, self._zp, self.d
@@ -208,7 +208,7 @@ class MisraGries:
                 del cnt[self._pop_smallest_zero()]
                 cnt[x] = w
                 return
-            # t decrements in a row, each consuming one copy of x (spec §2.5).
+            # t decrements in a row, each consuming one copy of x (docs/algorithms.md#mg-weighted).
             t = min(w, min(cnt.values()))
             for y in cnt:
                 cnt[y] -= t
@@ -254,12 +254,12 @@ class MisraGries:
         return self.n == 0 and not self.merged
 
     def merge(self, other: MisraGries) -> Self:
-        """Agarwal et al. merge of ``other`` into this sketch (spec §6.1); sets ``merged``.
+        """Agarwal et al. merge of ``other`` into this sketch ([LT23, Section 7]); sets ``merged``.
 
         An empty sketch is the identity: merging it changes nothing, and merging into it adopts
         ``other``'s exact state (zero-count keys and provenance included). Beam creates and
         merges empty accumulators freely, and a real merge would needlessly drop zero-count keys
-        and mark a single-stream sketch as merged, which changes its DP release (spec §6.7).
+        and mark a single-stream sketch as merged, which changes its DP release (docs/algorithms.md#mg-merged).
         """
         self.check_compatible(other)
         if other.is_empty():
@@ -333,7 +333,7 @@ class MisraGries:
     def from_bytes(cls, data: bytes) -> MisraGries:
         """Inverse of :meth:`to_bytes`; raises ``SketchFormatError`` on malformed bytes.
 
-        Beyond the format, the spec §8.1 invariants are checked: exactly ``k`` slots, counters
+        Beyond the format, docs/algorithms.md#mg-oracles invariants are checked: exactly ``k`` slots, counters
         summing to ``n - (k+1)d`` (at most that after a merge) and ``(k+1)d <= n``.
         """
         err = serialization.SketchFormatError

@@ -1,34 +1,34 @@
 """DPSW-Sketch: differentially private frequencies and heavy hitters over a sliding window.
 
 Wang, Wang and Chen, "DPSW-Sketch: A Differentially Private Sketch Framework for Frequency
-Estimation over Sliding Windows" (KDD 2024); spec ``shared/specs/dpsw-sketch.md`` (cited as
-"spec §x"; errata E1-E26 in its §9).
+Estimation over Sliding Windows" (KDD 2024), cited as [WWC24]; errata and library choices are explained in
+docs/algorithms.md#sliding-windows.
 
-Structure (spec §2.3): the stream is cut into blocks of ``B`` positions. Block ``k`` holds one
+Structure ([WWC24, Section 4.1]): the stream is cut into blocks of ``B`` positions. Block ``k`` holds one
 private Count-Min sketch (PCMS) over the whole block (``F``), and one over each prefix ``P_j`` and
 each suffix ``Q_j`` of length ``I[j]`` (``j = 2..|I|``), where ``I = [B, ..., 1]`` is the
-data-independent checkpoint list of a smooth histogram over the count (spec §2.2). A PCMS is the
+data-independent checkpoint list of a smooth histogram over the count (docs/algorithms.md#dpsw-checkpoints). A PCMS is the
 exact Count-Min table of its fixed position range plus i.i.d. Gaussian noise of variance
-``depth / rho_j`` per counter, added **once, when the range has ended** (spec §1.4, §10.2): it is
-then ``rho_j``-zCDP under substitution (L2 sensitivity ``sqrt(2 depth)``, spec §2.1). A frequency
+``depth / rho_j`` per counter, added **once, when the range has ended** ([WWC24, Section 3] and docs/algorithms.md#dpsw-segments): it is
+then ``rho_j``-zCDP under substitution (L2 sensitivity ``sqrt(2 depth)``, [WWC24, Algorithm 1]). A frequency
 query at time ``t`` sums the count-min estimates of the shortest sealed suffix of the oldest
 overlapping block, the full sketches of the blocks in between and the longest sealed prefix of
-the current block (spec §2.5, corrected per E1, E4, E5, E7).
+the current block ([WWC24, Algorithm 3], corrected per docs/algorithms.md#dpsw-e1, docs/algorithms.md#dpsw-e4, docs/algorithms.md#dpsw-e5, docs/algorithms.md#dpsw-e7).
 
-Privacy (spec §3, Lemma 4.1): the level budgets of one block add up to at most ``rho``
+Privacy ([WWC24, Lemma 4.1]): the level budgets of one block add up to at most ``rho``
 (sequential composition), blocks are disjoint with data-independent ranges (parallel
 composition), and every query is post-processing of sealed PCMSs, so the whole unbounded stream,
 with unlimited queries at every time step, is ``rho``-zCDP for **replace-one** neighbours (two
 streams of the same length whose items differ in the key of the item at one position), hence
-``(rho + 2 sqrt(rho ln(1/delta)), delta)``-DP (spec §1.3). Add/remove neighbours are *not*
-covered in count-based mode (one insertion shifts every later position, spec §1.2). In
+``(rho + 2 sqrt(rho ln(1/delta)), delta)``-DP ([WWC24, Theorem 3.2]). Add/remove neighbours are *not*
+covered in count-based mode (one insertion shifts every later position, [WWC24, Section 3]). In
 time-based mode (positions are time steps, any number of arrivals per step, timestamps public)
 the guarantee holds for substituting one event's key at its step, and also for adding or
-removing one event (L2 sensitivity ``sqrt(depth) <= sqrt(2 depth)``, spec §6.2 A6), provided the
+removing one event (L2 sensitivity ``sqrt(depth) <= sqrt(2 depth)``, assumption A6 of docs/algorithms.md#dpsw-a6), provided the
 times passed to :meth:`DPSWSketch.advance_to` and to the queries do not depend on the data (the
 Beam adapter ends its schedule at the last step holding an event, so it claims replace-one only).
 
-Implementation (spec §10.2): raw counts are kept per *segment* of the current block (the cut
+Implementation (docs/algorithms.md#dpsw-segments): raw counts are kept per *segment* of the current block (the cut
 points ``{0, B} U {I[j], B - I[j]}``), each item touches one segment table (``depth`` cells), and a
 PCMS is a prefix/suffix sum of segment tables when it is sealed. Noise comes only from
 :mod:`beam_dpsketch.noise`: each PCMS draws ``depth * width`` values from its own keyed stream,
@@ -37,7 +37,7 @@ restore from :meth:`DPSWSketch.to_bytes` reproduces the identical array. Hashing
 :class:`~beam_dpsketch.sketches.countmin.CountMinSketch`: a sealed PCMS with the noise forced to
 zero equals the exact Count-Min table of the same ``(width, depth, seed)`` over its range.
 
-Caller obligations (spec §3 (i)-(vi), §10.4): the heavy-hitter candidate domain must be public
+Caller obligations ([WWC24, Lemma 4.1], docs/algorithms.md#dpsw-beam): the heavy-hitter candidate domain must be public
 (fixed before seeing the data); the hash seed must not depend on the data; the serialized state
 (:meth:`DPSWSketch.to_bytes`) contains raw counts of unsealed ranges and may only go to a trusted
 state backend; a second instance over the same stream composes (``k`` instances cost ``k rho``).
@@ -91,7 +91,7 @@ MAX_INDEX = 1 << 62
 
 
 def _as_fraction(value: Any, name: str) -> Fraction:
-    """An exact rational in (0, 1); floats are read from their shortest decimal string (E9)."""
+    """An exact rational in (0, 1); floats are read from their shortest decimal string (docs/algorithms.md#dpsw-e9)."""
     if isinstance(value, bool | np.bool_):
         raise TypeError(f"{name} must be a number, got bool")
     if isinstance(value, Fraction):
@@ -144,16 +144,16 @@ def _sigma_up(variance: Fraction) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# Checkpoints and budgets (spec §2.2)
+# Checkpoints and budgets (docs/algorithms.md#dpsw-checkpoints)
 # --------------------------------------------------------------------------------------------
 
 
 def checkpoint_list(block: int, alpha: Any) -> tuple[int, ...]:
-    """The smooth-histogram checkpoint lengths ``I = [B, ..., 1]`` of spec §2.2, exactly.
+    """The smooth-histogram checkpoint lengths ``I = [B, ..., 1]`` of docs/algorithms.md#dpsw-checkpoints, exactly.
 
-    Closed form ``I[k+1] = min(I[k] - 1, ceil((1 - alpha) I[k]))`` (spec §2.2 "[R]", verified
-    identical to the paper's pruning loop of Algorithm 2 with the dynamic bound of erratum E8),
-    in exact rational arithmetic (erratum E9: ``alpha = 0.99``, ``B = 1000`` gives
+    Closed form ``I[k+1] = min(I[k] - 1, ceil((1 - alpha) I[k]))`` (docs/algorithms.md#dpsw-checkpoints, a library derivation, verified
+    identical to the paper's pruning loop of Algorithm 2 with the dynamic bound of docs/algorithms.md#dpsw-e8),
+    in exact rational arithmetic (docs/algorithms.md#dpsw-e9: ``alpha = 0.99``, ``B = 1000`` gives
     ``[1000, 10, 1]``, not the floating-point ``[1000, 11, 1]``).
 
     Parameters
@@ -192,7 +192,7 @@ def _check_checkpoints(checkpoints: Any, block: int) -> tuple[int, ...]:
 def position_costs(levels: Sequence[float], checkpoints: Sequence[int]) -> np.ndarray:
     """zCDP cost of the PCMSs containing each relative position ``p = 1..B`` of a block.
 
-    ``rho_1 + sum_{j >= 2: p <= I[j]} rho_j + sum_{j >= 2: p >= B - I[j] + 1} rho_j`` (spec §2.2,
+    ``rho_1 + sum_{j >= 2: p <= I[j]} rho_j + sum_{j >= 2: p >= B - I[j] + 1} rho_j`` (docs/algorithms.md#dpsw-checkpoints,
     "tight per-position accounting"). Its maximum is the exact per-block cost ``rho_eff``.
     """
     I = list(checkpoints)  # noqa: E741 - the paper's name
@@ -212,7 +212,7 @@ def level_budgets(
     alpha: Any = None,
     q: float = 0.8,
 ) -> tuple[float, ...]:
-    """Per-level zCDP budgets ``(rho_1, ..., rho_|I|)`` of one block (spec §2.2).
+    """Per-level zCDP budgets ``(rho_1, ..., rho_|I|)`` of one block (docs/algorithms.md#dpsw-checkpoints).
 
     ``rho_1`` is the budget of the full-block PCMS ``F``; ``rho_j`` (``j >= 2``) that of *each* of
     the prefix ``P_j`` and the suffix ``Q_j``. Every value is rounded down to a float, so the
@@ -228,10 +228,10 @@ def level_budgets(
         * ``"paper"`` (Algorithm 2): ``rho_1 = rho (1 - (1-alpha)^2)``,
           ``rho_j = rho alpha^(j-2) (1-alpha)^3 / 2``; the block sum is
           ``rho (1 - (1-alpha)^2 alpha^(|I|-1)) < rho``. Needs ``alpha``.
-        * ``"code_q"`` (authors' code, spec §2.2 [C]): ``rho_1 = q rho``,
+        * ``"code_q"`` (authors' code, docs/algorithms.md#dpsw-e12): ``rho_1 = q rho``,
           ``rho_j = (1-q) rho / 2^j`` for ``2 <= j < |I|``, ``rho_|I| = (1-q) rho / 2^(|I|-1)``;
           the block sum is ``rho``. With ``|I| = 1``, ``rho_1 = rho``.
-        * ``"tight"`` ([R], not the paper's): the paper shape rescaled so that the largest
+        * ``"tight"`` (library choice, not the paper's): the paper shape rescaled so that the largest
           per-position cost (:func:`position_costs`) equals ``rho``. Needs ``alpha``.
     alpha
         Smooth-histogram factor (exact rational) for ``"paper"`` and ``"tight"``.
@@ -281,7 +281,7 @@ def _exact_position_costs(levels: Sequence[Fraction], I: Sequence[int]) -> list[
 
 
 # --------------------------------------------------------------------------------------------
-# Block layout (spec §2.3, §10.2)
+# Block layout ([WWC24, Section 4.1] and docs/algorithms.md#dpsw-segments)
 # --------------------------------------------------------------------------------------------
 
 
@@ -338,7 +338,7 @@ class DPSWLayout:
 
 @dataclass(frozen=True)
 class SelectedSketch:
-    """One sealed PCMS selected by a query (spec §2.5); positions are absolute and 1-based."""
+    """One sealed PCMS selected by a query ([WWC24, Algorithm 3]); positions are absolute and 1-based."""
 
     block: int
     kind: str
@@ -358,7 +358,7 @@ def _resolve_rho(budget: Any) -> tuple[float, PrivacyBudget]:
     if budget.kind == "zcdp":
         return float(budget.rho), budget
     if budget.kind == "approx" and budget.delta > 0:
-        # Spec §1.3, Eq. 1 in the stable closed form.
+        # [WWC24, Theorem 3.2], Eq. 1 in the stable closed form.
         return approx_to_zcdp(budget.epsilon, budget.delta), budget
     raise ValueError(
         "budget must be zCDP or (epsilon, delta) with delta > 0: the Gaussian mechanism of "
@@ -369,13 +369,12 @@ def _resolve_rho(budget: Any) -> tuple[float, PrivacyBudget]:
 class DPSWSketch:
     """DPSW-Sketch over a count-based (or time-based) sliding window of ``window`` positions.
 
-    Guarantee: ``rho``-zCDP (hence ``(eps, delta)``-DP for an approx budget via spec §1.3 Eq. 1)
+    Guarantee: ``rho``-zCDP (hence ``(eps, delta)``-DP for an approx budget via [WWC24, Theorem 3.2] Eq. 1)
     over the whole unbounded stream, for replace-one neighbours (one item's key substituted at
-    its position), with any number of frequency and heavy-hitter queries at any time steps (spec
-    §3, Lemma 4.1, Thm 4.4(1)). In time-based mode add/remove of one event is covered as well
-    (spec §6.2 A6) when the times given to :meth:`advance_to` and to queries do not depend on the
-    data. Paper: Wang, Wang and Chen (KDD 2024), Algorithms 1-3; spec dpsw-sketch §2 with
-    errata E1 (suffix start), E4/E5 (query indices), E7 (``l' == l`` branch) and E9 (exact
+    its position), with any number of frequency and heavy-hitter queries at any time steps ([WWC24, Lemma 4.1], Thm 4.4(1)). In time-based mode add/remove of one event is covered as well
+    (assumption A6 of docs/algorithms.md#dpsw-a6) when the times given to :meth:`advance_to` and to queries do not depend on the
+    data. Paper: Wang, Wang and Chen (KDD 2024), Algorithms 1-3; [WWC24, Section 4.1] with
+    docs/algorithms.md#dpsw-e1 (suffix start), docs/algorithms.md#dpsw-e4, docs/algorithms.md#dpsw-e5 (query indices), docs/algorithms.md#dpsw-e7 (``l' == l`` branch) and docs/algorithms.md#dpsw-e9 (exact
     checkpoints) fixed.
 
     Parameters
@@ -384,14 +383,14 @@ class DPSWSketch:
         Window length ``w`` (items, or time units in time-based mode).
     budget
         A :class:`~beam_dpsketch.privacy.budget.PrivacyBudget`: ``zcdp(rho)``, or
-        ``approx(eps, delta)`` converted with spec Eq. 1. Pure budgets are refused.
+        ``approx(eps, delta)`` converted with [WWC24, Theorem 3.2]. Pure budgets are refused.
     width, depth
         Count-Min width ``b`` and depth ``a`` of every PCMS (same cells as a
         :class:`~beam_dpsketch.sketches.countmin.CountMinSketch` with the same ``seed``).
     block
         Block length ``B`` in ``[1, window]``. Give ``block`` or ``beta`` (``B = ceil(w^beta)``).
     alpha
-        Smooth-histogram factor (exact rational, spec §2.2) used for the checkpoints (unless
+        Smooth-histogram factor (exact rational, docs/algorithms.md#dpsw-checkpoints) used for the checkpoints (unless
         ``checkpoints`` is given) and for the ``"paper"``/``"tight"`` budget splits.
     checkpoints
         Explicit ``I = [B, ..., 1]`` (strictly decreasing), e.g. ``|I| = 3`` for the experiments.
@@ -409,19 +408,19 @@ class DPSWSketch:
         source need distinct labels.
     noise
         ``"gaussian"`` (default, the paper's continuous noise, sampled exactly on a fine lattice)
-        or ``"discrete_gaussian"`` (integer noise, spec §3 floating-point caveat).
+        or ``"discrete_gaussian"`` (integer noise, [WWC24, Lemma 4.1] floating-point caveat).
     hh_slack
-        Default heavy-hitter slack ``zeta`` in the threshold ``(gamma - zeta) w`` (spec §2.6,
-        E14); ``None`` means ``e / width``.
+        Default heavy-hitter slack ``zeta`` in the threshold ``(gamma - zeta) w`` ([WWC24, Algorithm 3, lines 6-9],
+        docs/algorithms.md#dpsw-e14); ``None`` means ``e / width``.
     free_prefixes
         Drop a block's prefix PCMSs once the block is complete (they are never selected again,
-        spec §2.3 [R]); queries at past times inside completed blocks then need ``False``.
+        [WWC24, Section 4.1], library choice); queries at past times inside completed blocks then need ``False``.
 
     Notes
     -----
     Time advances with :meth:`update` / :meth:`update_batch` (count-based: one position per
     item) or with :meth:`update_at` plus :meth:`advance_to` (explicit positions or time steps,
-    zero or many items each). The Beam adapter (spec §6.5) may instead feed exact per-segment
+    zero or many items each). The Beam adapter (docs/algorithms.md#dpsw-beam) may instead feed exact per-segment
     tables combined across shards with :meth:`add_segment_counts` (see :meth:`locate`) and seal
     with :meth:`advance_to`. Unsealed counts are never returned by any method except
     :meth:`to_bytes` (trusted state only).
@@ -473,7 +472,7 @@ class DPSWSketch:
         self.split = split
         self.q = float(q)
         self.levels = level_budgets(self.rho, cps, split=split, alpha=self.alpha, q=q)
-        # Spec §2.4 line 5: the block's sequential composition stays within rho.
+        # [WWC24, Algorithm 2] line 5: the block's sequential composition stays within rho.
         total = self.levels[0] + 2 * sum(self.levels[1:])
         if split != "tight" and total > self.rho * (1 + 1e-12):
             raise ValueError(f"level budgets sum to {total} > rho = {self.rho}")
@@ -527,9 +526,9 @@ class DPSWSketch:
         **kwargs: Any,
     ) -> DPSWSketch:
         """Preset ``theory`` (Thm 4.4): ``B = ceil(sqrt(w))``, checkpoints from ``alpha``,
-        the paper's budget split (spec §2.7 "Theory" column).
+        the paper's budget split (docs/algorithms.md#dpsw-e12 column).
 
-        Space and noise grow with the ``~sqrt(w)`` live blocks (spec §10.5); the guarantee is that
+        Space and noise grow with the ``~sqrt(w)`` live blocks (docs/algorithms.md#dpsw-segments); the guarantee is that
         of :class:`DPSWSketch`.
         """
         return cls(
@@ -555,14 +554,14 @@ class DPSWSketch:
         q: float = 0.8,
         **kwargs: Any,
     ) -> DPSWSketch:
-        """Preset ``paper_experiments`` (spec §2.7, erratum E12): the paper's experiments.
+        """Preset ``paper_experiments`` (docs/algorithms.md#dpsw-e12): the paper's experiments.
 
         ``B = w // 10`` (10 blocks per window; ``w`` must be a multiple of 10, else ``ceil``),
         explicit ``|I| = 3`` checkpoints ``[B, middle, 1]`` with ``middle = ceil(B/2)`` by
-        default (balances over- and under-coverage, E12), and the authors' code budget split
+        default (balances over- and under-coverage, docs/algorithms.md#dpsw-e12), and the authors' code budget split
         ``"code_q"`` with ``q = 0.8`` (``rho_1 = 0.8 rho``, ``rho_2 = rho_3 = 0.05 rho``). This
         deviates from Algorithm 2's budget formula, which with ``|I| = 3`` at ``B = 1e5`` would
-        leave the prefix/suffix sketches pure noise (E12). Same guarantee as
+        leave the prefix/suffix sketches pure noise (docs/algorithms.md#dpsw-e12). Same guarantee as
         :class:`DPSWSketch`.
         """
         # The preset's B = ceil(W/10) needs W >= 10; the constructor checks the upper bound.
@@ -595,7 +594,7 @@ class DPSWSketch:
         """``(block, segment)`` of 1-based absolute positions (or time steps), vectorised.
 
         Block ``k >= 1`` covers ``(k-1) B + 1 .. k B``; segments as in :class:`DPSWLayout`.
-        The Beam adapter keys exact per-segment Count-Min tables by these (spec §6.5 step 2).
+        The Beam adapter keys exact per-segment Count-Min tables by these (docs/algorithms.md#dpsw-beam).
         """
         pos = np.asarray(positions, dtype=np.int64)
         if pos.size and pos.min() < 1:
@@ -632,10 +631,10 @@ class DPSWSketch:
     def update_at(self, keys: Any, positions: Any) -> DPSWSketch:
         """Add items at explicit future positions or time steps (all ``> t``), without sealing.
 
-        Time-based mode: ``positions`` are integer time steps (spec §6.5: blocks and checkpoints
+        Time-based mode: ``positions`` are integer time steps (docs/algorithms.md#dpsw-beam: blocks and checkpoints
         in time units), any number of items per step. Call :meth:`advance_to` to move time
         forward and seal. Items at ``<= t`` are refused (``ValueError``): their ranges may
-        already be sealed and must never change (spec §6.4 item 2).
+        already be sealed and must never change (docs/algorithms.md#dpsw-beam).
         """
         pos = np.asarray(positions)
         if pos.dtype.kind not in "iu":
@@ -659,7 +658,7 @@ class DPSWSketch:
         The table must be built with this sketch's ``(width, depth, seed)`` (e.g. a
         :class:`~beam_dpsketch.sketches.countmin.CountMinSketch` ``.table``) over items whose
         positions :meth:`locate` maps to ``(block, segment)``; tables of different shards simply
-        add (spec §6.1). The segment must not be complete yet (its end ``> t``).
+        add (docs/algorithms.md#dpsw-beam). The segment must not be complete yet (its end ``> t``).
         """
         # Block and segment locate data (positions or event times): errors never show them.
         block = _check_index(block, "block", 1, MAX_INDEX)
@@ -798,11 +797,11 @@ class DPSWSketch:
     # ------------------------------------------------------------------ queries
 
     def selection(self, t: int | None = None) -> list[SelectedSketch]:
-        """The sealed PCMSs a query at time ``t`` sums (spec §2.5, Algorithm 3 corrected).
+        """The sealed PCMSs a query at time ``t`` sums ([WWC24, Algorithm 3] corrected).
 
         Oldest block ``l'``: the shortest suffix still covering ``ws`` (``x = 1`` is ``F``);
         middle blocks: ``F``; current block ``l``: the longest sealed prefix (``y = 1`` is
-        ``F``); if ``l' == l`` only the prefix (E7). Empty for ``t = 0``.
+        ``F``); if ``l' == l`` only the prefix (docs/algorithms.md#dpsw-e7). Empty for ``t = 0``.
         """
         t = self.t if t is None else check_int(t, "t", 0, self.t)
         if t == 0:
@@ -871,9 +870,9 @@ class DPSWSketch:
     ) -> np.ndarray:
         """Estimated window frequency of each key at time ``t`` (default: now), float64.
 
-        Post-processing of sealed PCMSs only (free in privacy, spec §1.4). ``estimator`` is the
-        paper's ``"sum_of_mins"`` (default) or the opt-in ``"min_of_sums"`` (spec §10.3). No
-        clamping or rounding (spec §10.3). ``t`` may be a past time while the sketches it needs
+        Post-processing of sealed PCMSs only (free in privacy, [WWC24, Section 3]). ``estimator`` is the
+        paper's ``"sum_of_mins"`` (default) or the opt-in ``"min_of_sums"`` (docs/algorithms.md#dpsw-segments). No
+        clamping or rounding (docs/algorithms.md#dpsw-segments). ``t`` may be a past time while the sketches it needs
         are still held.
         """
         h1, h2 = hash_keys(keys, self.seed)
@@ -887,11 +886,11 @@ class DPSWSketch:
         hh_slack: float | None = None,
         t: int | None = None,
     ) -> list[tuple[Any, float]]:
-        """Candidates whose estimate is ``>= (gamma - hh_slack) * window`` (spec §2.6).
+        """Candidates whose estimate is ``>= (gamma - hh_slack) * window`` ([WWC24, Algorithm 3, lines 6-9]).
 
-        ``candidates`` is the **public** domain, fixed independently of the data (spec §10.4);
+        ``candidates`` is the **public** domain, fixed independently of the data (docs/algorithms.md#dpsw-beam);
         a domain derived from the stream leaks membership. The threshold uses the nominal
-        ``window`` even during warm-up (E20). Warns when ``gamma < 4 zeta`` (E19), the condition
+        ``window`` even during warm-up (docs/algorithms.md#dpsw-e20). Warns when ``gamma < 4 zeta`` (docs/algorithms.md#dpsw-e19), the condition
         of the heavy-hitter guarantee (Lemma 4.3). Returns ``(key, estimate)`` pairs in
         candidate order.
         """
@@ -904,7 +903,7 @@ class DPSWSketch:
         if gamma < 4 * zeta:
             warnings.warn(
                 f"gamma = {gamma} < 4 zeta = {4 * zeta:.4g}: the heavy-hitter guarantee of "
-                "Lemma 4.3 needs gamma >= 4 zeta (spec E19)",
+                "Lemma 4.3 needs gamma >= 4 zeta (docs/algorithms.md#dpsw-e19)",
                 stacklevel=2,
             )
         est = self.estimate(candidates, t)
@@ -944,10 +943,10 @@ class DPSWSketch:
         return self.sigmas
 
     def privacy_report(self) -> dict[str, Any]:
-        """Public accounting facts (spec §3): budgets, block cost, the guarantee."""
+        """Public accounting facts ([WWC24, Lemma 4.1]): budgets, block cost, the guarantee."""
         costs = position_costs(self.levels, self.layout.checkpoints)
         report: dict[str, Any] = {
-            "mechanism": "DPSW-Sketch (Gaussian PCMS, spec dpsw-sketch §2-§3)",
+            "mechanism": "DPSW-Sketch (Gaussian PCMS, [WWC24, Section 4.1; Lemma 4.1])",
             "neighbouring": "event-level substitution",
             "rho": self.rho,
             "split": self.split,
@@ -964,7 +963,7 @@ class DPSWSketch:
         return report
 
     def __repr__(self) -> str:
-        # Never shows counts (spec §10.4: no partial state exposure).
+        # Never shows counts (docs/algorithms.md#dpsw-beam: no partial state exposure).
         return (
             f"DPSWSketch(window={self.window}, block={self.block}, checkpoints="
             f"{list(self.layout.checkpoints)}, width={self.width}, depth={self.depth}, "

@@ -1,18 +1,18 @@
-"""Baselines for DPSW-Sketch (spec dpsw-sketch §5): exact references, U-Sketch and PCC-MG.
+"""Baselines for DPSW-Sketch ([WWC24, Appendix B]): exact references, U-Sketch and PCC-MG.
 
 * :class:`ExactSlidingWindow`: exact frequencies over the last ``w`` items (ground truth,
-  spec §10.5: incremental ``bincount``, add the new chunk and subtract the expired one).
+  docs/algorithms.md#dpsw-segments: incremental ``bincount``, add the new chunk and subtract the expired one).
 * :class:`ExactWindowCountMin`: a non-private Count-Min table of exactly the last ``w`` items, the
-  idealised "Microscope-style" sliding-window CMS (spec §5 B4 [R]: exact window counts stand in
+  idealised "Microscope-style" sliding-window CMS ([WWC24, Appendix B]; library choice: exact window counts stand in
   for Microscope-Sketch, which approximates this table). Same cells as
   :class:`~beam_dpsketch.sketches.countmin.CountMinSketch` with the same ``(width, depth, seed)``.
-* :class:`USketch`: the simplified U-Sketch of the paper's experiments (Upadhyay 2019; spec §5 B2):
+* :class:`USketch`: the simplified U-Sketch of the paper's experiments (Upadhyay 2019; [WWC24, Appendix B]):
   exact block CMSs (full block plus smooth-histogram suffixes), output perturbation with Laplace
   noise of scale ``2 ceil(sqrt(w)) / eps``. Unlike the authors' code, noise is **not** re-drawn
   per query: it is keyed by the query's selected sketches and the key, so repeated queries return
   identical values, and the privacy spent by *distinct* answers is counted.
 * :class:`PCCMG`: Chan, Li, Shi and Xu (PETS 2012) private Misra-Gries over a binary tree of time
-  blocks (spec §5 B1, with E24's ``ceil(log2(4/lambda))`` levels). Each block is released once,
+  blocks ([WWC24, Appendix B], with docs/algorithms.md#dpsw-e24's ``ceil(log2(4/lambda))`` levels). Each block is released once,
   when complete, with pure-DP noise on every key of a declared public universe, so queries are
   post-processing.
 
@@ -106,7 +106,7 @@ class ExactSlidingWindow:
     """Exact item frequencies in the last ``window`` stream items (no privacy: ground truth).
 
     Keys are mapped to dense ids on first sight (vectorised over each batch's distinct keys);
-    counts are updated incrementally per chunk (spec §10.5), never by rescanning the window.
+    counts are updated incrementally per chunk (docs/algorithms.md#dpsw-segments), never by rescanning the window.
     """
 
     def __init__(self, window: int) -> None:
@@ -179,7 +179,7 @@ class ExactWindowCountMin:
     Every expired item is subtracted exactly (its cells are kept in a ring buffer), so the table
     always equals a :class:`~beam_dpsketch.sketches.countmin.CountMinSketch` built on the current
     window alone: the ideal that Microscope-Sketch (Wu et al., KDD 2023) approximates in less
-    memory (spec §5 B4). Memory ``depth * window`` ring cells plus the table.
+    memory ([WWC24, Appendix B]). Memory ``depth * window`` ring cells plus the table.
     """
 
     def __init__(self, window: int, *, width: int, depth: int, seed: int = 0) -> None:
@@ -231,7 +231,7 @@ class ExactWindowCountMin:
 
 
 class USketch:
-    """Simplified U-Sketch (Upadhyay, ICML 2019) as in the DPSW paper's experiments (spec §5 B2).
+    """Simplified U-Sketch (Upadhyay, ICML 2019) as in the DPSW paper's experiments ([WWC24, Appendix B]).
 
     The window is cut into ``blocks_per_window`` blocks of ``B = ceil(w / blocks_per_window)``
     positions (paper App. B: 100 blocks, at most 2 sketches per block). Each complete block keeps
@@ -240,7 +240,7 @@ class USketch:
     full tables of the newer *complete* blocks (the current partial block is ignored, as in the
     code), then adds Laplace noise of scale ``2 ceil(sqrt(w)) / epsilon``.
 
-    Privacy (our correction of the code, spec §5 B2 "Caution"): the answer for key ``e`` depends on
+    Privacy (our correction of the code, [WWC24, Appendix B]): the answer for key ``e`` depends on
     the data only through the sketches the query selects; each comes from a different block, so a
     substitution changes at most one of them, by at most 1 in every row: sensitivity 1. The noise
     is drawn from ``noise_source`` keyed by ``(label, selection, key)`` and is therefore identical
@@ -427,21 +427,20 @@ class USketch:
 
 
 class PCCMG:
-    """PCC-MG (Chan, Li, Shi and Xu, PETS 2012) as in the DPSW paper (spec §5 B1).
+    """PCC-MG (Chan, Li, Shi and Xu, PETS 2012) as in the DPSW paper ([WWC24, Appendix B]).
 
-    A binary tree over time: level ``i = 0..l`` (``l = ceil(log2(4 / lam))``, erratum E24, so the
+    A binary tree over time: level ``i = 0..l`` (``l = ceil(log2(4 / lam))``, docs/algorithms.md#dpsw-e24, so the
     top level spans ``>= w``) has disjoint aligned blocks of ``2^i W0`` positions,
     ``W0 = ceil(lam w / 4)``. Each block runs a Misra-Gries sketch with
     ``k_i = ceil(2 / lam_i)`` counters, ``lam_i = 1 / (2^i (l+1))``; when the block is complete it
     is released **once** with budget ``eps_i = eps / 2^(l-i+1)``: exact discrete Laplace noise on
     the counter of every key of the public ``universe``, keep the top ``k_i`` (Chan et al.'s pure
     mechanism, :func:`~beam_dpsketch.sketches.dp_misragries_baselines.chan_pure`), negatives
-    clamped to 0 (post-processing, spec §5 B1 [C]). A query sums the released counts of the greedy
-    dyadic cover of the window aligned to ``W0`` (spec §5 B1 [C]); missing keys count 0.
+    clamped to 0 (post-processing, [WWC24, Appendix B], as in the authors' code). A query sums the released counts of the greedy
+    dyadic cover of the window aligned to ``W0`` ([WWC24, Appendix B], as in the authors' code); missing keys count 0.
 
     Privacy: pure ``eps (1 - 2^-(l+1)) < eps``-DP for event-level substitution over the whole
-    stream and all queries. MG's L1 sensitivity is ``k`` under add/remove (spec dp-misra-gries
-    §3.1), so ``2 k`` under substitution (group of 2, spec dp-misra-gries E19): each block uses
+    stream and all queries. MG's L1 sensitivity is ``k`` under add/remove ([LT23, Section 2]), so ``2 k`` under substitution (group of 2, docs/algorithms.md#mg-e19): each block uses
     noise scale ``2 k_i / eps_i`` (the authors' code uses ``(k_i + 2) / eps_i`` and perturbs only
     stored keys, which is not DP). An event lies in one block per level (sum over levels).
 

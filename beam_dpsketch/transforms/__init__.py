@@ -1,101 +1,78 @@
-"""Beam adapters over the exact sketches: batching, CombineFns and coders, readers, PTransforms.
+"""Apache Beam transforms: differentially private releases, readers and exact sketches.
 
-Everything here is a thin layer over :mod:`beam_dpsketch.sketches` (DESIGN §2): the sketches do
-the counting; these transforms move batches of keys to them. Nothing here is differentially
-private on its own; the DP releases build on these exact sketches.
+* Differentially private transforms, each stating its guarantee and neighbouring relation in
+  its docstring: :class:`DPCount`, :class:`DPHistogram` and :class:`DPHeavyHitters` (DP
+  Misra-Gries [LT23]), :class:`DPFrequencies` and :class:`DPQuantiles` (DP linear sketches
+  [ZQR+22]), :class:`ContinualDPSketch` (Lazy and Punctual sketches under continual observation
+  [Hol25]), :class:`DPSlidingWindowFrequencies` (DPSW-Sketch [WWC24]) and
+  :class:`DPIntermittentQueries` (DP Count Sketch under intermittent queries [YKAE]). The keys
+  are those of ``docs/algorithms.md``, which lists the papers.
+  Each charges its budget to a :class:`~beam_dpsketch.privacy.PrivacyAccountant` at pipeline
+  construction, before anything runs.
+* :class:`DPTransform`: the base every DP transform shares (budget, accountant, noise source,
+  label, ``explain()``, ``display_data()``); :class:`DPAggregate` and :class:`ReleaseMechanism`:
+  exact aggregation per window and pane, then one accounted noisy release, the extension point
+  for a new DP aggregate.
+* Release types: :class:`Release`, :class:`ContinualRelease`, :class:`SlidingWindowRelease`,
+  :class:`IntermittentRecord`, and :func:`explain_pipeline`.
+* Inputs: :class:`ReadKeyBatches`, :class:`ReadKeyPairs`, :class:`ReadOrderedKeys`,
+  :class:`BoundContributions` (per-privacy-unit contribution bounding) and :class:`BatchKeys`.
+* Exact, non-private sketches of a PCollection: :class:`SketchGlobally`, :class:`SketchPerKey`
+  with a :class:`SketchSpec`. Their output is not differentially private.
+
+Coders, CombineFns, release mechanisms of the individual transforms and other building blocks
+stay importable from their modules (e.g. :mod:`beam_dpsketch.transforms.combiners`).
 """
 
-from beam_dpsketch.transforms.batching import (
-    DEFAULT_BATCH_SIZE,
-    INVALID_TAG,
-    BatchKeys,
-    BatchKeysPerGroup,
-    KeyBatch,
+from beam_dpsketch.transforms.base import DPTransform
+from beam_dpsketch.transforms.batching import BatchKeys, BatchKeysPerGroup, KeyBatch
+from beam_dpsketch.transforms.bounding import BoundContributions
+from beam_dpsketch.transforms.combiners import SketchSpec
+from beam_dpsketch.transforms.continual import ContinualDPSketch, ContinualRelease
+from beam_dpsketch.transforms.count import DPCount
+from beam_dpsketch.transforms.frequencies import DPFrequencies, DPQuantiles
+from beam_dpsketch.transforms.heavy_hitters import DPHeavyHitters, DPHistogram
+from beam_dpsketch.transforms.intermittent import (
+    DPIntermittentQueries,
+    IntermittentRecord,
+    QuerySchedule,
 )
-from beam_dpsketch.transforms.combiners import SketchCoder, SketchCombineFn, SketchSpec
-from beam_dpsketch.transforms.readers import ReadKeyBatches, infer_input_format
-from beam_dpsketch.transforms.sketch import SketchGlobally, SketchPerKey
-
-__all__ = [
-    "DEFAULT_BATCH_SIZE",
-    "INVALID_TAG",
-    "BatchKeys",
-    "BatchKeysPerGroup",
-    "KeyBatch",
-    "ReadKeyBatches",
-    "SketchCoder",
-    "SketchCombineFn",
-    "SketchGlobally",
-    "SketchPerKey",
-    "SketchSpec",
-    "infer_input_format",
-]
-
-# DP release step, contribution bounding and DPCount (issue #3). Appended after __all__ so that
-# concurrent additions above do not conflict.
-from beam_dpsketch.transforms.bounding import BoundContributions  # noqa: E402
-from beam_dpsketch.transforms.count import (  # noqa: E402
-    CountGaussianMechanism,
-    CountLaplaceMechanism,
-    DPCount,
-)
-from beam_dpsketch.transforms.release import (  # noqa: E402
+from beam_dpsketch.transforms.readers import ReadKeyBatches, ReadKeyPairs, ReadOrderedKeys
+from beam_dpsketch.transforms.release import (
     DPAggregate,
-    GroupPrivacyReplace,
     Release,
     ReleaseMechanism,
     explain_pipeline,
-    release_id_for,
 )
+from beam_dpsketch.transforms.sketch import SketchGlobally, SketchPerKey
+from beam_dpsketch.transforms.sliding import DPSlidingWindowFrequencies, SlidingWindowRelease
 
-__all__ += [
+__all__ = [
+    "BatchKeys",
+    "BatchKeysPerGroup",
     "BoundContributions",
-    "CountGaussianMechanism",
-    "CountLaplaceMechanism",
+    "ContinualDPSketch",
+    "ContinualRelease",
     "DPAggregate",
     "DPCount",
-    "GroupPrivacyReplace",
+    "DPFrequencies",
+    "DPHeavyHitters",
+    "DPHistogram",
+    "DPIntermittentQueries",
+    "DPQuantiles",
+    "DPSlidingWindowFrequencies",
+    "DPTransform",
+    "IntermittentRecord",
+    "KeyBatch",
+    "QuerySchedule",
+    "ReadKeyBatches",
+    "ReadKeyPairs",
+    "ReadOrderedKeys",
     "Release",
     "ReleaseMechanism",
+    "SketchGlobally",
+    "SketchPerKey",
+    "SketchSpec",
+    "SlidingWindowRelease",
     "explain_pipeline",
-    "release_id_for",
 ]
-
-# DP heavy hitters and histograms with Misra-Gries (issue #5).
-from beam_dpsketch.transforms.heavy_hitters import (  # noqa: E402
-    DesignBCombineFn,
-    DPHeavyHitters,
-    DPHistogram,
-    MisraGriesReleaseMechanism,
-)
-
-__all__ += ["DPHeavyHitters", "DPHistogram", "DesignBCombineFn", "MisraGriesReleaseMechanism"]
-
-# DP frequency sketches and quantiles (issue #6).
-from beam_dpsketch.transforms.frequencies import DPFrequencies, DPQuantiles  # noqa: E402
-
-__all__ += ["DPFrequencies", "DPQuantiles"]
-
-# DP Count Sketch answering intermittent queries (issue #9).
-from beam_dpsketch.transforms.intermittent import (  # noqa: E402
-    DPIntermittentQueries,
-    QuerySchedule,
-)
-
-__all__ += ["DPIntermittentQueries", "QuerySchedule"]
-
-# DP frequencies and heavy hitters over a sliding window, DPSW-Sketch (issue #8).
-from beam_dpsketch.transforms.sliding import (  # noqa: E402
-    DPSlidingWindowFrequencies,
-    SlidingWindowRelease,
-)
-
-__all__ += ["DPSlidingWindowFrequencies", "SlidingWindowRelease"]
-
-# Private sketches under continual observation, Lazy/Punctual (issue #7).
-from beam_dpsketch.transforms.continual import (  # noqa: E402
-    ContinualDPSketch,
-    ContinualRelease,
-)
-
-__all__ += ["ContinualDPSketch", "ContinualRelease"]

@@ -1,7 +1,7 @@
 """Turn a PCollection of keys (or records) into batches of keys, so sketches see arrays.
 
 Beam costs about 1.6 us per element while numpy hashes and counts tens of millions of keys per
-second (DESIGN §3 principle 4), so every sketch transform first groups keys into batches: one
+second, so every sketch transform first groups keys into batches: one
 Beam element per ``batch_size`` keys. A batch is a numpy ``int64`` array when every key in it is
 an int that fits in 64 bits, and otherwise a list of canonical keys
 (:func:`beam_dpsketch.hashing.canonical_key`: ``str``, ``bytes``, ``int`` or tuples of these).
@@ -13,7 +13,7 @@ Batching is per bundle and per window: an element only ever joins a batch of its
 
 Invalid keys (``None``, floats, lists, ...) raise ``TypeError`` naming their type. With
 ``dead_letter=True`` they go to the ``"invalid"`` output instead, as ``(element, reason)`` pairs;
-they are never dropped silently (DESIGN §3 principle 6).
+they are never dropped silently.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.privacy.bounding import MIN_KEY_BYTES, bounded_mask
 from beam_dpsketch.privacy.windowing import max_trigger_firings
+from beam_dpsketch.transforms.base import as_extractor
 from beam_dpsketch.transforms.batching import call_user_fn
 
 __all__ = ["BoundContributions", "canonical_id"]
@@ -40,8 +41,8 @@ _PARTITION_DOMAIN = b"beam-dpsketch/partition-selection/v1"
 def canonical_id(value: Any, what: str = "privacy id") -> Any:
     """``value`` as a plain Python ``int``/``str``/``bytes`` (or a tuple of these).
 
-    numpy scalars become Python scalars: numpy keys break ``GroupByKey`` on the FnApiRunner
-    (``shared/notes/beam-on-this-machine.md`` §6.3), and the keyed hash needs a canonical
+    numpy scalars become Python scalars: numpy keys break ``GroupByKey`` on the FnApiRunner (its
+    key coder is not deterministic for them), and the keyed hash needs a canonical
     encoding. Anything else (``None``, floats, lists, dicts, ...) raises ``TypeError`` naming its
     type, so no element is dropped silently.
     """
@@ -143,7 +144,8 @@ class BoundContributions(beam.PTransform):
     ----------
     privacy_id_fn
         Element -> privacy unit id (int, str, bytes or a tuple of these; numpy scalars are
-        converted to Python types).
+        converted to Python types). Like every extractor here, a callable or the field name of
+        ``dict`` / ``beam.Row`` elements.
     max_contributions
         Maximum elements kept per unit and window (``>= 1``).
     key_fn
@@ -202,15 +204,14 @@ class BoundContributions(beam.PTransform):
         element_id_fn: Callable[[Any], Any] | None = None,
     ) -> None:
         super().__init__()
-        if not callable(privacy_id_fn):
-            raise TypeError(f"privacy_id_fn must be callable, got {type(privacy_id_fn).__name__}")
+        privacy_id_fn = as_extractor(privacy_id_fn, "privacy_id_fn")
+        if privacy_id_fn is None:
+            raise TypeError("privacy_id_fn must be a callable or a field name, got None")
+        key_fn = as_extractor(key_fn, "key_fn")
+        element_id_fn = as_extractor(element_id_fn, "element_id_fn")
         self._max_contributions = check_int(max_contributions, "max_contributions")
         if (key_fn is None) != (max_partitions is None):
             raise ValueError("key_fn and max_partitions must be given together")
-        if key_fn is not None and not callable(key_fn):
-            raise TypeError(f"key_fn must be callable, got {type(key_fn).__name__}")
-        if element_id_fn is not None and not callable(element_id_fn):
-            raise TypeError(f"element_id_fn must be callable, got {type(element_id_fn).__name__}")
         self._max_partitions = (
             None if max_partitions is None else check_int(max_partitions, "max_partitions")
         )

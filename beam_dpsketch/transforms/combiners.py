@@ -1,6 +1,7 @@
 """Beam ``CombineFn`` and coder adapters over the exact sketches of :mod:`beam_dpsketch.sketches`.
 
-Accumulators are exact sketches (DESIGN §3 principle 1): each bundle builds a partial sketch with
+Accumulators are exact sketches (``docs/algorithms.md#exact-partials``): each bundle builds a
+partial sketch with
 ``add_input``, Beam merges partials with ``merge_accumulators`` in a tree of its choosing, and no
 noise is ever added here. Accumulators cross process boundaries through :class:`SketchCoder`,
 which uses the versioned binary format of :mod:`beam_dpsketch.serialization`.

@@ -2,15 +2,15 @@
 
 A thin adapter over :class:`~beam_dpsketch.sketches.continual.LazySketch` and
 :class:`~beam_dpsketch.sketches.continual.PunctualSketch` (Holland, "Faster Differentially Private
-Sketches under Continual Observation"; spec ``lazy-sketch`` §4, §6.2 option B, §9.5): a stateful
+Sketches under Continual Observation", Algorithms 3-5; ``docs/algorithms.md#lazy-beam``): a stateful
 ``DoFn`` on a single key is the trusted aggregator. It holds the sketch (exact pending counts,
 running totals and noise slots) in Beam state, serialized with the versioned format
 (``to_bytes``/``from_bytes``), so a runner checkpoint restores it, and it emits a
 :class:`ContinualRelease` (noisy estimates of the declared public query keys at time ``t``) on a
 public schedule. Nothing exact ever leaves the state.
 
-Time models (spec §6.4)
------------------------
+Time models
+-----------
 Beam does not order elements, so the transform never uses arrival order as time. What defines the
 time step is explicit and public, and each model states the neighbouring relation it supports:
 
@@ -23,7 +23,7 @@ time step is explicit and public, and each model states the neighbouring relatio
     (``update_batch``): the result equals the core sketch fed the whole stream in position order,
     whatever Beam's bundling. Triggers play no part (a stateful ``DoFn`` sees every element once,
     whatever the panes). **Relation: event-level replacement with public positions** (Holland,
-    Theorem 2; spec §1.2, §6.3 item 11, §6.4): neighbouring streams differ in the key of one
+    Theorem 2; ``docs/algorithms.md#lazy-beam``): neighbouring streams differ in the key of one
     arrival, while every arrival's position and event timestamp (hence its window) are public and
     the same on both sides. The positions must not depend on the data (never sort by key or by a
     private timestamp). Add/remove is **not** covered: removing one arrival shifts the time step
@@ -53,7 +53,7 @@ time step is explicit and public, and each model states the neighbouring relatio
 Privacy accounting
 ------------------
 The whole time series of a window (all ``T`` steps, every release on the schedule, which is
-post-processing of the per-step outputs) is **one** ``(epsilon, delta)`` release (spec §1.4,
+post-processing of the per-step outputs) is **one** ``(epsilon, delta)`` release (Holland,
 Theorems 1-2). The transform charges the accountant once at pipeline construction, before
 anything runs. A windowing whose element falls in several windows (``SlidingWindows``) splits
 the budget over those windows (``plan_releases``); windows not containing an element compose in
@@ -72,7 +72,6 @@ drawing fresh noise.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,19 +86,16 @@ from apache_beam.transforms.window import GlobalWindow, GlobalWindows
 
 from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import canonical_key, hash_keys
-from beam_dpsketch.noise import NoiseSource, application_source
+from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.privacy.windowing import plan_releases
 from beam_dpsketch.sketches.binary_mechanism import CALIBRATIONS, HorizonExceededError
 from beam_dpsketch.sketches.continual import CS_SENSITIVITIES, LazySketch, PunctualSketch
+from beam_dpsketch.transforms.base import DPTransform, as_extractor
 from beam_dpsketch.transforms.batching import KeyBatch, validate_key_batch
 from beam_dpsketch.transforms.combiners import SketchCombineFn, SketchSpec
-from beam_dpsketch.transforms.release import (
-    _applied_label,
-    _remaining_budget,
-    explain_pipeline,
-    release_id_for,
-)
+from beam_dpsketch.transforms.release import release_id_for
 
 __all__ = [
     "CONTINUAL_SKETCHES",
@@ -112,8 +108,6 @@ __all__ = [
     "pane_relation",
 ]
 
-_LOG = logging.getLogger(__name__)
-
 #: Sketch names: (core class, core kind).
 CONTINUAL_SKETCHES: dict[str, tuple[type, str]] = {
     "lazy-cms": (LazySketch, "cms"),
@@ -123,7 +117,7 @@ CONTINUAL_SKETCHES: dict[str, tuple[type, str]] = {
 }
 TIME_MODELS = ("element", "pane")
 
-#: The neighbouring relation of the element time model (Holland, Theorem 2; spec lazy-sketch §1.2).
+#: The neighbouring relation of the element time model (Holland, Theorem 2).
 ELEMENT_RELATION = (
     "replace the key of one arrival; every arrival's position and event timestamp (hence its "
     "window) public and unchanged (add/remove is not covered: it shifts every later position)"
@@ -138,7 +132,7 @@ def pane_relation(max_contributions: int) -> str:
     )
 
 
-# All data goes to one trusted aggregator (spec §6.2 option B): a single state key, typed so
+# All data goes to one trusted aggregator (docs/algorithms.md#lazy-beam): a single state key, typed so
 # that Beam uses a deterministic key coder for the stateful step.
 _STATE_KEY = 0
 _KEYED = beam.typehints.KV[int, Any]
@@ -217,7 +211,7 @@ def new_continual_sketch(
     """A fresh core sketch named by ``sketch`` (the one :class:`ContinualDPSketch` builds).
 
     ``budget`` must be an approximate-DP budget (``delta > 0``): the Gaussian binary mechanism is
-    ``(epsilon, delta)``-DP (spec §2.6).
+    ``(epsilon, delta)``-DP (Holland, Algorithm 2 and Theorem 1).
     """
     if sketch not in CONTINUAL_SKETCHES:
         raise ValueError(f"sketch must be one of {tuple(CONTINUAL_SKETCHES)}, got {sketch!r}")
@@ -245,7 +239,7 @@ def _check_budget_kind(budget: Any) -> None:
     if budget.kind != "approx" or not budget.delta:
         raise ValueError(
             f"budget must be an (epsilon, delta) budget with delta > 0 (PrivacyBudget.approx): the "
-            f"Gaussian binary mechanism is (epsilon, delta)-DP (spec lazy-sketch §2.6), got {budget}"
+            f"Gaussian binary mechanism is (epsilon, delta)-DP (Holland, Theorem 1), got {budget}"
         )
 
 
@@ -419,8 +413,8 @@ class _ContinualDoFn(beam.DoFn):
             what = "a pane" if self._config.time_model == "pane" else "an element's positions"
             raise HorizonExceededError(
                 f"{self._config.label}: {what} would go beyond the declared horizon T={horizon} "
-                "time steps; nothing is released for steps at or beyond T (spec lazy-sketch §6.3 "
-                "item 5). Declare a larger horizon."
+                "time steps; nothing is released for steps at or beyond T (the calibration covers "
+                "T steps). Declare a larger horizon."
             )
         if position < t:
             raise ValueError(
@@ -529,10 +523,10 @@ class _ContinualDoFn(beam.DoFn):
 # --------------------------------------------------------------------------------------------
 
 
-class ContinualDPSketch(beam.PTransform):
+class ContinualDPSketch(DPTransform):
     """A private Count-Min / Count Sketch released continually (Lazy or Punctual), on Beam.
 
-    Emits a :class:`ContinualRelease` (noisy estimates of the public ``queries`` keys) after every
+    Emits a :class:`ContinualRelease` (noisy estimates of the public ``query_keys``) after every
     ``release_every``-th time step and after step ``T``, per window (see the module docstring for
     the two time models and the state layout).
 
@@ -552,7 +546,7 @@ class ContinualDPSketch(beam.PTransform):
         ``PrivacyBudget.approx(epsilon, delta)`` for the whole time series of the transform
         (split over the windows one element falls in). Without it, the accountant's remaining
         budget.
-    queries
+    query_keys
         Public query keys whose estimates every release carries (non-empty).
     time_model
         ``"element"`` (input: ``(position, key | batch)`` pairs; any windowing) or ``"pane"``
@@ -564,15 +558,18 @@ class ContinualDPSketch(beam.PTransform):
     seed
         Public hash seed.
     calibration
-        ``"paper"`` (Algorithm 1's classical Gaussian; needs ``epsilon < 1`` per window, E5) or
+        ``"paper"`` (Holland's classical Gaussian of Lemma 1; needs ``epsilon < 1`` per window,
+        ``docs/algorithms.md#lazy-e5``) or
         ``"analytic"`` (Balle-Wang; any ``epsilon``).
     cs_sensitivity
-        ``"corrected_4d"`` (default, erratum E10) or ``"paper_2d"`` (NOT private; reproduction).
+        ``"corrected_4d"`` (default, ``docs/algorithms.md#lazy-e10``) or ``"paper_2d"`` (NOT
+        private; reproduction).
     max_contributions
         Pane model: how many arrivals a neighbouring input may add, remove or replace (``C``;
         the sensitivity is scaled by it). Must be 1 in the element model.
     key_fn
-        Pane model: extracts the key of a record (default: elements are keys or key batches).
+        Pane model: extracts the key of a record, a callable or the field name of ``dict`` /
+        ``beam.Row`` elements (default: elements are keys or key batches).
     accountant
         Shared :class:`~beam_dpsketch.privacy.PrivacyAccountant` to charge (default: a private
         one with exactly ``budget``).
@@ -582,7 +579,8 @@ class ContinualDPSketch(beam.PTransform):
     with_table
         Also put the noisy ``(depth, width)`` table in every release.
     label
-        Release label (default: the applied transform's full label); it keys the noise.
+        Beam label and release label (default: the class name as Beam label, the applied full
+        label as release label); the release label keys the noise.
 
     Raises
     ------
@@ -599,7 +597,7 @@ class ContinualDPSketch(beam.PTransform):
     **Privacy guarantee.** Every window's releases at all times are jointly ``budget / W``-DP,
     ``W`` the number of windows one element falls in (1 for global and fixed windows), so the
     transform's output is ``budget``-DP (Holland, Theorem 2 with ``m = 2d`` for CMS and ``m = 4d``
-    for CS, spec lazy-sketch erratum E10) under:
+    for CS, ``docs/algorithms.md#lazy-e10``) under:
 
     * element model: replacement of the key of one arrival, every arrival's position and event
       timestamp public and unchanged (:data:`ELEMENT_RELATION`). Not add/remove: removing one
@@ -619,7 +617,7 @@ class ContinualDPSketch(beam.PTransform):
         horizon: int,
         budget: PrivacyBudget | None = None,
         *,
-        queries: Sequence[Any],
+        query_keys: Sequence[Any],
         time_model: str = "element",
         release_every: int = 1,
         seed: int = 0,
@@ -632,7 +630,6 @@ class ContinualDPSketch(beam.PTransform):
         with_table: bool = False,
         label: str | None = None,
     ) -> None:
-        super().__init__()
         if sketch not in CONTINUAL_SKETCHES:
             raise ValueError(f"sketch must be one of {tuple(CONTINUAL_SKETCHES)}, got {sketch!r}")
         if time_model not in TIME_MODELS:
@@ -651,38 +648,27 @@ class ContinualDPSketch(beam.PTransform):
                 "max_contributions applies to the pane time model; the element model has one "
                 "arrival per step (max_contributions must be 1)"
             )
+        key_fn = as_extractor(key_fn, "key_fn")
         if key_fn is not None and time_model != "pane":
             raise ValueError("key_fn applies to the pane time model only")
-        if key_fn is not None and not callable(key_fn):
-            raise TypeError(f"key_fn must be callable, got {type(key_fn).__name__}")
-        if isinstance(queries, str | bytes) or not isinstance(queries, Sequence):
+        if isinstance(query_keys, str | bytes) or not isinstance(query_keys, Sequence):
             raise TypeError(
-                f"queries must be a sequence of keys, got {type(queries).__name__} (wrap a single "
-                "key in a list)"
+                f"query_keys must be a sequence of keys, got {type(query_keys).__name__} (wrap a "
+                "single key in a list)"
             )
-        if not queries:
-            raise ValueError("queries must hold at least one public query key")
+        if not query_keys:
+            raise ValueError("query_keys must hold at least one public query key")
         try:
-            self._queries = tuple(canonical_key(q) for q in queries)
+            self._queries = tuple(canonical_key(q) for q in query_keys)
         except TypeError as exc:
-            raise TypeError(f"queries: {exc}") from None
+            raise TypeError(f"query_keys: {exc}") from None
         if budget is None and accountant is None:
             raise ValueError("budget: pass a PrivacyBudget, an accountant, or both")
         if budget is not None:
             _check_budget_kind(budget)
-        if accountant is not None and not isinstance(accountant, PrivacyAccountant):
-            raise TypeError(
-                f"accountant must be a PrivacyAccountant or None, got {type(accountant).__name__}"
-            )
-        if label is not None and (not isinstance(label, str) or not label.strip()):
-            raise ValueError(f"label must be a non-empty string or None, got {label!r}")
         if not isinstance(with_table, bool):
             raise TypeError("with_table must be a bool")
-        self._noise_source = application_source(noise_source)
-        if self._noise_source.is_insecure:
-            _LOG.warning(
-                "ContinualDPSketch uses an INSECURE test noise key: its releases are not private"
-            )
+        super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
         self._sketch = sketch
         self._width, self._depth, self._seed = width, depth, seed
         self._time_model = time_model
@@ -690,20 +676,14 @@ class ContinualDPSketch(beam.PTransform):
         self._cs_sensitivity = cs_sensitivity
         self._max_contributions = max_contributions
         self._key_fn = key_fn
-        self._budget = budget
-        if accountant is None:
-            accountant = PrivacyAccountant(budget, name=label or "ContinualDPSketch")  # type: ignore[arg-type]
-        self._accountant = accountant
         self._with_table = with_table
-        self._label_arg = label
         if budget is not None:
             # Validates width, depth, seed and the calibration (epsilon < 1 for "paper") now.
             self._probe(budget)
         # Filled in when applied.
         self.plan = None
-        self.charge = None
         self.window_budget: PrivacyBudget | None = None
-        self.release_label: str | None = None
+        self._config: _Config | None = None
 
     def _probe(self, budget: PrivacyBudget) -> LazySketch | PunctualSketch:
         return new_continual_sketch(
@@ -721,25 +701,30 @@ class ContinualDPSketch(beam.PTransform):
         )
 
     @property
-    def accountant(self) -> PrivacyAccountant:
-        """The accountant this transform charges."""
-        return self._accountant
+    def neighbouring_relation(self) -> str:
+        """The neighbouring relation of the guarantee (from the time model)."""
+        if self._time_model == "element":
+            return ELEMENT_RELATION
+        return pane_relation(self._max_contributions)
 
-    @property
-    def noise_source(self) -> NoiseSource:
-        """The noise source (its key is never shown)."""
-        return self._noise_source
+    def display_parameters(self) -> dict[str, Any]:
+        return {
+            "mechanism": f"continual {self._sketch} (Gaussian binary mechanism)",
+            "sketch": self._sketch,
+            "width": self._width,
+            "depth": self._depth,
+            "seed": self._seed,
+            "horizon": self._horizon,
+            "time_model": self._time_model,
+            "release_every": self._release_every,
+            "calibration": self._calibration,
+            "cs_sensitivity": self._cs_sensitivity,
+            "max_contributions": self._max_contributions,
+            "query_keys": len(self._queries),
+            "neighbouring_relation": self.neighbouring_relation,
+        }
 
-    def explain(self) -> str:
-        """The accountant's report including this transform's charge (once applied)."""
-        if self.charge is None:
-            raise RuntimeError(
-                "explain() is available once the transform is applied to a PCollection: its "
-                "cost depends on the input's windowing"
-            )
-        return explain_pipeline(self._accountant)
-
-    def _account(self, pcoll: beam.PCollection, name: str) -> _Config:
+    def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
         windowing = pcoll.windowing
         if self._time_model == "pane" and (
             windowing.accumulation_mode == tr.AccumulationMode.ACCUMULATING
@@ -771,22 +756,13 @@ class ContinualDPSketch(beam.PTransform):
             plan = plan_releases(windowing, max_panes_per_window=self._horizon)
         except (ValueError, TypeError) as exc:
             raise type(exc)(f"{name}: {exc}") from exc
-        accountant = self._accountant
-        if any(c.transform == name for _, c in accountant.all_charges()):
-            raise ValueError(
-                f"{name}: accountant {accountant.name!r} already has a charge for this label; "
-                "two continual releases with one label would share their noise"
-            )
-        budget = self._budget if self._budget is not None else _remaining_budget(accountant, name)
+        self.check_label_free(name)
+        budget = self.budget_for(name)
         _check_budget_kind(budget)
         windows = plan.windows_per_element
         per_window = budget.divide(windows)
         probe = self._probe(per_window)
-        relation = (
-            ELEMENT_RELATION
-            if self._time_model == "element"
-            else pane_relation(self._max_contributions)
-        )
+        relation = self.neighbouring_relation
         details: dict[str, Any] = {
             "horizon": self._horizon,
             "time_model": self._time_model,
@@ -795,11 +771,11 @@ class ContinualDPSketch(beam.PTransform):
             f"C={self._max_contributions}",
             "neighbouring_relation": relation,
             "calibration": self._calibration,
-            "spec": "lazy-sketch §2.6, §4.4, §6.2 (B), §6.4",
+            "paper": "Holland, Algorithms 3-5, Theorems 1-2; Count Sketch m: docs/algorithms.md#lazy-e10",
         }
         if self._time_model == "pane" and plan.data_dependent_schedule:
             details["data_dependent_schedule"] = "; ".join(plan.data_dependent_schedule)
-        self.charge = accountant.charge(
+        charge = self.accountant.charge(
             name,
             f"continual {self._sketch} (Gaussian binary mechanism)",
             per_window,
@@ -811,8 +787,7 @@ class ContinualDPSketch(beam.PTransform):
         )
         self.plan = plan
         self.window_budget = per_window
-        self.release_label = name
-        return _Config(
+        self._config = _Config(
             label=name,
             sketch=self._sketch,
             width=self._width,
@@ -828,10 +803,11 @@ class ContinualDPSketch(beam.PTransform):
             queries=self._queries,
             with_table=self._with_table,
         )
+        return charge
 
-    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        name = self._label_arg or _applied_label(pcoll, self.label)
-        config = self._account(pcoll, name)
+    def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
+        config = self._config
+        assert config is not None
         if self._time_model == "element":
             keyed = pcoll | "Positions" >> beam.ParDo(_PrepareElements()).with_output_types(_KEYED)
         else:

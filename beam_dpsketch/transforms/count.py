@@ -4,13 +4,13 @@ The count of a pane is exact (``CountCombineFn``) and gets integer noise once, a
 (:class:`~beam_dpsketch.transforms.release.DPAggregate`):
 
 * pure or approximate DP budget: discrete Laplace ``Geo2(exp(-eps/Delta))`` with scale
-  ``Delta / eps`` (spec dp-count-sketch-intermittent §4.1 and §8.2 item 2; exact sampler of
-  Canonne, Kamath and Steinke 2020, ``noise.discrete_laplace``). ``eps`` is rounded down to a
-  rational first (:func:`~beam_dpsketch.privacy.discrete_laplace_scale`): more noise, never less.
+  ``Delta / eps`` (the discrete Laplace mechanism, pure ``eps``-DP for L1 sensitivity ``Delta``;
+  exact sampler of Canonne, Kamath and Steinke 2020, ``noise.discrete_laplace``). ``eps`` is rounded down to a
+  rational first (:func:`~beam_dpsketch.privacy.calibration.discrete_laplace_scale`): more noise, never less.
   The mechanism is pure ``eps``-DP, so an approximate budget's ``delta`` is not spent;
 * zCDP budget: discrete Gaussian with ``sigma = Delta / sqrt(2 rho)``, which is
   ``Delta^2 / (2 sigma^2) = rho``-zCDP (Canonne, Kamath and Steinke 2020: the same bound as the
-  continuous Gaussian; spec dp-linear-sketches §1.3 for the calibration).
+  continuous Gaussian; ``docs/algorithms.md#noise-sampling``).
 
 Sensitivity ``Delta``
     * element level (add/remove one element): ``Delta = 1``;
@@ -46,7 +46,9 @@ from beam_dpsketch.noise import NoiseSource, NoiseStream, discrete_gaussian, dis
 from beam_dpsketch.privacy.accountant import PrivacyAccountant
 from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.privacy.calibration import discrete_laplace_scale, zcdp_gaussian_sigma
-from beam_dpsketch.transforms.bounding import BoundContributions
+from beam_dpsketch.transforms.base import as_extractor
+from beam_dpsketch.transforms.batching import call_user_fn
+from beam_dpsketch.transforms.bounding import BoundContributions, canonical_id
 from beam_dpsketch.transforms.release import (
     PANE_RELATIONS,
     AccountedTransform,
@@ -227,8 +229,8 @@ class DPCount(AccountedTransform):
     accountant
         Pipeline accountant to charge (default: a private one with ``budget``).
     privacy_id_fn
-        If given, the guarantee is **user level**: elements are grouped by
-        ``privacy_id_fn(element)`` and each unit keeps at most ``max_contributions`` per window
+        If given (a callable, or the field name of ``dict`` / ``beam.Row`` elements), the
+        guarantee is **user level**: elements are grouped by ``privacy_id_fn(element)`` and each unit keeps at most ``max_contributions`` per window
         (:class:`~beam_dpsketch.transforms.BoundContributions`), so ``sensitivity =
         max_contributions``. If ``None`` (default), the guarantee is **element level**.
     max_contributions
@@ -249,7 +251,8 @@ class DPCount(AccountedTransform):
     with_metadata
         Emit :class:`~beam_dpsketch.transforms.release.Release` objects instead of records.
     label
-        Release label and accountant entry name (default: the full transform label).
+        Beam label, release label and accountant entry name (default: the class name as Beam
+        label, the full transform label as release label).
     release_range
         Public event-time range ``(start, end)`` in seconds (Fixed or Sliding windows): every
         window starting in it is released, empty ones included, and no other window is.
@@ -289,9 +292,9 @@ class DPCount(AccountedTransform):
         label: str | None = None,
         release_range: tuple[float, float] | None = None,
     ) -> None:
-        super().__init__()
-        if budget is None and accountant is None:
-            raise ValueError("budget: pass a PrivacyBudget, an accountant, or both")
+        super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
+        privacy_id_fn = as_extractor(privacy_id_fn, "privacy_id_fn")
+        self._privacy_id_fn = privacy_id_fn
         if privacy_id_fn is None:
             if max_contributions != 1:
                 raise ValueError(
@@ -302,31 +305,47 @@ class DPCount(AccountedTransform):
             self._bound: BoundContributions | None = None
             privacy_unit = "element"
         else:
+            # Bounding runs on the elements' privacy ids: a count needs nothing else from an
+            # element, and the ids are canonical whatever the elements are (dicts, Rows, ...).
             self._bound = BoundContributions(
-                privacy_id_fn, max_contributions, selection_key=selection_key
+                _identity, max_contributions, selection_key=selection_key
             )
             privacy_unit = "user"
-        kind = budget.kind if budget is not None else accountant.budget.kind  # type: ignore[union-attr]
+        kind = self.budget.kind if self.budget is not None else self.accountant.budget.kind
         mechanism_cls = CountGaussianMechanism if kind == "zcdp" else CountLaplaceMechanism
         self.mechanism = mechanism_cls(max_contributions)
-        self._build_aggregate(
+        self._build_step(
             CountCombineFn(),
             self.mechanism,
-            budget=budget,
-            accountant=accountant,
             privacy_unit=privacy_unit,
             max_panes_per_window=max_panes_per_window,
             max_windows_per_unit=max_windows_per_unit,
             data_independent_panes=data_independent_panes,
-            noise_source=noise_source,
             with_metadata=with_metadata,
-            label=label,
             release_range=release_range,
         )
 
-    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        self._bind_release(pcoll)
+    def display_parameters(self) -> dict[str, Any]:
+        params = super().display_parameters()
+        params["max_contributions"] = self.mechanism.max_contributions
+        params["neighbouring_relation"] = self.mechanism._relation_text()
+        return params
+
+    def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
         counted = pcoll
         if self._bound is not None:
-            counted = pcoll | "BoundContributions" >> self._bound
-        return counted | "DPAggregate" >> self._aggregate
+            counted = (
+                pcoll
+                | "PrivacyIds" >> beam.Map(_privacy_id, self._privacy_id_fn)
+                | "BoundContributions" >> self._bound
+            )
+        return self._apply_step(counted)
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _privacy_id(element: Any, privacy_id_fn: Callable[[Any], Any]) -> Any:
+    """The canonical privacy id of ``element`` (errors name ``privacy_id_fn``, never data)."""
+    return canonical_id(call_user_fn(privacy_id_fn, element, "privacy_id_fn"))

@@ -1,10 +1,11 @@
 """DP frequency sketches and DP quantiles in Beam: ``DPFrequencies``, ``DPQuantiles``.
 
 Thin adapters over :mod:`beam_dpsketch.sketches.dp_linear` and
-:mod:`beam_dpsketch.sketches.dyadic_private` (spec dp-linear-sketches) on the accounted release
+:mod:`beam_dpsketch.sketches.dyadic_private` (Zhao et al., "Differentially Private Linear
+Sketches", NeurIPS 2022) on the accounted release
 step :class:`~beam_dpsketch.transforms.release.DPAggregate`: exact int64 sketches are built per
 bundle and merged by Beam (linear sketches merge exactly, whatever the merge tree), and noise is
-added once per window and pane at the trusted aggregator (spec §7.3).
+added once per window and pane at the trusted aggregator (``docs/algorithms.md#lin-merge``).
 
 Deletions (the turnstile model) enter as records with a negative weight through ``weight_fn``.
 """
@@ -28,6 +29,7 @@ from beam_dpsketch.sketches.dp_linear import (
 from beam_dpsketch.sketches.dyadic import DyadicCountSketch
 from beam_dpsketch.sketches.dyadic_domain import FloatDomain
 from beam_dpsketch.sketches.dyadic_private import PrivateDyadicCountSketch
+from beam_dpsketch.transforms.base import as_extractor
 from beam_dpsketch.transforms.batching import BatchKeys, call_user_fn, is_batch_type
 from beam_dpsketch.transforms.combiners import SketchCombineFn, WeightedSketchCombineFn
 from beam_dpsketch.transforms.release import (
@@ -74,11 +76,11 @@ def _relation_text(neighbouring: str, pane_relation: str, calibrated: str) -> st
 
 
 class LinearSketchReleaseMechanism(ReleaseMechanism):
-    """Release an exact Count-Min / Count Sketch as a private one (spec dp-linear-sketches §3).
+    """Release an exact Count-Min / Count Sketch as a private one (Zhao et al., Algorithm 3).
 
     Every cell gets independent noise once, calibrated for the budget kind (pure: discrete
     Laplace on the L1 sensitivity; approximate or zCDP: discrete Gaussian on the L2 sensitivity)
-    and the ``neighbouring`` relation of spec §1.4.
+    and the ``neighbouring`` relation (``docs/algorithms.md#lin-sensitivity``).
 
     Parameters
     ----------
@@ -137,7 +139,8 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
         return [private]
 
     def for_pane_relation(self, pane_relation: str) -> ReleaseMechanism:
-        # Linear sketches have an exact sensitivity under replacement (spec §1.4), smaller than
+        # Linear sketches have an exact sensitivity under replacement (LIN-sensitivity in
+        # docs/algorithms.md), smaller than
         # group privacy of size 2 gives; the other declared relations fall back to group privacy.
         if pane_relation == self.pane_relation:
             return self
@@ -186,12 +189,14 @@ class DPFrequencies(AccountedTransform):
     sketch
         ``"count-min"`` (default) or ``"count-sketch"``.
     key_fn
-        Extracts the key of a record (default: elements are keys, or batches of keys).
+        Extracts the key of a record: a callable, or the field name of ``dict`` / ``beam.Row``
+        elements (default: elements are keys, or batches of keys).
     weight_fn
-        Extracts an integer weight of a record (negative: a deletion; turnstile model). The
+        Extracts an integer weight of a record (a callable or a field name) (negative: a deletion; turnstile model). The
         sensitivity assumes ``|weight| <= 1`` per record unless ``neighbouring`` says otherwise.
     neighbouring
-        Neighbouring relation of spec §1.4: ``"add_remove"`` (default), ``"replace"``, ...
+        Neighbouring relation (``docs/algorithms.md#lin-sensitivity``): ``"add_remove"``
+        (default), ``"replace"``, ...
         Only ``"replace"``, the declared replace-one model of Zhao et al. in which the total is a
         public invariant, makes the released sketches carry their exact total weight.
     accountant, max_panes_per_window, max_windows_per_unit, noise_source, with_metadata, label
@@ -205,7 +210,8 @@ class DPFrequencies(AccountedTransform):
     Notes
     -----
     **Privacy guarantee.** The released sketches are ``budget``-DP for the whole transform under
-    the chosen neighbouring relation (spec dp-linear-sketches §3.2, §3.5, §7.3; Zhao et al.).
+    the chosen neighbouring relation (Zhao et al., Algorithm 3, Theorems 3.1 and 3.2, with the
+    exact sensitivities of ``docs/algorithms.md#lin-sensitivity``).
     When a trigger can fire several panes whose boundaries depend on the data, each pane is
     calibrated for the exact replacement sensitivity (``replace_update`` with ``weight_fn``), and
     its total is not published: ``total()`` of a released Count-Min sketch is then the estimate
@@ -237,34 +243,42 @@ class DPFrequencies(AccountedTransform):
         label: str | None = None,
         release_range: tuple[float, float] | None = None,
     ) -> None:
-        super().__init__()
         if sketch not in _SKETCHES:
             raise ValueError(f"sketch must be one of {tuple(_SKETCHES)}, got {sketch!r}")
-        if budget is None and accountant is None:
-            raise ValueError("budget: pass a PrivacyBudget, an accountant, or both")
+        super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
+        key_fn = as_extractor(key_fn, "key_fn")
+        weight_fn = as_extractor(weight_fn, "weight_fn")
         exact_cls = _SKETCHES[sketch][0]
         exact_cls(width, depth, seed)  # validate the shape now, at construction
         self._key_fn, self._weight_fn = key_fn, weight_fn
         self.mechanism = LinearSketchReleaseMechanism(
             sketch, width, depth, seed, neighbouring, turnstile=weight_fn is not None
         )
-        self._build_aggregate(
+        self._build_step(
             (WeightedSketchCombineFn if weight_fn is not None else SketchCombineFn)(
                 lambda: exact_cls(width, depth, seed)
             ),
             self.mechanism,
-            budget=budget,
-            accountant=accountant,
             max_panes_per_window=max_panes_per_window,
             max_windows_per_unit=max_windows_per_unit,
-            noise_source=noise_source,
             with_metadata=with_metadata,
-            label=label,
             release_range=release_range,
         )
 
-    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        self._bind_release(pcoll)
+    def display_parameters(self) -> dict[str, Any]:
+        params = super().display_parameters()
+        m = self.mechanism
+        params.update(
+            sketch=m.sketch,
+            width=m.width,
+            depth=m.depth,
+            seed=m.seed,
+            neighbouring_relation=m.neighbouring,
+            turnstile=m.turnstile,
+        )
+        return params
+
+    def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
         if self._weight_fn is not None:
             key_fn = self._key_fn or (lambda x: x)
             weight_fn = self._weight_fn
@@ -278,11 +292,11 @@ class DPFrequencies(AccountedTransform):
             items = pcoll | "BatchKeys" >> BatchKeys(self._key_fn)
         else:
             items = pcoll
-        return items | "DPAggregate" >> self._aggregate
+        return self._apply_step(items)
 
 
 class QuantileMechanism(ReleaseMechanism):
-    """Release a dyadic Count Sketch and answer the declared quantiles (spec §5.3-§5.6).
+    """Release a dyadic Count Sketch and answer the declared quantiles (Zhao et al., Section 4.2).
 
     Calibration and the total follow :class:`LinearSketchReleaseMechanism`: under the pane
     relation ``"replace"`` every level is calibrated for replacement (``replace_update`` with
@@ -394,7 +408,8 @@ class DPQuantiles(AccountedTransform):
     lower, upper
         Public bounds of the values.
     budget
-        Total budget (pure, approximate or zCDP), split across the sketch's levels (spec §5.3)
+        Total budget (pure, approximate or zCDP), split across the sketch's levels (Zhao et al.,
+        Section 4.2)
         and over the releases a privacy unit can influence.
     width, depth, seed
         Shape of each level's Count Sketch.
@@ -405,7 +420,8 @@ class DPQuantiles(AccountedTransform):
         above. ``False`` is refused, since failing on an out-of-range value would make the
         pipeline's success depend on the data.
     value_fn, weight_fn
-        Extract the value (and an integer weight in ``{-1, 0, 1}``) of a record.
+        Extract the value (and an integer weight in ``{-1, 0, 1}``) of a record: callables, or
+        field names of ``dict`` / ``beam.Row`` elements.
     neighbouring
         As for :class:`DPFrequencies`: only ``"replace"`` lets the quantile targets use the
         exact total.
@@ -415,8 +431,8 @@ class DPQuantiles(AccountedTransform):
 
     Notes
     -----
-    **Privacy guarantee.** ``budget``-DP under the chosen neighbouring relation (spec
-    dp-linear-sketches §5.3; Zhao et al., private dyadic Count Sketch); quantile answers are
+    **Privacy guarantee.** ``budget``-DP under the chosen neighbouring relation (Zhao et al.,
+    Section 4.2, private dyadic Count Sketch); quantile answers are
     post-processing of the noisy sketch (and, under a declared ``"replace"`` only, of the public
     total).
 
@@ -450,12 +466,12 @@ class DPQuantiles(AccountedTransform):
         label: str | None = None,
         release_range: tuple[float, float] | None = None,
     ) -> None:
-        super().__init__()
         qs = [float(q) for q in quantiles]
         if not qs or any(not 0.0 <= q <= 1.0 for q in qs):
             raise ValueError(f"quantiles must be a non-empty list of values in [0, 1], got {qs}")
-        if budget is None and accountant is None:
-            raise ValueError("budget: pass a PrivacyBudget, an accountant, or both")
+        super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
+        value_fn = as_extractor(value_fn, "value_fn")
+        weight_fn = as_extractor(weight_fn, "weight_fn")
         if clamp is not True:
             raise ValueError(
                 f"clamp must be True, got {clamp!r}: failing on a value outside [lower, upper] "
@@ -474,23 +490,35 @@ class DPQuantiles(AccountedTransform):
         self.mechanism = QuantileMechanism(
             qs, self.domain, neighbouring, layout, turnstile=weight_fn is not None
         )
-        self._build_aggregate(
+        self._build_step(
             # clamp=True: the indexer already maps every value into the bounds; the sketch's
             # clamp is the same public map, so it can never raise on a record.
             WeightedSketchCombineFn(lambda: DyadicCountSketch(*layout, clamp=True)),
             self.mechanism,
-            budget=budget,
-            accountant=accountant,
             max_panes_per_window=max_panes_per_window,
             max_windows_per_unit=max_windows_per_unit,
-            noise_source=noise_source,
             with_metadata=with_metadata,
-            label=label,
             release_range=release_range,
         )
 
-    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        self._bind_release(pcoll)
+    def display_parameters(self) -> dict[str, Any]:
+        params = super().display_parameters()
+        m = self.mechanism
+        lower, upper, width, depth, seed = m.layout
+        params.update(
+            quantiles=", ".join(f"{q:g}" for q in m.quantiles),
+            lower=float(self.domain.lower) if self.domain is not None else lower,
+            upper=float(self.domain.upper) if self.domain is not None else upper,
+            resolution=None if self.domain is None else float(self.domain.resolution),
+            width=width,
+            depth=depth,
+            seed=seed,
+            neighbouring_relation=m.neighbouring,
+            turnstile=m.turnstile,
+        )
+        return params
+
+    def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
         value_fn = self._value_fn or (lambda x: x)
         weight_fn = self._weight_fn or (lambda x: 1)
         lower, upper = self.mechanism.layout[:2]
@@ -516,7 +544,7 @@ class DPQuantiles(AccountedTransform):
                     )
                 )
             )
-        return batches | "DPAggregate" >> self._aggregate
+        return self._apply_step(batches)
 
 
 def _unit_weight(weight: Any) -> int:

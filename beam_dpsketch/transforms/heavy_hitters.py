@@ -1,34 +1,39 @@
 """DP heavy hitters and sparse histograms with Misra-Gries: ``DPHeavyHitters``, ``DPHistogram``.
 
-A thin Beam adapter over :mod:`beam_dpsketch.sketches.dp_misragries` (spec dp-misra-gries) and
-the accounted release step :class:`~beam_dpsketch.transforms.release.DPAggregate`. Which release a
-pipeline shape allows is spec §6.7's decision table; the shapes offered here:
+A thin Beam adapter over :mod:`beam_dpsketch.sketches.dp_misragries` (Lebeda and Tětek, "Better
+Differentially Private Approximate Histograms and Heavy Hitters using the Misra-Gries Sketch",
+PODS 2023) and the accounted release step :class:`~beam_dpsketch.transforms.release.DPAggregate`.
+Which release a pipeline shape allows follows from their Section 7 (merged sketches) and
+``docs/algorithms.md#mg-merged``; the shapes offered here:
 
 ``"design-b"`` (default, element level)
     Each Beam accumulator runs Algorithm 1 on the elements it receives; when Beam merges
     accumulators, every open segment is post-processed (Algorithm 3 with its own ``n``, ``d``) and
-    the results are summed exactly (spec §6.4, §6.8 "Design B" CombineFn). Released with
+    the results are summed exactly (Lebeda and Tětek, Algorithm 3 of Section 6 and Section 7;
+    ``docs/algorithms.md#mg-partition``). Released with
     APPROX_PP: discrete Laplace noise of scale ``2/eps`` per key (on the ``1/(k+1)`` grid) that
     does not grow with ``k``. Memory is at most ``max_shards * k`` keys at the aggregator; a
     pipeline that produces more segments than ``max_shards`` fails loudly rather than truncate.
 ``"sequential"`` (element level, strict mode)
     All elements of a window go through one ``GroupByKey`` to a single Algorithm-1 sketch, which
-    PMG releases (spec §4.1, discrete variant §4.6): the most accurate release (noise ``O(1/eps)``,
+    PMG releases (Lebeda and Tětek, Algorithm 2; discrete variant of Section 5.2): the most
+    accurate release (noise ``O(1/eps)``,
     threshold ``O(log(1/delta)/eps)``), but one worker sketches the whole window. Needs a
     trigger that fires once per window (refused otherwise: several panes would reach the
     release as a merge of sketches, which PMG cannot release).
 ``"merged-gshm"`` / ``"merged-laplace"`` (element level, strictly bounded memory)
     Beam merges raw sketches with the Agarwal merge (``MERGE_k``) and the result is released with
     the Gaussian sparse histogram mechanism at ``l = k`` or Laplace noise of scale ``k/eps``
-    (spec §6.3): noise grows with ``k``.
+    (Lebeda and Tětek, Section 7, Lemma 1 and Corollary 2): noise grows with ``k``.
 ``"pamg-gshm"`` (user level: the default when ``privacy_id_fn`` is given)
     Each privacy unit contributes one set of at most ``max_contributions`` distinct keys per
     window (chosen by keyed hash, :class:`~beam_dpsketch.transforms.BoundContributions`), folded
     into a PAMG sketch (Algorithm 4) merged with ``MERGE_k``, released with GSHM at ``l = k``
-    (spec §5.3-5.5, Theorem 12).
+    (Lebeda and Tětek, Section 8: Algorithm 4, Theorem 5 and Theorem 12).
 
 Every release is one window and pane of one transform, accounted at pipeline construction
-(``docs/privacy-model.md``). The partition-stability assumption A-PART of spec §6.8 applies to the
+(``docs/privacy-model.md``). The partition-stability assumption A-PART
+(``docs/algorithms.md#mg-a-part``) applies to the
 CombineFn shapes: the DP claim relies on Beam's bundling not depending on record contents.
 """
 
@@ -43,6 +48,7 @@ import apache_beam as beam
 from beam_dpsketch.hashing import canonical_key
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.privacy.windowing import max_trigger_firings
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.dp_misragries import (
@@ -55,7 +61,8 @@ from beam_dpsketch.sketches.dp_misragries import (
     pamg_gshm,
     pmg,
 )
-from beam_dpsketch.transforms.batching import BatchKeys, call_user_fn, is_key_batch
+from beam_dpsketch.transforms.base import as_extractor
+from beam_dpsketch.transforms.batching import BatchKeys, call_user_fn, is_batch_type, is_key_batch
 from beam_dpsketch.transforms.bounding import BoundContributions
 from beam_dpsketch.transforms.combiners import MergeSketchesCombineFn, SketchCombineFn
 from beam_dpsketch.transforms.release import AccountedTransform, ReleaseMechanism
@@ -95,7 +102,10 @@ class _DesignBAccumulator:
 
 
 class DesignBCombineFn(beam.CombineFn):
-    """Design B of spec §6.8: Algorithm 1 per accumulator, Algorithm 3 at merge, exact sums.
+    """Design B: Algorithm 1 per accumulator, Algorithm 3 at merge, exact sums.
+
+    Lebeda and Tětek, Sections 6-7, with the sharded neighbouring relation of
+    ``docs/algorithms.md#mg-partition``.
 
     The output is a :class:`~beam_dpsketch.sketches.dp_misragries.PostProcessedSum`, whose value
     does not depend on Beam's merge order. No noise is added here.
@@ -173,7 +183,7 @@ def _identity(x: Any) -> Any:
 
 
 class MisraGriesReleaseMechanism(ReleaseMechanism):
-    """One of the DP Misra-Gries releases of spec dp-misra-gries, as a release-step mechanism.
+    """One of the DP Misra-Gries releases of Lebeda and Tětek, as a release-step mechanism.
 
     Parameters
     ----------
@@ -247,7 +257,8 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
             "noise": probe.noise.distribution,
             "noise_scale": float(probe.noise.scale),
             "threshold": float(probe.threshold),
-            "sensitivity": "spec dp-misra-gries §3 (structure lemmas) for " + self.mechanism,
+            "sensitivity": "Lebeda and Tetek, sensitivity lemmas of Sections 5-8, for "
+            + self.mechanism,
             "neighbouring_relation": probe.neighbouring,
         }
 
@@ -261,7 +272,8 @@ class DPHistogram(AccountedTransform):
     """Differentially private sparse histogram of keys per window, from Misra-Gries sketches.
 
     Emits ``(key, noisy_count)`` tuples for every key whose noisy count passes the mechanism's
-    threshold, in canonical key order (never insertion order, spec §11.3), one release per window
+    threshold, in canonical key order (never insertion order, ``docs/algorithms.md#mg-order``),
+    one release per window
     and pane (or :class:`~beam_dpsketch.transforms.release.Release` objects carrying the records
     and the release's mechanism, epsilon, delta, noise scale and threshold, with
     ``with_metadata=True``).
@@ -275,10 +287,11 @@ class DPHistogram(AccountedTransform):
         ``PrivacyBudget.approx(epsilon, delta)`` for this transform, split over the releases one
         privacy unit can influence (windows and panes, see ``docs/privacy-model.md``).
     key_fn
-        Extracts the key from a record; default: elements are keys (or batches of keys, as
+        Extracts the key from a record (a callable, or the field name of ``dict`` / ``beam.Row``
+        elements); default: elements are keys (or batches of keys, as
         produced by :class:`~beam_dpsketch.transforms.ReadKeyBatches`).
     privacy_id_fn, max_contributions
-        User-level privacy: each privacy unit contributes at most ``max_contributions`` distinct
+        User-level privacy (``privacy_id_fn``: a callable or a field name): each privacy unit contributes at most ``max_contributions`` distinct
         keys per window (chosen by a secret keyed hash). Requires ``key_fn`` or key elements,
         and unbatched input.
     mechanism
@@ -300,8 +313,9 @@ class DPHistogram(AccountedTransform):
     -----
     **Privacy guarantee.** ``(epsilon, delta)``-DP for the whole transform under add/remove of one
     element (default) or of one privacy unit's bounded contributions, by basic composition over
-    the releases a unit can influence (Lebeda and Tetek, DP Misra-Gries; spec dp-misra-gries §4.1,
-    §4.5, §5.5, §6.3-6.8). CombineFn shapes rely on assumption A-PART (spec §6.8).
+    the releases a unit can influence (Lebeda and Tětek: Algorithm 2, Sections 6-7 and
+    Theorem 12 of Section 8). CombineFn shapes rely on assumption A-PART
+    (``docs/algorithms.md#mg-a-part``).
 
     **Conditions.** Noise protects the released values. Which windows are released is covered
     only in the global window (always released) or with a declared ``release_range``; with a
@@ -331,13 +345,15 @@ class DPHistogram(AccountedTransform):
         label: str | None = None,
         release_range: tuple[float, float] | None = None,
     ) -> None:
-        super().__init__()
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
         if budget is None and accountant is None:
             raise ValueError(
                 "budget: pass PrivacyBudget.approx(epsilon, delta), an accountant, or both"
             )
+        super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
+        key_fn = as_extractor(key_fn, "key_fn")
+        privacy_id_fn = as_extractor(privacy_id_fn, "privacy_id_fn")
         user_level = privacy_id_fn is not None
         if mechanism is None:
             mechanism = "pamg-gshm" if user_level else "design-b"
@@ -380,21 +396,24 @@ class DPHistogram(AccountedTransform):
         )
         self._max_contributions = max_contributions
         self._privacy_id_fn = privacy_id_fn
-        self._build_aggregate(
+        self._build_step(
             combine,
             self._mechanism,
-            budget=budget,
-            accountant=accountant,
             privacy_unit="user" if user_level else "element",
             max_panes_per_window=max_panes_per_window,
             max_windows_per_unit=max_windows_per_unit,
-            noise_source=noise_source,
             with_metadata=with_metadata,
-            label=label,
             release_range=release_range,
         )
 
-    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+    def display_parameters(self) -> dict[str, Any]:
+        params = super().display_parameters()
+        params.update(k=self.k, top=self._top, max_contributions=self._max_contributions)
+        if self.mechanism_name == "design-b":
+            params["max_shards"] = self._mechanism.max_shards
+        return params
+
+    def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
         if self.mechanism_name == "sequential":
             windowing = pcoll.windowing
             if max_trigger_firings(windowing.triggerfn, windowing.allowed_lateness) != 1:
@@ -402,11 +421,13 @@ class DPHistogram(AccountedTransform):
                 # can receive several Algorithm-1 sketches in one pane (always in ACCUMULATING
                 # mode), whose merge PMG cannot release.
                 raise ValueError(
-                    f"{self.label}: mechanism 'sequential' releases one Algorithm-1 sketch per "
+                    f"{name}: mechanism 'sequential' releases one Algorithm-1 sketch per "
                     "window and needs a trigger that fires once per window; use 'design-b' or "
                     "a merged mechanism with early or late firings"
                 )
-        self._bind_release(pcoll)
+        return super().plan_release(pcoll, name)
+
+    def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
         if self._bound is not None:
             key_fn = self._key_fn or _identity
             pid = self._privacy_id_fn
@@ -423,7 +444,7 @@ class DPHistogram(AccountedTransform):
                 | "GroupByUnit" >> beam.GroupByKey()
                 | "PAMGPerUnit" >> beam.Map(_pamg_of_users(self.k, self._max_contributions))
             )
-            return users | "DPAggregate" >> self._aggregate
+            return self._apply_step(users)
         keys = pcoll
         if self._key_fn is not None or not _is_batched(pcoll):
             keys = pcoll | "BatchKeys" >> BatchKeys(self._key_fn)
@@ -434,7 +455,7 @@ class DPHistogram(AccountedTransform):
                 | "GroupToShard" >> beam.GroupByKey()
                 | "SequentialSketch" >> beam.Map(_sequential_sketch(self.k))
             )
-        return keys | "DPAggregate" >> self._aggregate
+        return self._apply_step(keys)
 
 
 class DPHeavyHitters(DPHistogram):
@@ -456,6 +477,4 @@ class DPHeavyHitters(DPHistogram):
 
 
 def _is_batched(pcoll: beam.PCollection) -> bool:
-    from beam_dpsketch.transforms.batching import is_batch_type
-
     return is_batch_type(pcoll.element_type)

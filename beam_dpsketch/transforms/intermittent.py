@@ -1,9 +1,9 @@
 """DP Count Sketch / Count-Min answering intermittent query batches in Beam: ``DPIntermittentQueries``.
 
 A thin adapter over :class:`~beam_dpsketch.sketches.intermittent.UseAndKeepSketch` (paper
-Algorithm 4, "use-and-keep" cell noise; Yildirim et al.; spec dp-count-sketch-intermittent §2.8,
-Beam mapping §5.5). Exact partial sketches are built and merged by Beam (linear sketches merge by
-addition, spec §5.1); the noisy state has **one owner**, a single-key step that runs the D3 loop
+Algorithm 4, "use-and-keep" cell noise; Yildirim et al., "Differentially Private Frequency Sketches
+for Intermittent Queries on Large Data Streams"; ``docs/algorithms.md#int-beam``). Exact partial
+sketches are built and merged by Beam (linear sketches merge by addition); the noisy state has **one owner**, a single-key step that runs the D3 loop
 "add the exact delta of the interval, answer batch ``k``" in order and emits
 ``(query_time, key, estimate)`` records. The whole stream costs one ``epsilon``, however many
 batches are answered (Theorem 4), and is charged once to the accountant when the transform is
@@ -33,7 +33,7 @@ follow from it:
     ``2 depth / epsilon`` (the core sketch run at ``epsilon / 2``), which gives ``epsilon``-DP
     under replace-one.
 
-Two ways to declare the queries (spec §5.5 items 3 and 4):
+Two ways to declare the queries:
 
 * **A schedule** (:class:`QuerySchedule`, batch or replay with known query times). Each data
   element carries a time ``t`` on the declared clock and is assigned to interval
@@ -47,7 +47,7 @@ Two ways to declare the queries (spec §5.5 items 3 and 4):
   ``DoFn`` on one key buffers the hashed data and the pending queries, and an event-time timer
   answers the batch at ``time`` once the watermark has passed it: data with timestamps ``<= time``
   enter that batch. Data arriving late (after its batch was answered) is added anyway and enters
-  the **next** batch; an old batch is never re-released (spec §5.5 item 7). A query arriving after
+  the **next** batch; an old batch is never re-released. A query arriving after
   a later batch was answered cannot be answered at its time and fails the pipeline with
   ``ValueError`` (never dropped). On a batch runner every element is present before the timers
   fire, so the answers equal those of the schedule mode.
@@ -55,7 +55,7 @@ Two ways to declare the queries (spec §5.5 items 3 and 4):
 Every declared batch is answered (with noise only if no data arrived before it): the number and
 times of the answers depend on the declared queries alone.
 
-Safety rules (spec §5.3 I1-I6, §8.3), and how they are kept here:
+Safety rules (invariants I1-I6 of ``docs/algorithms.md#int-beam``), and how they are kept here:
 
 * Query times and sets come from a declared, separate input (the schedule, or the query
   PCollection), never from the data: a query PCollection computed from the data input is refused
@@ -79,7 +79,6 @@ Safety rules (spec §5.3 I1-I6, §8.3), and how they are kept here:
 
 from __future__ import annotations
 
-import logging
 import math
 import numbers
 import warnings
@@ -103,13 +102,14 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dpsketch.hashing import canonical_key, canonical_keys, hash_keys
-from beam_dpsketch.noise import NoiseSource, application_source
+from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.privacy.calibration import rational_epsilon_floor
 from beam_dpsketch.sketches.intermittent import SKETCH_KINDS, UseAndKeepSketch
+from beam_dpsketch.transforms.base import DPTransform, as_extractor
 from beam_dpsketch.transforms.batching import KeyBatch, is_key_batch
 from beam_dpsketch.transforms.combiners import SketchCombineFn, SketchSpec
-from beam_dpsketch.transforms.release import _applied_label
 
 __all__ = [
     "CLOCKS",
@@ -120,8 +120,6 @@ __all__ = [
     "intermittent_sketch_id",
     "interval_index",
 ]
-
-_LOG = logging.getLogger(__name__)
 
 #: ``sketch`` names of the transform and the core ``kind`` each maps to.
 SKETCHES = {"count-sketch": "count_sketch", "count-min": "count_min"}
@@ -179,7 +177,7 @@ def _query_keys(keys: Any, what: str) -> tuple[Any, ...]:
 
 
 def interval_index(query_times: Any, times: Any) -> np.ndarray:
-    """Batch index ``k(t) = 1 + #{l : t_l < t}`` of each time ``t`` (spec §5.5 item 4).
+    """Batch index ``k(t) = 1 + #{l : t_l < t}`` of each time ``t``.
 
     ``query_times`` are the sorted batch times ``t_1 < t_2 < ... < t_K``; an element at time ``t``
     belongs to the interval ``(t_{k-1}, t_k]`` and enters batch ``k`` (``K + 1``: after the last
@@ -204,7 +202,7 @@ class QuerySchedule:
         ``(time, keys)`` pairs: ``time`` a real number (event time in seconds, or a public
         position), ``keys`` a list or array of keys (duplicates allowed; they share cells and get
         the same answer). Batches are sorted by time; batches with equal times are merged into
-        one (answered simultaneously, spec §1.1).
+        one (answered simultaneously, as the paper's query batches).
 
     Raises
     ------
@@ -265,7 +263,8 @@ class IntermittentRecord(NamedTuple):
     batch
         1-based index of the batch among the non-empty batches.
     noise_std
-        Standard deviation of the DP noise in this answer (spec §4.3 summary; public).
+        Standard deviation of the DP noise in this answer (public:
+        ``docs/algorithms.md#int-error-bars``).
     epsilon
         Pure-DP guarantee covering every release of the transform so far, under the neighbouring
         relation of the declared clock (:data:`CLOCKS`).
@@ -329,7 +328,7 @@ class _CoreConfig:
 
 
 # --------------------------------------------------------------------------------------------
-# Schedule mode (spec §5.5 item 4)
+# Schedule mode
 # --------------------------------------------------------------------------------------------
 
 
@@ -416,7 +415,7 @@ class _RunSchedule(beam.DoFn):
 
 
 # --------------------------------------------------------------------------------------------
-# Query-PCollection mode (spec §5.5 item 3)
+# Query-PCollection mode
 # --------------------------------------------------------------------------------------------
 
 
@@ -618,7 +617,7 @@ def _ancestors(pcoll: beam.PCollection) -> Iterator[Any]:
             stack.append(parent)
 
 
-class DPIntermittentQueries(beam.PTransform):
+class DPIntermittentQueries(DPTransform):
     """Answer declared query batches at their times with a DP Count Sketch / Count-Min (D3).
 
     Input: the data stream. Output: ``(query_time, key, estimate)`` records (or
@@ -652,9 +651,10 @@ class DPIntermittentQueries(beam.PTransform):
           position; the cells get noise of scale ``2 depth / epsilon``.
     sketch
         ``"count-sketch"`` (default; median of signed cells, the paper's choice) or
-        ``"count-min"`` (minimum of cells, spec §2.10 item 2).
+        ``"count-min"`` (minimum of cells, the extension of Yildirim et al., Section VII).
     time_fn, key_fn
-        Extract a record's time (schedule mode only) and key.
+        Extract a record's time (schedule mode only) and key: callables, or field names of
+        ``dict`` / ``beam.Row`` elements.
     accountant
         Where the cost is charged (shared by a pipeline's DP transforms); default: a private
         accountant of exactly ``budget``.
@@ -664,8 +664,10 @@ class DPIntermittentQueries(beam.PTransform):
     with_metadata
         Emit :class:`IntermittentRecord` (batch index, noise std, epsilon) instead of tuples.
     label
-        Release label: names the charge and, through :func:`intermittent_sketch_id`, every noise
-        stream. Default: the transform's full label. Give a stable label to reproduce answers.
+        Beam label and release label: names the charge and, through
+        :func:`intermittent_sketch_id`, every noise stream. Default: the class name as Beam
+        label, the transform's full label as release label. Give a stable label to reproduce
+        answers.
 
     Raises
     ------
@@ -680,8 +682,8 @@ class DPIntermittentQueries(beam.PTransform):
 
     Notes
     -----
-    **Privacy guarantee** (Yildirim et al., Theorem 4 and Lemma 1; spec
-    dp-count-sketch-intermittent §2.8). The answers to all batches, at any number of
+    **Privacy guarantee** (Yildirim et al., Theorem 4 and Lemma 1;
+    Algorithm 4). The answers to all batches, at any number of
     data-independent times, are ``eps``-DP in total under the relation of the declared clock:
 
     * ``clock="event_time"``: add/remove of one element, every other element's time unchanged.
@@ -715,7 +717,6 @@ class DPIntermittentQueries(beam.PTransform):
         with_metadata: bool = False,
         label: str | None = None,
     ) -> None:
-        super().__init__()
         if not isinstance(clock, str) or clock not in CLOCKS:
             raise ValueError(
                 f"clock must be one of {tuple(CLOCKS)} (what the data's times are: event times "
@@ -731,19 +732,12 @@ class DPIntermittentQueries(beam.PTransform):
         if budget.kind != "pure":
             raise ValueError(
                 f"budget must be pure DP (PrivacyBudget.pure(eps)): the use-and-keep sketch is "
-                f"pure eps-DP (spec §2.8), got {budget}"
+                f"pure eps-DP (Yildirim et al., Theorem 4), got {budget}"
             )
-        if accountant is not None and not isinstance(accountant, PrivacyAccountant):
-            raise TypeError(
-                f"accountant must be a PrivacyAccountant or None, got {type(accountant).__name__}"
-            )
-        if label is not None and (not isinstance(label, str) or not label.strip()):
-            raise ValueError(f"label must be a non-empty string or None, got {label!r}")
         if not isinstance(with_metadata, bool):
             raise TypeError("with_metadata must be a bool")
-        for name, fn in (("time_fn", time_fn), ("key_fn", key_fn)):
-            if fn is not None and not callable(fn):
-                raise TypeError(f"{name} must be callable or None, got {type(fn).__name__}")
+        time_fn = as_extractor(time_fn, "time_fn")
+        key_fn = as_extractor(key_fn, "key_fn")
         if isinstance(queries, beam.PCollection):
             if time_fn is not None:
                 raise ValueError(
@@ -760,14 +754,11 @@ class DPIntermittentQueries(beam.PTransform):
                 "queries must be a QuerySchedule, a list of (time, keys) pairs or a PCollection "
                 f"of (time, keys), got {type(queries).__name__}"
             )
-        self._noise_source = application_source(noise_source)
-        if self._noise_source.is_insecure:
-            _LOG.warning("DPIntermittentQueries uses an INSECURE test noise key: not private")
+        super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
         self._kind = SKETCHES[sketch]
         self._sketch = sketch
         self._width, self._depth, self._seed = width, depth, seed
         self._epsilon = float(budget.epsilon)  # type: ignore[arg-type]
-        self._budget = budget
         self._clock = clock
         self._split = _CLOCK_SPLIT[clock]
         # The core's add/remove budget: the whole budget, or half of it for the positions clock
@@ -789,17 +780,6 @@ class DPIntermittentQueries(beam.PTransform):
         self.noise_scale = float(probe.noise_scale)
         self._time_fn, self._key_fn = time_fn, key_fn
         self._with_metadata = with_metadata
-        self._label_arg = label
-        if accountant is None:
-            accountant = PrivacyAccountant(budget, name=label or "DPIntermittentQueries")
-        self._accountant = accountant
-        self.charge = None
-        self.release_label: str | None = None
-
-    @property
-    def accountant(self) -> PrivacyAccountant:
-        """The accountant charged by this transform."""
-        return self._accountant
 
     @property
     def clock(self) -> str:
@@ -812,27 +792,38 @@ class DPIntermittentQueries(beam.PTransform):
         return CLOCKS[self._clock]
 
     @property
-    def noise_source(self) -> NoiseSource:
-        """This application's noise source (its key is never shown)."""
-        return self._noise_source
-
-    @property
     def schedule(self) -> QuerySchedule | None:
         """The declared schedule (``None`` with a query PCollection)."""
         return self._schedule
 
-    def explain(self) -> str:
-        """The accountant's report, including this transform's single charge (once applied)."""
-        if self.charge is None:
-            raise RuntimeError("explain() is available once the transform is applied")
-        return self._accountant.explain()
+    def display_parameters(self) -> dict[str, Any]:
+        return {
+            "mechanism": f"use-and-keep cell noise (D3), {self._sketch}, discrete Laplace",
+            "sketch": self._sketch,
+            "width": self._width,
+            "depth": self._depth,
+            "seed": self._seed,
+            "clock": self._clock,
+            "noise_scale": self.noise_scale,
+            "queries": "schedule" if self._schedule is not None else "PCollection (event time)",
+            "query_batches": None if self._schedule is None else len(self._schedule),
+            "neighbouring_relation": CLOCKS[self._clock],
+        }
 
-    def _charge(self, name: str) -> None:
-        if any(c.transform == name for _, c in self._accountant.all_charges()):
+    def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
+        if not pcoll.windowing.is_default():
             raise ValueError(
-                f"{name}: accountant {self._accountant.name!r} already has a charge for this "
-                "label; give every DP transform its own label"
+                f"{name}: the data must be in the global window with the default trigger (one "
+                "D3 state answers every batch; repeated panes would count elements twice); got "
+                f"{pcoll.windowing.windowfn!r} with trigger {pcoll.windowing.triggerfn!r}"
             )
+        if self._queries is not None and any(a is pcoll for a in _ancestors(self._queries)):
+            raise ValueError(
+                f"{name}: the query PCollection is computed from the data input; query times "
+                "and sets must not depend on the private data (invariant I3). Declare queries "
+                "as a separate input or a QuerySchedule"
+            )
+        self.check_label_free(name)
         if self._clock == "positions":
             sensitivity = (
                 f"replace-one: 1 per cell, up to {2 * self._depth} cells (L1 {2 * self._depth}) "
@@ -840,7 +831,7 @@ class DPIntermittentQueries(beam.PTransform):
             )
         else:
             sensitivity = f"1 per cell, {self._depth} cells per element (L1 {self._depth})"
-        self.charge = self._accountant.charge(
+        return self.accountant.charge(
             name,
             f"use-and-keep cell noise (D3), {self._sketch}, discrete Laplace",
             PrivacyBudget.pure(self._epsilon),
@@ -851,25 +842,12 @@ class DPIntermittentQueries(beam.PTransform):
             clock=self._clock,
             neighbouring_relation=CLOCKS[self._clock],
             queries="schedule" if self._schedule is not None else "PCollection (event time)",
-            spec="dp-count-sketch-intermittent §2.8, §5.5; Yildirim et al. Theorem 4, Lemma 1",
+            paper="Yildirim et al., Algorithm 4, Theorem 4, Lemma 1",
         )
-        self.release_label = name
 
-    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        name = self._label_arg or _applied_label(pcoll, self.label)
-        if not pcoll.windowing.is_default():
-            raise ValueError(
-                f"{name}: the data must be in the global window with the default trigger (one "
-                "D3 state answers every batch; repeated panes would count elements twice); got "
-                f"{pcoll.windowing.windowfn!r} with trigger {pcoll.windowing.triggerfn!r}"
-            )
-        if self._queries is not None and any(a is pcoll for a in _ancestors(self._queries)):
-            raise ValueError(
-                f"{name}: the query PCollection is computed from the data input; query times "
-                "and sets must not depend on the private data (spec §5.3 I3). Declare queries "
-                "as a separate input or a QuerySchedule"
-            )
-        self._charge(name)
+    def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
+        name = self.release_label
+        assert name is not None
         config = _CoreConfig(
             self._width,
             self._depth,

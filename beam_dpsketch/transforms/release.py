@@ -1,7 +1,7 @@
 """The accounted release step every differentially private transform uses.
 
 A DP transform in this library is *exact aggregation, then one noisy release per window and pane*
-(DESIGN §3 principles 1-3):
+(``docs/algorithms.md#exact-partials``):
 
 1. :class:`DPAggregate` reads the windowing strategy of its **input** PCollection at pipeline
    construction and turns it into a :class:`~beam_dpsketch.privacy.windowing.ReleasePlan`
@@ -36,7 +36,6 @@ never logged.
 from __future__ import annotations
 
 import abc
-import logging
 import math
 import numbers
 from dataclasses import dataclass
@@ -46,22 +45,23 @@ import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
-from beam_dpsketch.noise import NoiseSource, NoiseStream, application_source
-from beam_dpsketch.privacy.accountant import BudgetExceededError, PrivacyAccountant
+from beam_dpsketch.noise import NoiseSource, NoiseStream
+from beam_dpsketch.privacy.accountant import Charge, PrivacyAccountant
 from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.privacy.windowing import ReleasePlan, check_release_range, plan_releases
+from beam_dpsketch.transforms.base import DPTransform
 
 __all__ = [
     "PANE_RELATIONS",
+    "AccountedTransform",
     "DPAggregate",
     "GroupPrivacyReplace",
     "Release",
     "ReleaseMechanism",
+    "ReleaseStep",
     "explain_pipeline",
     "release_id_for",
 ]
-
-_LOG = logging.getLogger(__name__)
 
 #: Neighbouring relations a pane's input can obey (``ReleasePlan.pane_relation``).
 PANE_RELATIONS = ("add_remove", "replace")
@@ -88,7 +88,7 @@ class ReleaseMechanism(abc.ABC):
       contributions, added or removed) or ``"replace"`` (a pane may also gain other elements that
       shifted in from a neighbouring pane). :meth:`for_pane_relation` returns the mechanism to use
       for a relation. The default handles ``"replace"`` by group privacy of size 2 (a replacement
-      is a removal plus an addition; spec dp-misra-gries §1.2); a mechanism whose sensitivity is
+      is a removal plus an addition: group privacy of size 2); a mechanism whose sensitivity is
       known under replacement overrides it (e.g. a count, whose value a swap does not change).
     * :meth:`privacy_cost` is what one release actually costs given the budget it was calibrated
       for (at most that budget); it is what the accountant is charged.
@@ -135,7 +135,7 @@ class GroupPrivacyReplace(ReleaseMechanism):
     """Run an add/remove-calibrated mechanism so that it is private under replacement.
 
     A replacement is one removal plus one addition, so a mechanism that is ``b``-private under
-    add/remove is ``group_privacy(b, 2)``-private under replacement (spec dp-misra-gries §1.2;
+    add/remove is ``group_privacy(b, 2)``-private under replacement (group privacy of size 2;
     :func:`beam_dpsketch.privacy.group_privacy`). To spend ``budget`` under replacement, the
     inner mechanism is therefore run with the budget whose group-of-2 guarantee fits in it:
     ``eps/2`` (pure), ``(eps/2, delta / (2 e^(eps/2)))`` (approximate) or ``rho/4`` (zCDP).
@@ -214,8 +214,8 @@ def release_id_for(label: str, window: Any, pane_index: int) -> tuple[Any, ...]:
 class Release:
     """One released pane with its metadata (output of ``DPAggregate(..., with_metadata=True)``).
 
-    Not to be confused with :class:`beam_dpsketch.privacy.Release`, the accountant's record of a
-    charge. Every field here is public information or noisy output.
+    Not to be confused with :class:`beam_dpsketch.privacy.accountant.Charge`, the accountant's
+    record of a charge. Every field here is public information or noisy output.
 
     Attributes
     ----------
@@ -424,35 +424,6 @@ class _EmitHeartbeats(beam.DoFn):
             yield beam.window.TimestampedValue(_Heartbeat(), Timestamp(micros=start))
 
 
-def _remaining_budget(accountant: PrivacyAccountant, name: str) -> PrivacyBudget:
-    rem = accountant.remaining
-    kind = accountant.budget.kind
-    if (kind == "zcdp" and rem.rho <= 0.0) or (kind != "zcdp" and rem.epsilon <= 0.0):
-        raise BudgetExceededError(
-            name,
-            accountant.name,
-            accountant.committed,
-            "the rest of the budget, but nothing is left",
-            accountant.budget,
-            None,
-        )
-    if kind == "zcdp":
-        return PrivacyBudget.zcdp(rem.rho, accountant.budget.delta_for_conversion)
-    if kind == "pure":
-        return PrivacyBudget.pure(rem.epsilon)
-    return PrivacyBudget.approx(rem.epsilon, rem.delta)
-
-
-def _applied_label(pcoll: beam.PCollection, fallback: str) -> str:
-    """Full label of the transform being expanded (unique in a pipeline), else ``fallback``."""
-    try:
-        # Beam has no public accessor; the applied transform is on top of this stack while its
-        # expand() runs. The full label keeps release ids of same-named transforms apart.
-        return str(pcoll.pipeline._current_transform().full_label) or fallback
-    except Exception:  # pragma: no cover - defensive: fall back to the short label
-        return fallback
-
-
 def _processing_time_triggers(trigger: Any, allowed_lateness: Any) -> list[str]:
     """The ``AfterProcessingTime`` components of ``trigger`` that can fire."""
     from apache_beam.transforms import trigger as tr
@@ -488,7 +459,212 @@ def _optional_int(value: Any, name: str) -> int | None:
     return int(value)
 
 
-class DPAggregate(beam.PTransform):
+def _same_windowing(windowing: Any) -> beam.WindowInto:
+    return beam.WindowInto(
+        windowing.windowfn,
+        trigger=windowing.triggerfn,
+        accumulation_mode=windowing.accumulation_mode,
+        timestamp_combiner=windowing.timestamp_combiner,
+        allowed_lateness=windowing.allowed_lateness,
+    )
+
+
+def explain_pipeline(accountant: PrivacyAccountant) -> str:
+    """The privacy report of a pipeline: every charge of ``accountant`` with running budgets.
+
+    The report holds public facts only (parameters, calibrations, costs). It never states how
+    many panes or windows a run released or withheld: those numbers depend on the data.
+
+    Parameters
+    ----------
+    accountant
+        The pipeline's accountant (shared by its DP transforms).
+    """
+    if not isinstance(accountant, PrivacyAccountant):
+        raise TypeError(f"accountant must be a PrivacyAccountant, got {type(accountant).__name__}")
+    return accountant.explain()
+
+
+class ReleaseStep:
+    """The accounted release of one DP transform: plan, charge, exact combine, noisy release.
+
+    Not a transform itself: :class:`DPAggregate` and every :class:`AccountedTransform` hold
+    one. :meth:`plan` reads the windowing of the transform's **input** and charges the
+    accountant (once per application, at pipeline construction); :meth:`expand` then builds the
+    exact ``CombineGlobally`` and the release ``DoFn`` (see the module docstring).
+
+    After :meth:`plan`, the public facts of the release are attributes: ``plan`` (the
+    :class:`~beam_dpsketch.privacy.windowing.ReleasePlan`), ``charge``, ``per_release_budget``,
+    ``calibrated_mechanism`` (the mechanism for the plan's pane relation) and ``release_label``.
+    """
+
+    def __init__(
+        self,
+        combine_fn: Any,
+        mechanism: ReleaseMechanism,
+        *,
+        accountant: PrivacyAccountant,
+        noise_source: NoiseSource,
+        privacy_unit: str = "element",
+        max_panes_per_window: int | None = None,
+        max_windows_per_unit: int | None = None,
+        data_independent_panes: bool = False,
+        with_metadata: bool = False,
+        release_range: tuple[float, float] | None = None,
+    ) -> None:
+        if not isinstance(mechanism, ReleaseMechanism):
+            raise TypeError(f"mechanism must be a ReleaseMechanism, got {type(mechanism).__name__}")
+        if privacy_unit not in ("element", "user"):
+            raise ValueError(f"privacy_unit must be 'element' or 'user', got {privacy_unit!r}")
+        if not isinstance(with_metadata, bool):
+            raise TypeError("with_metadata must be a bool")
+        if not isinstance(data_independent_panes, bool):
+            raise TypeError("data_independent_panes must be a bool")
+        self.combine_fn = combine_fn
+        self.mechanism = mechanism
+        self.accountant = accountant
+        self.noise_source = noise_source
+        self.privacy_unit = privacy_unit
+        self.max_panes_per_window = _optional_int(max_panes_per_window, "max_panes_per_window")
+        self.max_windows_per_unit = _optional_int(max_windows_per_unit, "max_windows_per_unit")
+        self.data_independent_panes = data_independent_panes
+        self.with_metadata = with_metadata
+        self.release_range = check_release_range(release_range)
+        # Filled in by plan().
+        self.plan: ReleasePlan | None = None
+        self.charge: Charge | None = None
+        self.per_release_budget: PrivacyBudget | None = None
+        self.calibrated_mechanism: ReleaseMechanism | None = None
+        self.release_label: str | None = None
+        self._cost: PrivacyBudget | None = None
+        self._noise_scale: float | None = None
+        self._threshold: float | None = None
+
+    def explain(self) -> str:
+        """The accountant's report (see :meth:`DPTransform.explain`)."""
+        if self.charge is None:
+            raise RuntimeError(
+                "explain() is available once the transform is applied to a PCollection: its "
+                "cost depends on the input's windowing"
+            )
+        return explain_pipeline(self.accountant)
+
+    def plan_for(self, windowing: Any, name: str, owner: DPTransform) -> Charge:
+        """Plan the releases of ``windowing`` and charge ``owner``'s accountant for ``name``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            For a windowing :func:`~beam_dpsketch.privacy.plan_releases` refuses, a trigger with
+            an ``AfterProcessingTime`` part, a label already charged, or a budget kind the
+            mechanism cannot spend (the message starts with ``name``).
+        BudgetExceededError
+            If the charge does not fit in the accountant.
+        """
+        try:
+            plan = plan_releases(
+                windowing,
+                privacy_unit=self.privacy_unit,  # type: ignore[arg-type]
+                max_panes_per_window=self.max_panes_per_window,
+                max_windows_per_unit=self.max_windows_per_unit,
+                data_independent_panes=self.data_independent_panes,
+                release_range=self.release_range,
+            )
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"{name}: {exc}") from exc
+        processing_time = _processing_time_triggers(
+            windowing.triggerfn, getattr(windowing, "allowed_lateness", 0)
+        )
+        if processing_time:
+            # AfterProcessingTime starts its delay at the first element of a pane: without that
+            # element the pane closes later and can take in any number of later elements, so no
+            # mechanism calibrated for "replace one element" bounds what a pane releases.
+            raise ValueError(
+                f"{name}: trigger {windowing.triggerfn!r} fires on {', '.join(processing_time)}, "
+                "whose pane boundaries start at a pane's first element: removing one element can "
+                "move any number of others into a pane, so no finite sensitivity holds. Use "
+                "watermark (event-time) or count triggers"
+            )
+        owner.check_label_free(name)
+        budget = owner.budget_for(name)
+        self.mechanism.check_budget(budget)
+        mechanism = self.mechanism.for_pane_relation(plan.pane_relation)
+        per_release = plan.per_release_budget(budget)
+        cost = mechanism.privacy_cost(per_release)
+        desc = dict(mechanism.describe(per_release))
+        noise_scale = desc.pop("noise_scale", None)
+        threshold = desc.pop("threshold", None)
+        for reserved in ("mechanism", "privacy_unit", "windows", "panes", "releases"):
+            desc.pop(reserved, None)
+        self.charge = self.accountant.charge_plan(
+            name,
+            mechanism.name,
+            cost,
+            plan,
+            noise_scale=noise_scale,
+            threshold=threshold,
+            **desc,
+        )
+        self.plan = plan
+        self.per_release_budget = per_release
+        self.calibrated_mechanism = mechanism
+        self.release_label = name
+        self._cost = cost
+        self._noise_scale = noise_scale
+        self._threshold = threshold
+        return self.charge
+
+    def _with_heartbeats(self, pcoll: beam.PCollection) -> beam.PCollection:
+        """``pcoll`` plus one public heartbeat per window of the declared range."""
+        starts = _window_starts(pcoll.windowing.windowfn, self.release_range)  # type: ignore[arg-type]
+        beats = (
+            pcoll.pipeline
+            | "HeartbeatImpulse" >> beam.Impulse()
+            | "Heartbeats" >> beam.ParDo(_EmitHeartbeats(starts))
+            | "HeartbeatWindows" >> _same_windowing(pcoll.windowing)
+        )
+        return (pcoll, beats) | "WithHeartbeats" >> beam.Flatten()
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        """The exact combine and the noisy release of the planned release, applied to ``pcoll``."""
+        if self.plan is None or self.release_label is None:
+            raise RuntimeError("a release step is expanded only after plan_for()")
+        combine_fn = self.combine_fn
+        if self.release_range is not None:
+            pcoll = self._with_heartbeats(pcoll)
+            combine_fn = _SkipHeartbeats(beam.CombineFn.maybe_from_callable(combine_fn))
+        combine = beam.CombineGlobally(combine_fn)
+        if not pcoll.windowing.is_default():
+            # Defaults exist only for the default global windowing; elsewhere Beam's default
+            # injection would drop pane information (and refuses non-global windows).
+            combine = combine.without_defaults()
+        combined = pcoll | "ExactCombine" >> combine
+        release = _ReleaseDoFn(
+            self.release_label,
+            self.calibrated_mechanism,  # type: ignore[arg-type]
+            self.plan,
+            self.per_release_budget,  # type: ignore[arg-type]
+            self._cost,  # type: ignore[arg-type]
+            self.noise_source,
+            self.with_metadata,
+            self._noise_scale,
+            self._threshold,
+        )
+        return combined | "NoisyRelease" >> beam.ParDo(release).with_output_types(Any)
+
+
+class _ApplyReleaseStep(beam.PTransform):
+    """Apply a planned :class:`ReleaseStep` (the composite that owns it charged already)."""
+
+    def __init__(self, step: ReleaseStep) -> None:
+        super().__init__()
+        self._step = step
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        return self._step.expand(pcoll)
+
+
+class DPAggregate(DPTransform):
     """Exact ``CombineGlobally`` per window and pane, then one accounted, noisy release per pane.
 
     Parameters
@@ -526,8 +702,9 @@ class DPAggregate(beam.PTransform):
     with_metadata
         If true, emit one :class:`Release` per pane instead of the bare records.
     label
-        Release label (part of every release id, and the name charged to the accountant).
-        Default: the transform's full label in the pipeline. The noise key is derived per
+        Beam label of the transform and name of its release (part of every release id, and the
+        name charged to the accountant). Default: the class name as Beam label, and the
+        transform's full label in the pipeline as release name. The noise key is derived per
         transform application (:meth:`~beam_dpsketch.noise.NoiseSource.for_application`), so a
         label never makes two transforms, or two runs with a secret key, draw the same noise;
         only an insecure test source (``NoiseSource.insecure_for_tests``) reproduces noise.
@@ -586,248 +763,93 @@ class DPAggregate(beam.PTransform):
         windowing: Any = None,
         release_range: tuple[float, float] | None = None,
     ) -> None:
-        super().__init__()
         if not isinstance(mechanism, ReleaseMechanism):
             raise TypeError(f"mechanism must be a ReleaseMechanism, got {type(mechanism).__name__}")
-        if budget is not None and not isinstance(budget, PrivacyBudget):
-            raise TypeError(f"budget must be a PrivacyBudget or None, got {type(budget).__name__}")
-        if accountant is not None and not isinstance(accountant, PrivacyAccountant):
-            raise TypeError(
-                f"accountant must be a PrivacyAccountant or None, got {type(accountant).__name__}"
-            )
-        if budget is None and accountant is None:
-            raise ValueError("budget: pass a PrivacyBudget, an accountant, or both")
-        if privacy_unit not in ("element", "user"):
-            raise ValueError(f"privacy_unit must be 'element' or 'user', got {privacy_unit!r}")
-        noise_source = application_source(noise_source)
-        if label is not None and (not isinstance(label, str) or not label.strip()):
-            raise ValueError(f"label must be a non-empty string or None, got {label!r}")
-        if not isinstance(with_metadata, bool):
-            raise TypeError("with_metadata must be a bool")
-        if not isinstance(data_independent_panes, bool):
-            raise TypeError("data_independent_panes must be a bool")
-        mechanism.check_budget(budget if budget is not None else accountant.budget)  # type: ignore[union-attr]
-        if noise_source.is_insecure:
-            _LOG.warning(
-                "DPAggregate uses an INSECURE test noise key: its releases are not private"
-            )
-        self._combine_fn = combine_fn
-        self._mechanism = mechanism
-        self._budget = budget
-        self._accountant = accountant
-        self._privacy_unit = privacy_unit
-        self._max_panes = _optional_int(max_panes_per_window, "max_panes_per_window")
-        self._max_windows = _optional_int(max_windows_per_unit, "max_windows_per_unit")
-        self._data_independent_panes = data_independent_panes
-        self._noise_source = noise_source
-        self._with_metadata = with_metadata
-        self._release_label = label
-        self._windowing = windowing
-        self._release_range = check_release_range(release_range)
-        if accountant is None:
-            self._accountant = PrivacyAccountant(budget, name=label or "DPAggregate")  # type: ignore[arg-type]
-        # Filled in when applied.
-        self.plan: ReleasePlan | None = None
-        self.charge = None
-        self.per_release_budget: PrivacyBudget | None = None
-        self.calibrated_mechanism: ReleaseMechanism | None = None
-        self.release_label: str | None = None
-
-    @property
-    def accountant(self) -> PrivacyAccountant:
-        """The accountant this transform charges."""
-        return self._accountant  # type: ignore[return-value]
-
-    @property
-    def noise_source(self) -> NoiseSource:
-        """The noise source (its key is never shown)."""
-        return self._noise_source
-
-    def explain(self) -> str:
-        """The accountant's explain report, including this transform's charge.
-
-        Raises
-        ------
-        RuntimeError
-            If the transform has not been applied yet (its cost depends on the input windowing).
-        """
-        if self.charge is None:
-            raise RuntimeError(
-                "explain() is available once the transform is applied to a PCollection: its "
-                "cost depends on the input's windowing"
-            )
-        return explain_pipeline(self.accountant)
-
-    def _with_heartbeats(self, pcoll: beam.PCollection) -> beam.PCollection:
-        """``pcoll`` plus one public heartbeat per window of the declared range."""
-        starts = _window_starts(pcoll.windowing.windowfn, self._release_range)  # type: ignore[arg-type]
-        beats = (
-            pcoll.pipeline
-            | "HeartbeatImpulse" >> beam.Impulse()
-            | "Heartbeats" >> beam.ParDo(_EmitHeartbeats(starts))
-            | "HeartbeatWindows" >> _same_windowing(pcoll.windowing)
-        )
-        return (pcoll, beats) | "WithHeartbeats" >> beam.Flatten()
-
-    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        name = self._release_label or _applied_label(pcoll, self.label)
-        windowing = self._windowing if self._windowing is not None else pcoll.windowing
-        try:
-            plan = plan_releases(
-                windowing,
-                privacy_unit=self._privacy_unit,  # type: ignore[arg-type]
-                max_panes_per_window=self._max_panes,
-                max_windows_per_unit=self._max_windows,
-                data_independent_panes=self._data_independent_panes,
-                release_range=self._release_range,
-            )
-        except (ValueError, TypeError) as exc:
-            raise type(exc)(f"{name}: {exc}") from exc
-        processing_time = _processing_time_triggers(
-            windowing.triggerfn, getattr(windowing, "allowed_lateness", 0)
-        )
-        if processing_time:
-            # AfterProcessingTime starts its delay at the first element of a pane: without that
-            # element the pane closes later and can take in any number of later elements, so no
-            # mechanism calibrated for "replace one element" bounds what a pane releases.
-            raise ValueError(
-                f"{name}: trigger {windowing.triggerfn!r} fires on {', '.join(processing_time)}, "
-                "whose pane boundaries start at a pane's first element: removing one element can "
-                "move any number of others into a pane, so no finite sensitivity holds. Use "
-                "watermark (event-time) or count triggers"
-            )
-        accountant = self.accountant
-        if any(c.transform == name for _, c in accountant.all_charges()):
-            # Two releases with one label and one noise key would add *identical* noise, and the
-            # difference of their outputs would be exact.
-            raise ValueError(
-                f"{name}: accountant {accountant.name!r} already has a charge for this label; "
-                "give every DP transform its own label"
-            )
-        budget = self._budget if self._budget is not None else _remaining_budget(accountant, name)
-        self._mechanism.check_budget(budget)
-        mechanism = self._mechanism.for_pane_relation(plan.pane_relation)
-        per_release = plan.per_release_budget(budget)
-        cost = mechanism.privacy_cost(per_release)
-        desc = dict(mechanism.describe(per_release))
-        noise_scale = desc.pop("noise_scale", None)
-        threshold = desc.pop("threshold", None)
-        for reserved in ("mechanism", "privacy_unit", "windows", "panes", "releases"):
-            desc.pop(reserved, None)
-        self.charge = accountant.charge_plan(
-            name,
-            mechanism.name,
-            cost,
-            plan,
-            noise_scale=noise_scale,
-            threshold=threshold,
-            **desc,
-        )
-        self.plan = plan
-        self.per_release_budget = per_release
-        self.calibrated_mechanism = mechanism
-        self.release_label = name
-
-        combine_fn = self._combine_fn
-        if self._release_range is not None:
-            pcoll = self._with_heartbeats(pcoll)
-            combine_fn = _SkipHeartbeats(beam.CombineFn.maybe_from_callable(combine_fn))
-        combine = beam.CombineGlobally(combine_fn)
-        if not pcoll.windowing.is_default():
-            # Defaults exist only for the default global windowing; elsewhere Beam's default
-            # injection would drop pane information (and refuses non-global windows).
-            combine = combine.without_defaults()
-        combined = pcoll | "ExactCombine" >> combine
-        release = _ReleaseDoFn(
-            name,
+        super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
+        mechanism.check_budget(budget if budget is not None else self.accountant.budget)
+        self._step = ReleaseStep(
+            combine_fn,
             mechanism,
-            plan,
-            per_release,
-            cost,
-            self._noise_source,
-            self._with_metadata,
-            noise_scale,
-            threshold,
+            accountant=self.accountant,
+            noise_source=self.noise_source,
+            privacy_unit=privacy_unit,
+            max_panes_per_window=max_panes_per_window,
+            max_windows_per_unit=max_windows_per_unit,
+            data_independent_panes=data_independent_panes,
+            with_metadata=with_metadata,
+            release_range=release_range,
         )
-        return combined | "NoisyRelease" >> beam.ParDo(release).with_output_types(Any)
-
-
-def _same_windowing(windowing: Any) -> beam.WindowInto:
-    return beam.WindowInto(
-        windowing.windowfn,
-        trigger=windowing.triggerfn,
-        accumulation_mode=windowing.accumulation_mode,
-        timestamp_combiner=windowing.timestamp_combiner,
-        allowed_lateness=windowing.allowed_lateness,
-    )
-
-
-def explain_pipeline(accountant: PrivacyAccountant) -> str:
-    """The privacy report of a pipeline: every charge of ``accountant`` with running budgets.
-
-    The report holds public facts only (parameters, calibrations, costs). It never states how
-    many panes or windows a run released or withheld: those numbers depend on the data.
-
-    Parameters
-    ----------
-    accountant
-        The pipeline's accountant (shared by its DP transforms).
-    """
-    if not isinstance(accountant, PrivacyAccountant):
-        raise TypeError(f"accountant must be a PrivacyAccountant, got {type(accountant).__name__}")
-    return accountant.explain()
-
-
-class AccountedTransform(beam.PTransform):
-    """Base of the DP transforms built on one :class:`DPAggregate` (``self._aggregate``).
-
-    Gives them the same ``aggregate``/``accountant``/``explain()`` surface, and
-    :meth:`_bind_release`, which a composite's ``expand`` calls first: the release label and the
-    release plan belong to the composite, because its *input's* windowing is the user's (a
-    ``GroupByKey`` inside the composite would replace the trigger by its continuation).
-    """
-
-    _aggregate: DPAggregate
-    _label_arg: str | None = None
+        self._windowing = windowing
 
     @property
-    def aggregate(self) -> DPAggregate:
-        """The underlying release step (plan, charge and calibrated mechanism once applied)."""
-        return self._aggregate
+    def plan(self) -> ReleasePlan | None:
+        """The release plan (once applied)."""
+        return self._step.plan
 
     @property
-    def accountant(self) -> PrivacyAccountant:
-        """The accountant charged by this transform."""
-        return self._aggregate.accountant
+    def per_release_budget(self) -> PrivacyBudget | None:
+        """The budget of one release (once applied)."""
+        return self._step.per_release_budget
 
-    def explain(self) -> str:
-        """The accountant's report: mechanism, noise, threshold, windows, panes, cost, remaining.
+    @property
+    def calibrated_mechanism(self) -> ReleaseMechanism | None:
+        """The mechanism calibrated for the plan's pane relation (once applied)."""
+        return self._step.calibrated_mechanism
 
-        Available once the transform has been applied to a PCollection.
-        """
-        return self._aggregate.explain()
+    def display_parameters(self) -> dict[str, Any]:
+        return _step_parameters(self._step)
 
-    def _build_aggregate(
-        self,
-        combine_fn: Any,
-        mechanism: ReleaseMechanism,
-        *,
-        accountant: PrivacyAccountant | None,
-        budget: PrivacyBudget | None,
-        label: str | None,
-        **options: Any,
-    ) -> None:
-        """Create the release step; without a shared accountant, one of exactly ``budget``.
+    def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
+        windowing = self._windowing if self._windowing is not None else pcoll.windowing
+        return self._step.plan_for(windowing, name, self)
 
-        The private accountant is named after the transform so that ``explain()`` reads well.
-        """
-        if accountant is None:
-            accountant = PrivacyAccountant(budget, name=label or type(self).__name__)  # type: ignore[arg-type]
-        self._aggregate = DPAggregate(
-            combine_fn, mechanism, budget=budget, accountant=accountant, label=label, **options
+    def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
+        return self._step.expand(pcoll)
+
+
+def _step_parameters(step: ReleaseStep) -> dict[str, Any]:
+    return {
+        "mechanism": step.mechanism.name,
+        "privacy_unit": step.privacy_unit,
+        "max_panes_per_window": step.max_panes_per_window,
+        "max_windows_per_unit": step.max_windows_per_unit,
+        "release_range": None if step.release_range is None else str(step.release_range),
+    }
+
+
+class AccountedTransform(DPTransform):
+    """Base of the DP transforms built on one :class:`ReleaseStep` (``self._step``).
+
+    A composite builds its step with :meth:`_build_step` and applies it with
+    :meth:`_apply_step` at the end of its :meth:`expand_release`. The release plan is read from
+    the composite's *input* windowing, which is the user's (a ``GroupByKey`` inside the
+    composite would replace the trigger by its continuation), and charged when the composite is
+    applied.
+    """
+
+    _step: ReleaseStep
+
+    @property
+    def aggregate(self) -> ReleaseStep:
+        """The release step (plan, charge and calibrated mechanism once applied)."""
+        return self._step
+
+    def display_parameters(self) -> dict[str, Any]:
+        return _step_parameters(self._step)
+
+    def _build_step(self, combine_fn: Any, mechanism: ReleaseMechanism, **options: Any) -> None:
+        """Create the release step with this transform's accountant and noise source."""
+        mechanism.check_budget(self.budget if self.budget is not None else self.accountant.budget)
+        self._step = ReleaseStep(
+            combine_fn,
+            mechanism,
+            accountant=self.accountant,
+            noise_source=self.noise_source,
+            **options,
         )
-        self._label_arg = label
 
-    def _bind_release(self, pcoll: beam.PCollection) -> None:
-        self._aggregate._release_label = self._label_arg or _applied_label(pcoll, self.label)
-        self._aggregate._windowing = pcoll.windowing
+    def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
+        return self._step.plan_for(pcoll.windowing, name, self)
+
+    def _apply_step(self, pcoll: beam.PCollection) -> beam.PCollection:
+        return pcoll | "DPAggregate" >> _ApplyReleaseStep(self._step)

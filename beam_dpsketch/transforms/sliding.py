@@ -1,30 +1,32 @@
 """DP frequencies and heavy hitters over a sliding window in Beam: ``DPSlidingWindowFrequencies``.
 
 A thin adapter over :class:`~beam_dpsketch.sketches.sliding.DPSWSketch` (Wang, Wang and Chen,
-"DPSW-Sketch", KDD 2024) following spec dpsw-sketch §6.5 and §10.6:
+"DPSW-Sketch", KDD 2024) under the distributed-execution assumptions A1-A6 of
+``docs/algorithms.md#dpsw-beam``:
 
 1. **Steps.** Every element gets a 1-based *step*: its public position ``t`` (count-based mode,
-   spec §6.2 A1: a global sequencer numbered the stream ``1..n``), or its event-time unit
+   assumption A1: a global sequencer numbered the stream ``1..n``), or its event-time unit
    ``floor((timestamp - origin) / time_unit) + 1`` (time-based mode). A count-based element at
    position ``t`` is given the event time ``t - 1`` seconds, so both modes run the same
    event-time pipeline below. A **batch element** (many rows, see
    :class:`DPSlidingWindowFrequencies`) is split with numpy by ``(block, segment)`` instead: its
    keys are hashed once and it becomes one exact partial table per segment it touches, so Beam
-   moves a handful of elements per segment, not one per row (DESIGN principle 4).
+   moves a handful of elements per segment, not one per row.
 2. **Segments as windows.** A non-merging ``WindowFn`` puts each element into the window of its
-   ``(block, segment)`` (spec §6.5 step 2; segments are the elementary intervals of the cut points
+   ``(block, segment)`` (``docs/algorithms.md#dpsw-segments``; segments are the elementary
+   intervals of the cut points
    ``{0, B} U {I[j], B - I[j]}``). Windowing uses the default ``AfterWatermark()`` trigger,
-   ``allowed_lateness = 0`` and ``DISCARDING`` (spec §6.5 "Time-based mode"): a segment's table is
-   emitted once, when the watermark has passed its end (spec §6.2 A2). The input must be in
+   ``allowed_lateness = 0`` and ``DISCARDING``: a segment's table is emitted once, when the
+   watermark has passed its end (assumption A2). The input must be in
    ``GlobalWindows()`` (an element of ``k`` overlapping windows would be counted ``k`` times)
    with the default trigger (or ``AfterWatermark()`` without early or late firings) and
    ``allowed_lateness = 0``; any other input windowing is refused (``ValueError``) when the
    transform is applied.
 3. **Exact raw counts.** ``CombineGlobally`` per segment window builds an exact int64 Count-Min
    table (``CountMinSketch`` with the sketch's ``(width, depth, seed)``); partial tables of
-   different bundles and workers add exactly (spec §6.1). **No noise here** (spec §6.4 item 3).
-   A pane that is not the single ``ON_TIME`` pane raises (spec §10.6): nothing is released.
-4. **Seal and query.** One single-key stateful ``DoFn`` (the trusted aggregator, spec §6.2 A3)
+   different bundles and workers add exactly (linearity). **No noise here** (assumption A3).
+   A pane that is not the single ``ON_TIME`` pane raises (assumption A2): nothing is released.
+4. **Seal and query.** One single-key stateful ``DoFn`` (the trusted aggregator, assumption A3)
    holds a :class:`DPSWSketch` in state. It answers every declared query step
    ``t = every, 2 every, ...`` (up to the last step holding an element), in order, from an
    event-time timer at the end of the latest query step the data has reached: when it fires the
@@ -32,14 +34,14 @@ A thin adapter over :class:`~beam_dpsketch.sketches.sliding.DPSWSketch` (Wang, W
    For each ``t`` the DoFn adds those segment tables (:meth:`DPSWSketch.add_segment_counts`),
    seals with :meth:`DPSWSketch.advance_to` (noise drawn once per PCMS from
    ``noise_source.stream((label, "dpsw", block, kind, level))``, so a retried bundle re-draws the
-   same noise, spec §6.2 A5) and answers the public query keys or heavy hitters over the public
-   candidate set from the sealed sketches only (spec §1.4, §2.5, §2.6).
+   same noise, assumption A5) and answers the public query keys or heavy hitters over the public
+   candidate set from the sealed sketches only (Wang, Wang and Chen, Algorithm 3).
 
 Results equal the single-machine core fed with ``update_at(keys, steps)`` and ``advance_to(t)``
 at the same query steps, with the same noise source and label.
 
 Late data (time-based mode): an element behind the watermark when it reaches the segment windows
-is dropped by Beam (allowed lateness 0, spec §6.2 A2), which counts it in its
+is dropped by Beam (allowed lateness 0, assumption A2), which counts it in its
 ``droppedDueToLateness`` metric; it never changes a sealed sketch. The rows of a batch that fall
 in one segment share its window, hence its fate: their partial table is dropped as a whole (one
 count in the metric). A segment table reaching the aggregator after its range was sealed would
@@ -52,7 +54,6 @@ downstream; a test stream should advance the watermark past its last query time 
 
 from __future__ import annotations
 
-import logging
 import math
 import numbers
 import warnings
@@ -78,15 +79,15 @@ from apache_beam.utils.windowed_value import PaneInfoTiming
 
 from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import canonical_key, hash_keys
-from beam_dpsketch.noise import NoiseSource, application_source
+from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding import DPSWSketch
+from beam_dpsketch.transforms.base import DPTransform, as_extractor
 from beam_dpsketch.transforms.batching import is_key_batch
 
 __all__ = ["DPSlidingWindowFrequencies", "SlidingWindowRelease"]
-
-_LOG = logging.getLogger(__name__)
 
 MODES = ("count", "time")
 PRESETS = (None, "theory", "paper_experiments")
@@ -131,7 +132,8 @@ class SlidingWindowRelease:
         Count-based: positions ``max(t - W + 1, 1)`` and ``t`` (inclusive). Time-based: event
         times ``origin + (t - W) * time_unit`` and ``origin + t * time_unit`` (half-open).
     covered
-        ``(first, last)`` step actually summed by the query (spec §2.5 "covered range").
+        ``(first, last)`` step actually summed by the query (its covered range,
+        ``docs/algorithms.md#dpsw-e5``).
     kind
         ``"frequencies"`` or ``"heavy_hitters"``.
     records
@@ -197,10 +199,10 @@ class _StepClock:
 
 
 class _SegmentWindows(NonMergingWindowFn):
-    """Assigns each element to the window of its ``(block, segment)`` (spec §6.5 step 2).
+    """Assigns each element to the window of its ``(block, segment)`` (DPSW-segments).
 
     Data independent: a window depends only on the element's timestamp, never on its key, so
-    every range is fixed before any data is seen (spec §6.4 item 4).
+    every range is fixed before any data is seen.
     """
 
     def __init__(self, block: int, cuts: Sequence[int], clock: _StepClock) -> None:
@@ -284,13 +286,13 @@ def _as_batch(element: Any) -> tuple[int | np.ndarray, Any, np.ndarray | None] |
 
 
 class _Stamp(beam.DoFn):
-    """Give each element its step and route it to its segment window (spec §6.5 step 2).
+    """Give each element its step and route it to its segment window.
 
     A single row becomes ``(step, key)`` timestamped at its event time (count-based: the step's
     start). A batch element (see :func:`_as_batch`) is split with numpy by segment: its keys are
     hashed once, and one exact partial table per segment it touches goes to the ``_PARTS``
     output, timestamped at the earliest event time of its rows in that segment, so Beam moves a
-    handful of elements per segment instead of one per row (DESIGN principle 4).
+    handful of elements per segment instead of one per row.
     """
 
     def __init__(
@@ -412,8 +414,8 @@ class _SegmentCombineFn(beam.CombineFn):
     """Exact Count-Min table and last step of one segment, from batches of ``(step, key)`` rows
     or from :class:`_SegmentPart` partial tables.
 
-    The accumulator ``[CountMinSketch, max_step]`` is exact (no noise, spec §6.4 item 3); partial
-    tables merge by addition whatever Beam's merge tree (spec §6.1).
+    The accumulator ``[CountMinSketch, max_step]`` is exact (no noise, assumption A3); partial
+    tables merge by addition whatever Beam's merge tree.
     """
 
     def __init__(self, width: int, depth: int, seed: int) -> None:
@@ -457,7 +459,7 @@ class _SegmentTables(beam.DoFn):
     def process(
         self, accumulator: list, window=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam
     ):
-        # Spec §10.6: only the final ON_TIME pane may be sealed. Batch runners report the one
+        # Assumption A2: only the final ON_TIME pane may be sealed. Batch runners report the one
         # pane of a bounded input as UNKNOWN timing, first and last; anything else (an early or
         # late pane, a second firing) would release a range twice or before it is complete.
         timing = pane.timing
@@ -517,7 +519,7 @@ class _SealAndQuery(beam.DoFn):
     State: buffered segment tables (``(first step, last step, max step, items, table)``), the
     :class:`DPSWSketch` bytes, and progress ``(next query step, max step seen, step of the armed
     timer or 0, items in complete segments, last step of the earliest-ending buffered segment
-    or 0)``. Raw counts live only in the runner's state backend (spec §6.2 A3, §10.4).
+    or 0)``. Raw counts live only in the runner's state backend (assumption A3).
 
     One event-time timer is armed at the end of the **latest** query step that data has reached
     (``every * floor(max step seen / every)``). When it fires, the watermark has passed the end
@@ -565,7 +567,7 @@ class _SealAndQuery(beam.DoFn):
             # Counts and positions come from the data: the message names the rule only.
             raise ValueError(
                 f"{self._label}: a segment holds more elements than positions: position_fn "
-                "must give each position 1..n exactly once (spec dpsw-sketch §6.2 A1)"
+                "must give each position 1..n exactly once (assumption A1 of DPSW-beam)"
             )
         segments.add((first, last, max_step, items, table))
         next_q, seen, armed, complete, due = progress.read() or (self._every, 0, 0, 0, 0)
@@ -635,8 +637,8 @@ class _SealAndQuery(beam.DoFn):
         if complete != done:
             raise ValueError(
                 f"{self._label}: a completed range of positions does not hold one element per "
-                "position: position_fn must give each position 1..n exactly once (spec "
-                "dpsw-sketch §6.2 A1)"
+                "position: position_fn must give each position 1..n exactly once (assumption "
+                "A1 of DPSW-beam)"
             )
 
     def _answer(self, sketch: DPSWSketch, t: int):
@@ -646,7 +648,8 @@ class _SealAndQuery(beam.DoFn):
         if self._queries.gamma is None:
             records = tuple(zip(keys, est, strict=True))
         else:
-            # The threshold of DPSWSketch.heavy_hitters (spec §2.6): nominal w even in warm-up.
+            # The threshold of DPSWSketch.heavy_hitters (Wang, Wang and Chen, Algorithm 3 lines
+            # 6-9): nominal w even in warm-up.
             slack = sketch.hh_slack if self._queries.hh_slack is None else self._queries.hh_slack
             threshold = (self._queries.gamma - slack) * sketch.window
             records = tuple((k, e) for k, e in zip(keys, est, strict=True) if e >= threshold)
@@ -707,11 +710,11 @@ def _default_trigger(triggerfn: Any) -> bool:
     )
 
 
-class DPSlidingWindowFrequencies(beam.PTransform):
+class DPSlidingWindowFrequencies(DPTransform):
     """DP frequency or heavy-hitter queries over the last ``window`` steps, on a schedule.
 
-    Runs DPSW-Sketch (spec dpsw-sketch §2, errata E1, E4, E5, E7, E9 fixed) across Beam workers
-    per spec §6.5: exact per-segment Count-Min tables are combined across shards, sealed with
+    Runs DPSW-Sketch (Wang, Wang and Chen, Algorithms 1-3, with the corrections DPSW-E1, E4, E5,
+    E7 and E9 of ``docs/algorithms.md``) across Beam workers (DPSW-beam): exact per-segment Count-Min tables are combined across shards, sealed with
     Gaussian noise once per PCMS by a single trusted aggregator, and queries are answered every
     ``every`` steps (``t = every, 2 every, ...`` up to the last step holding an element) from
     sealed sketches only.
@@ -745,7 +748,8 @@ class DPSlidingWindowFrequencies(beam.PTransform):
         Window length ``W``: positions (count-based) or time units (time-based).
     budget
         ``PrivacyBudget.zcdp(rho)`` or ``PrivacyBudget.approx(eps, delta)`` (converted to
-        ``rho`` by spec §1.3 Eq. 1) for the **whole stream and all queries**. Pure DP is refused
+        ``rho`` by Wang, Wang and Chen, Eq. 1, the inverse of their Theorem 3.2) for the **whole
+        stream and all queries**. Pure DP is refused
         (the mechanism is Gaussian).
     every
         Query period ``N`` in steps.
@@ -754,14 +758,15 @@ class DPSlidingWindowFrequencies(beam.PTransform):
     query_keys
         Public keys whose window frequency is estimated at every query time; or
     candidates, gamma
-        A **public** candidate domain (fixed before seeing the data, spec §10.4) and the
-        heavy-hitter fraction ``gamma``; ``hh_slack`` overrides the threshold slack (spec §2.6,
-        E14; default ``e / width``).
+        A **public** candidate domain (fixed before seeing the data) and the heavy-hitter
+        fraction ``gamma``; ``hh_slack`` overrides the threshold slack
+        (``docs/algorithms.md#dpsw-e14``; default ``e / width``).
     mode
-        ``"count"`` (default): elements carry a public, gap-free position ``1..n`` (spec §6.2
-        A1), by default ``(position, key)`` pairs (``position_fn``/``key_fn`` extract them).
+        ``"count"`` (default): elements carry a public, gap-free position ``1..n`` (assumption
+        A1 of ``docs/algorithms.md#dpsw-beam``), by default ``(position, key)`` pairs (``position_fn``/``key_fn`` extract them).
         ``"time"``: steps are event-time units ``floor((ts - origin) / time_unit) + 1`` of the
         element timestamp (or of ``time_fn(element)`` seconds); ``key_fn`` defaults to identity.
+        Each extractor is a callable or the field name of ``dict`` / ``beam.Row`` elements.
     time_unit, origin
         Seconds per step and event time at which step 1 starts (time-based mode).
     preset
@@ -772,41 +777,43 @@ class DPSlidingWindowFrequencies(beam.PTransform):
         Further :class:`~beam_dpsketch.sketches.sliding.DPSWSketch` arguments: ``block``,
         ``beta``, ``alpha``, ``checkpoints``, ``split``, ``q``, ``noise``, ``middle``...
     accountant
-        Charged once with the whole budget at construction (``BudgetExceededError`` if it does
-        not fit); default: a private accountant of exactly ``budget``.
+        Charged once with the whole budget when the transform is applied, before anything runs
+        (``BudgetExceededError`` if it does not fit); default: a private accountant of exactly
+        ``budget``.
     noise_source
         :class:`~beam_dpsketch.noise.NoiseSource` (default: a fresh secret one); the zero-noise
         test source is refused.
     with_metadata
         Emit :class:`SlidingWindowRelease` records instead of plain tuples.
     label
-        Names the transform in the accountant and in every noise release id
-        ``(label, "dpsw", block, kind, level)``: two transforms sharing a noise source need
-        different labels.
+        Beam label and release label: names the transform in the accountant and in every noise
+        release id ``(label, "dpsw", block, kind, level)``. Default: the class name as Beam
+        label, the applied full label as release label.
 
     Notes
     -----
     **Privacy guarantee.** ``rho``-zCDP, hence ``(eps, delta)``-DP, over the whole unbounded
     stream, whatever the number of queries, for **replace-one** neighbours only (the relation is
     :attr:`neighbouring_relation`, also in :meth:`explain`): queries are post-processing of sealed
-    PCMSs, each built over a fixed range and noised once (spec §1.4, §3; Wang, Wang and Chen,
-    Lemma 4.1 and Theorem 4.4(1)).
+    PCMSs, each built over a fixed range and noised once (Wang, Wang and Chen, Lemma 4.1 and
+    Theorem 4.4(1)).
 
     * Count-based mode: two streams of the same length ``n`` whose elements differ in the key of
       one element, at the same position (the paper's model: positions are the clock). Adding or
       removing an element is **not** covered: it shifts every later position, so every later
-      range changes (spec §1.2).
+      range changes.
     * Time-based mode: two streams with the same event times whose events differ in the key of
       one event. Event times, hence the number of events at every step, are public. Adding,
       removing or moving an event is **not** covered: the sketches alone would cover adding or
-      removing one event (L2 sensitivity ``sqrt(depth)``, spec §6.2 A6), but the query schedule
+      removing one event (L2 sensitivity ``sqrt(depth)``, ``docs/algorithms.md#dpsw-a6``), but
+      the query schedule
       ends at the last step holding an event, so one added late event adds releases.
 
     The number of outputs follows the public schedule: one answer (every query key, or one
     possibly empty heavy-hitter list) at every ``t = every, 2 every, ...`` up to the last step
     holding an element, whether or not data fell in the queried range. Query times, the query
     keys and the candidates are public.
-    Workers, combiners and the runner's state backend see raw counts (central DP, spec §6.2 A3).
+    Workers, combiners and the runner's state backend see raw counts (central DP, assumption A3).
     An instance is applied once (its label keys the noise).
     """
 
@@ -833,25 +840,21 @@ class DPSlidingWindowFrequencies(beam.PTransform):
         accountant: PrivacyAccountant | None = None,
         noise_source: NoiseSource | None = None,
         with_metadata: bool = False,
-        label: str = "DPSlidingWindowFrequencies",
+        label: str | None = None,
         **sketch_options: Any,
     ) -> None:
-        super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if preset not in PRESETS:
             raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
-        if not isinstance(label, str) or not label.strip():
-            raise ValueError(f"label must be a non-empty string, got {label!r}")
+        if not isinstance(budget, PrivacyBudget):
+            raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
         if not isinstance(with_metadata, bool):
             raise TypeError("with_metadata must be a bool")
+        super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
         self.mode = mode
         self.every = check_int(every, "every")
         self.with_metadata = with_metadata
-        self.release_label = label
-        self._noise_source = application_source(noise_source)
-        if self._noise_source.is_insecure:
-            _LOG.warning("%s uses an INSECURE test noise key: its output is not private", label)
 
         if mode == "count":
             if time_fn is not None:
@@ -868,15 +871,24 @@ class DPSlidingWindowFrequencies(beam.PTransform):
             )
         # The guarantee's relation, stated on every surface (charge, explain(), CLI).
         self.neighbouring_relation = NEIGHBOURING_RELATIONS[mode]
+        key_fn = as_extractor(key_fn, "key_fn")
+        position_fn = as_extractor(position_fn, "position_fn")
         self._key_fn = key_fn or ((lambda e: e[1]) if mode == "count" else (lambda e: e))
         self._position_fn = (position_fn or (lambda e: e[0])) if mode == "count" else None
-        self._time_fn = time_fn
+        self._time_fn = as_extractor(time_fn, "time_fn")
 
-        # Build (and so validate) the core sketch now, at construction.
+        # Build (and so validate) the core sketch now, at construction. Its label, which keys
+        # the noise, is the release label, set when the transform is applied.
         self._factory = _SketchFactory(
             preset,
             (window, budget),
-            {"width": width, "depth": depth, "seed": seed, "label": label, **sketch_options},
+            {
+                "width": width,
+                "depth": depth,
+                "seed": seed,
+                "label": label or self.default_label(),
+                **sketch_options,
+            },
         )
         probe = self._factory(self._noise_source)
         self.window = probe.window
@@ -886,37 +898,8 @@ class DPSlidingWindowFrequencies(beam.PTransform):
         self._queries = self._check_queries(probe, query_keys, candidates, gamma, hh_slack)
         self._windows = _SegmentWindows(probe.block, probe.layout.cuts, self._clock)
 
-        cost = PrivacyBudget.zcdp(self.rho, self.delta)
-        if accountant is None:
-            accountant = PrivacyAccountant(budget, name=label)
-        elif not isinstance(accountant, PrivacyAccountant):
-            raise TypeError(
-                f"accountant must be a PrivacyAccountant or None, got {type(accountant).__name__}"
-            )
-        if any(c.transform == label for _, c in accountant.all_charges()):
-            # Same label and noise key would give identical noise to two releases.
-            raise ValueError(
-                f"{label}: accountant {accountant.name!r} already has a charge for this label; "
-                "give every DP transform its own label"
-            )
-        report = probe.privacy_report()
-        self._accountant = accountant
         self._applied = False
-        self.charge = accountant.charge(
-            label,
-            "DPSW-Sketch (Gaussian PCMS, spec dpsw-sketch §2-§3)",
-            cost,
-            1,
-            "element",
-            noise_scale=probe.level_sigmas()[0],
-            neighbouring_relation=self.neighbouring_relation,
-            queries=f"every {self.every} steps, unlimited (post-processing)",
-            window=self.window,
-            block=probe.block,
-            checkpoints=list(probe.checkpoints),
-            level_rhos=", ".join(f"{r:.6g}" for r in report["levels"]),
-            level_sigmas=", ".join(f"{s:.6g}" for s in report["sigmas"]),
-        )
+        self.release_label = None
 
     @staticmethod
     def _check_queries(
@@ -953,58 +936,86 @@ class DPSlidingWindowFrequencies(beam.PTransform):
         if gamma < 4 * zeta:
             warnings.warn(
                 f"gamma = {gamma} < 4 zeta = {4 * zeta:.4g}: the heavy-hitter guarantee of "
-                "Lemma 4.3 needs gamma >= 4 zeta (spec dpsw-sketch E19)",
+                "Lemma 4.3 needs gamma >= 4 zeta (DPSW-E19 in docs/algorithms.md)",
                 stacklevel=3,
             )
         return _Queries(keys, float(gamma), None if hh_slack is None else float(hh_slack))
 
-    @property
-    def accountant(self) -> PrivacyAccountant:
-        """The accountant charged (once, with the whole budget) by this transform."""
-        return self._accountant
+    def display_parameters(self) -> dict[str, Any]:
+        width, depth, seed = self._shape()
+        return {
+            "mechanism": "DPSW-Sketch (Gaussian PCMS)",
+            "mode": self.mode,
+            "window": self.window,
+            "every": self.every,
+            "width": width,
+            "depth": depth,
+            "seed": seed,
+            "rho": self.rho,
+            "queries": "frequencies" if self._queries.gamma is None else "heavy hitters",
+            "query_keys": len(self._queries.keys),
+            "gamma": self._queries.gamma,
+            "neighbouring_relation": self.neighbouring_relation,
+        }
 
-    @property
-    def noise_source(self) -> NoiseSource:
-        """The noise source (its key is never shown)."""
-        return self._noise_source
-
-    def explain(self) -> str:
-        """The accountant's report, including this transform's single charge."""
-        return self._accountant.explain()
-
-    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+    def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
         if self._applied:
-            # The label (hence every noise stream) and the single charge are fixed at
-            # construction: a second input would get the same noise and no charge.
+            # The transform holds one set of segment windows and one aggregator: a second
+            # input would need its own release label, noise and charge, i.e. its own transform.
             raise ValueError(
-                f"{self.release_label}: a DPSlidingWindowFrequencies instance can be applied once "
+                f"{name}: a DPSlidingWindowFrequencies instance can be applied once "
                 "(its label keys the noise and its one charge covers one input); build one "
                 "transform, with its own label, per input"
             )
         windowing = pcoll.windowing
         if not _default_trigger(windowing.triggerfn):
             raise ValueError(
-                f"{self.release_label}: the input's trigger {windowing.triggerfn!r} is not the "
+                f"{name}: the input's trigger {windowing.triggerfn!r} is not the "
                 "default AfterWatermark() without early or late firings: each sketch must be "
-                "sealed exactly once, when its range is complete (spec dpsw-sketch §6.4, §6.5)"
+                "sealed exactly once, when its range is complete (assumption A2 of DPSW-beam)"
             )
         lateness = int(Duration.of(windowing.allowed_lateness).micros)
         if lateness != 0:
             raise ValueError(
-                f"{self.release_label}: the input's allowed_lateness is "
+                f"{name}: the input's allowed_lateness is "
                 f"{lateness / _MICROS:g} s; it must be 0 (late data must never reach a sealed "
-                "sketch, spec dpsw-sketch §6.2 A2, §6.4 item 2)"
+                "sketch: assumption A2 of DPSW-beam)"
             )
         if not isinstance(windowing.windowfn, GlobalWindows):
             # An element in k windows (SlidingWindows) is one windowed value per window: the
             # re-windowing below would count it k times while rho is charged once. Any other
             # WindowFn adds nothing: the segments are the only windows the mechanism uses.
             raise ValueError(
-                f"{self.release_label}: the input's WindowFn {windowing.windowfn!r} is not "
+                f"{name}: the input's WindowFn {windowing.windowfn!r} is not "
                 "GlobalWindows(); window the data into the global window before this transform "
                 "(its own segment windows follow the public step schedule)"
             )
+        self.check_label_free(name)
+        # The release label keys every noise stream of the sealed sketches.
+        self._factory = _SketchFactory(
+            self._factory.preset, self._factory.args, {**self._factory.kwargs, "label": name}
+        )
+        probe = self._factory(self._noise_source)
+        report = probe.privacy_report()
+        charge = self.accountant.charge(
+            name,
+            "DPSW-Sketch (Gaussian PCMS; Wang, Wang and Chen, Lemma 4.1)",
+            PrivacyBudget.zcdp(self.rho, self.delta),
+            1,
+            "element",
+            noise_scale=probe.level_sigmas()[0],
+            neighbouring_relation=self.neighbouring_relation,
+            queries=f"every {self.every} steps, unlimited (post-processing)",
+            window=self.window,
+            block=probe.block,
+            checkpoints=list(probe.checkpoints),
+            level_rhos=", ".join(f"{r:.6g}" for r in report["levels"]),
+            level_sigmas=", ".join(f"{s:.6g}" for s in report["sigmas"]),
+        )
         self._applied = True
+        return charge
+
+    def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
         stamp = _Stamp(
             self.mode,
             self._windows,

@@ -23,9 +23,9 @@ from apache_beam.testing import test_stream as ts
 from apache_beam.testing.util import assert_that
 from apache_beam.transforms import trigger as tr
 from apache_beam.transforms.window import FixedWindows, GlobalWindows, TimestampedValue
+from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.pipelines.options import DumpToFile
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms.continual import ContinualDPSketch
 
@@ -36,7 +36,7 @@ DISCARDING = tr.AccumulationMode.DISCARDING
 
 def _pane_sketch(label: str, horizon: int = 8) -> ContinualDPSketch:
     return ContinualDPSketch(
-        "lazy-cms", 16, 3, horizon, BUDGET, queries=QUERIES, time_model="pane",
+        "lazy-cms", 16, 3, horizon, BUDGET, query_keys=QUERIES, time_model="pane",
         noise_source=NoiseSource.insecure_for_tests(3), label=label,
     )  # fmt: skip
 

@@ -32,11 +32,11 @@ import apache_beam as beam
 import numpy as np
 import pytest
 from apache_beam.testing.util import assert_that
+from collect import DumpToFile
 from privacy_audit import FAILURE, epsilon_lower_bound
 
 from beam_dpsketch.hashing import hash_keys, row_buckets
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.pipelines.options import DumpToFile
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.intermittent import UseAndKeepSketch, discrete_laplace_variance
 from beam_dpsketch.transforms.intermittent import DPIntermittentQueries, QuerySchedule

@@ -72,7 +72,7 @@ def quantile_totals(monkeypatch):
 
 
 def _estimated_total(released) -> float:
-    """The Count-Min total estimated from the noisy table alone (spec §4.4)."""
+    """The Count-Min total estimated from the noisy table alone ."""
     rows = released.table.sum(axis=1) - released.offset * released.width
     return float(rows.mean())
 

@@ -28,7 +28,7 @@ def _pipeline_error(elements: list, transform: beam.PTransform) -> str:
 
 def _continual(horizon: int) -> ContinualDPSketch:
     return ContinualDPSketch(
-        "lazy-cms", 16, 3, horizon, PrivacyBudget.approx(0.5, 1e-6), queries=["a"],
+        "lazy-cms", 16, 3, horizon, PrivacyBudget.approx(0.5, 1e-6), query_keys=["a"],
         release_every=horizon,
         noise_source=NoiseSource.insecure_for_tests(1),
     )  # fmt: skip

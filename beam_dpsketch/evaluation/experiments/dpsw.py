@@ -1,26 +1,26 @@
-"""DPSW-Sketch (Wang, Wang and Chen, KDD 2024): the results R1-R15 of spec dpsw-sketch §7.4.
+"""DPSW-Sketch (Wang, Wang and Chen, KDD 2024): the results R1-R15 of [WWC24, Section 5 and Appendix C].
 
-The paper's results are plots only (Figures 2-13); spec §7.4 turns each into a falsifiable claim.
+The paper's results are plots only (Figures 2-13); [WWC24, Section 5 and Appendix C] turns each into a falsifiable claim.
 This module runs them with the library's :class:`~beam_dpsketch.sketches.sliding.DPSWSketch`
-(preset ``paper_experiments``: ``B = w/10``, ``|I| = 3``, the code's 0.8 budget split, spec §2.7
-and E12) against the private baselines of :mod:`~beam_dpsketch.sketches.sliding_baselines`
-(U-Sketch and PCC-MG, spec §5; BLMZ is not built) and the non-private exact-window Count-Min
-that stands in for Microscope-Sketch (spec §5 B4 [R]).
+(preset ``paper_experiments``: ``B = w/10``, ``|I| = 3``, the code's 0.8 budget split, docs/algorithms.md#dpsw-e12
+and docs/algorithms.md#dpsw-e12) against the private baselines of :mod:`~beam_dpsketch.sketches.sliding_baselines`
+(U-Sketch and PCC-MG, [WWC24, Appendix B]; BLMZ is not built) and the non-private exact-window Count-Min
+that stands in for Microscope-Sketch ([WWC24, Appendix B]; a library choice).
 
-Protocol P-paper (spec §7.2): a random 1% of the time steps in ``[w, n]``, subsampled to at most
+Protocol P-paper ([WWC24, Section 5]): a random 1% of the time steps in ``[w, n]``, subsampled to at most
 ``queries`` of them (seeded); at each, 50 "high" items (the window's true top 50) and 50 "low"
 items (uniform among the others with window frequency ``>= 100``, all of them when fewer), MAE
-and MRE over each set (spec §7.3), and one heavy-hitter query per ``gamma`` over the public
+and MRE over each set ([WWC24, Section 5]), and one heavy-hitter query per ``gamma`` over the public
 domain, scored by precision, recall and F1 against ``{e : f_e >= gamma w}``. Ground truth is an
 exact window count over the whole domain updated incrementally between sorted query times (add
-the new chunk, subtract the expired one, spec §10.5); nothing rescans the window.
+the new chunk, subtract the expired one, docs/algorithms.md#dpsw-segments); nothing rescans the window.
 
-Data (spec §7.1; AOL, MovieLens and WorldCup are not reachable here, shared/notes/datasets.md):
+Data ([WWC24, Table 2 and Appendix A]; AOL, MovieLens and WorldCup are not reachable here, docs/evaluation.md#real-data):
 the paper's synthetic Zipf(1) and Gaussian(50, 25) mixtures over ``{1..25600}``, a stream
 sampled i.i.d. from wordfreq's English table (top 50,000 words; a real long tail in place of
 AOL's keywords), and the US flights 2001 routes in their true time order (count-based windows,
 like the paper's time-sorted real data sets). A time-based run on the flights (windows in
-minutes of the true timestamps, spec §6.5) checks the same accuracy with event-time blocks.
+minutes of the true timestamps, docs/algorithms.md#dpsw-beam) checks the same accuracy with event-time blocks.
 
 Every number is computed; the verdicts follow from the tables. Noise comes from
 ``NoiseSource.insecure_for_tests`` with a distinct release id per cell (reproduction only).
@@ -81,7 +81,7 @@ __all__ = [
 
 EXPERIMENT_VERSION = "1"
 EPSILONS: tuple[float, ...] = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
-"""The paper's epsilon grid (spec §7.2, the authors' code)."""
+"""The paper's epsilon grid ([WWC24, Section 5], the authors' code)."""
 GAMMAS: tuple[float, ...] = (0.002, 0.005, 0.01, 0.02)
 """Heavy-hitter thresholds: 0.005 and 0.01 in the eps sweep (Fig. 4), all four at eps = 1."""
 METHODS: tuple[str, ...] = ("dpsw", "usketch", "pccmg", "exact_cms")
@@ -100,7 +100,9 @@ ZIPF_ITEMS = 25600
 WORDS_TOP = 50_000
 PER_PCMS_COUNTERS = 10_000  # a * b of one PCMS in App. C (Fig. 11: a = 2..10, b = 5000..1000)
 MODES_LAMS = (0.5, 0.25, 0.125, 0.0625, 0.05, 0.0375, 0.025)  # PCC-MG size sweep: ~4-400 KB
-REF_DEPTH = 3  # default depth of the App. C sweeps and of the eps sweep (spec Appendix B)
+REF_DEPTH = (
+    3  # default depth of the App. C sweeps and of the eps sweep (the DPSW tests' reference shape)
+)
 _gtag = functools.partial(param_tag, "g")  # column-name fragment of a gamma: g0005
 
 
@@ -119,8 +121,8 @@ METRICS: tuple[str, ...] = (
     "rho",
     "delta",
 )
-"""Cell metrics. ``f1slack`` is DPSW's F1 with threshold ``(gamma - 1/b) w`` (E14; NaN for the
-other methods); ``size_bytes`` is the memory of the live counters (spec §7.3 [R]); throughput is
+"""Cell metrics. ``f1slack`` is DPSW's F1 with threshold ``(gamma - 1/b) w`` (docs/algorithms.md#dpsw-e14; NaN for the
+other methods); ``size_bytes`` is the memory of the live counters ([WWC24, Section 5], library choice); throughput is
 items per second over the update calls only."""
 
 
@@ -261,7 +263,7 @@ MODES: dict[str, DPSWConfig] = {
     ),
 }
 """Presets. ``full`` has the paper's ``w = 10**6`` and eps grid on 3 M-item streams (the authors'
-harness also used the first 3 M items, spec §2.8 item 5; the paper's 10 M do not fit the time
+harness also used the first 3 M items, docs/algorithms.md#dpsw-e26; the paper's 10 M do not fit the time
 box); ``quick`` scales the window down by 10 (``w = 10**5``, 400,000 items, 4 eps values)."""
 
 DATASET_LABELS = {
@@ -314,7 +316,7 @@ def _stream(dataset: str, n: int, rows: int | None, seed: int) -> tuple[np.ndarr
         return datasets.word_stream(n, seed, _words()), np.arange(WORDS_TOP)
     if dataset.startswith("flights-"):
         routes, _ = _flights(dataset.removeprefix("flights-"), rows)
-        # Every route code of the file: an evaluation convenience (spec §10.4), not a public
+        # Every route code of the file: an evaluation convenience (docs/algorithms.md#dpsw-beam), not a public
         # domain fixed in advance; a deployment would declare all airport pairs.
         return routes, np.arange(int(routes.max()) + 1)
     raise ValueError(f"unknown dataset {dataset!r}")
@@ -356,7 +358,7 @@ def workload(
     low_floor: int,
     seed: int,
 ) -> Workload:
-    """Protocol P-paper (spec §7.2) for one stream and window: times, query sets, truth.
+    """Protocol P-paper ([WWC24, Section 5]) for one stream and window: times, query sets, truth.
 
     The query times are a random 1% of ``[w, n]`` subsampled to at most ``queries``; at each,
     the window's true top 50 ("high") and 50 uniform draws among the other items with frequency
@@ -405,7 +407,7 @@ def workload(
 def checkpoints_for(block: int, levels: int) -> list[int]:
     """A checkpoint list ``I = [B, ..., 1]`` of exactly ``levels`` entries (R13's ``|I|`` axis).
 
-    ``|I| = 2`` is ``[B, 1]``; otherwise the smooth histogram of spec §2.2 with the exact
+    ``|I| = 2`` is ``[B, 1]``; otherwise the smooth histogram of docs/algorithms.md#dpsw-checkpoints with the exact
     rational ``alpha`` nearest to ``1 - B^(-1/(|I|-1))`` (a geometric list) that yields
     ``levels`` entries, as the paper varies ``alpha`` from 0.99 to 0.1 to vary ``|I|`` (App. C).
     """
@@ -423,8 +425,8 @@ def checkpoints_for(block: int, levels: int) -> list[int]:
 
 
 def _live_pcms(substreams: int, levels: int) -> int:
-    # spec §2.3: (ceil(w/B) + 1) |I| + |I| - 1 live sketches with prefix freeing, plus the
-    # 2|I| - 1 raw segment tables of the current block (spec §10.5 memory formula).
+    # [WWC24, Section 4.1]: (ceil(w/B) + 1) |I| + |I| - 1 live sketches with prefix freeing, plus the
+    # 2|I| - 1 raw segment tables of the current block (docs/algorithms.md#dpsw-segments memory formula).
     return (substreams + 1) * levels + levels - 1 + 2 * levels - 1
 
 
@@ -448,7 +450,7 @@ def _nominal_bytes(method: str, p: Mapping[str, Any]) -> float:
 def size_params(
     method: str, size_kb: float, w: int, lams: Sequence[float] = MODES_LAMS
 ) -> dict[str, Any]:
-    """Parameters giving about ``size_kb`` of live counters (R11; spec §7.3 [R] size)."""
+    """Parameters giving about ``size_kb`` of live counters (R11; [WWC24, Section 5], library choice size)."""
     target = size_kb * 1024
     if method in ("dpsw", "usketch", "exact_cms"):
         per = _nominal_bytes(method, {"w": w, "depth": REF_DEPTH, "width": 1})
@@ -459,7 +461,7 @@ def size_params(
 
 
 def _budget(eps: float, n: int) -> tuple[PrivacyBudget, float]:
-    delta = 1.0 / n**1.5  # spec §7.2 with the actual n (E13)
+    delta = 1.0 / n**1.5  # [WWC24, Section 5] with the actual n (docs/algorithms.md#dpsw-e13)
     return PrivacyBudget.approx(eps, delta), delta
 
 
@@ -596,7 +598,7 @@ TIME_METRICS: tuple[str, ...] = (
 def time_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     """DPSW over the flights with true timestamps: time-based windows of ``w`` minutes.
 
-    Positions are minutes since the first flight (spec §6.5 time-based mode; any number of flights
+    Positions are minutes since the first flight (docs/algorithms.md#dpsw-beam time-based mode; any number of flights
     per minute). Query instants are a random 1% of the minutes in ``[w, T]`` (at most
     ``queries``); high/low sets as in :func:`workload` over the window ``(t - w, t]`` minutes.
     The count-based twin uses ``w_count`` = the mean window occupancy, queried after the last
@@ -961,28 +963,28 @@ def _build_report(
     delta = delta[np.isfinite(delta)]
     notes = [
         "DPSW runs the paper_experiments preset (B = w/10, |I| = 3 with I = [B, ceil(B/2), 1], "
-        "the authors' code budget split 0.8/0.05/0.05; spec §2.7, E12), not Algorithm 2's budget "
+        "the authors' code budget split 0.8/0.05/0.05; docs/algorithms.md#dpsw-e12), not Algorithm 2's budget "
         f"formula. Depth a = {REF_DEPTH}, width b = {config.width} in the eps and window sweeps "
         "(fixed, not tuned per eps as in the paper); the App. C sweeps keep the default total of "
-        f"{config.pcms_counters:,} counters per PCMS x the default number of live PCMSs (spec E25: "
+        f"{config.pcms_counters:,} counters per PCMS x the default number of live PCMSs (docs/algorithms.md#dpsw-e25: "
         "'100 KB' cannot be the total).",
-        f"delta = 1/n^1.5 with the actual stream length (E13): {fmt(sorted(set(delta)), 3)}.",
+        f"delta = 1/n^1.5 with the actual stream length (docs/algorithms.md#dpsw-e13): {fmt(sorted(set(delta)), 3)}.",
         "Baselines: U-Sketch and PCC-MG as built in sliding_baselines (continual-release-correct "
         "noise: keyed, never re-drawn per query; PCC-MG with pure-DP noise on the whole public "
-        "universe), which is more conservative than the authors' code (spec §5). BLMZ-Sketch is "
+        "universe), which is more conservative than the authors' code ([WWC24, Appendix B]). BLMZ-Sketch is "
         "not built; Microscope-Sketch is replaced by an exact-window Count-Min of the same "
-        "(a, b) (spec §5 B4 [R]), whose size counts only its counters.",
+        "(a, b) ([WWC24, Appendix B]; a library choice), whose size counts only its counters.",
         "Data: AOL, MovieLens and WorldCup are not reachable from this machine; the synthetic "
         "Zipf and Gaussian mixtures are the paper's; 'words' samples wordfreq's English table "
         "(top 50,000 words) i.i.d.; the flights routes are real and time-ordered. The flights "
-        "heavy-hitter domain is the file's route codes (an evaluation convenience, spec §10.4).",
-        f"Protocol P-paper only (spec §7.2/E17): at most {config.queries} query times per cell, "
+        "heavy-hitter domain is the file's route codes (an evaluation convenience, docs/algorithms.md#dpsw-beam).",
+        f"Protocol P-paper only ([WWC24, Section 5]/docs/algorithms.md#dpsw-e17): at most {config.queries} query times per cell, "
         f"heavy hitters scored at {config.hh_queries} of them; low items need f >= "
         f"{config.low_floor}. P-code (101 fixed times) is not run.",
         "Throughput is Python/numpy on a shared 2-core machine (items/s over the update calls); "
         "the paper's is single-threaded C++.",
         "Heavy hitters: threshold gamma*w (hh_slack = 0) for every method; DPSW's F1 with "
-        "hh_slack = 1/b is in the f1slack columns (E14).",
+        "hh_slack = 1/b is in the f1slack columns (docs/algorithms.md#dpsw-e14).",
         "Noise from the seeded test noise source (reproduction only); one hash seed per trial.",
     ]
     if config.mode != "full":
@@ -1028,7 +1030,7 @@ def _claims(
     par_agg: pa.Table,
 ) -> list[Claim]:
     claims: list[Claim] = []
-    src = "Wang et al. KDD 2024; spec dpsw-sketch §7.4"
+    src = "Wang et al. KDD 2024; [WWC24, Section 5 and Appendix C]"
     eps = sorted(set(col(matching(eps_agg, method="dpsw"), "eps").tolist()))
     big = [e for e in eps if e >= 1.0]
     e1 = min(eps, key=lambda e: abs(e - 1.0))
@@ -1264,13 +1266,13 @@ def _claims(
         *verdict(ok, "a trend holds on fewer than 3/4 of the datasets"), "fig6_size_mae.png",
     ))  # fmt: skip
 
-    # R12: throughput ordering (Python: ordering and dependence on a and |I| only, spec [R]).
+    # R12: throughput ordering (Python: ordering and dependence on a and |I| only; a library choice).
     tput = {m: float(np.median([v(m, "throughput", ds, 1.0 if m == "exact_cms" else e1)
                                 for ds in dsets])) for m in METHODS}  # fmt: skip
     ok = tput["exact_cms"] > tput["dpsw"] and tput["pccmg"] > tput["dpsw"]
     claims.append(Claim(
         "R12", "Throughput: DPSW is similar to U-Sketch; the non-private sketch and the MG-based "
-        "PCC-MG are 5-10x faster.", src + " (Fig. 7); spec [R]: in Python check the ordering only",
+        "PCC-MG are 5-10x faster.", src + " (Fig. 7); library choice: in Python check the ordering only",
         f"median items/s over datasets at eps={e1:g}: " + ", ".join(
             f"{LABELS[m]} {tput[m]:,.0f}" for m in METHODS) + ".",
         *verdict(ok, "PCC-MG is slower than DPSW here: its Misra-Gries sketches update per "
@@ -1303,7 +1305,7 @@ def _claims(
         "throughput(|I| min) / throughput(|I| max): " + ", ".join(
             f"{ds} {r:.2f}x" for ds, r in tr.items())
         + f" (linear would be {(2 * lv[-1] - 1) / (2 * lv[0] - 1):.1f}x).",
-        *verdict(ok, "our segment technique (spec §10.2) adds each item to one segment table, "
+        *verdict(ok, "our segment technique (docs/algorithms.md#dpsw-segments) adds each item to one segment table, "
                   "so the update cost does not grow with |I|; only sealing does"),
         "fig9_levels_tput.png",
     ))  # fmt: skip
@@ -1367,8 +1369,8 @@ def _claims(
     ))  # fmt: skip
     claims.append(Claim(
         "R16", "Domain size m from 400 to 409,600: MAE roughly stable.", src + " (Fig. 14)",
-        "not measured.", "not run", "beyond this report's scope (the brief asks for R1-R4, R8, "
-        "R10, R11, R13-R15); the domain-size study needs its own grid of 6 synthetic streams",
+        "not measured.", "not run", "this report covers R1-R4, R8, R10, R11 and R13-R15; the "
+        "domain-size study needs its own grid of 6 synthetic streams",
     ))  # fmt: skip
     return claims
 

@@ -1,17 +1,17 @@
-"""DP Count Sketch for intermittent queries (Yildirim et al.): results R1-R12 of spec §6.4.
+"""DP Count Sketch for intermittent queries (Yildirim et al.): results R1-R12 of [YKAE, Section VI, Figs. 3-4].
 
-Spec ``shared/specs/dp-count-sketch-intermittent.md`` ("spec §x"). The paper tests only the
+Papers are cited by the keys of docs/algorithms.md#references ([YKAE] here). The paper tests only the
 final algorithm, D3 use-and-keep cell perturbation (paper Algorithm 4; the library's
 :class:`~beam_dpsketch.sketches.intermittent.UseAndKeepSketch`) with Count Sketch, on one Zipf(1)
-stream queried in batches at evenly spaced times (spec §6.1-§6.3). Its results are qualitative
-statements about Figures 1-4 (the images are missing from the text copy, A9); this module turns
+stream queried in batches at evenly spaced times ([YKAE, Section VI] and docs/algorithms.md#int-a8). Its results are qualitative
+statements about Figures 1-4 (the images are missing from the text copy, docs/algorithms.md#int-a9); this module turns
 each into a measurement with a computed verdict:
 
 ====  ==========================================================================================
 R1    ``E[m_i]`` (max load of ``n_Q`` balls in ``w = 5000`` bins) grows sub-linearly in ``n_Q``;
-      ``mhat_Q << n_Q`` for large ``n_Q`` (Fig. 1; spec §4.6 table, within 4 SE).
+      ``mhat_Q << n_Q`` for large ``n_Q`` (Fig. 1; [YKAE, Fig. 1] table, within 4 SE).
 R2    Neither S3 nor S4 is uniformly better; S3 wins when the spread ``u`` is large, for
-      ``d >= 5`` (Fig. 2; spec §4.7 table and crossovers, by numerical integration).
+      ``d >= 5`` (Fig. 2; [YKAE, Fig. 2] table and crossovers, by numerical integration).
 R3    MRE grows as eps falls, for every ``(n_Q, d)``.
 R4    MRE does not increase with ``n_Q`` (ties within 2 SE), for every ``(eps, d)``.
 R5    At the smallest eps the best ``d`` never increases as ``n_Q`` falls (paper: 15 for large
@@ -21,16 +21,16 @@ R7    MRE grows with ``u``, for every ``(eps, d)``.
 R8    The best ``d`` (averaged over ``n_Q``) never increases as eps falls, per ``u``.
 R9    The cumulative relative error grows sub-linearly in time: log-log slope of CSRE < 1.
 R10   D3 is eps-DP: the exact log-likelihood ratio of transcripts of the core object on random
-      neighbours is at most eps (spec §2.8 identity).
+      neighbours is at most eps ([YKAE, Algorithm 4] identity).
 R11   D3's noise variance is linear in the uses, D2's geometric, and D3 < D2 for every use.
-R12   The Theorem 5 bound is not monotone in ``d`` (spec §4.4 worked example).
+R12   The Theorem 5 bound is not monotone in ``d`` ([YKAE, Theorem 5] worked example).
 ====  ==========================================================================================
 
-R1, R2, R10-R12 come from the core classes and the spec's oracles; R3-R9 from the runs.
+R1, R2, R10-R12 come from the core classes and the library's oracles (docs/algorithms.md#int-oracles); R3-R9 from the runs.
 
-Runs (spec §6.4 compute plan; never event by event). One Zipf stream (exact rejection sampler,
+Runs ([YKAE, Section VI, Figs. 3-4] compute plan; never event by event). One Zipf stream (exact rejection sampler,
 :func:`~beam_dpsketch.evaluation.datasets.zipf_stream`) is shared by all scenarios and repetitions
-(spec §6.1). Per repetition (hash seed) :class:`StreamCells` sorts each row's arrivals by
+([YKAE, Section VI]). Per repetition (hash seed) :class:`StreamCells` sorts each row's arrivals by
 ``(column, time)`` once, so the exact value of any cell at any time is two indices into a prefix
 sum. :func:`use_and_keep_answers` then answers every query of a scenario at once: the distinct
 ``(cell, batch)`` pairs read by the batches get one draw each, summed over the batches within a
@@ -45,7 +45,7 @@ Laplace draw per (cell, batch that reads it), kept, never skipped. Two noise mod
 * ``"pooled"`` (the runs): the same draws' distribution, i.i.d., taken in one vectorised call per
   scenario from the stream ``(sketch_id, "pooled")``, in ``(cell, batch)`` order.
 
-Recorded variance reductions (spec §6.2 [R], allowed): within a repetition every scenario shares
+Recorded variance reductions (docs/algorithms.md#int-a1, allowed): within a repetition every scenario shares
 the hash functions, the ``d = 3`` and ``d = 9`` rows are the first rows of ``d = 15``, and the query
 sets of one ``(n_Q, u)`` serve every ``(eps, d)``. Noise is independent per scenario.
 """
@@ -115,19 +115,21 @@ __all__ = [
 ]
 
 EXPERIMENT_VERSION = "1"
-STREAM_SEED = 20_240_601  # the one stream shared by every scenario and repetition (spec §6.1)
+STREAM_SEED = (
+    20_240_601  # the one stream shared by every scenario and repetition ([YKAE, Section VI])
+)
 BASE_SEED = 9
 _tag = functools.partial(param_tag, "e", dot="p")  # column-name fragment of an eps: e0p5
 
 
 @dataclass(frozen=True)
 class IntermittentConfig:
-    """Scale of one run of the intermittent-queries report (spec §6.1, §6.4 [R] CI config).
+    """Scale of one run of the intermittent-queries report ([YKAE, Section VI; Section VI, Figs. 3-4], library choice CI config).
 
     Parameters
     ----------
     mode
-        ``smoke``, ``quick`` (the spec's CI-size configuration) or ``full`` (2**24 arrivals).
+        ``smoke``, ``quick`` (the CI-size configuration) or ``full`` (2**24 arrivals).
     n
         Stream length ``N`` (one arrival per tick; time = arrival index).
     domain
@@ -185,18 +187,18 @@ MODES: dict[str, IntermittentConfig] = {
         maxload_reps=2000, privacy_trials=300, variance_width=5000, variance_uses=12,
     ),
 }  # fmt: skip
-"""Presets. ``quick`` is spec §6.4's CI configuration (N = 2**20, domain 2**22, T0 = 4096,
+"""Presets. ``quick`` is [YKAE, Section VI, Figs. 3-4]'s CI configuration (N = 2**20, domain 2**22, T0 = 4096,
 10**4 queries, n_Q in {1, 100, 1e4}, u in {50, 5000}, 2 reps); ``full`` is the paper's grid
-(spec §6.1: 10**6 queries, n_Q in {1, 1e3, 1e4, 1e5, 1e6}, u in {50, 5000, 5e5}, K = 2**29) on
+([YKAE, Section VI]: 10**6 queries, n_Q in {1, 1e3, 1e4, 1e5, 1e6}, u in {50, 5000, 5e5}, K = 2**29) on
 2**24 arrivals (the paper: 2**27) with ``T0 = 2**16`` (the paper's ``T0/N`` of about 1/270) and 4
 reps (the paper: 20)."""
 
-# Spec §4.6 (Monte Carlo, w = 5000): n_Q -> (E[m_i], one standard error).
+# [YKAE, Fig. 1] (Monte Carlo, w = 5000): n_Q -> (E[m_i], one standard error).
 SPEC_FIG1: dict[int, tuple[float, float]] = {
     1: (1.0, 0.0), 10: (1.0085, 0.002), 100: (1.659, 0.011), 1000: (3.243, 0.011),
     10_000: (8.911, 0.018), 100_000: (38.39, 0.04), 1_000_000: (254.2, 0.3),
 }  # fmt: skip
-# Spec §4.7: E|fhat - 0| / b of S4 at u/b in FIG2_RATIOS, the limit, and the crossover u/b.
+# [YKAE, Fig. 2]: E|fhat - 0| / b of S4 at u/b in FIG2_RATIOS, the limit, and the crossover u/b.
 FIG2_RATIOS = (0.0, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 50.0)
 SPEC_FIG2: dict[int, dict[str, Any]] = {
     3: {"s4": (0.5833, 0.6155, 0.6822, 0.8180, 0.9085, 0.9809, 0.9998, 1.0000),
@@ -208,7 +210,7 @@ SPEC_FIG2: dict[int, dict[str, Any]] = {
     15: {"s4": (0.2370, 0.3215, 0.4963, 0.9027, 1.2820, 1.7869, 2.0209, 2.0256),
          "limit": 2.025595, "crossover": 2.243},
 }  # fmt: skip
-# Spec §4.4: lambda_rho (None: no solution) for d in (3, 9, 15, 31), rho in SPEC_RHOS.
+# [YKAE, Theorem 5]: lambda_rho (None: no solution) for d in (3, 9, 15, 31), rho in SPEC_RHOS.
 SPEC_RHOS = (0.05, 0.10, 0.25, 0.50, 0.75)
 SPEC_LAMBDA_RHO: dict[int, tuple[float | None, ...]] = {
     3: (None, None, None, None, 0.123364),
@@ -216,21 +218,21 @@ SPEC_LAMBDA_RHO: dict[int, tuple[float | None, ...]] = {
     15: (None, None, 0.131501, 0.253186, 0.348442),
     31: (0.121638, 0.175852, 0.257725, 0.335205, 0.397383),
 }
-# Spec §4.4 worked example: ||f||^2/w = 1e4, eps = 1, u_i = 1, kappa = 200.
+# [YKAE, Theorem 5] worked example: ||f||^2/w = 1e4, eps = 1, u_i = 1, kappa = 200.
 R12_EXAMPLE = {"fnorm2_w": 1e4, "eps": 1.0, "kappa": 200.0}
 R12_SPEC_MIN = {"paper": (47, 0.2409), "corrected": (33, 0.3655)}
 PAPER_R5 = {1: 3, 1000: 3, 10_000: 9, 100_000: 15, 1_000_000: 15}
 
 
 # ------------------------------------------------------------------------------------------------
-# Oracles: Theorem 5 (spec §4.4), Fig. 2 (§4.7)
+# Oracles: Theorem 5 ([YKAE, Theorem 5]), Fig. 2 ([YKAE, Fig. 2])
 # ------------------------------------------------------------------------------------------------
 
 
 def g_d(lam: Any, d: int) -> Any:
     """Lemma 2's median tail ``g_d(lambda) = exp(-(d/2)(1 - 2 lambda)) (2 (1 - lambda))^(d/2)``.
 
-    Increasing on ``[0, 1/2]`` from ``(2/e)^(d/2)`` to 1 (spec §4.4).
+    Increasing on ``[0, 1/2]`` from ``(2/e)^(d/2)`` to 1 ([YKAE, Theorem 5]).
     """
     lam = np.asarray(lam, dtype=np.float64)
     return np.exp(-(d / 2) * (1 - 2 * lam) + (d / 2) * np.log(2 * (1 - lam)))
@@ -239,7 +241,7 @@ def g_d(lam: Any, d: int) -> Any:
 def lambda_for_rho(d: int, rho: float) -> float | None:
     """``lambda_rho`` in ``(0, 1/2)`` with ``g_d(lambda_rho) = rho`` (bisection), or None.
 
-    A solution exists only when ``rho > (2/e)^(d/2)`` (spec §4.4, erratum E15).
+    A solution exists only when ``rho > (2/e)^(d/2)`` ([YKAE, Theorem 5], docs/algorithms.md#int-e15).
     """
     if not float(g_d(0.0, d)) < rho < 1.0:
         return None
@@ -259,7 +261,7 @@ def theorem5_bound(
     paper_constants: bool = False,
     noise_variance: float | None = None,
 ) -> float:
-    """``P(|fhat_x - f_x| > kappa) <= g_d(lambda)`` of Theorem 5 (spec §4.4, erratum E14).
+    """``P(|fhat_x - f_x| > kappa) <= g_d(lambda)`` of Theorem 5 ([YKAE, Theorem 5], docs/algorithms.md#int-e14).
 
     Corrected: ``lambda = ||f||^2/(kappa^2 w) + (2 d/(kappa^2 eps^2)) sum u_i`` (the variance of
     ``Lap(d/eps)`` is ``2 d^2/eps^2``); ``paper_constants=True`` drops the factor 2 as printed.
@@ -307,7 +309,7 @@ def _abs_expectation(cdf, breaks: Sequence[float]) -> float:
 
 
 def fig2_s4_error(d: int, ratio: float) -> float:
-    """Spec §4.7: ``E|median|/b`` of ``(d+1)/2`` values ``Lap(b)`` and ``(d-1)/2`` values
+    """[YKAE, Fig. 2]: ``E|median|/b`` of ``(d+1)/2`` values ``Lap(b)`` and ``(d-1)/2`` values
     ``u + Lap(b)`` (``ratio = u/b``), by Gauss-Legendre integration of the median's CDF."""
     if d < 1 or d % 2 == 0:
         raise ValueError(f"d must be odd and >= 1, got {d}")
@@ -326,7 +328,7 @@ def fig2_s4_error(d: int, ratio: float) -> float:
 
 
 def fig2_s4_limit(d: int) -> float:
-    """``lim_{u -> inf}``: ``E|max of (d+1)/2 iid Lap(1)|`` (spec §4.7)."""
+    """``lim_{u -> inf}``: ``E|max of (d+1)/2 iid Lap(1)|`` ([YKAE, Fig. 2])."""
     m = (d + 1) // 2
     return _abs_expectation(lambda x: _lap_cdf(x) ** m, [-40.0, 0.0, 40.0])
 
@@ -335,7 +337,7 @@ def fig2_crossover(d: int, hi: float = 50.0) -> float | None:
     """Smallest ``u/b`` where S4's error exceeds S3's (1.0), by bisection; None if never.
 
     "Exceeds" means by more than 1e-9 (integration error): for ``d = 3`` S4 only ties S3 in the
-    limit (spec §4.7), approaching 1 from below.
+    limit ([YKAE, Fig. 2]), approaching 1 from below.
     """
     grid = np.linspace(0, hi, 101)
     vals = np.array([fig2_s4_error(d, r) for r in grid])
@@ -355,7 +357,7 @@ def fig2_crossover(d: int, hi: float = 50.0) -> float | None:
 
 
 def batch_times(n: int, t0: int, batches: int, anchor: str = "end") -> np.ndarray:
-    """Spec §6.2 schedule: ``t_k = T0 + floor(k (N - T0)/B)``, ``k = 1..B`` (``t_B = N``).
+    """docs/algorithms.md#int-a1 schedule: ``t_k = T0 + floor(k (N - T0)/B)``, ``k = 1..B`` (``t_B = N``).
 
     ``anchor="start"`` gives ``t_k = T0 + floor((k-1)(N - T0)/B)``. Times are arrival counts:
     batch ``k`` sees elements ``1..t_k``.
@@ -371,13 +373,13 @@ def batch_times(n: int, t0: int, batches: int, anchor: str = "end") -> np.ndarra
 
 
 def query_sets(seed: int, n_q: int, batches: int, u: int) -> np.ndarray:
-    """``(B, n_Q)`` items drawn uniformly **with replacement** from ranks ``{1..u}`` (spec §6.2)."""
+    """``(B, n_Q)`` items drawn uniformly **with replacement** from ranks ``{1..u}`` (docs/algorithms.md#int-a1)."""
     rng = np.random.default_rng([seed, n_q, batches, u])
     return rng.integers(1, u + 1, size=(batches, n_q), dtype=np.int64)
 
 
 class StreamCells:
-    """Exact Count Sketch cell values of a fixed stream at any times (spec §6.4 compute plan).
+    """Exact Count Sketch cell values of a fixed stream at any times ([YKAE, Section VI, Figs. 3-4] compute plan).
 
     Per row: arrivals sorted by ``(column, position)`` (a stable argsort of the column), composite
     keys ``column * N + position`` and the prefix sum of the signs in that order. The value of cell
@@ -396,7 +398,9 @@ class StreamCells:
         h1, h2 = hash_keys(items.astype(np.int64), self.seed)
         buckets = row_buckets(h1, h2, self.depth, self.width)
         signs = row_signs(h2, self.depth).astype(np.int8)
-        small = np.int16 if self.width <= 2**15 else np.int32  # int16: a radix argsort (§8.1)
+        small = (
+            np.int16 if self.width <= 2**15 else np.int32
+        )  # int16: a radix argsort (docs/algorithms.md#intermittent-queries)
         self._rows = []
         for i in range(self.depth):
             col = buckets[i].astype(small)[inverse]
@@ -459,7 +463,7 @@ def use_and_keep_answers(
     seed: int,
     noise: str = "pooled",
 ) -> np.ndarray:
-    """D3 (paper Algorithm 4, spec §2.8) answers to every distinct (batch, item) pair, vectorised.
+    """D3 (paper Algorithm 4, [YKAE, Algorithm 4]) answers to every distinct (batch, item) pair, vectorised.
 
     Each batch's cell set ``E`` is the distinct cells its queries read in the first ``depth`` rows;
     each ``(cell, batch)`` in ``E`` gets one fresh draw at the core's scale
@@ -544,7 +548,7 @@ def checkpoint_times(n: int, t0: int, checkpoints: int) -> np.ndarray:
 
 
 def run_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
-    """One repetition of one ``(n_Q, u)`` scenario, for every ``(eps, d)`` (spec §6.1-§6.4).
+    """One repetition of one ``(n_Q, u)`` scenario, for every ``(eps, d)`` ([YKAE, Section VI; Section VI, Figs. 3-4]).
 
     Parameters
     ----------
@@ -604,7 +608,7 @@ def run_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
 
 
 def maxload_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
-    """R1 (spec §4.6): ``E[m_i]`` by exact multinomial sampling, and the core's ``mtilde_Q``.
+    """R1 ([YKAE, Fig. 1]): ``E[m_i]`` by exact multinomial sampling, and the core's ``mtilde_Q``.
 
     ``m_i`` is the largest of ``w`` bin counts of ``n_Q`` balls (one row of Algorithm 2);
     ``core_mtilde`` is :func:`~beam_dpsketch.sketches.intermittent.sensitive_query_bound` on
@@ -629,7 +633,7 @@ def maxload_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
 
 
 def _llr(transcript: list, g_x: list, g_y: list, scale: Fraction) -> float:
-    """Spec §2.8 identity for one transcript, from the discrete Laplace pmf (exact up to rounding).
+    """[YKAE, Algorithm 4] identity for one transcript, from the discrete Laplace pmf (exact up to rounding).
 
     Per cell, the released increments between uses are the Lemma-1 draws:
     ``ln p_X - ln p_X' = sum (|Dr - Dg'| - |Dr - Dg|) / scale``.
@@ -650,7 +654,7 @@ def _llr(transcript: list, g_x: list, g_y: list, scale: Fraction) -> float:
 
 
 def privacy_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
-    """R10 (Theorem 4; spec §2.8 [D] oracle, Appendix B item 4) on the core object.
+    """R10 (Theorem 4; [YKAE, Algorithm 4], derived oracle) on the core object.
 
     Random small streams (one element per tick), random query batches at random public times
     (adaptive: each batch adds the two keys with the largest earlier *released* answers), and a
@@ -706,7 +710,7 @@ def _excess_kurtosis(scale: Fraction) -> float:
 
 
 def variance_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
-    """R11 (spec §4.8, Appendix B items 5 and 7): noise variance after ``r`` uses, on the core.
+    """R11 (docs/algorithms.md#int-oracles): noise variance after ``r`` uses, on the core.
 
     A core object with no data answers the same key set in ``uses`` batches; each of its cells is
     then read once per batch, so its released value is pure noise: D3's kept sum of ``r`` draws,
@@ -883,7 +887,7 @@ def _se(x: np.ndarray) -> np.ndarray:
 def _run_claims(runs: pa.Table, config: IntermittentConfig) -> tuple[list[Claim], dict]:
     mre = _mre(runs, config)  # [eps, d, nq, u, rep]
     eps_l, d_l, nq_l, u_l = config.epsilons, config.depths, config.n_qs, config.us
-    src = "Yildirim et al. §VI; spec §6.4"
+    src = "Yildirim et al. [YKAE, Section VI, Figs. 3-4]"
     claims: list[Claim] = []
     by_nq = mre.mean(axis=3)  # [eps, d, nq, rep] averaged over u (Fig. 3)
     by_u = mre.mean(axis=2)  # [eps, d, u, rep] averaged over n_Q (Fig. 4)
@@ -923,7 +927,7 @@ def _run_claims(runs: pa.Table, config: IntermittentConfig) -> tuple[list[Claim]
             "; per u it holds for u = "
             + (", ".join(f"{u:g}" for u, ok_u in per_u.items() if ok_u) or "none")
             + (
-                ". With the end-anchored schedule (A1) the largest n_Q answers everything at t = N, "
+                ". With the end-anchored schedule (docs/algorithms.md#int-a1) the largest n_Q answers everything at t = N, "
                 "where the relative error of rarely seen items (f = O(1)) is largest: the sketch's "
                 "hashing error grows like ||f||_2 / sqrt(w), i.e. linearly in t (see R9)"
             )
@@ -1038,12 +1042,12 @@ def _run_claims(runs: pa.Table, config: IntermittentConfig) -> tuple[list[Claim]
                 f"; it comes from u = {', '.join(f'{u:g}' for u in steep)}: items of that pool "
                 "are seen O(1) times, while the sketch's hashing error grows like "
                 "||f||_2 / sqrt(w), linearly in t, so their relative error grows with t (the "
-                "spec's §4.4 [D] argument assumes f_x grows linearly)"
+                "derived argument for [YKAE, Theorem 5] assumes f_x grows linearly)"
             )
     claims.append(Claim(
         "R9", "The cumulative relative error grows sub-linearly in time: the log-log slope of "
         "CSRE(t) against t - T0 is below 1.",
-        src + " (Figs. 3-4, A8); fitted on the checkpoints of every (eps, d, n_Q) with at least "
+        src + " (Figs. 3-4, docs/algorithms.md#int-a8); fitted on the checkpoints of every (eps, d, n_Q) with at least "
         "4 distinct values, averaged over u and reps",
         (f"{len(slopes)} curves; slopes min {min(slopes.values()):.3f}, median "
          f"{float(np.median(list(slopes.values()))):.3f}, max {slopes[worst]:.3f} at (eps, d, "
@@ -1070,14 +1074,14 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
     big = core[-1] / nq[-1]
     claims.append(Claim(
         "R1", "E[m_i] (hence E[mhat_Q]/d) grows sub-linearly in n_Q; mhat_Q << n_Q for large n_Q.",
-        "Yildirim et al. Fig. 1, Prop. 1; spec §4.6 table (w = 5000), within 4 SE",
-        "E[m_i] ours / spec per n_Q: " + "; ".join(
+        "Yildirim et al. Fig. 1, Prop. 1; [YKAE, Fig. 1] table (w = 5000), within 4 SE",
+        "E[m_i] ours / reference per n_Q: " + "; ".join(
             f"{int(n):g}: {a:.4g}+-{s:.2g} / {b:.4g}" for n, a, s, b in zip(nq, em, se, spec,
                                                                              strict=True))
         + f" (max |z| {np.max(z[np.isfinite(z)]):.2f}); E[m_i]/n_Q strictly decreasing: {sub}; "
         f"core mtilde_Q (d = 15) at n_Q = {int(nq[-1]):g}: {core[-1]:.0f} = {big:.2%} of n_Q.",
         *verdict(within and sub and big < 0.05,
-                  "outside 4 SE of the spec table" if not within else "not sub-linear"),
+                  "outside 4 SE of the reference table" if not within else "not sub-linear"),
         "r1_maxload.png",
     ))  # fmt: skip
     # R2.
@@ -1096,13 +1100,13 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
     claims.append(Claim(
         "R2", "Neither S3 (median perturbation, m_Q = d) nor S4 (cell perturbation) is uniformly "
         "better; S3 wins when the spread u is large (d >= 5).",
-        "Yildirim et al. Fig. 2; spec §4.7 (table within 1e-4, crossovers within 1e-3)",
-        f"largest deviation from the §4.7 table and limits {max(devs):.1e}; crossover u/b (S3 "
+        "Yildirim et al. Fig. 2; [YKAE, Fig. 2] (table within 1e-4, crossovers within 1e-3)",
+        f"largest deviation from the [YKAE, Fig. 2] table and limits {max(devs):.1e}; crossover u/b (S3 "
         "wins above): " + ", ".join(
             f"d={d}: {'none' if c is None else f'{c:.3f}'}" for d, c in cross.items())
         + "; S3's error is 1.0 b at every u.",
         *verdict(tab_ok and cross_ok and cross[5] is not None,
-                  "values or crossovers differ from the spec's oracle"),
+                  "values or crossovers differ from the reference oracle"),
         "r2_fig2.png",
     ))  # fmt: skip
     # R10.
@@ -1114,7 +1118,7 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
     claims.append(Claim(
         "R10", "D3 is eps-DP: the exact log-likelihood ratio of every transcript of the core "
         "object on random neighbours is at most eps (and reaches it).",
-        "Yildirim et al. Thm. 4, Lemma 1; spec §2.8 [D] identity, Appendix B item 4",
+        "Yildirim et al. Thm. 4, Lemma 1; [YKAE, Algorithm 4], derived identity",
         f"{trials} random neighbour pairs (Count Sketch and Count-Min, fixed and adaptive "
         f"batches), eps = {eps:g}: max |LLR| = {worst:.6f}, violations {viol}.",
         *verdict(viol == 0 and worst <= eps + 1e-9,
@@ -1133,7 +1137,7 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
     claims.append(Claim(
         "R11", "D3's noise variance is linear in the number of uses; D2's grows geometrically; "
         "D3 < D2 for every use and eta.",
-        "Yildirim et al. §IV-B, §VII; spec §2.7 [D], §4.8",
+        "Yildirim et al. [YKAE, Sections IV-B and VII], derived, docs/algorithms.md#int-oracles",
         f"empirical/theoretical variance over {uses} uses for D3 and D2 (eta "
         f"{', '.join(f'{e:g}' for e in etas if e is not None)}): largest |ratio - 1| is "
         f"{worst_dev:.2f} of its alpha = 1e-6 tolerance; D3 variance after {uses} uses = "
@@ -1171,14 +1175,14 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
                 lam_dev = max(lam_dev, abs(got - ref))
     claims.append(Claim(
         "R12", "The Theorem 5 error bound is not monotone in d (it has an interior minimum).",
-        "Yildirim et al. Thm. 5 bullet 2; spec §4.4 worked example (||f||^2/w = 1e4, eps = 1, "
-        "u_i = 1, kappa = 200), errata E14/E15",
+        "Yildirim et al. Thm. 5 bullet 2; [YKAE, Theorem 5] worked example (||f||^2/w = 1e4, eps = 1, "
+        "u_i = 1, kappa = 200), docs/algorithms.md#int-e14, docs/algorithms.md#int-e15",
         "argmin over odd d of g_d(lambda(d)): " + "; ".join(
             f"{n}: d={m[0]} ({m[1]:.4f})" for n, m in mins.items())
-        + f" (spec: paper d=47 (0.2409), corrected d=33 (0.3655)); lambda_rho table of §4.4 "
+        + f" (reference: paper d=47 (0.2409), corrected d=33 (0.3655)); lambda_rho table of [YKAE, Theorem 5] "
         f"reproduced within {lam_dev:.1e}.",
         *verdict(interior and spec_ok and lam_dev <= 1e-5,
-                  "no interior minimum, or the spec's minimisers / lambda_rho table differ"),
+                  "no interior minimum, or the reference minimisers / lambda_rho table differ"),
         "r12_bound.png",
     ))  # fmt: skip
     # Cross-check of the evaluation path.
@@ -1187,7 +1191,7 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
     claims.append(Claim(
         "V1", "The vectorised evaluation path answers exactly like the core UseAndKeepSketch "
         "(same noise source, same ids, noise='core').",
-        "spec §6.4 compute plan; this report's method",
+        "batched compute plan; this report's method",
         f"{int(col(cc, 'answers')[0])} answers over 12 batches: max |difference| = {diff:g}.",
         *verdict(diff == 0, "the vectorised path disagrees with the core object"),
     ))  # fmt: skip
@@ -1254,7 +1258,7 @@ def _plots(runs: pa.Table, tables: dict[str, pa.Table], config: IntermittentConf
     line_plot(out / "r1_maxload.png", [("E[m_i] against n_Q (w = 5000)", [
         Series("ours (multinomial MC)", nq, col(ml, "em_mean"), "-o", "C0",
                yerr=4 * col(ml, "em_se")),
-        Series("spec §4.6", nq, [SPEC_FIG1[int(n)][0] for n in nq], "--x", "k"),
+        Series("[YKAE, Fig. 1]", nq, [SPEC_FIG1[int(n)][0] for n in nq], "--x", "k"),
         Series("core mtilde_Q / 15", nq, col(ml, "core_mtilde") / 15, ":s", "C1"),
         Series("n_Q", nq, nq, ":", "0.6"),
     ])], xlabel="n_Q", ylabel="E[m_i]", logx=True, logy=True,
@@ -1267,7 +1271,7 @@ def _plots(runs: pa.Table, tables: dict[str, pa.Table], config: IntermittentConf
         series.append(Series(f"S4 d={d}", ratios, [fig2_s4_error(d, r) for r in ratios], "-",
                              f"C{i}"))  # fmt: skip
         keep = np.array(FIG2_RATIOS) <= 12
-        series.append(Series(f"spec d={d}", np.array(FIG2_RATIOS)[keep],
+        series.append(Series(f"reference d={d}", np.array(FIG2_RATIOS)[keep],
                              np.array(SPEC_FIG2[d]["s4"])[keep], "x", f"C{i}"))  # fmt: skip
     line_plot(out / "r2_fig2.png", [("E|fhat - 0| / b against u / b", series)],
               xlabel="spread u / b", ylabel="E|error| / b",
@@ -1289,13 +1293,16 @@ def _plots(runs: pa.Table, tables: dict[str, pa.Table], config: IntermittentConf
     # R12.
     ex, ds = R12_EXAMPLE, np.arange(1, 101, 2)
     series = []
-    for name, kw in (("paper constants", {"paper_constants": True}), ("corrected (E14)", {})):
+    for name, kw in (
+        ("paper constants", {"paper_constants": True}),
+        ("corrected (docs/algorithms.md#int-e14)", {}),
+    ):
         series.append(Series(name, ds, [theorem5_bound(ex["fnorm2_w"], ex["eps"], [1] * d,
                                                        ex["kappa"], **kw) for d in ds], "-"))  # fmt: skip
     series.append(Series("floor (2/e)^(d/2)", ds, g_d(0.0, ds), ":", "0.6"))
     line_plot(out / "r12_bound.png", [("Theorem 5 bound g_d(lambda(d))", series)],
               xlabel="d (odd)", ylabel="P(|fhat - f| > kappa) bound", logy=True,
-              suptitle="R12: spec §4.4 example, kappa = 200")  # fmt: skip
+              suptitle="R12: [YKAE, Theorem 5] example, kappa = 200")  # fmt: skip
     figs.append(Figure("r12_bound.png", "R12: the Theorem 5 bound against d."))
     return figs
 
@@ -1326,26 +1333,26 @@ def build_report(
     ).sort_by([("n_q", "ascending"), ("u", "ascending")])  # fmt: skip
     ml = tables["intermittent-maxload"].select(["n_q", "reps", "em_mean", "em_se", "core_mtilde"])
     notes = [
-        "The figures of the paper are missing from its text copy (A9) and it reports no numbers: "
-        "the claims are its qualitative statements, made falsifiable as in spec §6.4.",
-        "Hashing is the library's MurmurHash3 double hashing (the core's), not msvec32-v1 (A4; "
+        "The figures of the paper are missing from its text copy (docs/algorithms.md#int-a9) and it reports no numbers: "
+        "the claims are its qualitative statements, made falsifiable.",
+        "Hashing is the library's MurmurHash3 double hashing (the core's), not msvec32-v1 (docs/algorithms.md#int-a4; "
         "any pairwise-independent family is valid). Noise is exact discrete Laplace at the "
         "core's scale d/eps (eps rounded down to a rational), from a seeded INSECURE test key.",
         "Noise mode 'pooled': the runs draw every (cell, batch) noise of a scenario in one "
         "vectorised call (same distribution and keep-and-add semantics as the core; V1 checks "
         "the path bit for bit against the core with the core's own draws).",
-        "Variance reductions (spec §6.2 [R], recorded): one stream for everything; within a "
+        "Variance reductions (docs/algorithms.md#int-a1, recorded): one stream for everything; within a "
         "repetition all scenarios share hash functions, rows are nested (d=3, 9 are the first "
         "rows of d=15) and every (eps, d) reuses the same query sets of its (n_Q, u).",
-        "Schedule anchored at the end (A1): t_k = T0 + floor(k (N - T0)/B); queries uniform with "
-        "replacement from ranks 1..u (A2, A3); RE = |fhat - f|/max(f, 1) (A7); CSRE and CMRE "
-        "(A8) are recorded at evenly spaced checkpoints.",
+        "Schedule anchored at the end (docs/algorithms.md#int-a1): t_k = T0 + floor(k (N - T0)/B); queries uniform with "
+        "replacement from ranks 1..u (docs/algorithms.md#int-a2, docs/algorithms.md#int-a3); RE = |fhat - f|/max(f, 1) (docs/algorithms.md#int-a7); CSRE and CMRE "
+        "(docs/algorithms.md#int-a8) are recorded at evenly spaced checkpoints.",
     ]
     if config.mode != "full":
         notes.append(
             f"--{config.mode}: N = {config.n:,}, K = {config.domain:,}, {config.total_queries:,} "
             f"queries per scenario, n_Q in {config.n_qs}, u in {config.us}, {config.reps} rep(s): "
-            "the spec's CI size checks the pipeline and the robust directions (R3, R7), not the "
+            "the CI size checks the pipeline and the robust directions (R3, R7), not the "
             "exact boundaries of R5; --full runs the paper's grid on 2^24 arrivals."
         )
     else:

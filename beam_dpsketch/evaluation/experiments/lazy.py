@@ -1,4 +1,4 @@
-"""Lazy and Punctual sketches under continual observation (Holland): spec lazy-sketch §7.2 R0-R6.
+"""Lazy and Punctual sketches under continual observation (Holland): [Hol25, Section 5.4] R0-R6.
 
 The paper's Figure 4 compares the non-private Count-Min (CMS) and Count Sketch (CS) with their
 continual-observation private versions, PunctualCMS/CS (every cell a GaussBM counter, updated at
@@ -11,21 +11,21 @@ arrivals with ``d = 3``, ``delta = 1e-3``:
 * **R2-R6** (Fig. 4b-f): ARE over the true top-15 against memory via width (R2), memory via depth
   (R3), skew (R4), and eps at skew 1.1 (R5) and 2.1 (R6).
 
-Protocol (spec §7.1-7.2, with our resolutions):
+Protocol ([Hol25, Sections 5.1-5.3; Section 5.4], with our resolutions):
 
 * Data: finite-universe Zipf, ``Pr[rank r] ~ r**-s``, ``N_U = 100001``
   (:func:`~beam_dpsketch.evaluation.datasets.zipf_stream`); all cells of one trial share the
   data of a skew (common random numbers) and one public hash seed for all six sketches.
 * Widths: the paper's at 24 KB, scaled linearly with memory (``w_CMS = M/(3*4)``,
-  ``w_Lazy = M/(3*145.45)``, ``w_Punct = M/(3*242.4)``, M in bytes, KB = 1000 B; spec §7.2,
-  erratum E24: no stated memory model yields them). CS uses the CMS width, LazyCS the Lazy width.
+  ``w_Lazy = M/(3*145.45)``, ``w_Punct = M/(3*242.4)``, M in bytes, KB = 1000 B; [Hol25, Section 5.4],
+  docs/algorithms.md#lazy-e24: no stated memory model yields them). CS uses the CMS width, LazyCS the Lazy width.
   The depth sweep keeps the 24 KB widths (memory grows with ``d``). R0 also reports the widths
   our own objects' state (``memory_bytes()``) gives at 24 KB.
 * Privacy: the library's calibration: Algorithm 1's classical Gaussian, ``m = 2d`` for CMS and
-  ``m = 4d`` for CS (erratum E10; the paper used ``2d``, so our CS noise is ``sqrt 2`` larger),
-  Lazy trees over ``ceil(T/w)`` pushes (E11). Every eps is below 1 (E5).
+  ``m = 4d`` for CS (docs/algorithms.md#lazy-e10; the paper used ``2d``, so our CS noise is ``sqrt 2`` larger),
+  Lazy trees over ``ceil(T/w)`` pushes (docs/algorithms.md#lazy-e11). Every eps is below 1 (docs/algorithms.md#lazy-e5).
 * ARE over the true top-15 of the prefix, **at the end of the stream** (``t = T``, the paper's
-  implied protocol) and **averaged over 64 query times** (spec §7.2 note): one time drawn
+  implied protocol) and **averaged over 64 query times** ([Hol25, Section 5.4] note): one time drawn
   uniformly in each of 64 equal segments of ``[1, T]`` (seeded, public, data-independent). The
   plain multiples ``q T / 64 = q 2**14`` would have ``popcount(t) <= 6`` and make Punctual
   unusually quiet, the binary-digit artefact the note warns about.
@@ -35,12 +35,12 @@ Protocol (spec §7.1-7.2, with our resolutions):
   are still active at a query are drawn. The outputs are bit-identical to ``faithful=True``
   (keyed noise; tested by the core), so the ARE is that of the paper's mechanism at a fraction of
   Punctual's cost. Throughput cells use ``faithful=True`` for both Lazy and Punctual: one
-  Gaussian value per counter update, the paper's cost model (spec §9.3-9.4).
+  Gaussian value per counter update, the paper's cost model (docs/algorithms.md#lazy-vectorised and docs/evaluation.md#lazy-report).
 * Throughput: arrivals per second of ``update_batch`` over batches of ``2**16`` arrivals
   (hashing included for every sketch, data generation excluded), best of ``repeats`` runs;
   Punctual over a prefix of about ``noise_budget / (d w)`` arrivals (its cost per arrival does
   not depend on how many arrivals are timed). Deterministic counts: counter updates per arrival
-  (Lazy ``d``, Punctual ``d w``) and Gaussian values drawn per arrival (spec §8.3 P1).
+  (Lazy ``d``, Punctual ``d w``) and Gaussian values drawn per arrival (docs/algorithms.md#lazy-oracles).
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ __all__ = [
 EXPERIMENT_VERSION = "1"
 THROUGHPUT_VERSION = "2"
 """Throughput cells' version: "2" re-times them with the faster exact samplers of noise.py."""
-TOP_K = 15  # spec §7.1: ARE over the true top-15
-PAPER_MEMORY_KB = 24  # the paper's 24 KB configuration (KB = 1000 B, spec §7.2)
+TOP_K = 15  # [Hol25, Sections 5.1-5.3]: ARE over the true top-15
+PAPER_MEMORY_KB = 24  # the paper's 24 KB configuration (KB = 1000 B, [Hol25, Section 5.4])
 PAPER_WIDTHS_24KB: dict[str, int] = {"cms": 2000, "lazy": 55, "punctual": 33}
 """The widths the paper states at 24 KB and ``d = 3`` (Sec. 5.4; R0)."""
 PAPER_RATIO = 250.0  # R1: "LazyCMS achieves up to 250x higher throughput than PunctualCMS"
@@ -271,7 +271,7 @@ MODES: dict[str, LazyConfig] = {
         tp_repeats=3,
     ),
 }
-"""Presets. ``full`` is the spec's grid (T = 2**20, memory 8-64 KB, d in 1..9, skew 1.1..2.1, eps
+"""Presets. ``full`` is the full grid (T = 2**20, memory 8-64 KB, d in 1..9, skew 1.1..2.1, eps
 0.05..0.9, 64 query times) with 5 trials instead of the paper's 20 (what fits in about 30
 minutes on 2 shared cores); ``quick`` runs 1 trial of a reduced grid at the full T with 16 query
 times; ``smoke`` is tiny (T = 2**14, 4 query times) and checks the plumbing only."""
@@ -283,10 +283,10 @@ times; ``smoke`` is tiny (T = 2**14, 4 query times) and checks the plumbing only
 
 
 def paper_width(family: str, memory_kb: float) -> int:
-    """Width at ``memory_kb`` (``d = 3``) by the spec's scaling of the paper's 24 KB widths.
+    """Width at ``memory_kb`` (``d = 3``) by linear scaling of the paper's 24 KB widths (docs/algorithms.md#lazy-e24).
 
     ``w = w_24KB * M / 24 KB``: 4 B per CMS/CS counter, about 145.45 B per Lazy and 242.4 B per
-    Punctual counter (spec lazy-sketch §7.2 "Memory model", erratum E24).
+    Punctual counter ([Hol25, Section 5.4], docs/algorithms.md#lazy-e24).
     """
     if family not in PAPER_WIDTHS_24KB:
         raise ValueError(f"family must be one of {sorted(PAPER_WIDTHS_24KB)}, got {family!r}")
@@ -357,7 +357,7 @@ def query_times(horizon: int, n: int, seed: int) -> np.ndarray:
     """``n`` public query times, one uniform in each of ``n`` equal segments of ``[1, T]``.
 
     Segment ``q`` is ``(q T // n, (q + 1) T // n]``; the draw is seeded and independent of the
-    data, so releasing at these times is allowed (spec §6.3 item 10). Sorted, distinct when
+    data, so releasing at these times is allowed (docs/algorithms.md#lazy-beam). Sorted, distinct when
     ``n <= T``.
     """
     if n < 1 or n > horizon:
@@ -707,28 +707,28 @@ def build_report(
     notes = [
         "Implementation: Python/numpy, not the paper's C++. Throughput numbers are this "
         "machine's (2 cores shared with other jobs) and only their shapes and ratios are "
-        "compared (spec §7.2, §9.4); the deterministic operation counts are exact.",
-        "Widths: the paper's 24 KB widths (2000/55/33) scaled linearly with memory (spec §7.2, "
-        "E24). R0 reports what our own objects' state sizes give instead.",
-        "Count Sketch variants use the corrected sensitivity m = 4d (erratum E10); the paper "
+        "compared ([Hol25, Section 5.4] and docs/evaluation.md#lazy-report); the deterministic operation counts are exact.",
+        "Widths: the paper's 24 KB widths (2000/55/33) scaled linearly with memory ([Hol25, Section 5.4], "
+        "docs/algorithms.md#lazy-e24). R0 reports what our own objects' state sizes give instead.",
+        "Count Sketch variants use the corrected sensitivity m = 4d (docs/algorithms.md#lazy-e10); the paper "
         "used m = 2d, so our LazyCS/PunctualCS noise is sqrt(2) larger than the paper's.",
         "The paper does not say when ARE is measured: we report it at t = T and averaged over "
         f"{config.n_queries} query times (one uniform in each of {config.n_queries} equal "
         "segments; the plain multiples of T/64 sit on powers of two where Punctual is unusually "
-        "quiet, spec §7.2 note).",
+        "quiet, [Hol25, Section 5.4] note).",
         "Noise comes from a seeded test noise source (reproduction only). Accuracy cells draw "
         "only the tree nodes active at the query times (faithful=False; bit-identical outputs); "
         "throughput cells draw every node (faithful=True).",
         f"Trials: {config.trials} per accuracy point (the paper: 20); all points of a trial "
         "share the stream of their skew (common random numbers).",
         "The Zipf universe (N_U = "
-        f"{config.n_items:,}) and generator are ours: the paper gives neither (spec §7.1).",
+        f"{config.n_items:,}) and generator are ours: the paper gives neither ([Hol25, Sections 5.1-5.3]).",
     ]
     if config.mode != "full":
         notes.append(
             f"--{config.mode}: T = {config.horizon:,}, memories {config.memories_kb} KB, depths "
             f"{config.depths}, skews {config.skews}, eps {config.eps_grid}; --full runs the "
-            "spec's grids at T = 2^20 with 64 query times and 5 trials."
+            "full grids at T = 2^20 with 64 query times and 5 trials."
         )
     return Report(
         title="Lazy vs Punctual sketches under continual observation (Holland): Figure 4, "
@@ -800,8 +800,8 @@ def _claim_r0(config: LazyConfig, out: Path, figures: _Figures) -> Claim:
         "R0",
         "At 24 KB (d = 3) the widths are CMS 2000, LazyCMS 55, PunctualCMS 33: Lazy's shorter "
         "trees (height log(T/w)) make it wider than Punctual at equal memory.",
-        "Holland Sec. 5.4; spec lazy-sketch §7.2 R0, erratum E24",
-        f"spec scaling at 24 KB: {scaled['cms']}/{scaled['lazy']}/{scaled['punctual']} (used by "
+        "Holland Sec. 5.4; [Hol25, Section 5.4] R0, docs/algorithms.md#lazy-e24",
+        f"linear scaling at 24 KB: {scaled['cms']}/{scaled['lazy']}/{scaled['punctual']} (used by "
         f"every experiment). Our objects' state at 24 KB fits CMS {ours['cms']}, LazyCMS "
         f"{ours['lazy_cms']}, PunctualCMS {ours['punctual_cms']} (bytes per counter: CMS "
         f"{per_counter['cms']:.1f}, Lazy {per_counter['lazy_cms']:.1f} at h_loc = {h_lazy}, "
@@ -856,7 +856,7 @@ def _claim_r1(tp: pa.Table, config: LazyConfig, out: Path, figures: _Figures) ->
     speedup = [LABELS[k] for k in spreads
                if spreads[k] > 3.0 and curve(k, axis)[0] <= 1.5 * curve(k, axis).min()]  # fmt: skip
     (held if flat else failed).append(
-        "CMS, CS and Lazy flat in width (max/min throughput <= 3, spec §8.3 P2)"
+        "CMS, CS and Lazy flat in width (max/min throughput <= 3, docs/algorithms.md#lazy-oracles)"
         + (
             f" ({', '.join(speedup)} speed up with width rather than slow down)" if speedup else ""
         )  # fmt: skip
@@ -914,7 +914,7 @@ def _claim_r1(tp: pa.Table, config: LazyConfig, out: Path, figures: _Figures) ->
         "CMS, CS, LazyCMS and LazyCS have throughput flat in the width; Punctual's update time "
         f"grows linearly in the width; LazyCMS reaches up to {PAPER_RATIO:g}x PunctualCMS's "
         "throughput (largest width shown).",
-        "Holland Fig. 4(a), Sec. 5.4, abstract; spec lazy-sketch §7.2 R1, §8.3 P1-P2, §9.4",
+        "Holland Fig. 4(a), Sec. 5.4, abstract; [Hol25, Section 5.4] R1, docs/algorithms.md#lazy-oracles, docs/evaluation.md#lazy-report",
         measured,
         *verdict_from_checks(failed, held),
         png,
@@ -979,7 +979,7 @@ def _claim_r2(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
         "R2",
         "ARE over the top-15 falls as memory (width) grows for every sketch, and Lazy is below "
         "Punctual at equal memory (it is wider, so fewer collisions).",
-        "Holland Fig. 4(b); spec lazy-sketch §7.2 R2",
+        "Holland Fig. 4(b); [Hol25, Section 5.4] R2",
         measured,
         *verdict_from_checks(failed, held),
         png,
@@ -1035,7 +1035,7 @@ def _claim_r3(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
         "R3",
         "ARE falls as memory grows through the depth for every sketch, and more for the "
         "non-private sketches (diminishing returns under noise).",
-        "Holland Fig. 4(c); spec lazy-sketch §7.2 R3",
+        "Holland Fig. 4(c); [Hol25, Section 5.4] R3",
         measured,
         *verdict_from_checks(failed, held),
         png,
@@ -1050,7 +1050,7 @@ def _claim_r4(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
               suptitle=f"Figure 4(d): 24 KB, eps = {config.base_eps}, d = {config.base_depth}, "
               f"{config.trials} trial(s)")  # fmt: skip
     figures.append(Figure(png, "Figure 4(d): ARE against the Zipf exponent (larger = more "
-                               "skewed, erratum E20)."))  # fmt: skip
+                               "skewed, docs/algorithms.md#lazy-e20)."))  # fmt: skip
     half = max(1, len(x) // 2)
 
     def check(metric: str) -> tuple[list[str], list[str]]:
@@ -1092,7 +1092,7 @@ def _claim_r4(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
         "R4",
         "As the skew grows the ARE of the private sketches levels off: noise, not collisions, "
         "becomes the dominant error.",
-        "Holland Fig. 4(d); spec lazy-sketch §7.2 R4 (skew = Zipf exponent, E20)",
+        "Holland Fig. 4(d); [Hol25, Section 5.4] R4 (skew = Zipf exponent, docs/algorithms.md#lazy-e20)",
         measured,
         *verdict_from_checks(failed, held),
         png,
@@ -1142,7 +1142,7 @@ def _claim_r5(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
         f"At skew {skew:g} (collision-dominated) ARE depends only weakly on eps, and LazyCMS "
         "and PunctualCMS show lower ARE at very small eps (the min over rows picks large "
         "negative noise, offsetting the overestimate).",
-        "Holland Fig. 4(e); spec lazy-sketch §7.2 R5",
+        "Holland Fig. 4(e); [Hol25, Section 5.4] R5",
         measured,
         *verdict_from_checks(failed, held),
         png,
@@ -1185,7 +1185,7 @@ def _claim_r6(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
         "R6",
         f"At skew {skew:g} (noise-dominated) ARE falls clearly with eps, roughly as 1/eps at "
         "first, then flattens once the noise is comparable to the remaining collision error.",
-        "Holland Fig. 4(f); spec lazy-sketch §7.2 R6",
+        "Holland Fig. 4(f); [Hol25, Section 5.4] R6",
         measured,
         *verdict_from_checks(failed, held),
         png,

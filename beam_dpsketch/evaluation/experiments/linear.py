@@ -1,6 +1,6 @@
-"""DP linear sketches (Zhao et al., NeurIPS 2022): the claims C1-C9 of spec dp-linear-sketches §8.5.
+"""DP linear sketches (Zhao et al., NeurIPS 2022): the claims C1-C9 of [ZQR+22, Sections 5.3-5.4].
 
-The paper's experiments (spec §8.1-§8.3) release Count-Min (DP-CM), Count Sketch (DP-CS) and the
+The paper's experiments ([ZQR+22, Section 5.1; Section 5.2]) release Count-Min (DP-CM), Count Sketch (DP-CS) and the
 Dyadic Count Sketch (DP-DCS) under ``rho``-zCDP, ``rho in {0.1, 1, 10}``, and compare them with
 the non-private sketches built with the same hash functions:
 
@@ -8,13 +8,13 @@ the non-private sketches built with the same hash functions:
   budget, ``N = 10**5``;
 * **Figure 2** (quantiles): average rank error at ``m`` evenly spaced keys against ``m``.
 
-The notebook behind the figures swapped the arguments of its sketches (erratum E5), used a buggy
-Count-Min offset (E6) and a depth-3 DCS (E7), so §8.2 distinguishes the parameters **as run**
+The notebook behind the figures swapped the arguments of its sketches (docs/algorithms.md#lin-e5), used a buggy
+Count-Min offset (docs/algorithms.md#lin-e6) and a depth-3 DCS (docs/algorithms.md#lin-e7), so docs/algorithms.md#lin-e5 distinguishes the parameters **as run**
 (what produced the published numbers) from those **as described** in the text. Both presets run
 here, and every claim gets a verdict per preset:
 
 * ``as_run``: ``w = 100``, ``beta' = 2**-k``, ``d = ceil(k ln 2)``, ``sigma = sqrt(ln(2/beta')/rho)``
-  (``paper_compat``), Count-Min offset ``E_code`` (E6); DCS with ``d = 3``, ``w = 882`` (``U = 2**16``)
+  (``paper_compat``), Count-Min offset ``E_code`` (docs/algorithms.md#lin-e6); DCS with ``d = 3``, ``w = 882`` (``U = 2**16``)
   or ``1308`` (``U = 2**32``), noise ``sigma_level = sqrt(L ln 16 / rho)``, no exact levels.
 * ``as_described``: ``w = 2**k``, ``beta = 0.01``, ``d = ceil(ln 200) = 6``, the paper's ``sigma`` and
   correct ``E`` (``paper_compat``); DCS with the paper's ``(w, d)`` (:func:`dyadic_shape`) and
@@ -25,8 +25,8 @@ The per-level DCS noise is set through the budget handed to :class:`PrivateDyadi
 gives exactly the paper's ``sigma_level``. These are reproduction settings, not the library's
 calibration (which the transforms use).
 
-Data (spec §8.1): bounded Zipf ``P(x) ~ 1/x`` on ``{1..2**16 - 1}``; the CAIDA trace needs a
-data-use agreement, so its ``[EXT]`` substitute runs instead: Zipf(1) over ranks ``1..2**20``
+Data ([ZQR+22, Section 5.1]): bounded Zipf ``P(x) ~ 1/x`` on ``{1..2**16 - 1}``; the CAIDA trace needs a
+data-use agreement, so its (extension, not in the paper) substitute runs instead: Zipf(1) over ranks ``1..2**20``
 mapped to distinct pseudo-random uint32 ids (``U = 2**32``; qualitative checks only); and the US
 flights 2001 data (routes for frequencies, ``delay`` in minutes for quantiles, public domain
 ``[-1024, 3071]``).
@@ -68,11 +68,8 @@ from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
 from beam_dpsketch.sketches.dp_linear import PrivateCountMinSketch, PrivateCountSketch
-from beam_dpsketch.sketches.dyadic import (
-    DyadicCountSketch,
-    PrivateDyadicCountSketch,
-    dyadic_shape,
-)
+from beam_dpsketch.sketches.dyadic import DyadicCountSketch, dyadic_shape
+from beam_dpsketch.sketches.dyadic_private import PrivateDyadicCountSketch
 
 __all__ = [
     "FREQ_METRICS",
@@ -136,7 +133,7 @@ N_METRICS: tuple[str, ...] = (
     "cs_extra",
     "dcs_extra",
 )
-"""C9 cell metrics: DP-CM ``mean(f^ - f~)``, DP-CS ``mean|f^-f| - mean|f~-f|`` (spec §6.2) and
+"""C9 cell metrics: DP-CM ``mean(f^ - f~)``, DP-CS ``mean|f^-f| - mean|f~-f|`` (docs/algorithms.md#lin-oracles) and
 ``mean|f^ - f~|``, DP-DCS ``mean|R^ - R~|`` at 128 quantile keys."""
 
 
@@ -214,8 +211,8 @@ MODES: dict[str, LinearConfig] = {
 """Presets. ``quick`` is the paper's grid (N = 10**5, 5 runs); ``full`` doubles the runs, adds
 C9 stream lengths and uses the 3 M-row flights file."""
 
-# Notebook printouts behind the figures (spec §8.5, as run) and the spec author's as-described
-# re-simulation (§8.6), Zipf only; indexed by k = 9..13 or m = 32..1024.
+# Notebook printouts behind the figures ([ZQR+22, Sections 5.3-5.4], as run) and a reference as-described
+# re-simulation (docs/evaluation.md#linear-report), Zipf only; indexed by k = 9..13 or m = 32..1024.
 PAPER_FIG1_ARE_AS_RUN = {
     "cm": (374.35, 374.38, 369.23, 364.54, 359.28),
     "cs": (50.31, 50.27, 46.64, 44.80, 40.82),
@@ -290,7 +287,7 @@ def _data(params: Mapping[str, Any], seed: int, column: str = "route") -> np.nda
 
 
 def e_code(rho: float, beta: float, gamma: float) -> float:
-    """The reference code's Count-Min offset (erratum E6; spec §3.2 ``reference_code_as_run``).
+    """The reference code's Count-Min offset (docs/algorithms.md#lin-e6; docs/algorithms.md#lin-strict ``reference_code_as_run``).
 
     ``E_code = sqrt(2 ln(2/beta)/rho) * sqrt(ln(4 ln(2/beta)/gamma) / beta)``, e.g. 750.12 at
     ``k = 9`` (``beta = 2**-9``), ``gamma = 0.01``, ``rho = 0.1``.
@@ -300,8 +297,8 @@ def e_code(rho: float, beta: float, gamma: float) -> float:
 
 
 def linear_params(preset: str, k: int) -> dict[str, float]:
-    """``width, depth, beta, gamma`` of a Figure-1 sketch for ``gamma = 2**-k`` (spec §8.2)."""
-    if preset == "as_run":  # the notebook's swapped arguments (E5)
+    """``width, depth, beta, gamma`` of a Figure-1 sketch for ``gamma = 2**-k`` (docs/algorithms.md#lin-e5)."""
+    if preset == "as_run":  # the notebook's swapped arguments (docs/algorithms.md#lin-e5)
         beta, gamma = 2.0**-k, 0.01
         return {"width": 100, "depth": math.ceil(k * math.log(2)), "beta": beta, "gamma": gamma}
     if preset == "as_described":
@@ -366,7 +363,7 @@ def freq_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
         "distinct": len(items),
         "width": w,
         "depth": d,
-        # the paper's nominal axis: ln(1/beta)/gamma * 4 bytes / 1024 (E14)
+        # the paper's nominal axis: ln(1/beta)/gamma * 4 bytes / 1024 (docs/algorithms.md#lin-e14)
         "nominal_kb": math.log(1 / p["beta"]) / p["gamma"] * 4 / 1024,
         "real_bytes": 8 * w * d,
         "cm_are": metrics.are(ff, cm_est),
@@ -384,7 +381,9 @@ def freq_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
             cm, budget, noise.stream(f"{rid}/cm/{rho}"), gamma=p["gamma"], **kw
         )
         est = dcm.estimate(items).astype(np.float64)
-        if params["preset"] == "as_run":  # swap the printed offset for the code's (E6)
+        if (
+            params["preset"] == "as_run"
+        ):  # swap the printed offset for the code's (docs/algorithms.md#lin-e6)
             est += e_code(rho, p["beta"], p["gamma"]) - dcm.offset
         out[f"dpcm_are_{_tag(rho)}"] = metrics.are(ff, est)
         out[f"dpcm_f1_{_tag(rho)}"] = metrics.top_k_f1(items, ff, est, TOP_K)
@@ -411,7 +410,7 @@ def _release_dcs(
 
 
 def quantile_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
-    """Figure 2 for one (dataset, preset, m): DCS and DP-DCS average rank error (spec §8.3).
+    """Figure 2 for one (dataset, preset, m): DCS and DP-DCS average rank error ([ZQR+22, Section 5.2]).
 
     Parameters
     ----------
@@ -449,7 +448,7 @@ def quantile_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
 
 
 def independence_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
-    """C9: the error DP adds to the same-hash sketch, at one stream length ``n`` (spec §6.2).
+    """C9: the error DP adds to the same-hash sketch, at one stream length ``n`` (docs/algorithms.md#lin-oracles).
 
     Parameters
     ----------
@@ -580,7 +579,7 @@ def _freq_panels(
                                  ":s", f"C{i}"))  # fmt: skip
         ref = PAPER_FIG1_ARE_AS_RUN if preset == "as_run" else SIM_FIG1_ARE_AS_DESCRIBED
         if metric == "are" and ds == "zipf" and len(x) == len(PAPER_KS):
-            tag = "paper" if preset == "as_run" else "spec [SIM]"
+            tag = "paper" if preset == "as_run" else "reference simulation"
             series.append(Series(f"CM ({tag})", x, ref["cm"], "--", "k"))
             series.append(Series(f"DP-CM rho=0.1 ({tag})", x, ref["dpcm_r01"], "--", "C0"))
         panels.append((DATASET_LABELS[ds.split("-")[0]], series))
@@ -632,7 +631,7 @@ def build_report(
                 logx=True,
                 logy=logy,
                 suptitle=f"Figure 1 ({preset.replace('_', ' ')}): {ylabel}, N={config.n:,}, "
-                f"{config.trials} run(s); dashed = published/spec numbers",
+                f"{config.trials} run(s); dashed = published/reference numbers",
             )
             figures.append(Figure(png, f"Figure 1, {metric.upper()}, {preset} parameters."))
         png = f"fig2_rank_{preset}.png"
@@ -697,22 +696,22 @@ def build_report(
         for preset in PRESETS for ds in ds_names
     ] + [("C9: DP error against N", n_agg)]  # fmt: skip
     notes = [
-        "Presets (spec §8.2): 'as_run' reproduces the notebook behind the published figures "
-        "(swapped arguments E5: w=100, d=ceil(k ln 2), buggy Count-Min offset E_code E6, DCS "
-        "with d=3 E7); 'as_described' follows the paper's text (w=2^k, d=6, correct E; DCS d "
+        "Presets (docs/algorithms.md#lin-e5): 'as_run' reproduces the notebook behind the published figures "
+        "(swapped arguments docs/algorithms.md#lin-e5: w=100, d=ceil(k ln 2), buggy Count-Min offset E_code docs/algorithms.md#lin-e6, DCS "
+        "with d=3 docs/algorithms.md#lin-e7); 'as_described' follows the paper's text (w=2^k, d=6, correct E; DCS d "
         "and w from the paper's formulas). Both use the paper's sigma = sqrt(ln(2/beta)/rho) "
         "(paper_compat; replace relation) and per-level DCS sigma, i.e. reproduction settings, "
         "not the library's calibration.",
-        "CAIDA needs a data-use agreement and is not available: the U=2^32 rows run the spec's "
-        "[EXT] substitute (Zipf(1) on 2^20 ranks, pseudo-random uint32 ids). Its numbers are "
+        "CAIDA needs a data-use agreement and is not available: the U=2^32 rows run the library's "
+        "(extension, not in the paper) substitute (Zipf(1) on 2^20 ranks, pseudo-random uint32 ids). Its numbers are "
         "compared with the paper's CAIDA numbers only qualitatively.",
         "Hashes are the library's MurmurHash3 double hashing, not the notebook's md5; the "
         "as-run numbers can therefore differ by a few percent from the printouts.",
         "The noise is drawn from a seeded test noise source (reproduction only). All cells of a "
         "trial share the data (common random numbers), whereas the paper drew fresh data per "
         "parameter setting.",
-        "ARE divides by the number of distinct items (erratum E10); F1 candidates are all "
-        "distinct items of the input (an evaluation convenience, not DP; spec §8.3).",
+        "ARE divides by the number of distinct items (docs/algorithms.md#lin-e10); F1 candidates are all "
+        "distinct items of the input (an evaluation convenience, not DP; [ZQR+22, Section 5.2]).",
     ]
     if config.mode != "full":
         notes.append(
@@ -748,7 +747,7 @@ def _claims(
     freq: pa.Table,
 ) -> list[Claim]:
     claims: list[Claim] = []
-    src = "Zhao et al. 2022 §5.3; spec dp-linear-sketches §8.5"
+    src = "Zhao et al. 2022 [ZQR+22, Section 5.3]"
     paper_grid = tuple(config.ks) == PAPER_KS
 
     for preset in PRESETS:
@@ -799,13 +798,13 @@ def _claims(
             reason = "DP-CM ARE is not monotone in rho"
         elif space_down:
             reason = ("DP-CM ARE falls as space grows (the paper's rise comes from the notebook's "
-                      "E_code offset growing with k, errata E5/E6); only the rho part holds")  # fmt: skip
+                      "E_code offset growing with k, errata LIN-E5/E6 in docs/algorithms.md#lin-e5); only the rho part holds")  # fmt: skip
         else:
             reason = "DP-CM ARE is not monotone increasing in space"
         claims.append(Claim(
             "C2" + tag,
             "DP-CM ARE degrades as space grows or rho shrinks.",
-            src + " (Fig. 1a/b); spec: space part expected only as run",
+            src + " (Fig. 1a/b); the space part is expected only as run",
             f"monotone in rho: {rho_ok}; increasing in space: {space_up}; decreasing in "
             f"space: {space_down}. " + "; ".join(parts) + ".",
             *verdict(ok, reason),
@@ -861,7 +860,7 @@ def _claims(
         claims.append(Claim(
             "C5" + tag,
             "The average rank error does not depend on m.",
-            "Zhao et al. 2022 §5.3 (Fig. 2); acceptance max/min over m <= 1.5 per curve",
+            "Zhao et al. 2022 [ZQR+22, Section 5.3] (Fig. 2); acceptance max/min over m <= 1.5 per curve",
             f"largest max/min over m = {ratios[worst_key]:.2f} ({worst_key[0]}, "
             f"{worst_key[1]}); {len(ratios)} curves.",
             *verdict(ok, f"the {worst_key[1]} curve on {worst_key[0]} varies by more than 1.5x"),
@@ -877,7 +876,7 @@ def _claims(
         claims.append(Claim(
             "C6" + tag,
             "The rank error is larger for U = 2^32 than for U = 2^16.",
-            "Zhao et al. 2022 §5.3 (Fig. 2a vs 2b); paper ratio about 2.2x",
+            "Zhao et al. 2022 [ZQR+22, Section 5.3] (Fig. 2a vs 2b); paper ratio about 2.2x",
             "mean DP-DCS rank error U=2^32 substitute / Zipf U=2^16 per rho (0.1, 1, 10): "
             + ", ".join(f"{r:.2f}x" for r in per_rho) + ".",
             *verdict(ok, "the U=2^32 error is not larger for every rho"),
@@ -893,7 +892,7 @@ def _claims(
         claims.append(Claim(
             "C7" + tag,
             "Lower rho gives a larger rank error; DP-DCS(0.1) - DCS is small relative to N.",
-            "Zhao et al. 2022 §5.3 (Fig. 2); paper gap +11.5 (Zipf), +33.3 (CAIDA); acceptance "
+            "Zhao et al. 2022 [ZQR+22, Section 5.3] (Fig. 2); paper gap +11.5 (Zipf), +33.3 (CAIDA); acceptance "
             "monotone in rho, gap <= 0.1 gamma N",
             "gap DP-DCS(0.1) - DCS averaged over m: "
             + ", ".join(f"{d}: {g:+.1f}" for d, g in zip(means, gaps, strict=True))
@@ -912,13 +911,13 @@ def _claims(
         claims.append(Claim(
             "C8" + tag,
             "All rank errors are an order of magnitude below gamma N.",
-            "Zhao et al. 2022 §5.3 (Fig. 2); acceptance every cell <= 0.2 gamma N",
+            "Zhao et al. 2022 [ZQR+22, Section 5.3] (Fig. 2); acceptance every cell <= 0.2 gamma N",
             f"largest error / (gamma N) = {worst_ratio:.3f} (gamma N = 0.01 x each data set's N).",
             *verdict(worst_ratio <= 0.2, "a rank error exceeds 0.2 gamma N"),
             fig2,
         ))  # fmt: skip
 
-        # Numeric agreement with the published printouts (as run) or the spec re-simulation.
+        # Numeric agreement with the published printouts (as run) or the reference re-simulation.
         z = fa["zipf"]
         if paper_grid and config.n == 100_000:
             ref = PAPER_FIG1_ARE_AS_RUN if preset == "as_run" else SIM_FIG1_ARE_AS_DESCRIBED
@@ -934,8 +933,8 @@ def _claims(
                 "R1" + tag,
                 ("Zipf ARE matches the notebook printouts (Fig. 1a) within 10%."
                  if preset == "as_run" else
-                 "Zipf ARE matches the spec author's re-simulation within 20%."),  # fmt: skip
-                "spec dp-linear-sketches §8.5 / §8.6, §11 item 8",
+                 "Zipf ARE matches the reference re-simulation within 20%."),  # fmt: skip
+                "[ZQR+22, Sections 5.3-5.4] and docs/evaluation.md#linear-report and docs/algorithms.md#linear-sketches",
                 f"largest relative deviation {worst:.1%} ({worst_key}); CM ours "
                 f"{fmt(col(z, 'cm_are_mean'), 2, 'f')} vs {fmt(np.asarray(ref['cm']), 2, 'f')}; "
                 f"DP-CM rho=0.1 ours {fmt(col(z, 'dpcm_are_r01_mean'), 2, 'f')} vs "
@@ -954,7 +953,7 @@ def _claims(
             claims.append(Claim(
                 "R2" + tag,
                 "Zipf average rank error (mean over m) matches the notebook (Fig. 2a) within 10%.",
-                "spec dp-linear-sketches §8.5",
+                "[ZQR+22, Sections 5.3-5.4]",
                 ", ".join(f"{c}: ours {ours[c]:.1f} vs paper {np.mean(ref[c]):.1f}" for c in ref)
                 + ".",
                 *verdict(dev[worst_key] <= 0.10, f"{worst_key} deviates by "
@@ -969,9 +968,9 @@ def _claims(
                    if not 0.8 * lo <= ours[c] <= 1.2 * hi]  # fmt: skip
             claims.append(Claim(
                 "R2" + tag,
-                "Zipf average rank error matches the spec re-simulation ranges within 20%.",
-                "spec dp-linear-sketches §8.6",
-                ", ".join(f"{c}: ours {ours[c]:.1f} vs [SIM] {lo}-{hi}"
+                "Zipf average rank error matches the reference re-simulation ranges within 20%.",
+                "docs/evaluation.md#linear-report",
+                ", ".join(f"{c}: ours {ours[c]:.1f} vs reference {lo}-{hi}"
                           for c, (lo, hi) in lo_hi.items()) + ".",  # fmt: skip
                 *verdict(not bad, f"outside the range: {', '.join(bad)}"),
                 fig2,
@@ -994,10 +993,10 @@ def _claims(
     claims.append(Claim(
         "C9 [as_described]",
         "The extra error DP adds does not depend on N.",
-        "Zhao et al. 2022 (Thm 3.1/3.2, not tested in the paper); spec §6.2 'Independence of N' "
+        "Zhao et al. 2022 (Thm 3.1/3.2, not tested in the paper); docs/algorithms.md#lin-oracles 'Independence of N' "
         "(within 20% of its value at N about 1e5)",
         f"N = {', '.join(f'{n:,}' for n in ns)}: " + "; ".join(parts)
-        + f". Spec's CS gap mean|f^-f| - mean|f~-f| at rho=0.1: {fmt(spec_gap, 3, 'f')} (it "
+        + f". Reference CS gap mean|f^-f| - mean|f~-f| at rho=0.1: {fmt(spec_gap, 3, 'f')} (it "
         "shrinks as the sketch error grows, so the verdict uses mean|f^ - f~|).",
         *verdict(ok, "an extra-error curve moves by more than 20% across N"),
         "c9_independence.png",

@@ -1,26 +1,26 @@
 """DP Misra-Gries (Lebeda and Tetek, PODS 2023 / TODS 2025): the paper's claims, measured.
 
-The paper has no experiments (spec dp-misra-gries §9.1): its results are utility theorems and
+The paper has no experiments: its results are utility theorems and
 asymptotic comparisons. This module turns them into falsifiable measurements, following the
-evaluation plan of spec §9.2 and the oracles of §8.3, and computes every verdict from the
+evaluation plan of docs/evaluation.md#misra-gries-report and the oracles of docs/algorithms.md#mg-oracles, and computes every verdict from the
 results table:
 
 ====  ==========================================================================================
 M1    Theorem 8: w.p. ``>= 1 - beta`` every key has ``f - n/(k+1) - tau - B < f~ <= f + B``; keys
       with ``f = 0`` are never released, at most ``k`` keys are, every value is ``>= tau``.
 M2    PMG's error against the non-private sketch stays below ``tau + B``, which grows only like
-      ``log k``; Chan et al.'s grows at least linearly in ``k``; M-GSHM lies in between (§9.2.1).
+      ``log k``; Chan et al.'s grows at least linearly in ``k``; M-GSHM lies in between (docs/evaluation.md#misra-gries-report).
 M3    On a stream with a heavy head and a long uniform tail (MG error ``~ n/(k+1)``), PMG's total
       error falls with ``k``; Chan et al.'s is minimised at an interior ``k`` and does not drop
-      below about ``sqrt(n ln(1/delta)/eps)`` (§7.1, §9.2.2).
+      below about ``sqrt(n ln(1/delta)/eps)`` ([LT23, Section 4] and docs/evaluation.md#misra-gries-report).
 M4    The release threshold grows like ``log(1/delta)/eps``: the count released half the time
-      follows ``1 + 2 ln(3/delta)/eps`` (§4.1, §4.6).
-M5    PMG is within a small constant (2-3x) of the exact stability histogram (§7.3, §9.2.3).
+      follows ``1 + 2 ln(3/delta)/eps`` ([LT23, Algorithm 2; Section 5.2]).
+M5    PMG is within a small constant (2-3x) of the exact stability histogram (docs/algorithms.md#mg-baselines and docs/evaluation.md#misra-gries-report).
 M6    Design B is close to PMG; merged releases (M-GSHM, M-LAP) cost one to two orders of
-      magnitude at the spec's example sizes (§6.3, §6.4, §9.2.6).
-M7    PURE_PP's noise grows with ``log u``; PMG does not depend on ``u`` (§4.4, §9.2.4).
+      magnitude at the reference sizes (docs/algorithms.md#mg-merged and docs/evaluation.md#misra-gries-report).
+M7    PURE_PP's noise grows with ``log u``; PMG does not depend on ``u`` ([LT23, Section 6] and docs/evaluation.md#misra-gries-report).
 M8    User level: PAMG + GSHM beats flattened MG with group privacy once ``m`` exceeds about
-      ``sqrt(k)``; the flattened error grows with ``m``, PAMG's does not (§5, §9.2.5).
+      ``sqrt(k)``; the flattened error grows with ``m``, PAMG's does not ([LT23, Section 8] and docs/evaluation.md#misra-gries-report).
 M9    Top-k accuracy (precision, recall, F1, ARE, AAE) against epsilon and k on the US flights
       routes and Zipf: PMG is the most accurate ``(eps, delta)`` sketch release.
 ====  ==========================================================================================
@@ -28,7 +28,7 @@ M9    Top-k accuracy (precision, recall, F1, ARE, AAE) against epsilon and k on 
 "Privacy error" is ``max_x |f~(x) - c(x)|`` against the release's own non-private input ``c``
 (the MG counters, the Design-B sums, the merged sketch or the exact histogram; 0 for unreleased
 keys): it isolates what the DP release costs. "Total error" is ``max |f~(x) - f(x)|`` over the
-true top-100 and the released keys (spec §9.2 metrics). Every release draws its noise from
+true top-100 and the released keys (docs/evaluation.md#misra-gries-report metrics). Every release draws its noise from
 ``NoiseSource.insecure_for_tests`` with a distinct release id per cell, mechanism and trial:
 reproducible, and never a deployment key.
 
@@ -116,15 +116,15 @@ __all__ = [
 
 EXPERIMENT_VERSION = "1"
 
-BETA = 0.05  # utility failure probability of the Theorem 8 oracle (spec §8.3)
-DELTA = 1e-6  # the spec's example delta (§6.3, §8.4)
-TOP_ERR = 100  # total error over the true top-100 and the released keys (spec §9.2)
-TOP_F1 = 10  # F1 of the top-10 in the k sweep (dp-linear-sketches §8.3 convention)
+BETA = 0.05  # utility failure probability of the Theorem 8 oracle (docs/algorithms.md#mg-oracles)
+DELTA = 1e-6  # the reference example delta (docs/algorithms.md#mg-merged and docs/algorithms.md#mg-oracles)
+TOP_ERR = 100  # total error over the true top-100 and the released keys (docs/evaluation.md#misra-gries-report)
+TOP_F1 = 10  # F1 of the top-10 in the k sweep ([ZQR+22, Section 5.2] convention)
 PLANTED_HEAVY = 10  # heavy keys of the planted stream
 PLANTED_MASS = 0.2  # their total probability (2% each)
 
 SWEEP_MECHANISMS = ("pmg", "design_b", "merged_gshm", "merged_laplace", "chan", "stability")
-"""Releases compared in the k sweep (Chan et al. = the thresholded variant, spec §7.1)."""
+"""Releases compared in the k sweep (Chan et al. = the thresholded variant, [ZQR+22, Section 2.2])."""
 
 ACCURACY_MECHANISMS = (
     "mg",
@@ -172,7 +172,7 @@ class MGConfig:
         k sweep (M1-M3, M6): stream length, Zipf universe size ``N_U`` (also the planted
         stream's tail size) and Zipf exponent.
     ks
-        Sketch sizes of the k sweep (must contain 100, the spec §6.3 example).
+        Sketch sizes of the k sweep (must contain 100, docs/algorithms.md#mg-merged example).
     shards
         Contiguous segments for Design B and the merged releases.
     sweep_trials
@@ -305,9 +305,9 @@ MODES: dict[str, MGConfig] = {
         flights="full",
     ),
 }
-"""Presets. ``quick`` uses the lazy-sketch stream length ``2**20`` and the spec §9.2 grid
+"""Presets. ``quick`` uses the lazy-sketch stream length ``2**20`` and docs/algorithms.md#noise-sampling grid
 values (``k`` 10..1000, ``eps`` 0.1..2, ``delta`` down to 1e-9, ``m`` 1..64); ``full`` uses
-``n = 10^7`` (the spec's largest), ``k`` up to 3000, more trials and the 3 M-row flights file."""
+``n = 10^7`` (the largest reference size), ``k`` up to 3000, more trials and the 3 M-row flights file."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -347,8 +347,7 @@ def privacy_error(
 ) -> float:
     """``max_x |f~(x) - c(x)|`` over the input's keys and the released keys (0 when absent).
 
-    ``c`` is the release's non-private input; the value isolates the cost of privacy (spec
-    §9.2: "the same against the non-private MG").
+    ``c`` is the release's non-private input; the value isolates the cost of privacy (docs/evaluation.md#misra-gries-report: "the same against the non-private MG").
     """
     err = 0.0
     if len(input_keys):
@@ -363,7 +362,7 @@ def privacy_error(
 def total_error(
     items: np.ndarray, f: np.ndarray, rel_keys: np.ndarray, rel_values: np.ndarray, top: int
 ) -> float:
-    """``max |f~(x) - f(x)|`` over the true top-``top`` and the released keys (spec §9.2)."""
+    """``max |f~(x) - f(x)|`` over the true top-``top`` and the released keys (docs/evaluation.md#misra-gries-report)."""
     truth = datasets.top_k(items, f, top)
     err = float(np.max(np.abs(_lookup(rel_keys, rel_values, truth) - _lookup(items, f, truth))))
     if len(rel_keys):
@@ -381,7 +380,7 @@ def score_top_k(
     smaller key; fewer when fewer are released). Precision is over the reported keys (1 when
     nothing is reported), recall over the true top-``k`` (:func:`metrics.precision_recall_f1`).
     ARE and AAE are over the true top-``k`` with the released value as the estimate, 0 for
-    unreleased keys (lazy-sketch §7.1; a withheld key costs its whole count).
+    unreleased keys ([Hol25, Sections 5.1-5.3]; a withheld key costs its whole count).
 
     Parameters
     ----------
@@ -424,9 +423,9 @@ class Sketches:
     sequential
         Algorithm 1 over the whole stream (PMG, PURE_PP, Chan et al.).
     design_b
-        Algorithm 3 of each segment, summed exactly (APPROX_PP; spec §6.4).
+        Algorithm 3 of each segment, summed exactly (APPROX_PP; docs/algorithms.md#mg-merged).
     merged
-        The segments' sketches folded with ``MERGE_k`` (M-GSHM, M-LAP; spec §6.3).
+        The segments' sketches folded with ``MERGE_k`` (M-GSHM, M-LAP; docs/algorithms.md#mg-merged).
     items, f
         Exact counts (the stability histogram's input and the ground truth).
     """
@@ -516,7 +515,7 @@ def _input(mechanism: str, sk: Sketches) -> tuple[np.ndarray, np.ndarray]:
 def pmg_bound_b(k: int, epsilon_effective: float, beta: float = BETA) -> float:
     """``B`` of Theorem 8 for the discrete PMG: ``2 ceil(ln(2(k+1)/((1+e^-eps) beta))/eps)``.
 
-    Spec §8.3 (PMG-geo row): each of the ``k+1`` two-sided geometric draws exceeds ``B/2`` in
+    docs/algorithms.md#mg-oracles (PMG-geo row): each of the ``k+1`` two-sided geometric draws exceeds ``B/2`` in
     absolute value with probability at most ``beta/(k+1)``.
     """
     e = epsilon_effective
@@ -526,7 +525,7 @@ def pmg_bound_b(k: int, epsilon_effective: float, beta: float = BETA) -> float:
 def _theorem8(
     rel: HeavyHitterRelease, sk: Sketches, rel_keys: np.ndarray, rel_values: np.ndarray
 ) -> dict[str, float]:
-    """The Theorem 8 oracle on one PMG release (spec §4.8, §8.3), over every key."""
+    """The Theorem 8 oracle on one PMG release ([LT23, Lemma 7 and Theorem 8] and docs/algorithms.md#mg-oracles), over every key."""
     k, n = sk.k, sk.n
     tau = float(rel.threshold)
     b = pmg_bound_b(k, float(rel.details["epsilon_effective"]))
@@ -578,7 +577,7 @@ def _planted(n: int, n_items: int, seed: int) -> np.ndarray:
     """``PLANTED_HEAVY`` keys (ids 1..10) with 2% each, the rest uniform over ``n_items`` keys.
 
     The uniform tail makes Misra-Gries' undercount close to its worst case ``n/(k+1)``, which
-    is where the trade-off of Chan et al.'s ``k/eps`` noise shows (spec §7.1).
+    is where the trade-off of Chan et al.'s ``k/eps`` noise shows ([LT23, Section 4]).
     """
     rng = np.random.default_rng([seed, 7])
     heavy = rng.random(n) < PLANTED_MASS
@@ -781,7 +780,7 @@ USER_METRICS = (
 
 @functools.lru_cache(maxsize=4)
 def _users(n_users: int, m: int, n_items: int, s: float, seed: int) -> tuple[np.ndarray, ...]:
-    """``n_users`` sets of ``m`` distinct Zipf(s) elements over ``1..n_items`` (spec §9.2).
+    """``n_users`` sets of ``m`` distinct Zipf(s) elements over ``1..n_items`` (docs/evaluation.md#misra-gries-report).
 
     Each user takes the first ``m`` distinct values of ``4m`` Zipf draws, topped up with
     uniform values when the draws hold fewer than ``m`` distinct ones.
@@ -802,7 +801,7 @@ def _users(n_users: int, m: int, n_items: int, s: float, seed: int) -> tuple[np.
 
 
 def user_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
-    """User level: flattened MG + group-privacy PMG against PAMG + GSHM (spec §5.1, §5.5).
+    """User level: flattened MG + group-privacy PMG against PAMG + GSHM ([LT23, Section 8, Lemmas 1-2 and Corollary 3; Theorem 12]).
 
     Both sketches have ``k`` counters; ``f(x)`` is the number of users holding ``x`` and ``N``
     the number of (user, element) pairs.
@@ -900,7 +899,9 @@ def build_experiments(config: MGConfig, flights_kind: str | None) -> dict[str, E
     """The five experiments of a run, by short name (``sweep``, ``ladder``, ``universe``,
     ``user``, ``accuracy``); ``flights_kind`` is the flights data actually available."""
     if 100 not in config.ks:
-        raise ValueError("the k sweep must include k = 100 (the spec §6.3 example sizes)")
+        raise ValueError(
+            "the k sweep must include k = 100 (docs/algorithms.md#mg-merged example sizes)"
+        )
     sweep = [
         {
             "stream": stream,
@@ -1210,18 +1211,18 @@ def build_report(
     claims.append(_accuracy_claim(acc, acc_figs[0].file if acc_figs else None))
 
     notes = [
-        "The paper has no experiments or tables (spec §9.1): the claims are its theorems and "
-        "asymptotic comparisons, made falsifiable as in spec §9.2.",
+        "The paper has no experiments or tables: the claims are its theorems and "
+        "asymptotic comparisons, made falsifiable (docs/evaluation.md#misra-gries-report).",
         "All noise comes from NoiseSource.insecure_for_tests with a distinct release id per "
         "cell, mechanism and trial: reproducible, and never a deployment key.",
         f"Design B and the merged releases split each stream into {config.shards} contiguous "
-        "segments (Beam bundles); a Beam runner may cut differently (spec §6.8, A-PART).",
+        "segments (Beam bundles); a Beam runner may cut differently (assumption A-PART, docs/algorithms.md#mg-a-part).",
         "PMG and Chan et al. use exact discrete (two-sided geometric) noise, the library's "
-        "default; the spec §6.3 example sizes are Laplace calibrations, so the M6 comparison "
+        "default; docs/algorithms.md#mg-merged example sizes are Laplace calibrations, so the M6 comparison "
         "recomputes those with Laplace noise.",
         "The flights universe for PURE_PP is every ordered pair of the airports seen in the "
         "data; a deployment must take the airport list from a public source.",
-        "Grid values follow spec §9.2 but are smaller: one delta (1e-6) outside the threshold "
+        "Grid values follow docs/evaluation.md#misra-gries-report but are smaller: one delta (1e-6) outside the threshold "
         "ladder, and fewer trials than the 20-50 suggested.",
     ]
     if config.mode != "full":
@@ -1275,7 +1276,7 @@ def _theorem8_claim(sweep: pa.Table, acc: pa.Table, figure: str) -> Claim:
         f"Theorem 8: w.p. >= 1 - beta (beta = {BETA}) every key has f - n/(k+1) - tau - B < "
         "f~ <= f + B; keys with f = 0 are never released, at most k keys are, and every "
         "released value is >= tau.",
-        "Lebeda & Tetek, Lemma 7 and Theorem 8; spec §4.8, §8.3 (discrete B of the PMG-geo row)",
+        "Lebeda & Tetek [LT23, Lemma 7 and Theorem 8] and docs/algorithms.md#mg-oracles (discrete B of the PMG-geo row)",
         f"{viol} of {runs} PMG releases violate the bound (rate {rate:.3f}, allowed "
         f"{BETA} + 3 sigma = {BETA + margin:.3f}); {det} deterministic violations "
         "(f = 0 released, > k released, value < tau).",
@@ -1315,7 +1316,7 @@ def _sweep_claims(
             "term of tau + B = 1 + 2 ln(3/delta)/eps + 2 ln((k+1)/beta)/eps; Chan et al.'s "
             "(noise k/eps) grows at least linearly in k; M-GSHM (noise ~ sqrt(k)) lies in "
             "between.",
-            "Theorem 8; spec §7.1, §6.3, §9.2 expected outcome 1",
+            "[LT23, Theorem 8 and Section 4] and docs/algorithms.md#mg-merged and docs/evaluation.md#misra-gries-report",
             f"k = {int(ks[0])}..{int(ks[-1])}, eps = 1: " + "; ".join(parts) + ".",
             *verdict(
                 ok,
@@ -1344,7 +1345,7 @@ def _sweep_claims(
             "When Misra-Gries' undercount is near n/(k+1), PMG's total error keeps falling as k "
             "grows, while Chan et al.'s trades n/k against k/eps: it is smallest at an interior "
             "k and never drops below about sqrt(n ln(1/delta)/eps).",
-            "spec §7.1 (structural limit of Chan et al.), §9.2 expected outcome 2",
+            "[LT23, Section 4] (structural limit of Chan et al.), docs/evaluation.md#misra-gries-report",
             f"planted stream (10 keys at 2% each + uniform tail): PMG "
             f"{' -> '.join(fmt(v) for v in pmg_err)}; Chan {' -> '.join(fmt(v) for v in chan_err)}"
             f" (minimum {fmt(chan_err[i_min])} at k = {int(ks[i_min])}); sqrt(n ln(1/delta)/eps)"
@@ -1381,7 +1382,7 @@ def _ladder_claims(ladder: pa.Table, x: np.ndarray, figure: str) -> list[Claim]:
             "PMG's release threshold grows like log(1/delta)/eps: a key is released half the "
             "time at about tau = 1 + 2 ln(3/delta)/eps (Laplace; the discrete tau_geo is within "
             "a count or two).",
-            "Algorithm 2 and Lemma 5; authors' code b025ca3; spec §4.1, §4.6",
+            "Algorithm 2 and Lemma 5; authors' code b025ca3; [LT23, Algorithm 2; Section 5.2]",
             f"{ladder.num_rows} (eps, delta) points: the 50% release count fits "
             f"{slope:.2f} * ln(3/delta)/eps + {intercept:.2f} (R^2 = {r2:.3f}); largest "
             f"|c50 - tau| = {near:.1f}; no released value below tau: {min_ok}.",
@@ -1400,7 +1401,7 @@ def _ladder_claims(ladder: pa.Table, x: np.ndarray, figure: str) -> list[Claim]:
             "M5",
             "When n/(k+1) is negligible PMG is within a small constant (about 2-3x) of the "
             "exact (non-streaming) stability histogram.",
-            "Lebeda & Tetek §1 and §5; spec §7.3, §9.2 expected outcome 3",
+            "Lebeda & Tetek [LT23, Sections 1 and 5]; docs/algorithms.md#mg-baselines",
             f"ladder of exact counts (MG with d = 0): PMG / stability-histogram 50% release "
             f"point = {ratio.min():.2f}..{ratio.max():.2f}.",
             *verdict(ok, "PMG's threshold is more than 3x the stability histogram's"),
@@ -1411,7 +1412,7 @@ def _ladder_claims(ladder: pa.Table, x: np.ndarray, figure: str) -> list[Claim]:
 
 
 def _merged_claim(aggs: Mapping[str, pa.Table], figure: str) -> Claim:
-    # Spec §6.3 example sizes (eps = 1, delta = 1e-6, k = 100), recomputed with Laplace noise.
+    # docs/algorithms.md#mg-merged example sizes (eps = 1, delta = 1e-6, k = 100), recomputed with Laplace noise.
     _, tau_mlap = merged_laplace_parameters(100, 1.0, DELTA, "laplace")
     gshm = calibrate_gshm(100, 1.0, DELTA)
     tau_pmg = 1 + 2 * math.log(3 / DELTA)
@@ -1443,8 +1444,8 @@ def _merged_claim(aggs: Mapping[str, pa.Table], figure: str) -> Claim:
         "M6",
         "Design B (per-segment Algorithm 3, exact sum, APPROX_PP) stays close to PMG; the "
         "merged releases cost one to two orders of magnitude at eps = 1, delta = 1e-6, k = 100 "
-        "(spec sizes: M-LAP tau ~ 1774, M-GSHM tau ~ 238 with sigma ~ 42.5, PMG tau ~ 30.8).",
-        "Lebeda & Tetek §7; spec §6.3, §6.4, §9.2 expected outcome 6",
+        "(reference sizes: M-LAP tau ~ 1774, M-GSHM tau ~ 238 with sigma ~ 42.5, PMG tau ~ 30.8).",
+        "Lebeda & Tetek [LT23, Section 7]; docs/algorithms.md#mg-merged",
         f"our calibration: M-LAP tau {tau_mlap:.0f}, M-GSHM tau {gshm.tau:.1f} sigma "
         f"{gshm.sigma:.1f}, PMG tau {tau_pmg:.2f} (Laplace); privacy error at k = 100 (the "
         "verdict uses Zipf): "
@@ -1453,7 +1454,7 @@ def _merged_claim(aggs: Mapping[str, pa.Table], figure: str) -> Claim:
         "worst-case n/(k+1) where MG's actual undercount d is smaller.",
         *verdict(
             ok,
-            "a calibration differs from the spec's sizes, Design B is more than 3x PMG, or a "
+            "a calibration differs from the reference sizes, Design B is more than 3x PMG, or a "
             "merged release is not 5-500x PMG (Zipf stream)",
         ),
         figure,
@@ -1471,7 +1472,7 @@ def _universe_claim(uni: pa.Table, lnu: np.ndarray, figure: str) -> Claim:
         "M7",
         "PURE_PP (pure DP, noise on every key of the declared universe U) pays about "
         "(2/eps) ln u; PMG's error does not depend on u.",
-        "Lebeda & Tetek §6; spec §4.4, §9.2 expected outcome 4",
+        "Lebeda & Tetek [LT23, Section 6]",
         f"u = {int(np.exp(lnu[0])):.0e}..{int(round(np.exp(lnu[-1]))):.0e}, eps = 1: PURE_PP "
         f"privacy error {' -> '.join(fmt(v) for v in pure)} (slope {s_pure:.2f} per unit ln u,"
         f" theory 2); PMG {' -> '.join(fmt(v) for v in pmg_noise)} (slope {s_pmg:.2f}).",
@@ -1501,7 +1502,7 @@ def _user_claim(usr: pa.Table, ms: np.ndarray, k: int, figure: str) -> Claim:
         "User level: the flattened-MG release with group privacy pays ~ m log(m/delta)/eps, "
         "PAMG + GSHM a noise that does not grow with m; PAMG + GSHM wins roughly once "
         "m > sqrt(k) (up to log factors).",
-        "Lebeda & Tetek §8 (Lemmas 1-2, Theorem 12); spec §5.1, §5.5, §9.2 expected outcome 5",
+        "Lebeda & Tetek [LT23, Section 8, Lemmas 1-2 and Theorem 12]",
         f"k = {k}, m = {', '.join(str(int(m)) for m in ms)}: flattened "
         f"{' -> '.join(fmt(v) for v in flat)} (log-log slope {log_slope(ms, flat):.2f}); PAMG + "
         f"GSHM {' -> '.join(fmt(v) for v in pamg)} (slope {log_slope(ms, pamg):.2f}, m-free "
@@ -1597,7 +1598,7 @@ def _accuracy_claim(acc: pa.Table, figure: str | None) -> Claim:
         "Top-k accuracy follows the noise scales: PMG (noise O(1/eps), threshold "
         "O(log(1/delta)/eps)) is the most accurate (eps, delta) release of a k-counter sketch, "
         "ahead of Design B and far ahead of the releases whose noise grows with k.",
-        "Theorem 8; spec §6.3, §7.1, §9.2 (precision/recall of the heavy hitters)",
+        "[LT23, Theorem 8 and Section 4] and docs/algorithms.md#mg-merged and docs/evaluation.md#misra-gries-report (precision/recall of the heavy hitters)",
         "; ".join(parts) + " (averaged over epsilon and k).",
         *verdict(ok, "another (eps, delta) release has a higher mean F1 than PMG by > 0.02"),
         figure,

@@ -5,14 +5,13 @@ that our exact sketches meet the classical guarantees the papers rely on:
 
 * **Count-Min** (Cormode and Muthukrishnan 2005, Theorem 1): never underestimates with
   non-negative counts, and overestimates by more than ``e/w * N`` with probability at most
-  ``exp(-d)`` per query; per row the expected overestimate is at most ``(N - f(x))/w`` (spec
-  dp-linear-sketches §6.2). On skewed data the error falls with the skew (Cormode and
+  ``exp(-d)`` per query; per row the expected overestimate is at most ``(N - f(x))/w`` (docs/algorithms.md#lin-oracles). On skewed data the error falls with the skew (Cormode and
   Muthukrishnan, "Summarizing and mining skewed data streams", SDM 2005).
 * **Count Sketch** (Charikar, Chen and Farach-Colton 2002): each row is unbiased with variance at
   most ``||f_-x||_2^2 / w``; by Chebyshev a row errs by more than ``t = 2 ||f||_2 / sqrt(w)`` with
   probability at most 1/4, so the median of ``d`` rows does with probability at most
-  ``P(Binomial(d, 1/4) >= ceil(d/2))`` (spec dp-linear-sketches §6.2, exact binomial tail).
-* **Misra-Gries** (Bose et al., Fact 1 in Lebeda and Tetek; spec dp-misra-gries §2.2):
+  ``P(Binomial(d, 1/4) >= ceil(d/2))`` (docs/algorithms.md#lin-oracles, exact binomial tail).
+* **Misra-Gries** (Bose et al., Fact 1 in Lebeda and Tetek; [LT23, Fact 1]):
   ``f(x) - d <= fhat(x) <= f(x)`` with ``d <= n/(k+1)``, and the residual ("tail") bound
   ``d <= F1_res(j) / (k + 1 - j)`` for every ``j <= k`` (each decrement removes ``k + 1``
   distinct items' occurrences, at least ``k + 1 - j`` of them outside the top ``j``; Berinde,
@@ -20,9 +19,9 @@ that our exact sketches meet the classical guarantees the papers rely on:
 
 Sweeps: error against memory (width ``w`` for CMS/CS at depth ``d``; ``k = d*w/2`` counters for
 MG, the same nominal memory at 8 bytes per sketch cell and 16 bytes per MG key+counter) on
-finite-universe Zipf (lazy-sketch §7.2 set-up: ``N_U = 100001``) and on the US flights routes;
+finite-universe Zipf ([Hol25, Section 5.4] set-up: ``N_U = 100001``) and on the US flights routes;
 and error against the Zipf skew ``s`` at a fixed width. Point queries cover every distinct item
-of the stream (``Psi``, dp-linear-sketches §8.3).
+of the stream (``Psi``, [ZQR+22, Section 5.2]).
 """
 
 from __future__ import annotations
@@ -73,11 +72,11 @@ __all__ = [
 
 EXPERIMENT_VERSION = "1"
 
-TOP_K_ARE = 15  # lazy-sketch §7.1: ARE over the true top-15
+TOP_K_ARE = 15  # [Hol25, Sections 5.1-5.3]: ARE over the true top-15
 # A falling error curve may rise 5% per step plus 0.05% of its first point, so curves that flatten
 # out near zero (trial noise on tiny errors) still count.
 _FALLS = {"tol": 0.05, "floor": 5e-4}
-TOP_K_F1 = 10  # dp-linear-sketches §8.3: F1 of the top-10
+TOP_K_F1 = 10  # [ZQR+22, Section 5.2]: F1 of the top-10
 
 
 @dataclass(frozen=True)
@@ -164,7 +163,7 @@ MODES: dict[str, SketchConfig] = {
     ),
 }
 """Presets. ``quick`` uses the lazy-sketch stream length ``T = 2**20`` and ``N_U = 100001``
-(spec lazy-sketch §7.1-7.2); ``full`` the DPSW synthetic length of 10 M items (dpsw-sketch §7.1)
+([Hol25, Sections 5.1-5.3; Section 5.4]); ``full`` the DPSW synthetic length of 10 M items ([WWC24, Table 2 and Appendix A])
 over the same universe, more widths, skews and trials, and the 3 M-row flights file."""
 
 _SKETCH_METRICS = {
@@ -260,7 +259,7 @@ def cs_tail_bound(depth: int, p_row: float = 0.25) -> float:
     """``P(Binomial(depth, p_row) >= ceil(depth/2))``: the median-of-rows failure bound.
 
     With ``p_row = 1/4`` (Chebyshev at ``t = 2 ||f||_2 / sqrt(w)``) this bounds the probability
-    that a Count Sketch estimate errs by more than ``t`` (spec dp-linear-sketches §6.2).
+    that a Count Sketch estimate errs by more than ``t`` (docs/algorithms.md#lin-oracles).
     """
     need = math.ceil(depth / 2)
     return float(
@@ -303,7 +302,7 @@ def sketch_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     dict
         The :data:`METRICS`. Counts of bound violations are over the point queries of all
         distinct items ``Psi``; update speeds (``*_mops``) are million items per second over the
-        update call only (dpsw-sketch §7.3).
+        update call only ([WWC24, Section 5]).
     """
     keys = _stream(params, seed)
     items, f = datasets.exact_counts(keys)
@@ -609,7 +608,7 @@ def build_report(
         "that the hashes behave like such a family on these inputs.",
         "Point queries are correlated within a trial (one set of hash functions), so the "
         "observed failure rates are compared with the per-query bound plus a 3-sigma binomial "
-        "margin over all (item, trial) pairs, as spec dp-linear-sketches §6.2 prescribes.",
+        "margin over all (item, trial) pairs, as docs/algorithms.md#lin-oracles prescribes.",
         "Memory is nominal (8 bytes per CMS/CS cell, 16 per MG key and counter); the Python "
         "MisraGries object uses more (column mg_mem_bytes_mean in the throughput table).",
         "Throughput is that of this machine's Python/numpy implementation (2 shared cores), not "
@@ -668,7 +667,7 @@ def _claims(
         Claim(
             "S1",
             "Count-Min never underestimates a frequency (non-negative updates).",
-            "Cormode & Muthukrishnan 2005, Thm 1; spec dp-linear-sketches §2.3",
+            "Cormode & Muthukrishnan 2005, Thm 1; [ZQR+22, Section 2.2]",
             f"{under} underestimates in {where}.",
             *verdict(under == 0, f"{under} estimates fell below the true count"),
             mem_png,
@@ -695,7 +694,7 @@ def _claims(
             "S2",
             f"Count-Min overestimates by more than e/w*N with probability at most exp(-d) = "
             f"{math.exp(-d):.4f} per query (d = {d}).",
-            "Cormode & Muthukrishnan 2005, Thm 1; test per spec dp-linear-sketches §6.2",
+            "Cormode & Muthukrishnan 2005, Thm 1; test per docs/algorithms.md#lin-oracles",
             f"{total} of {queries:,} queries exceed e/w*N; worst cell rate {worst:.2e}; "
             f"largest max-error / bound = {ratio:.3f}.",
             *verdict(ok, "an observed rate exceeds exp(-d) plus a 3-sigma binomial margin"),
@@ -708,7 +707,7 @@ def _claims(
         Claim(
             "S3",
             "Expected Count-Min overestimate is at most (N - f(x))/w (per row, hence for the min).",
-            "Cormode & Muthukrishnan 2005, proof of Thm 1; spec dp-linear-sketches §6.2",
+            "Cormode & Muthukrishnan 2005, proof of Thm 1; docs/algorithms.md#lin-oracles",
             f"mean overestimate / mean (N - f)/w: at most {mean_ratio:.3f} over {cells} cells.",
             *verdict(mean_ratio <= 1, "a cell's mean overestimate is above the expected bound"),
             mem_png,
@@ -723,7 +722,7 @@ def _claims(
             f"Count Sketch errs by more than 2*||f||_2/sqrt(w) with probability at most "
             f"P(Bin(d, 1/4) >= ceil(d/2)) = {cs_tail_bound(d):.4f} (d = {d}).",
             "Charikar, Chen & Farach-Colton 2002 (row variance <= ||f||_2^2/w) + Chebyshev + "
-            "median; spec dp-linear-sketches §6.2",
+            "median; docs/algorithms.md#lin-oracles",
             f"{total} of {queries:,} queries exceed 2||f||_2/sqrt(w); worst cell rate "
             f"{worst:.2e}; mean |error| is {norm.min():.3f}..{norm.max():.3f} x ||f||_2/sqrt(w).",
             *verdict(ok, "an observed rate exceeds the binomial bound plus a 3-sigma margin"),
@@ -740,7 +739,7 @@ def _claims(
         Claim(
             "S5",
             "Misra-Gries: f(x) - d <= fhat(x) <= f(x) for every item, and d <= n/(k+1).",
-            "Bose et al. (Fact 1 of Lebeda & Tetek); spec dp-misra-gries §2.2",
+            "Bose et al. (Fact 1 of Lebeda & Tetek); [LT23, Fact 1]",
             f"{over} overestimates, {under_d} undercounts beyond d, {d_over} cells with "
             f"d > n/(k+1) in {where}; d / (n/(k+1)) = "
             f"{np.min(d_vals / bounds):.3f}..{np.max(d_vals / bounds):.3f}.",
@@ -817,7 +816,7 @@ def _claims(
             Claim(
                 "S9",
                 "The bounds hold on real data (US flights 2001 routes: flat head, long tail).",
-                "shared/notes/datasets.md",
+                "docs/evaluation.md#real-data",
                 "flights data not run",
                 "not run",
                 "the flights data was not available or not requested",
@@ -835,7 +834,7 @@ def _claims(
             Claim(
                 "S9",
                 "The guarantees hold on real data (US flights 2001 routes: flat head, long tail).",
-                "shared/notes/datasets.md; S1, S5 restricted to flights",
+                "docs/evaluation.md#real-data; S1, S5 restricted to flights",
                 f"{bad} deterministic violations in {int(np.sum(col(fl, 'distinct'))):,} "
                 f"queries; CMS top-15 ARE {are[0]:.3g} at w={int(col(fl_agg, 'width')[0])} -> "
                 f"{are[-1]:.3g} at w={int(col(fl_agg, 'width')[-1])}.",

@@ -1,0 +1,452 @@
+"""One output schema for every ``beam-dpsketch`` subcommand, written through Beam sinks.
+
+Every subcommand that releases something (``heavy-hitters``, ``frequencies``, ``quantiles``,
+``continual``, ``sliding-window``, ``intermittent``, and the exact ``sketch``) produces one
+:class:`CliRelease` and writes it with ``--format`` and ``--output``:
+
+Envelope (``--format json``)
+    One JSON object with four members, in this order::
+
+        {
+          "guarantee": "(eps=1, delta=1e-06)-DP in total; privacy unit: element; neighbouring
+                        relation: add/remove one stream element; ...",
+          "mechanism": "dp-misra-gries/design-b",
+          "parameters": {"column": "route", "k": 100, "budget": {...}, "noise_scale": 2.0, ...},
+          "rows": [{"key": "LAX-SFO", "estimate": 1234.5}, ...]
+        }
+
+    ``guarantee``
+        The privacy claim of the releasing transform, read from the charge it recorded in its
+        privacy accountant: the total budget (epsilon and delta, or rho), the privacy unit and
+        the neighbouring relation, plus any condition the accountant lists as not protected by
+        the noise. With ``--insecure-test-seed`` it also says that the output is not private.
+        The ``sketch`` subcommand, which adds no noise, says ``NOT PRIVATE (exact sketch)``.
+    ``mechanism``
+        The mechanism name the transform charged (for ``sketch``: the sketch and its shape).
+    ``parameters``
+        Public parameters only: the command's options, the total ``budget`` as a JSON object,
+        and the public calibration (``noise_scale``, ``threshold``) when the mechanism has one.
+        Never a value computed from the data.
+    ``rows``
+        The released values, one object per row, with the field names of :data:`ROW_FIELDS`.
+
+Row fields (the same name means the same thing in every subcommand)
+    ``key``
+        A key of the input column (string or integer; bytes decoded as UTF-8).
+    ``estimate``
+        A released (noisy) count or frequency estimate of ``key``; for ``sketch`` the exact
+        sketch estimate.
+    ``time``
+        When the estimate was released: a 1-based row position when ``parameters["clock"]`` is
+        ``"positions"``, or an event time (in the time column's units, or in ``--time-unit``
+        steps for ``sliding-window``) when it is ``"event_time"``.
+    ``quantile``, ``value``
+        A quantile level in [0, 1] and its released value.
+
+    Rows are in long format: a time series has one row per (time, key).
+
+Other formats
+    ``jsonl`` (one row per line), ``csv`` (a header line of field names) and ``parquet`` (one
+    column per field) hold the rows only: the guarantee then goes to stderr, and for Parquet
+    also into the file's schema metadata (:data:`PARQUET_METADATA_KEY` holds the envelope
+    without its rows). ``table`` is an aligned text table under a title, guarantee and mechanism
+    header. Without ``--output`` the text formats go to stdout; Parquet needs ``--output``.
+
+How rows travel
+    The pipeline maps each released element to rows and writes them with Beam's
+    ``WriteToText`` (JSON lines) into a staging directory (:class:`StagingArea`: under Beam's
+    ``--temp_location`` when given, so that remote workers can reach it, else a local temporary
+    directory); the command reads them back, orders them and writes the chosen format through
+    Beam's filesystems (so ``--output`` may name any filesystem Beam knows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
+
+from beam_dpsketch.pipelines.options import format_table, jsonable_key, pipeline_options
+
+__all__ = [
+    "FORMATS",
+    "NOT_PRIVATE",
+    "ORDER",
+    "PARQUET_METADATA_KEY",
+    "ROW_FIELDS",
+    "CliRelease",
+    "ReleaseRun",
+    "StagingArea",
+    "add_output_arguments",
+    "check_output_arguments",
+    "guarantee_of",
+    "plain",
+    "run_release",
+    "write_release",
+]
+
+FORMATS = ("table", "json", "jsonl", "csv", "parquet")
+NOT_PRIVATE = "NOT PRIVATE (exact sketch)"
+PARQUET_METADATA_KEY = b"beam_dpsketch.release"
+#: Every row field any subcommand writes, with its meaning (see the module docstring).
+ROW_FIELDS = {
+    "key": "a key of the input column",
+    "estimate": "released (noisy) count or frequency estimate of the key",
+    "time": "release time: 1-based row position or event time (parameters['clock'])",
+    "quantile": "quantile level in [0, 1]",
+    "value": "released value of the quantile",
+}
+#: Staged rows carry their display order under this name; it is dropped before writing.
+ORDER = "_order"
+_INSECURE = (
+    "; INSECURE: --insecure-test-seed makes the noise reproducible, so this output is NOT private."
+)
+
+
+@dataclass(frozen=True)
+class CliRelease:
+    """What a subcommand writes: the envelope of the module docstring.
+
+    Attributes
+    ----------
+    guarantee, mechanism, parameters
+        As in the envelope; ``parameters`` holds public values only.
+    fields
+        The row field names, in column order (a subset of :data:`ROW_FIELDS`).
+    rows
+        The released rows, each a mapping with exactly ``fields``.
+    title
+        One descriptive line for ``--format table`` (public configuration only).
+    """
+
+    guarantee: str
+    mechanism: str
+    parameters: Mapping[str, Any]
+    fields: tuple[str, ...]
+    rows: Sequence[Mapping[str, Any]]
+    title: str = ""
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.fields if f not in ROW_FIELDS]
+        if unknown:
+            raise ValueError(f"fields: not row fields of the CLI schema: {unknown}")
+
+    def envelope(self, *, with_rows: bool = True) -> dict[str, Any]:
+        """The JSON envelope (without ``rows`` when ``with_rows`` is false)."""
+        out: dict[str, Any] = {
+            "guarantee": self.guarantee,
+            "mechanism": self.mechanism,
+            "parameters": dict(self.parameters),
+        }
+        if with_rows:
+            out["rows"] = [{f: row.get(f) for f in self.fields} for row in self.rows]
+        return out
+
+
+def plain(value: Any) -> Any:
+    """A JSON value for a released number or key: numpy scalars as Python numbers, bytes as
+    text, tuples as lists."""
+    if hasattr(value, "item") and not isinstance(value, bytes | str):
+        value = value.item()
+    return jsonable_key(value)
+
+
+def guarantee_of(transform: Any, *, insecure: bool = False) -> tuple[str, str, dict[str, Any]]:
+    """``(guarantee, mechanism, calibration)`` of an applied DP transform.
+
+    Everything comes from the charge the transform recorded in its accountant
+    (``transform.accountant``; the last charge, which is its own): the total budget, the privacy
+    unit, the neighbouring relation, the conditions not protected by the noise, the mechanism
+    name, and the public calibration (``budget``, ``noise_scale``, ``threshold``).
+
+    Parameters
+    ----------
+    transform
+        A DP transform that has been applied to a PCollection (its charge exists).
+    insecure
+        The noise key is a seeded test key: the guarantee then says the output is not private.
+
+    Raises
+    ------
+    RuntimeError
+        If the transform has not recorded a charge yet.
+    """
+    charges = [c for _, c in transform.accountant.all_charges()]
+    if not charges:
+        raise RuntimeError("the transform has no charge yet: apply it to a PCollection first")
+    charge = charges[-1]
+    details = dict(charge.details)
+    relation = details.get("neighbouring_relation", "add/remove one privacy unit")
+    text = (
+        f"{charge.total_cost} in total; privacy unit: {charge.privacy_unit}; "
+        f"neighbouring relation: {relation}"
+    )
+    conditions = details.get("data_dependent_schedule")
+    if isinstance(conditions, list | tuple) and conditions:
+        text += "; NOT PROTECTED by the noise: " + "; ".join(str(c) for c in conditions)
+    if insecure:
+        text += _INSECURE
+    calibration: dict[str, Any] = {"budget": charge.total_cost.to_dict()}
+    if charge.noise_scale is not None:
+        calibration["noise_scale"] = charge.noise_scale
+    if charge.threshold is not None:
+        calibration["threshold"] = charge.threshold
+    return text, str(charge.mechanism), calibration
+
+
+# --------------------------------------------------------------------------------------------
+# Staging: rows through a Beam sink and back
+# --------------------------------------------------------------------------------------------
+
+
+def _staging_base(options: PipelineOptions | None) -> tuple[str, bool]:
+    """``(directory, is_local_temp)``: under ``--temp_location`` if given, else a new local
+    temporary directory."""
+    temp_location = None
+    if options is not None:
+        temp_location = options.view_as(GoogleCloudOptions).temp_location
+    if temp_location:
+        return FileSystems.join(temp_location, f"beam-dpsketch-{uuid.uuid4().hex}"), False
+    return tempfile.mkdtemp(prefix="beam-dpsketch-"), True
+
+
+class StagingArea:
+    """A directory that a pipeline writes JSON-line outputs to, read back after the run.
+
+    Use as a context manager: the directory and everything in it is deleted on exit.
+
+    Parameters
+    ----------
+    options
+        The pipeline's options; with ``--temp_location`` the staging directory lives there
+        (reachable from remote workers), else in a local temporary directory.
+    """
+
+    def __init__(self, options: PipelineOptions | None = None) -> None:
+        self.directory, self._local = _staging_base(options)
+
+    def __enter__(self) -> StagingArea:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if FileSystems.exists(self.directory):
+                FileSystems.delete([self.directory])
+        except OSError:
+            # Cleanup is best effort: a leftover temporary directory holds no secret beyond
+            # what the command prints.
+            pass
+
+    def _prefix(self, name: str) -> str:
+        return FileSystems.join(self.directory, name)
+
+    def write(self, pcoll: beam.PCollection, name: str) -> beam.pvalue.PDone:
+        """Write the JSON-serialisable elements of ``pcoll`` as JSON lines under ``name``."""
+        return (
+            pcoll
+            | f"Encode{name}" >> beam.Map(json.dumps, allow_nan=True)
+            | f"Write{name}" >> beam.io.WriteToText(self._prefix(name), file_name_suffix=".jsonl")
+        )
+
+    def read(self, name: str) -> list[Any]:
+        """Every element written under ``name`` (in no particular order)."""
+        (result,) = FileSystems.match([self._prefix(name) + "*.jsonl"])
+        out: list[Any] = []
+        for meta in sorted(result.metadata_list, key=lambda m: m.path):
+            with FileSystems.open(meta.path) as f:
+                text = f.read().decode("utf-8")
+            out.extend(json.loads(line) for line in text.splitlines() if line.strip())
+        return out
+
+
+@dataclass
+class ReleaseRun:
+    """The rows of a release run, in display order, and any named side outputs."""
+
+    rows: list[dict[str, Any]]
+    sides: dict[str, list[Any]] = field(default_factory=dict)
+
+
+def _ordered(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = list(rows)
+    rows.sort(key=lambda r: r.get(ORDER, ()))
+    for r in rows:
+        r.pop(ORDER, None)
+    return rows
+
+
+def run_release(
+    source: beam.PTransform,
+    transform: beam.PTransform,
+    to_rows: Callable[[Any], Iterable[dict[str, Any]]],
+    beam_args: Sequence[str] | None = None,
+    *,
+    explain: bool = False,
+    sides: Mapping[str, beam.PTransform] | None = None,
+    released_sides: Mapping[str, beam.PTransform] | None = None,
+    known_options: Iterable[str] = (),
+) -> ReleaseRun:
+    """Run ``source | transform | FlatMap(to_rows)`` and return the rows, through a Beam sink.
+
+    Parameters
+    ----------
+    source
+        Reads the input (a root transform).
+    transform
+        The release; its output elements go to ``to_rows``.
+    to_rows
+        Maps one released element to rows (dicts of JSON values with CLI field names). A row
+        may carry a sortable list under ``"_order"``: the rows are returned sorted by it, and
+        it is removed.
+    beam_args
+        Beam pipeline options (FnApiRunner unless ``--runner``).
+    explain
+        Print ``transform.explain()`` to stderr once the pipeline is built, before it runs.
+    sides
+        Named transforms applied to the source's output, whose (JSON-serialisable) outputs are
+        returned in :attr:`ReleaseRun.sides`; for public checks of the input.
+    released_sides
+        Named transforms applied to the transform's output, returned the same way.
+    known_options
+        The subcommand's own option strings (for suggestions on mistyped Beam options).
+    """
+    options = pipeline_options(beam_args, known_options=known_options)
+    with StagingArea(options) as staging:
+        pipeline = beam.Pipeline(options=options)
+        read = pipeline | "Read" >> source
+        released = read | "Release" >> transform
+        rows = released | "Rows" >> beam.FlatMap(to_rows)
+        staging.write(rows, "rows")
+        named = {**(sides or {}), **(released_sides or {})}
+        for name, side in named.items():
+            origin = read if name in (sides or {}) else released
+            staging.write(origin | f"Side{name}" >> side, f"side-{name}")
+        if explain:
+            print(transform.explain(), file=sys.stderr)
+        pipeline.run().wait_until_finish()
+        return ReleaseRun(
+            _ordered(staging.read("rows")),
+            {name: staging.read(f"side-{name}") for name in named},
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Command-line options and writers
+# --------------------------------------------------------------------------------------------
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--format table|json|jsonl|csv|parquet`` and ``--output PATH`` to ``parser``."""
+    group = parser.add_argument_group("output")
+    group.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="table",
+        help="table (default: aligned text under the guarantee), json (one document: "
+        "guarantee, mechanism, parameters, rows), jsonl or csv (rows only; the guarantee goes "
+        "to stderr), parquet (rows; the guarantee also in the schema metadata; needs --output)",
+    )
+    group.add_argument(
+        "--output",
+        metavar="PATH",
+        help="write the output here (any Beam filesystem) instead of stdout",
+    )
+
+
+def check_output_arguments(args: argparse.Namespace) -> None:
+    """Refuse option combinations before any work: Parquet needs ``--output``."""
+    if args.format == "parquet" and not args.output:
+        raise ValueError("--format parquet needs --output PATH")
+
+
+def _csv_cell(value: Any) -> Any:
+    if isinstance(value, list | dict):
+        return json.dumps(value)
+    return "" if value is None else value
+
+
+def _text(release: CliRelease, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(release.envelope()) + "\n"
+    rows = [{f: row.get(f) for f in release.fields} for row in release.rows]
+    if fmt == "jsonl":
+        return "".join(json.dumps(r) + "\n" for r in rows)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=list(release.fields), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({f: _csv_cell(v) for f, v in r.items()} for r in rows)
+        return buf.getvalue()
+    if fmt == "table":
+        lines = [f"# {release.title}"] if release.title else []
+        lines += [f"# guarantee: {release.guarantee}", f"# mechanism: {release.mechanism}"]
+        lines.append(format_table(rows, list(release.fields)))
+        return "\n".join(lines) + "\n"
+    raise ValueError(f"--format must be one of {FORMATS}, got {fmt!r}")
+
+
+def _parquet_table(release: CliRelease) -> pa.Table:
+    columns = {f: [row.get(f) for row in release.rows] for f in release.fields}
+    table = pa.table(columns)
+    envelope = release.envelope(with_rows=False)
+    metadata = {
+        PARQUET_METADATA_KEY: json.dumps(envelope).encode("utf-8"),
+        b"guarantee": release.guarantee.encode("utf-8"),
+    }
+    return table.replace_schema_metadata(metadata)
+
+
+def write_release(
+    release: CliRelease,
+    fmt: str,
+    output: str | None = None,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> None:
+    """Write ``release`` in format ``fmt`` to ``output`` (any Beam filesystem) or stdout.
+
+    Formats without the envelope (``jsonl``, ``csv``, ``parquet``) print the guarantee and the
+    mechanism to stderr, so that a reader of the terminal always sees what was claimed.
+
+    Raises
+    ------
+    ValueError
+        For ``parquet`` without ``output``, or an unknown format.
+    """
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    if fmt not in FORMATS:
+        raise ValueError(f"--format must be one of {FORMATS}, got {fmt!r}")
+    if fmt in ("jsonl", "csv", "parquet"):
+        print(f"# guarantee: {release.guarantee}", file=stderr)
+        print(f"# mechanism: {release.mechanism}", file=stderr)
+    if fmt == "parquet":
+        if not output:
+            raise ValueError("--format parquet needs --output PATH")
+        sink = pa.BufferOutputStream()
+        pq.write_table(_parquet_table(release), sink)
+        with FileSystems.create(output) as f:
+            f.write(sink.getvalue().to_pybytes())
+        print(f"# wrote {output}", file=stderr)
+        return
+    text = _text(release, fmt)
+    if output:
+        with FileSystems.create(output) as f:
+            f.write(text.encode("utf-8"))
+        print(f"# wrote {output}", file=stderr)
+    else:
+        stdout.write(text)

@@ -1,0 +1,417 @@
+"""The base of every differentially private transform: :class:`DPTransform`.
+
+Every DP transform of this library (``DPCount``, ``DPHistogram``, ``DPHeavyHitters``,
+``DPFrequencies``, ``DPQuantiles``, ``ContinualDPSketch``, ``DPSlidingWindowFrequencies``,
+``DPIntermittentQueries``, and the release step ``DPAggregate``) is a :class:`DPTransform`. The
+base carries what they share, so that each states it once:
+
+* **budget** (:class:`~beam_dpsketch.privacy.PrivacyBudget`) and **accountant**
+  (:class:`~beam_dpsketch.privacy.PrivacyAccountant`): by default a private accountant of exactly
+  ``budget``; with a shared accountant and no budget, the transform takes what the accountant has
+  left when it is applied (:func:`remaining_budget`);
+* the **noise source**, derived once for the transform with
+  :func:`~beam_dpsketch.noise.application_source` (so two transforms never draw the same noise),
+  and a warning when it is an insecure test key;
+* the **label**: ``label=`` is the Beam label (``PTransform.__init__(label)``), so two instances
+  with different labels apply in one pipeline, and :meth:`DPTransform.default_label` is the class
+  name. The *release label*, which names the accountant entry and keys every noise stream, is
+  that label when one is given, else the applied transform's full label (unique in a pipeline);
+* **release planning**: :meth:`DPTransform.expand` names the release, calls the subclass's
+  :meth:`DPTransform.plan_release` (which validates the input's windowing and charges the
+  accountant, exactly once, before anything runs) and then
+  :meth:`DPTransform.expand_release`, which builds the pipeline. Nothing is charged at
+  construction;
+* :meth:`DPTransform.explain` (the accountant's report) and :meth:`DPTransform.display_data`
+  (public parameters only: budget, mechanism, shape, neighbouring relation; never data).
+
+Constructor convention
+----------------------
+The same names mean the same things in every transform:
+
+``budget``
+    The transform's total :class:`~beam_dpsketch.privacy.PrivacyBudget` for one privacy unit.
+``accountant``
+    A shared :class:`~beam_dpsketch.privacy.PrivacyAccountant` to charge.
+``noise_source``
+    The secret :class:`~beam_dpsketch.noise.NoiseSource` (default: a fresh ``os.urandom`` key).
+``label``
+    The Beam label, which also names the release.
+``with_metadata``
+    Emit release records with their public metadata instead of the bare answers.
+``width``, ``depth``, ``seed``
+    Shape and public hash seed of a Count-Min / Count Sketch.
+``key_fn``, ``value_fn``, ``weight_fn``, ``time_fn``, ``position_fn``, ``privacy_id_fn``
+    Extractors: a callable of the element, or the name of a field of a ``dict`` or ``beam.Row``
+    element (:func:`as_extractor`).
+``privacy_id_fn``, ``max_contributions``
+    The privacy unit (user level) and its contribution bound.
+``query_keys``
+    Public keys whose estimates every release carries; ``queries`` is reserved for a declared
+    query schedule (:class:`~beam_dpsketch.transforms.intermittent.QuerySchedule`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.transforms.display import DisplayDataItem
+
+from beam_dpsketch.noise import NoiseSource, application_source
+from beam_dpsketch.privacy.accountant import BudgetExceededError, Charge, PrivacyAccountant
+from beam_dpsketch.privacy.budget import PrivacyBudget
+
+__all__ = [
+    "DPTransform",
+    "FieldExtractor",
+    "applied_label",
+    "as_extractor",
+    "check_label",
+    "remaining_budget",
+]
+
+_LOG = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------------------------
+# Extractors
+# --------------------------------------------------------------------------------------------
+
+
+class FieldExtractor:
+    """Read one named field of an element: a ``dict`` (any mapping) or a ``beam.Row``.
+
+    Picklable (it travels to the workers). A missing field raises ``KeyError`` naming the
+    extractor parameter, the field and the element's type, never an element's value.
+
+    Parameters
+    ----------
+    field
+        The field name.
+    parameter
+        The extractor parameter it was given as (for error messages), e.g. ``"key_fn"``.
+    """
+
+    __slots__ = ("field", "parameter")
+
+    def __init__(self, field: str, parameter: str = "extractor") -> None:
+        if not isinstance(field, str) or not field:
+            raise ValueError(f"{parameter}: a field name must be a non-empty string")
+        self.field = field
+        self.parameter = parameter
+
+    def __call__(self, element: Any) -> Any:
+        if isinstance(element, Mapping):
+            try:
+                return element[self.field]
+            except KeyError:
+                pass
+        else:
+            try:
+                return getattr(element, self.field)
+            except AttributeError:
+                pass
+        # Names the field and the element's type only: the element itself is data.
+        raise KeyError(
+            f"{self.parameter}: an element of type {type(element).__name__!r} has no field "
+            f"{self.field!r}"
+        )
+
+    def __getstate__(self) -> tuple[str, str]:
+        return (self.field, self.parameter)
+
+    def __setstate__(self, state: tuple[str, str]) -> None:
+        self.field, self.parameter = state
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, FieldExtractor)
+            and other.field == self.field
+            and other.parameter == self.parameter
+        )
+
+    def __hash__(self) -> int:
+        return hash((FieldExtractor, self.field, self.parameter))
+
+    def __repr__(self) -> str:
+        return f"FieldExtractor({self.field!r})"
+
+
+def as_extractor(fn: Any, parameter: str) -> Callable[[Any], Any] | None:
+    """An extractor parameter as a callable: ``None``, a callable, or a field name.
+
+    Parameters
+    ----------
+    fn
+        ``None`` (the transform's default), a callable of one element, or the name (``str``) of
+        a field of ``dict`` or ``beam.Row`` elements (read by :class:`FieldExtractor`).
+    parameter
+        The parameter's name, for error messages (``"key_fn"``, ``"value_fn"``, ...).
+
+    Raises
+    ------
+    TypeError
+        If ``fn`` is neither ``None``, a callable nor a string.
+    """
+    if fn is None or isinstance(fn, FieldExtractor):
+        return fn
+    if isinstance(fn, str):
+        return FieldExtractor(fn, parameter)
+    if callable(fn):
+        return fn
+    raise TypeError(
+        f"{parameter} must be a callable, a field name (str) or None, got {type(fn).__name__}"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Shared helpers
+# --------------------------------------------------------------------------------------------
+
+
+def check_label(label: Any) -> str | None:
+    """``label`` if it is ``None`` or a non-empty string; else ``ValueError`` naming ``label``."""
+    if label is not None and (not isinstance(label, str) or not label.strip()):
+        raise ValueError(f"label must be a non-empty string or None, got {label!r}")
+    return label
+
+
+def applied_label(pcoll: beam.PCollection, fallback: str) -> str:
+    """Full label of the transform being expanded on ``pcoll`` (unique in a pipeline).
+
+    ``fallback`` if the pipeline does not say (it always does while a transform expands).
+    """
+    try:
+        # Beam has no public accessor; the applied transform is on top of this stack while its
+        # expand() runs. The full label keeps the releases of same-named transforms apart.
+        return str(pcoll.pipeline._current_transform().full_label) or fallback
+    except Exception:  # pragma: no cover - defensive: fall back to the short label
+        return fallback
+
+
+def remaining_budget(accountant: PrivacyAccountant, name: str) -> PrivacyBudget:
+    """What ``accountant`` has left, as a budget of its kind, for the transform ``name``.
+
+    Raises
+    ------
+    BudgetExceededError
+        If nothing is left.
+    """
+    rem = accountant.remaining
+    kind = accountant.budget.kind
+    if (kind == "zcdp" and rem.rho <= 0.0) or (kind != "zcdp" and rem.epsilon <= 0.0):
+        raise BudgetExceededError(
+            name,
+            accountant.name,
+            accountant.committed,
+            "the rest of the budget, but nothing is left",
+            accountant.budget,
+            None,
+        )
+    if kind == "zcdp":
+        return PrivacyBudget.zcdp(rem.rho, accountant.budget.delta_for_conversion)
+    if kind == "pure":
+        return PrivacyBudget.pure(rem.epsilon)
+    return PrivacyBudget.approx(rem.epsilon, rem.delta)
+
+
+# --------------------------------------------------------------------------------------------
+# The base class
+# --------------------------------------------------------------------------------------------
+
+
+class DPTransform(beam.PTransform):
+    """Base of every differentially private transform (see the module docstring).
+
+    Subclasses call ``super().__init__(budget, accountant=..., noise_source=..., label=...)``
+    and implement :meth:`plan_release` (validate the input, charge the accountant once, return
+    the charge) and :meth:`expand_release` (build the pipeline). They override
+    :meth:`display_parameters` to show their public parameters.
+
+    Parameters
+    ----------
+    budget
+        The transform's total budget for one privacy unit. ``None`` takes what ``accountant``
+        has left when the transform is applied.
+    accountant
+        Shared accountant to charge; default: a private one of exactly ``budget``.
+    noise_source
+        Secret noise key; default ``NoiseSource()`` (``os.urandom``). The transform derives its
+        own key from it once, here (:func:`~beam_dpsketch.noise.application_source`); the derived
+        source travels pickled to the workers, so a retried bundle re-draws the same noise.
+    label
+        Beam label of the transform, and the name of its release (accountant entry, noise ids).
+        Default: the class name as Beam label, and the applied full label as release name.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For a budget or accountant of the wrong type, neither of them given, or an empty label.
+
+    Notes
+    -----
+    **Privacy guarantee.** The base adds no release of its own; every subclass states its
+    guarantee. The base ensures that each application charges the accountant exactly once,
+    before anything runs (an over-budget configuration raises
+    :class:`~beam_dpsketch.privacy.BudgetExceededError` at pipeline construction), and that two
+    releases never share a label on one accountant (they would share noise).
+    """
+
+    def __init__(
+        self,
+        budget: PrivacyBudget | None = None,
+        *,
+        accountant: PrivacyAccountant | None = None,
+        noise_source: NoiseSource | None = None,
+        label: str | None = None,
+    ) -> None:
+        super().__init__(check_label(label))
+        if budget is not None and not isinstance(budget, PrivacyBudget):
+            raise TypeError(f"budget must be a PrivacyBudget or None, got {type(budget).__name__}")
+        if accountant is not None and not isinstance(accountant, PrivacyAccountant):
+            raise TypeError(
+                f"accountant must be a PrivacyAccountant or None, got {type(accountant).__name__}"
+            )
+        if budget is None and accountant is None:
+            raise ValueError("budget: pass a PrivacyBudget, an accountant, or both")
+        self._budget = budget
+        self._label_arg = label
+        self._noise_source = application_source(noise_source)
+        if self._noise_source.is_insecure:
+            _LOG.warning(
+                "%s uses an INSECURE test noise key: its releases are not private",
+                label or type(self).__name__,
+            )
+        if accountant is None:
+            # Named after the transform so that explain() reads well.
+            accountant = PrivacyAccountant(budget, name=label or type(self).__name__)  # type: ignore[arg-type]
+        self._accountant = accountant
+        # Set when applied (the last application's, for an instance applied more than once).
+        self.charge: Charge | None = None
+        self.release_label: str | None = None
+
+    # -- Beam -------------------------------------------------------------------------------
+
+    def default_label(self) -> str:
+        """The class name: Beam's label when no ``label`` is given."""
+        return type(self).__name__
+
+    def display_data(self) -> dict[str, Any]:
+        """Public parameters for runner UIs: budget, accountant, mechanism, shape, relation.
+
+        Never data: every item is a constructor parameter or a calibration derived from them.
+        """
+        budget = (
+            str(self._budget)
+            if self._budget is not None
+            else f"what accountant {self._accountant.name!r} has left"
+        )
+        items: dict[str, Any] = {
+            "budget": DisplayDataItem(budget, label="Privacy budget"),
+            "accountant": DisplayDataItem(self._accountant.name, label="Privacy accountant"),
+        }
+        if self._label_arg is not None:
+            items["release_label"] = DisplayDataItem(self._label_arg, label="Release label")
+        for key, value in self.display_parameters().items():
+            if value is None:
+                continue
+            if not isinstance(value, bool | int | float | str):
+                value = str(value)
+            items[key] = DisplayDataItem(value, label=key.replace("_", " ").capitalize())
+        return items
+
+    def display_parameters(self) -> dict[str, Any]:
+        """Public parameters shown by :meth:`display_data` (subclasses extend it).
+
+        Only parameters and calibrations derived from them: never anything read from data.
+        """
+        return {}
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        name = self.release_name(pcoll)
+        charge = self.plan_release(pcoll, name)
+        if not isinstance(charge, Charge):
+            raise TypeError(
+                f"{type(self).__name__}.plan_release must charge the accountant and return the "
+                f"Charge, got {type(charge).__name__}"
+            )
+        self.charge = charge
+        self.release_label = name
+        return self.expand_release(pcoll)
+
+    # -- Hooks ------------------------------------------------------------------------------
+
+    def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
+        """Validate the input and charge the accountant once for release ``name``.
+
+        Runs at pipeline construction, before anything runs. Subclasses resolve their budget
+        with :meth:`budget_for`, check the label with :meth:`check_label_free` and return the
+        charge.
+        """
+        raise NotImplementedError
+
+    def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
+        """Build the pipeline of the release planned by :meth:`plan_release`."""
+        raise NotImplementedError
+
+    # -- Helpers for subclasses ---------------------------------------------------------------
+
+    def release_name(self, pcoll: beam.PCollection) -> str:
+        """The release label: ``label`` if given, else the applied full label."""
+        return self._label_arg or applied_label(pcoll, self.label)
+
+    def check_label_free(self, name: str) -> None:
+        """``ValueError`` if the accountant already has a charge for release ``name``.
+
+        Two releases with one label and one noise key would add *identical* noise, and the
+        difference of their outputs would be exact.
+        """
+        accountant = self._accountant
+        if any(c.transform == name for _, c in accountant.all_charges()):
+            raise ValueError(
+                f"{name}: accountant {accountant.name!r} already has a charge for this label; "
+                "give every DP transform its own label"
+            )
+
+    def budget_for(self, name: str) -> PrivacyBudget:
+        """The budget of release ``name``: ``budget``, else what the accountant has left."""
+        if self._budget is not None:
+            return self._budget
+        return remaining_budget(self._accountant, name)
+
+    # -- Public surface ---------------------------------------------------------------------
+
+    @property
+    def budget(self) -> PrivacyBudget | None:
+        """The transform's budget (``None``: what the accountant has left when applied)."""
+        return self._budget
+
+    @property
+    def accountant(self) -> PrivacyAccountant:
+        """The accountant this transform charges."""
+        return self._accountant
+
+    @property
+    def noise_source(self) -> NoiseSource:
+        """This transform's noise source (its key is never shown)."""
+        return self._noise_source
+
+    def explain(self) -> str:
+        """The accountant's report, including this transform's charge.
+
+        The report holds public facts only (parameters, calibrations, costs).
+
+        Raises
+        ------
+        RuntimeError
+            If the transform has not been applied yet: its cost can depend on the input's
+            windowing, and it charges only when applied.
+        """
+        if self.charge is None:
+            raise RuntimeError(
+                "explain() is available once the transform is applied to a PCollection: its "
+                "cost depends on the input's windowing"
+            )
+        return self._accountant.explain()
