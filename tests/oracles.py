@@ -1,7 +1,7 @@
 """Naive reference implementations used as test oracles.
 
-They are written from the spec (``shared/specs/dp-misra-gries.md`` §2.1, §2.3 and §6.1), not from
-the package code, and favour obviousness over speed: Algorithm 1 scans all ``k`` counters on every
+They are written from the papers (Misra and Gries; Lebeda and Tětek [LT23], Algorithm 1; the
+merge of Agarwal et al.; see ``docs/algorithms.md#references``), not from the package code, and favour obviousness over speed: Algorithm 1 scans all ``k`` counters on every
 update.
 """
 
@@ -88,7 +88,7 @@ def canon(key: Any) -> Any:
 
 
 class NaiveMG:
-    """Algorithm 1 (MG_k) of spec §2.3, verbatim: O(k) scan per element."""
+    """Algorithm 1 (MG_k) of [LT23], verbatim: O(k) scan per element."""
 
     def __init__(self, k: int):
         self.k = k
@@ -125,7 +125,7 @@ class NaiveMG:
 
 
 def standard_mg(stream: Iterable[Any], k: int) -> tuple[dict[Any, int], int]:
-    """Standard Misra-Gries of spec §2.1 (zero keys deleted); returns ``(counters, d)``."""
+    """Standard Misra-Gries (zero keys deleted); returns ``(counters, d)``."""
     c: dict[Any, int] = {}
     d = 0
     for x in stream:
@@ -144,7 +144,7 @@ def standard_mg(stream: Iterable[Any], k: int) -> tuple[dict[Any, int], int]:
 
 
 def ref_merge(k: int, *sketches: dict[Any, int]) -> dict[Any, int]:
-    """MERGE_k of spec §6.1 (Agarwal et al.) on standard sketches (positive counters)."""
+    """MERGE_k of Agarwal et al. (2013) on standard sketches (positive counters)."""
     s: Counter = Counter()
     for sk in sketches:
         for x, c in sk.items():

@@ -1,7 +1,7 @@
 """Read one key column of Parquet, CSV, JSON Lines or text files as batches of keys.
 
-Columnar formats never go through per-element Python (DESIGN §3 principle 4): Parquet row
-groups, CSV blocks (``pyarrow.csv.open_csv``) and JSON Lines blocks (``pyarrow.json.open_json``)
+Columnar formats never go through per-element Python (Beam costs microseconds per element):
+Parquet row groups, CSV blocks (``pyarrow.csv.open_csv``) and JSON Lines blocks (``pyarrow.json.open_json``)
 become one pyarrow ``Array`` each, which the sketches hash as a whole. Text files are read with
 ``beam.io.ReadFromText`` (one key per line) and batched by :class:`BatchKeys`.
 
