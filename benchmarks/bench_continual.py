@@ -25,7 +25,7 @@ import sys
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
-from beam_dpsketch.sketches.continual import LazySketch, PunctualSketch
+from beam_dpsketch.sketches.continual.sketch import LazySketch, PunctualSketch
 from benchmarks.run import bench_main, best_time, update_in_batches, zipf_keys
 
 WIDTHS = (33, 100, 500, 1000, 2000, 4000)

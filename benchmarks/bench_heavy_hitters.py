@@ -52,7 +52,7 @@ import numpy as np
 from beam_dpsketch.evaluation import datasets
 from beam_dpsketch.evaluation.experiments import misra_gries as mg
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.sketches.dp_misragries import Universe
+from beam_dpsketch.sketches.misra_gries.private import Universe
 
 SKETCH_K = 2048
 SHARDS = 4

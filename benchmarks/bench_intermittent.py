@@ -1,4 +1,4 @@
-"""Throughput of the intermittent-query sketches (:mod:`beam_dpsketch.sketches.intermittent`).
+"""Throughput of the intermittent-query sketches (:mod:`beam_dpsketch.sketches.intermittent.sketch`).
 
 Run ``python benchmarks/bench_intermittent.py`` (or ``python -m benchmarks.bench_intermittent``;
 add ``--quick`` for a smoke run). Rows report the best of a few repeats, single-threaded:
@@ -23,7 +23,7 @@ import numpy as np
 from beam_dpsketch.evaluation.datasets import zipf_stream
 from beam_dpsketch.hashing import hash_keys
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.sketches.intermittent_strategies import make_intermittent_sketch
+from beam_dpsketch.sketches.intermittent.strategies import make_intermittent_sketch
 from benchmarks.run import bench_main, best_time
 
 WIDTH, DEPTH = 1 << 16, 5

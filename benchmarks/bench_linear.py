@@ -135,8 +135,8 @@ def _flights(quick: bool) -> tuple[Any, str]:
 
 def _ours_quantiles(values: np.ndarray, epsilon: float, stream: Any) -> np.ndarray:
     from beam_dpsketch.privacy import PrivacyBudget
-    from beam_dpsketch.sketches.dyadic import DyadicCountSketch
-    from beam_dpsketch.sketches.dyadic_private import PrivateDyadicCountSketch
+    from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch
+    from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 
     sketch = DyadicCountSketch(*DELAY_DOMAIN, 1024, 5, 0, clamp=True).update(values)
     rel = PrivateDyadicCountSketch.release(sketch, PrivacyBudget.pure(epsilon), stream)
@@ -273,8 +273,8 @@ def _lookup(keys: np.ndarray, vals: np.ndarray, query: np.ndarray) -> np.ndarray
 def _frequency_estimators(keys: np.ndarray, eps: float, source: Any, tag: Any) -> dict:
     from beam_dpsketch.privacy import PrivacyBudget
     from beam_dpsketch.sketches import CountMinSketch, CountSketch, MisraGries
-    from beam_dpsketch.sketches.dp_linear import PrivateCountMinSketch, PrivateCountSketch
-    from beam_dpsketch.sketches.dp_misragries import PostProcessedSum, approx_pp, pmg
+    from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
+    from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum, approx_pp, pmg
 
     width = COUNTERS // DEPTH
     budget = PrivacyBudget.approx(eps, DELTA)

@@ -18,13 +18,13 @@ from collections.abc import Callable
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy.budget import PrivacyBudget
-from beam_dpsketch.sketches.sliding import DPSWSketch
-from beam_dpsketch.sketches.sliding_baselines import (
+from beam_dpsketch.sketches.sliding.baselines import (
     PCCMG,
     ExactSlidingWindow,
     ExactWindowCountMin,
     USketch,
 )
+from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
 from benchmarks.run import _timed, bench_main, update_in_batches, zipf_keys
 
 WIDTH, DEPTH, DOMAIN = 1000, 3, 25_600

@@ -66,7 +66,7 @@ def ref_hash(key: Any, seed: int) -> tuple[int, int]:
 
 
 def ref_order(key: Any) -> tuple:
-    """Fixed order of ``misragries._order``: dummies by index, ints, strs, bytes, then tuples."""
+    """Fixed order of ``misra_gries.sketch._order``: dummies by index, ints, strs, bytes, then tuples."""
     if isinstance(key, RefDummy):
         return (0, key.index)
     if type(key) is int:

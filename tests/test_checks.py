@@ -16,8 +16,11 @@ from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import calibration
 from beam_dpsketch.privacy.budget import PrivacyBudget, group_privacy
 from beam_dpsketch.sketches import CountMinSketch
-from beam_dpsketch.sketches.binary_mechanism import GaussianBinaryMechanism, max_error_bound
-from beam_dpsketch.sketches.intermittent import UseAndKeepSketch
+from beam_dpsketch.sketches.continual.binary_mechanism import (
+    GaussianBinaryMechanism,
+    max_error_bound,
+)
+from beam_dpsketch.sketches.intermittent.sketch import UseAndKeepSketch
 from beam_dpsketch.transforms.combiners import SketchSpec
 
 # --------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import pytest
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.cli import main
 from beam_dpsketch.pipelines.intermittent import exact_counts, read_queries
-from beam_dpsketch.sketches.intermittent import UseAndKeepSketch
+from beam_dpsketch.sketches.intermittent.sketch import UseAndKeepSketch
 from beam_dpsketch.transforms.intermittent import intermittent_sketch_id
 
 W, D = 128, 5

@@ -16,7 +16,7 @@ import pytest
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.cli import main
 from beam_dpsketch.privacy import PrivacyBudget
-from beam_dpsketch.sketches.sliding import DPSWSketch
+from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
 
 SEED = 11
 N = 300

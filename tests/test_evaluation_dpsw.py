@@ -15,7 +15,7 @@ from beam_dpsketch.evaluation.report import VERDICTS
 from beam_dpsketch.evaluation.runner import load_results
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
-from beam_dpsketch.sketches.sliding import DPSWSketch
+from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
 
 pytest.importorskip("matplotlib")
 

@@ -21,7 +21,7 @@ from beam_dpsketch.evaluation.report import VERDICTS
 from beam_dpsketch.evaluation.runner import load_results
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches import CountSketch
-from beam_dpsketch.sketches.intermittent import UseAndKeepSketch, discrete_laplace_variance
+from beam_dpsketch.sketches.intermittent.sketch import UseAndKeepSketch, discrete_laplace_variance
 
 pytest.importorskip("matplotlib")
 

@@ -104,8 +104,8 @@ def test_presets_and_dcs_noise_match_spec_section_8_2():
         21.06, 6.66, 2.11]  # fmt: skip
     # The budget handed to the library reproduces the paper's sigma exactly.
     from beam_dpsketch.privacy import PrivacyBudget
-    from beam_dpsketch.sketches.dyadic import DyadicCountSketch
-    from beam_dpsketch.sketches.dyadic_private import PrivateDyadicCountSketch
+    from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch
+    from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 
     sk = DyadicCountSketch(0, 2**16 - 1, 882, 3, 0, exact_levels=False)
     sigma = linear.dcs_sigma("as_run", sk.levels, sk.depth, 1.0)

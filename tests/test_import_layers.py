@@ -162,7 +162,7 @@ def test_cycle_finder_sees_a_loop():
 
 def test_no_import_loops_in_the_library():
     graph = _import_graph()
-    assert f"{PACKAGE}.hashing" in graph and f"{PACKAGE}.sketches.dyadic" in graph
+    assert f"{PACKAGE}.hashing" in graph and f"{PACKAGE}.sketches.quantiles.dyadic" in graph
     assert _cycles(graph) == []
 
 
@@ -170,8 +170,21 @@ def test_checks_is_a_leaf_and_the_released_dyadic_sketch_sits_above_the_exact_on
     graph = _import_graph()
     assert not {m for m in graph[f"{PACKAGE}.checks"] if m.startswith(PACKAGE)}
     assert f"{PACKAGE}.checks" in graph[f"{PACKAGE}.hashing"]
-    assert f"{PACKAGE}.sketches.dyadic" in graph[f"{PACKAGE}.sketches.dyadic_private"]
-    assert f"{PACKAGE}.sketches.dyadic_private" not in graph[f"{PACKAGE}.sketches.dyadic"]
+    assert f"{PACKAGE}.sketches.quantiles.dyadic" in graph[f"{PACKAGE}.sketches.quantiles.private"]
+    assert (
+        f"{PACKAGE}.sketches.quantiles.private" not in graph[f"{PACKAGE}.sketches.quantiles.dyadic"]
+    )
+
+
+def test_privacy_layer_never_imports_the_sketches():
+    # Sketches calibrate their releases with the generic privacy layer, never the other way.
+    graph = _import_graph()
+    offenders = {
+        name: sorted(d for d in deps if d.startswith(f"{PACKAGE}.sketches"))
+        for name, deps in graph.items()
+        if name.startswith(f"{PACKAGE}.privacy")
+    }
+    assert {name: deps for name, deps in offenders.items() if deps} == {}
 
 
 def _beam_free_modules() -> list[str]:
@@ -219,7 +232,7 @@ print("apache_beam" in sys.modules)
 def test_each_beam_free_module_imports_alone_without_beam():
     modules = _beam_free_modules()
     # The modules at both ends of the layering this file guards are among them.
-    for name in ("checks", "hashing", "sketches.dyadic", "sketches.dyadic_private"):
+    for name in ("checks", "hashing", "sketches.quantiles.dyadic", "sketches.quantiles.private"):
         assert f"{PACKAGE}.{name}" in modules
     # One fresh interpreter per module, run side by side to keep the test short.
     procs = {

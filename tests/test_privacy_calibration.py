@@ -14,7 +14,6 @@ from scipy import special, stats
 from beam_dpsketch.privacy import _normal
 from beam_dpsketch.privacy.calibration import (
     analytic_gaussian_sigma,
-    approx_pp_threshold,
     classical_gaussian_sigma,
     discrete_laplace_parameter,
     discrete_laplace_scale,
@@ -22,20 +21,23 @@ from beam_dpsketch.privacy.calibration import (
     gaussian_epsilon,
     gaussian_zcdp_rho,
     geometric_tail_threshold,
+    laplace_scale,
+    laplace_tail_threshold,
+    rational_epsilon_floor,
+    subsampled_epsilon,
+    zcdp_gaussian_sigma,
+)
+from beam_dpsketch.sketches.misra_gries.calibration import (
+    approx_pp_threshold,
     gshm_closed_form_parameters,
     gshm_delta,
     gshm_threshold,
-    laplace_scale,
-    laplace_tail_threshold,
     merged_laplace_threshold,
     pmg_geometric_threshold,
     pmg_geometric_threshold_paper,
     pmg_standard_threshold,
     pmg_threshold,
-    rational_epsilon_floor,
-    subsampled_epsilon,
     user_level_pmg_parameters,
-    zcdp_gaussian_sigma,
 )
 
 

@@ -186,6 +186,35 @@ def test_subpackages_export_what_users_need():
     )
 
 
+SKETCH_FAMILIES = {
+    "misra_gries": {"MisraGries", "HeavyHitterRelease", "PAMGSketch", "PostProcessedSum"},
+    "linear": {"CountMinSketch", "CountSketch", "PrivateCountMinSketch", "PrivateCountSketch"},
+    "quantiles": {"DyadicCountSketch", "FloatDomain", "PrivateDyadicCountSketch"},
+    "continual": {"GaussianBinaryMechanism", "LazySketch", "PunctualSketch"},
+    "sliding": {"DPSWSketch", "PCCMG", "USketch"},
+    "intermittent": {"IntermittentSketch", "UseAndKeepSketch"},
+}
+
+
+def test_each_sketch_family_is_one_package_exporting_its_classes():
+    sketches = importlib.import_module(f"{PACKAGE}.sketches")
+    # The package holds the family subpackages and no loose algorithm modules.
+    loose = sorted(p.stem for p in (PACKAGE_DIR / "sketches").glob("*.py") if p.stem != "__init__")
+    assert loose == []
+    for family, classes in SKETCH_FAMILIES.items():
+        module = importlib.import_module(f"{PACKAGE}.sketches.{family}")
+        assert module.__doc__, family
+        assert classes <= set(module.__all__), family
+    # The top-level sketch exports are the family classes themselves.
+    for name in sketches.__all__:
+        owners = [
+            f
+            for f in SKETCH_FAMILIES
+            if name in importlib.import_module(f"{PACKAGE}.sketches.{f}").__all__
+        ]
+        assert owners, name
+
+
 # ------------------------------------------------------------------------------------------------
 # Private names stay in their module
 # ------------------------------------------------------------------------------------------------

@@ -29,8 +29,8 @@ from apache_beam.transforms.window import (
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch, CountSketch, DyadicCountSketch
-from beam_dpsketch.sketches.dp_linear import PrivateCountMinSketch, PrivateCountSketch
-from beam_dpsketch.sketches.dyadic_private import PrivateDyadicCountSketch
+from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
+from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles
 from beam_dpsketch.transforms.release import release_id_for
 

@@ -23,7 +23,7 @@ from apache_beam.transforms.window import FixedWindows, GlobalWindow, Timestampe
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.dp_misragries import (
+from beam_dpsketch.sketches.misra_gries.private import (
     PostProcessedSum,
     approx_pp,
     calibrate_gshm,

@@ -4,7 +4,7 @@ Runners: FnApiRunner in-process and ``multi_processing`` with 2 workers (schedul
 the FnApiRunner in batch for the query-PCollection mode (event-time timers), and TestStream on the
 DirectRunner with ``--streaming`` (BundleBasedDirectRunner) for query batches at different event
 times with data arriving between them, late data included. The expected answers come from a
-:class:`~beam_dpsketch.sketches.intermittent.UseAndKeepSketch` with the transform's public
+:class:`~beam_dpsketch.sketches.intermittent.sketch.UseAndKeepSketch` with the transform's public
 ``intermittent_sketch_id(label)`` and the same insecure test key, fed the deltas in batch order:
 equality shows that each interval's exact counts reached exactly its batch, and that the noise is
 drawn once per (batch, cell) from the keyed stream.
@@ -27,7 +27,7 @@ from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
-from beam_dpsketch.sketches.intermittent import UseAndKeepSketch
+from beam_dpsketch.sketches.intermittent.sketch import UseAndKeepSketch
 from beam_dpsketch.transforms import DPIntermittentQueries
 from beam_dpsketch.transforms.intermittent import (
     IntermittentRecord,

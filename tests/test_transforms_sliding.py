@@ -1,7 +1,7 @@
 """DPSlidingWindowFrequencies (DPSW-Sketch on Beam, docs/algorithms.md#dpsw-beam) against the core.
 
 Every released value is checked **exactly**: the single-machine
-:class:`~beam_dpsketch.sketches.sliding.DPSWSketch` with the same (insecure, seeded) noise
+:class:`~beam_dpsketch.sketches.sliding.dpsw.DPSWSketch` with the same (insecure, seeded) noise
 source and label is fed the same items with ``update_at(keys, steps)`` and moved with
 ``advance_to(t)`` to each query step; the Beam output must be bit-identical. Since every PCMS's
 noise comes from ``noise_source.stream((label, "dpsw", block, kind, level))``, equality shows
@@ -33,7 +33,7 @@ from collect import DumpToFile
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch
-from beam_dpsketch.sketches.sliding import DPSWSketch
+from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
 from beam_dpsketch.transforms import DPSlidingWindowFrequencies, SlidingWindowRelease
 from beam_dpsketch.transforms.readers import ordered_batches
 from beam_dpsketch.transforms.sliding import _SegmentTables, _SegmentWindows, _Stamp, _StepClock

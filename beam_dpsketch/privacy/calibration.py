@@ -12,9 +12,9 @@ result it implements; papers are cited by the keys of ``docs/algorithms.md#refer
 * Gaussian privacy profiles use the standard normal CDF from :mod:`._normal` (``erfc`` based, so
   scipy is not needed at run time; the tests compare with ``scipy.special.ndtr``/``log_ndtr``).
 
-Thresholds implemented here are the generic union-bound forms and the DP Misra-Gries family of
-[LT23, Sections 5-7]; the tests check each against reference values.
-Mechanism-specific thresholds with no generic form belong next to their sketch.
+Thresholds implemented here are the generic union-bound forms; the tests check each against
+reference values. Mechanism-specific thresholds belong next to their sketch (those of the DP
+Misra-Gries releases are in :mod:`beam_dpsketch.sketches.misra_gries.calibration`).
 """
 
 from __future__ import annotations
@@ -30,28 +30,21 @@ from .budget import check_delta, check_epsilon, check_rho
 __all__ = [
     "CLASSICAL_GAUSSIAN_MARGIN",
     "analytic_gaussian_sigma",
-    "approx_pp_threshold",
     "classical_gaussian_sigma",
     "discrete_laplace_parameter",
     "discrete_laplace_scale",
     "gaussian_delta",
+    "check_positive",
     "gaussian_epsilon",
+    "gaussian_hockey_stick",
     "gaussian_zcdp_rho",
     "geometric_split_epsilon",
     "geometric_tail_threshold",
-    "gshm_closed_form_parameters",
-    "gshm_delta",
-    "gshm_threshold",
     "laplace_scale",
     "laplace_tail_threshold",
-    "merged_laplace_threshold",
-    "pmg_geometric_threshold",
-    "pmg_geometric_threshold_paper",
-    "pmg_standard_threshold",
-    "pmg_threshold",
+    "log_ndtr",
     "rational_epsilon_floor",
     "subsampled_epsilon",
-    "user_level_pmg_parameters",
     "zcdp_gaussian_sigma",
 ]
 
@@ -66,7 +59,8 @@ CLASSICAL_GAUSSIAN_MARGIN = 1e-9
 # --------------------------------------------------------------------------------------------
 
 
-def _positive(value: object, name: str) -> float:
+def check_positive(value: object, name: str) -> float:
+    """``value`` as a finite float ``> 0``; ``TypeError`` / ``ValueError`` naming ``name`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     v = float(value)
@@ -97,7 +91,7 @@ def laplace_scale(sensitivity: float, epsilon: float) -> float:
     float
         The Laplace scale ``b``.
     """
-    return _positive(sensitivity, "sensitivity") / check_epsilon(epsilon)
+    return check_positive(sensitivity, "sensitivity") / check_epsilon(epsilon)
 
 
 def discrete_laplace_parameter(sensitivity: float, epsilon: float) -> float:
@@ -119,7 +113,7 @@ def discrete_laplace_parameter(sensitivity: float, epsilon: float) -> float:
     float
         ``alpha`` in ``(0, 1)``.
     """
-    return math.exp(-check_epsilon(epsilon) / _positive(sensitivity, "sensitivity"))
+    return math.exp(-check_epsilon(epsilon) / check_positive(sensitivity, "sensitivity"))
 
 
 def rational_epsilon_floor(
@@ -234,7 +228,7 @@ def classical_gaussian_sigma(
     float
         The standard deviation sigma.
     """
-    d2 = _positive(l2_sensitivity, "l2_sensitivity")
+    d2 = check_positive(l2_sensitivity, "l2_sensitivity")
     eps = check_epsilon(epsilon)
     if eps >= 1.0:
         raise ValueError(
@@ -270,17 +264,17 @@ def gaussian_delta(l2_sensitivity: float, sigma: float, epsilon: float) -> float
     float
         ``delta`` in ``[0, 1)``.
     """
-    d2 = _positive(l2_sensitivity, "l2_sensitivity")
-    s = _positive(sigma, "sigma")
+    d2 = check_positive(l2_sensitivity, "l2_sensitivity")
+    s = check_positive(sigma, "sigma")
     if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
         raise TypeError(f"epsilon must be a real number, got {type(epsilon).__name__}")
     eps = float(epsilon)
     if not math.isfinite(eps) or eps < 0.0:
         raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
-    return _psi(eps, d2 / s)
+    return gaussian_hockey_stick(eps, d2 / s)
 
 
-def _psi(eps: float, mu: float) -> float:
+def gaussian_hockey_stick(eps: float, mu: float) -> float:
     """Gaussian hockey-stick divergence ``Psi(eps, mu)`` ([LT23, Section 8, Theorem 5 and Lemma 6]).
 
     Defined for every real ``eps`` (GSHM evaluates it at ``eps + j ln p``, which can be negative).
@@ -315,22 +309,22 @@ def analytic_gaussian_sigma(l2_sensitivity: float, epsilon: float, delta: float)
     float
         sigma.
     """
-    d2 = _positive(l2_sensitivity, "l2_sensitivity")
+    d2 = check_positive(l2_sensitivity, "l2_sensitivity")
     eps = check_epsilon(epsilon)
     target = check_delta(delta, allow_zero=False) * (1.0 - 1e-10)
     # Work with unit sensitivity (delta depends on sigma / Delta2 only), then scale.
     lo, hi = 1e-3, 1.0
-    while _psi(eps, 1.0 / hi) > target:
+    while gaussian_hockey_stick(eps, 1.0 / hi) > target:
         lo, hi = hi, hi * 2.0
         if hi > 1e12:
             raise ValueError(f"delta={delta!r} is too small to calibrate")
-    while _psi(eps, 1.0 / lo) <= target:
+    while gaussian_hockey_stick(eps, 1.0 / lo) <= target:
         hi, lo = lo, lo / 2.0
         if lo < 1e-300:
             return hi * d2
     for _ in range(200):
         mid = math.sqrt(lo * hi)
-        if _psi(eps, 1.0 / mid) <= target:
+        if gaussian_hockey_stick(eps, 1.0 / mid) <= target:
             hi = mid
         else:
             lo = mid
@@ -352,18 +346,18 @@ def gaussian_epsilon(l2_sensitivity: float, sigma: float, delta: float) -> float
     float
         ``eps >= 0`` (0 when even ``eps = 0`` meets ``delta``).
     """
-    d2 = _positive(l2_sensitivity, "l2_sensitivity")
-    s = _positive(sigma, "sigma")
+    d2 = check_positive(l2_sensitivity, "l2_sensitivity")
+    s = check_positive(sigma, "sigma")
     target = check_delta(delta, allow_zero=False)
     mu = d2 / s
-    if _psi(0.0, mu) <= target:
+    if gaussian_hockey_stick(0.0, mu) <= target:
         return 0.0
     lo, hi = 0.0, 1.0
-    while _psi(hi, mu) > target:
+    while gaussian_hockey_stick(hi, mu) > target:
         lo, hi = hi, hi * 2.0
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        if _psi(mid, mu) <= target:
+        if gaussian_hockey_stick(mid, mu) <= target:
             hi = mid
         else:
             lo = mid
@@ -378,13 +372,13 @@ def zcdp_gaussian_sigma(l2_sensitivity: float, rho: float) -> float:
     [ZQR+22, Section 2.1, Lemma 2.8] corrected (docs/algorithms.md#lin-e2: the paper drops ``rho``); [WWC24, Theorem 3.2] (``sigma^2 = Delta_2^2 / (2 rho)``). A tested
     example: ``Delta2 = sqrt(6)``, ``rho = 1`` gives 1.732051.
     """
-    return _positive(l2_sensitivity, "l2_sensitivity") / math.sqrt(2.0 * check_rho(rho))
+    return check_positive(l2_sensitivity, "l2_sensitivity") / math.sqrt(2.0 * check_rho(rho))
 
 
 def gaussian_zcdp_rho(l2_sensitivity: float, sigma: float) -> float:
     """``rho = Delta2^2 / (2 sigma^2)`` of a Gaussian mechanism ([ZQR+22, Section 2.1])."""
-    d2 = _positive(l2_sensitivity, "l2_sensitivity")
-    s = _positive(sigma, "sigma")
+    d2 = check_positive(l2_sensitivity, "l2_sensitivity")
+    s = check_positive(sigma, "sigma")
     return d2 * d2 / (2.0 * s * s)
 
 
@@ -401,7 +395,7 @@ def laplace_tail_threshold(scale: float, delta: float, draws: int) -> float:
     (docs/algorithms.md#mg-merged and docs/algorithms.md#mg-pp-approx), each with ``P[Lap(b) >= t] = exp(-t/b)/2``. A key whose exact value is at most
     ``v`` passes ``v + t`` with probability ``<= delta`` over all draws. Clipped at 0.
     """
-    b = _positive(scale, "scale")
+    b = check_positive(scale, "scale")
     d = check_delta(delta, allow_zero=False)
     n = check_int(draws, "draws")
     return max(0.0, b * math.log(n / (2.0 * d)))
@@ -429,184 +423,6 @@ def geometric_tail_threshold(epsilon: float, delta: float, draws: int) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# DP Misra-Gries thresholds ([LT23, Sections 5-7]; reference values checked in the tests)
-# --------------------------------------------------------------------------------------------
-
-
-def pmg_threshold(epsilon: float, delta: float) -> float:
-    """PMG threshold ``tau = 1 + 2 ln(3/delta) / eps`` ([LT23, Algorithm 2]).
-
-    Equals ``1 + 2 * laplace_tail_threshold(1/eps, delta, 6)`` (Lemma 5 counts 6 draws).
-    Reference values (tested): ``eps = 1, delta = 1e-6`` gives 30.8282.
-    """
-    eps = check_epsilon(epsilon)
-    d = check_delta(delta, allow_zero=False)
-    return 1.0 + 2.0 * math.log(3.0 / d) / eps
-
-
-def pmg_standard_threshold(epsilon: float, delta: float, k: int) -> float:
-    """PMG on standard MG: ``tau_std = 1 + 2 ln((k+1)/delta) / eps`` ([LT23, Section 5.1]).
-
-    The library keeps this value (it is above the derived ``(k+2)/(2 delta)`` form;
-    docs/algorithms.md#mg-e4). Reference values (tested): ``(1, 1e-6, 100)`` gives 37.8613.
-    """
-    eps = check_epsilon(epsilon)
-    d = check_delta(delta, allow_zero=False)
-    kk = check_int(k, "k")
-    return 1.0 + 2.0 * math.log((kk + 1) / d) / eps
-
-
-def pmg_geometric_threshold(epsilon: float, delta: float, k: int | None = None) -> tuple[int, int]:
-    """Discrete PMG threshold ``(tau_geo, t*)`` with ``tau_geo = 1 + 2 t*`` ([LT23, Section 5.2]).
-
-    ``t* = ceil(ln(6 e^eps / ((1+e^eps) delta)) / eps)`` for the variant MG (6 draws); for
-    standard MG (pass ``k``) the 6 becomes ``2(k+1)``. This is the library's default, conservative
-    form (docs/algorithms.md#mg-e5). Reference values (tested): ``eps = 1, delta = 1e-6`` gives ``(33, 16)``.
-    """
-    draws = 6 if k is None else 2 * (check_int(k, "k") + 1)
-    t_star = geometric_tail_threshold(epsilon, delta, draws)
-    return 1 + 2 * t_star, t_star
-
-
-def pmg_geometric_threshold_paper(epsilon: float, delta: float) -> float:
-    """Probable-paper discrete PMG threshold ``1 + 2 L / eps`` ([LT23, Section 5.2]).
-
-    ``L = ln(6 e^eps / ((1 + e^eps) delta))``; keep integer noisy counts ``y >= ceil(tau)``. The
-    library keeps :func:`pmg_geometric_threshold` as the default. Reference values (tested): 31.5880, 89.1638,
-    300.2575.
-    """
-    eps = check_epsilon(epsilon)
-    d = check_delta(delta, allow_zero=False)
-    big_l = math.log(6.0) - math.log1p(math.exp(-eps)) - math.log(d)
-    return 1.0 + 2.0 * big_l / eps
-
-
-def merged_laplace_threshold(epsilon: float, delta: float, k: int) -> float:
-    """M-LAP threshold ``1 + (k/eps) ln(k / (2 delta))`` for merged MG sketches (docs/algorithms.md#mg-merged).
-
-    Noise is ``Lap(k/eps)`` on the positive keys; Reference values (tested): ``(1, 1e-6, 100)`` gives 1773.75.
-    """
-    eps = check_epsilon(epsilon)
-    kk = check_int(k, "k")
-    return 1.0 + laplace_tail_threshold(kk / eps, delta, kk)
-
-
-def approx_pp_threshold(epsilon: float, delta: float, k: int) -> float:
-    """APPROX_PP threshold ``1 + (2/eps) ln(k / (2 delta))`` (docs/algorithms.md#mg-pp-approx and docs/algorithms.md#mg-merged).
-
-    For the post-processed sketch (Algorithm 3) with ``Lap(2/eps)`` noise on the positive keys.
-    """
-    eps = check_epsilon(epsilon)
-    kk = check_int(k, "k")
-    return 1.0 + laplace_tail_threshold(2.0 / eps, delta, kk)
-
-
-def user_level_pmg_parameters(epsilon: float, delta: float, m: int) -> tuple[float, float, float]:
-    """``(eps0, delta0, tau)`` for PMG on a flattened user-level stream ([LT23, Section 8, Lemmas 1-2 and Corollary 3]).
-
-    ``eps0 = eps/m``, ``delta0 = delta / (m e^eps)`` and ``tau = 1 + 2 (m/eps) ln(3 m e^eps /
-    delta)`` (= :func:`pmg_threshold` at ``(eps0, delta0)``); group privacy then gives
-    ``(eps, delta)`` for users of at most ``m`` elements. Reference values (tested): ``(1, 1e-6, 10)`` gives
-    ``(0.1, 3.67879e-8, 365.3342)``.
-    """
-    eps = check_epsilon(epsilon)
-    d = check_delta(delta, allow_zero=False)
-    mm = check_int(m, "m")
-    eps0 = eps / mm
-    delta0 = d / (mm * math.exp(eps))
-    return eps0, delta0, pmg_threshold(eps0, delta0)
-
-
-# --------------------------------------------------------------------------------------------
-# Gaussian sparse histogram mechanism ([LT23, Section 8, Theorem 5 and Lemma 6])
-# --------------------------------------------------------------------------------------------
-
-
-def gshm_delta(l: int, sigma: float, tau: float, epsilon: float) -> float:  # noqa: E741
-    """Exact ``delta_GSHM(l, sigma, tau, eps)`` of the Gaussian sparse histogram mechanism.
-
-    [LT23, Section 8, Theorem 5] (after Wilkins, Kifer, Zhang and Karrer): GSHM adds
-    ``N(0, sigma^2)`` to every positive count and keeps ``y >= 1 + tau``; it is
-    ``(eps, delta)``-DP iff ``delta >= max(1 - p^l, max_j [1 - p^j + p^j Psi(eps - j ln p,
-    sqrt(l-j)/sigma)], max_j Psi(eps + j ln p, sqrt(l-j)/sigma))`` with ``p = Phi(tau/sigma)`` and
-    ``j = 0..l-1``. Evaluated stably with ``ln p = log_ndtr(tau/sigma)`` and ``1 - p^j =
-    -expm1(j ln p)``, for numerical stability. Reference value (tested): ``(1, 5, 20, 0.5)`` gives
-    ``5.1254e-04``.
-    """
-    ll = check_int(l, "l")
-    s = _positive(sigma, "sigma")
-    if isinstance(tau, bool) or not isinstance(tau, numbers.Real) or not math.isfinite(tau):
-        raise ValueError(f"tau must be a finite real number, got {tau!r}")
-    eps = check_epsilon(epsilon)
-    lp = log_ndtr(float(tau) / s)
-    worst = -math.expm1(ll * lp)
-    for j in range(ll):
-        pj = math.exp(j * lp)
-        mu = math.sqrt(ll - j) / s
-        add = -math.expm1(j * lp) + pj * _psi(eps - j * lp, mu)
-        remove = _psi(eps + j * lp, mu)  # eps + j ln p may be negative: Psi is defined there
-        worst = max(worst, add, remove)
-    return min(1.0, worst)
-
-
-def gshm_threshold(l: int, sigma: float, epsilon: float, delta: float) -> float:  # noqa: E741
-    """Smallest ``tau`` with :func:`gshm_delta` ``<= delta`` for a fixed sigma, by bisection.
-
-    ``delta_GSHM`` decreases in ``tau`` ([LT23, Section 8, Theorem 5]; checked numerically in the tests),
-    and the code re-evaluates the exact condition after rounding: docs/algorithms.md#mg-e10; the returned value is
-    the upper end of the bisection, for which the condition holds as evaluated.
-
-    Raises
-    ------
-    ValueError
-        If sigma is too small: even an infinite threshold leaves the Gaussian part above delta.
-    """
-    ll = check_int(l, "l")
-    s = _positive(sigma, "sigma")
-    eps = check_epsilon(epsilon)
-    target = check_delta(delta, allow_zero=False)
-    if _psi(eps, math.sqrt(ll) / s) > target:
-        raise ValueError(
-            f"sigma={sigma!r} is too small for (epsilon={epsilon!r}, delta={delta!r}) with l={l}: "
-            "the Gaussian part alone exceeds delta"
-        )
-    lo, hi = 0.0, s
-    while gshm_delta(ll, s, hi, eps) > target:
-        lo, hi = hi, hi * 2.0
-        if hi > 1e6 * s:
-            raise ValueError(f"no threshold reaches delta={delta!r} with sigma={sigma!r}")
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if gshm_delta(ll, s, mid, eps) <= target:
-            hi = mid
-        else:
-            lo = mid
-        if hi - lo <= 1e-12 * hi:
-            break
-    return hi
-
-
-def gshm_closed_form_parameters(
-    l: int,  # noqa: E741
-    epsilon: float,
-    delta: float,
-) -> tuple[float, float]:
-    """Lemma-6 style closed-form ``(sigma, tau)`` for GSHM ([LT23, Section 8, Theorem 5 and Lemma 6]).
-
-    ``sigma = sqrt(2 l ln(2.5/delta)) / eps`` (classical Gaussian with ``Delta2 = sqrt(l)`` at
-    ``delta/2``, rounded up by :data:`CLASSICAL_GAUSSIAN_MARGIN`) and ``tau = sigma sqrt(2
-    ln(l/delta))``. Needs ``eps < 1`` (Theorem A.1). Always looser than the exact condition: A.7
-    gives ``sigma = 108.5608``, ``tau = 658.9322`` and exact delta ``6.4071e-08`` for
-    ``(100, 0.5, 1e-6)``. Prefer :func:`gshm_threshold` with an exact check.
-    """
-    ll = check_int(l, "l")
-    d = check_delta(delta, allow_zero=False)
-    sigma = classical_gaussian_sigma(math.sqrt(ll), epsilon, d / 2.0)
-    tau = sigma * math.sqrt(2.0 * math.log(ll / d))
-    return sigma, tau
-
-
-# --------------------------------------------------------------------------------------------
 # Amplification by subsampling
 # --------------------------------------------------------------------------------------------
 
@@ -619,7 +435,7 @@ def subsampled_epsilon(epsilon: float, rate: float, delta: float = 0.0) -> tuple
     Barthe and Gaboardi 2018). Estimates must be rescaled by ``1/rate`` (post-processing).
     """
     eps = check_epsilon(epsilon)
-    q = _positive(rate, "rate")
+    q = check_positive(rate, "rate")
     if q > 1.0:
         raise ValueError(f"rate must be in (0, 1], got {rate!r}")
     d = check_delta(delta)

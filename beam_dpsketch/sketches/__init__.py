@@ -14,15 +14,20 @@ them with noise. Re-exported here:
 Citation keys are those of ``docs/algorithms.md``, which also explains every deviation from a
 paper.
 
-The DP releases of each family (private Misra-Gries, private linear and dyadic sketches, the
-continual, sliding-window and intermittent sketches) and their calibration are importable from
-their own modules.
+Each algorithm family lives in its own subpackage, with its DP releases and their calibration:
+
+* :mod:`.misra_gries`: Misra-Gries and its private releases [LT23];
+* :mod:`.linear`: Count-Min, Count Sketch and their private release [ZQR+22];
+* :mod:`.quantiles`: the Dyadic Count Sketch and its private release [ZQR+22, Section 4];
+* :mod:`.continual`: sketches under continual observation [Hol25];
+* :mod:`.sliding`: sliding-window sketches [WWC24];
+* :mod:`.intermittent`: sketches for intermittent queries [YKAE].
 """
 
-from beam_dpsketch.sketches.countmin import CountMinSketch
-from beam_dpsketch.sketches.countsketch import CountSketch
-from beam_dpsketch.sketches.dyadic import DyadicCountSketch
-from beam_dpsketch.sketches.dyadic_domain import FloatDomain
-from beam_dpsketch.sketches.misragries import MisraGries
+from beam_dpsketch.sketches.linear.countmin import CountMinSketch
+from beam_dpsketch.sketches.linear.countsketch import CountSketch
+from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
+from beam_dpsketch.sketches.quantiles.domain import FloatDomain
+from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch
 
 __all__ = ["CountMinSketch", "CountSketch", "DyadicCountSketch", "FloatDomain", "MisraGries"]

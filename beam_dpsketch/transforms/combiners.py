@@ -20,7 +20,7 @@ from apache_beam import coders
 from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import MAX_DEPTH, MAX_SEED, MAX_WIDTH, hash_key
 from beam_dpsketch.sketches import CountMinSketch, CountSketch, MisraGries
-from beam_dpsketch.sketches.misragries import MAX_K
+from beam_dpsketch.sketches.misra_gries.sketch import MAX_K
 from beam_dpsketch.transforms.batching import is_key_batch
 
 __all__ = [

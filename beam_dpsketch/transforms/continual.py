@@ -1,7 +1,7 @@
 """Private sketches under continual observation in Beam: ``ContinualDPSketch``.
 
-A thin adapter over :class:`~beam_dpsketch.sketches.continual.LazySketch` and
-:class:`~beam_dpsketch.sketches.continual.PunctualSketch` (Holland, "Faster Differentially Private
+A thin adapter over :class:`~beam_dpsketch.sketches.continual.sketch.LazySketch` and
+:class:`~beam_dpsketch.sketches.continual.sketch.PunctualSketch` (Holland, "Faster Differentially Private
 Sketches under Continual Observation", Algorithms 3-5; ``docs/algorithms.md#lazy-beam``): a stateful
 ``DoFn`` on a single key is the trusted aggregator. It holds the sketch (exact pending counts,
 running totals and noise slots) in Beam state, serialized with the versioned format
@@ -58,7 +58,7 @@ Theorems 1-2). The transform charges the accountant once at pipeline constructio
 anything runs. A windowing whose element falls in several windows (``SlidingWindows``) splits
 the budget over those windows (``plan_releases``); windows not containing an element compose in
 parallel. The horizon ``T`` is declared up front: a step at or beyond ``T`` raises
-:class:`~beam_dpsketch.sketches.binary_mechanism.HorizonExceededError` naming ``T`` (the pipeline
+:class:`~beam_dpsketch.sketches.continual.binary_mechanism.HorizonExceededError` naming ``T`` (the pipeline
 fails; nothing is released for that step).
 
 Noise
@@ -90,8 +90,8 @@ from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.privacy.windowing import plan_releases
-from beam_dpsketch.sketches.binary_mechanism import CALIBRATIONS, HorizonExceededError
-from beam_dpsketch.sketches.continual import CS_SENSITIVITIES, LazySketch, PunctualSketch
+from beam_dpsketch.sketches.continual.binary_mechanism import CALIBRATIONS, HorizonExceededError
+from beam_dpsketch.sketches.continual.sketch import CS_SENSITIVITIES, LazySketch, PunctualSketch
 from beam_dpsketch.transforms.base import DPTransform, as_extractor
 from beam_dpsketch.transforms.batching import KeyBatch, validate_key_batch
 from beam_dpsketch.transforms.combiners import SketchCombineFn, SketchSpec
@@ -541,7 +541,7 @@ class ContinualDPSketch(DPTransform):
     horizon
         ``T``: the number of time steps (arrivals, or panes) per window the calibration covers,
         declared up front. A step at or beyond ``T`` fails the pipeline with
-        :class:`~beam_dpsketch.sketches.binary_mechanism.HorizonExceededError`.
+        :class:`~beam_dpsketch.sketches.continual.binary_mechanism.HorizonExceededError`.
     budget
         ``PrivacyBudget.approx(epsilon, delta)`` for the whole time series of the transform
         (split over the windows one element falls in). Without it, the accountant's remaining

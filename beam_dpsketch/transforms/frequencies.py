@@ -1,7 +1,7 @@
 """DP frequency sketches and DP quantiles in Beam: ``DPFrequencies``, ``DPQuantiles``.
 
-Thin adapters over :mod:`beam_dpsketch.sketches.dp_linear` and
-:mod:`beam_dpsketch.sketches.dyadic_private` (Zhao et al., "Differentially Private Linear
+Thin adapters over :mod:`beam_dpsketch.sketches.linear.private` and
+:mod:`beam_dpsketch.sketches.quantiles.private` (Zhao et al., "Differentially Private Linear
 Sketches", NeurIPS 2022) on the accounted release
 step :class:`~beam_dpsketch.transforms.release.DPAggregate`: exact int64 sketches are built per
 bundle and merged by Beam (linear sketches merge exactly, whatever the merge tree), and noise is
@@ -21,14 +21,14 @@ import numpy as np
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
-from beam_dpsketch.sketches.dp_linear import (
+from beam_dpsketch.sketches.linear.private import (
     PrivateCountMinSketch,
     PrivateCountSketch,
     parse_neighbouring,
 )
-from beam_dpsketch.sketches.dyadic import DyadicCountSketch
-from beam_dpsketch.sketches.dyadic_domain import FloatDomain
-from beam_dpsketch.sketches.dyadic_private import PrivateDyadicCountSketch
+from beam_dpsketch.sketches.quantiles.domain import FloatDomain
+from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch
+from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 from beam_dpsketch.transforms.base import as_extractor
 from beam_dpsketch.transforms.batching import BatchKeys, call_user_fn, is_batch_type
 from beam_dpsketch.transforms.combiners import SketchCombineFn, WeightedSketchCombineFn
@@ -49,7 +49,7 @@ _SKETCHES = {
 def _pane_calibration(neighbouring: str, pane_relation: str, turnstile: bool) -> str:
     """The relation whose exact sensitivity a release is calibrated for.
 
-    Sensitivities: the table of :mod:`beam_dpsketch.sketches.dp_linear_calibration`.
+    Sensitivities: the table of :mod:`beam_dpsketch.sketches.linear.calibration`.
 
     Under the pane relation ``"replace"`` (multi-pane triggers whose boundaries depend on the
     data) a pane can lose one record and gain another. With unit insertions that is the
@@ -175,7 +175,7 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
 class DPFrequencies(AccountedTransform):
     """A differentially private Count-Min sketch or Count Sketch per window and pane.
 
-    Emits one released :class:`~beam_dpsketch.sketches.dp_linear.PrivateCountMinSketch` (or
+    Emits one released :class:`~beam_dpsketch.sketches.linear.private.PrivateCountMinSketch` (or
     ``PrivateCountSketch``) per released pane: queryable downstream for any key (``estimate``),
     e.g. as a side input. The sketch is exact until release; noise is added once to every cell.
 
@@ -385,7 +385,7 @@ class DPQuantiles(AccountedTransform):
     """Differentially private quantiles per window and pane (private dyadic Count Sketch).
 
     Values are integers in ``[lower, upper]``, or floats mapped to integer bins by a declared
-    :class:`~beam_dpsketch.sketches.dyadic_domain.FloatDomain` (``resolution=``). The bounds are
+    :class:`~beam_dpsketch.sketches.quantiles.domain.FloatDomain` (``resolution=``). The bounds are
     public, and every value is mapped into them, one record at a time, before it is counted:
 
     * a value below ``lower`` (including ``-inf``) counts as ``lower``, above ``upper``

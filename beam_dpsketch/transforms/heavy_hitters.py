@@ -1,6 +1,6 @@
 """DP heavy hitters and sparse histograms with Misra-Gries: ``DPHeavyHitters``, ``DPHistogram``.
 
-A thin Beam adapter over :mod:`beam_dpsketch.sketches.dp_misragries` (Lebeda and Tětek, "Better
+A thin Beam adapter over :mod:`beam_dpsketch.sketches.misra_gries.private` (Lebeda and Tětek, "Better
 Differentially Private Approximate Histograms and Heavy Hitters using the Misra-Gries Sketch",
 PODS 2023) and the accounted release step :class:`~beam_dpsketch.transforms.release.DPAggregate`.
 Which release a pipeline shape allows follows from their Section 7 (merged sketches) and
@@ -51,7 +51,7 @@ from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.privacy.windowing import max_trigger_firings
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.dp_misragries import (
+from beam_dpsketch.sketches.misra_gries.private import (
     HeavyHitterRelease,
     PAMGSketch,
     PostProcessedSum,
@@ -107,7 +107,7 @@ class DesignBCombineFn(beam.CombineFn):
     Lebeda and Tětek, Sections 6-7, with the sharded neighbouring relation of
     ``docs/algorithms.md#mg-partition``.
 
-    The output is a :class:`~beam_dpsketch.sketches.dp_misragries.PostProcessedSum`, whose value
+    The output is a :class:`~beam_dpsketch.sketches.misra_gries.private.PostProcessedSum`, whose value
     does not depend on Beam's merge order. No noise is added here.
 
     Parameters
@@ -200,7 +200,7 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
     Notes
     -----
     :meth:`release` emits only the ``(key, noisy_count)`` pairs; the
-    :class:`~beam_dpsketch.sketches.dp_misragries.HeavyHitterRelease` object never leaves the
+    :class:`~beam_dpsketch.sketches.misra_gries.private.HeavyHitterRelease` object never leaves the
     release step, and :meth:`describe` reads public configuration only (a probe release of an
     empty aggregate).
     """

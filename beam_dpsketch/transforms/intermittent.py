@@ -1,6 +1,6 @@
 """DP Count Sketch / Count-Min answering intermittent query batches in Beam: ``DPIntermittentQueries``.
 
-A thin adapter over :class:`~beam_dpsketch.sketches.intermittent.UseAndKeepSketch` (paper
+A thin adapter over :class:`~beam_dpsketch.sketches.intermittent.sketch.UseAndKeepSketch` (paper
 Algorithm 4, "use-and-keep" cell noise; Yildirim et al., "Differentially Private Frequency Sketches
 for Intermittent Queries on Large Data Streams"; ``docs/algorithms.md#int-beam``). Exact partial
 sketches are built and merged by Beam (linear sketches merge by addition); the noisy state has **one owner**, a single-key step that runs the D3 loop
@@ -70,7 +70,7 @@ Safety rules (invariants I1-I6 of ``docs/algorithms.md#int-beam``), and how they
   buffer), never cumulative snapshots.
 * Reproducible noise (I5): all draws come from the transform's noise source under the public
   :func:`intermittent_sketch_id` of the transform's label, a pure function of (key, label, batch
-  index, cell) (see :mod:`beam_dpsketch.sketches.intermittent`), so a retried bundle re-draws
+  index, cell) (see :mod:`beam_dpsketch.sketches.intermittent.sketch`), so a retried bundle re-draws
   identical noise.
 * Non-global windows and non-default triggers are refused: one D3 state per transform (P-7).
 * Nothing about the data leaves except the answers: no Beam metric counts elements, and error
@@ -106,7 +106,7 @@ from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.privacy.calibration import rational_epsilon_floor
-from beam_dpsketch.sketches.intermittent import SKETCH_KINDS, UseAndKeepSketch
+from beam_dpsketch.sketches.intermittent.sketch import SKETCH_KINDS, UseAndKeepSketch
 from beam_dpsketch.transforms.base import DPTransform, as_extractor
 from beam_dpsketch.transforms.batching import KeyBatch, is_key_batch
 from beam_dpsketch.transforms.combiners import SketchCombineFn, SketchSpec
@@ -147,7 +147,7 @@ _DATA, _QUERY = "data", "query"
 def intermittent_sketch_id(label: str) -> tuple[str, str]:
     """The public ``sketch_id`` (noise-stream prefix) of the transform labelled ``label``.
 
-    Feeding a :class:`~beam_dpsketch.sketches.intermittent.UseAndKeepSketch` built with this id
+    Feeding a :class:`~beam_dpsketch.sketches.intermittent.sketch.UseAndKeepSketch` built with this id
     and the same noise source the same deltas reproduces the transform's answers exactly.
     """
     if not isinstance(label, str) or not label:

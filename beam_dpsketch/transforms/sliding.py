@@ -1,6 +1,6 @@
 """DP frequencies and heavy hitters over a sliding window in Beam: ``DPSlidingWindowFrequencies``.
 
-A thin adapter over :class:`~beam_dpsketch.sketches.sliding.DPSWSketch` (Wang, Wang and Chen,
+A thin adapter over :class:`~beam_dpsketch.sketches.sliding.dpsw.DPSWSketch` (Wang, Wang and Chen,
 "DPSW-Sketch", KDD 2024) under the distributed-execution assumptions A1-A6 of
 ``docs/algorithms.md#dpsw-beam``:
 
@@ -83,7 +83,7 @@ from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.sketches import CountMinSketch
-from beam_dpsketch.sketches.sliding import DPSWSketch
+from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
 from beam_dpsketch.transforms.base import DPTransform, as_extractor
 from beam_dpsketch.transforms.batching import is_key_batch
 
@@ -774,7 +774,7 @@ class DPSlidingWindowFrequencies(DPTransform):
         ``"theory"`` or ``"paper_experiments"`` (:meth:`DPSWSketch.theory`,
         :meth:`DPSWSketch.paper_experiments`).
     sketch_options
-        Further :class:`~beam_dpsketch.sketches.sliding.DPSWSketch` arguments: ``block``,
+        Further :class:`~beam_dpsketch.sketches.sliding.dpsw.DPSWSketch` arguments: ``block``,
         ``beta``, ``alpha``, ``checkpoints``, ``split``, ``q``, ``noise``, ``middle``...
     accountant
         Charged once with the whole budget when the transform is applied, before anything runs

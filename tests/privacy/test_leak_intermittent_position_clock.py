@@ -11,7 +11,7 @@ neighbouring inputs for a position clock **under the claimed relation**:
 * add/remove: ``D'`` is ``D`` without its first row, every later row renumbered, so at each batch
   boundary the first row of the next interval moves into the earlier one.
 
-The mechanism is the core :class:`~beam_dpsketch.sketches.intermittent.UseAndKeepSketch` (what the
+The mechanism is the core :class:`~beam_dpsketch.sketches.intermittent.sketch.UseAndKeepSketch` (what the
 transform runs in its single-key step), Count-Min of depth 1, calibrated as the transform is
 (cell noise of scale ``transform.noise_scale``). Trials are vectorised: one sketch holds ``TRIALS``
 independent trials on disjoint cells (each trial's keys hash to cells no other key uses, and every
@@ -38,7 +38,7 @@ from privacy_audit import FAILURE, epsilon_lower_bound
 from beam_dpsketch.hashing import hash_keys, row_buckets
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
-from beam_dpsketch.sketches.intermittent import UseAndKeepSketch, discrete_laplace_variance
+from beam_dpsketch.sketches.intermittent.sketch import UseAndKeepSketch, discrete_laplace_variance
 from beam_dpsketch.transforms.intermittent import DPIntermittentQueries, QuerySchedule
 
 EPS = 1.0

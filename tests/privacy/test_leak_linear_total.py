@@ -31,7 +31,7 @@ from beam_dpsketch import serialization
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch, CountSketch, DyadicCountSketch
-from beam_dpsketch.sketches.dyadic_private import PrivateDyadicCountSketch
+from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles
 from beam_dpsketch.transforms.frequencies import LinearSketchReleaseMechanism, QuantileMechanism
 

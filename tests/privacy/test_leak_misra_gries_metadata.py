@@ -20,7 +20,7 @@ import pytest
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.dp_misragries import (
+from beam_dpsketch.sketches.misra_gries.private import (
     PAMGSketch,
     approx_pp,
     merged_gshm,

@@ -13,7 +13,7 @@ import pytest
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
-from beam_dpsketch.sketches.continual_heavy_hitters import HierarchicalLazySketch
+from beam_dpsketch.sketches.continual.heavy_hitters import HierarchicalLazySketch
 from beam_dpsketch.transforms.continual import ContinualDPSketch
 from beam_dpsketch.transforms.intermittent import DPIntermittentQueries, QuerySchedule
 

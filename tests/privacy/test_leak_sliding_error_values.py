@@ -22,7 +22,7 @@ from apache_beam.utils.windowed_value import PaneInfo, PaneInfoTiming
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch
-from beam_dpsketch.sketches.sliding import DPSWSketch
+from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
 from beam_dpsketch.transforms import DPSlidingWindowFrequencies
 from beam_dpsketch.transforms.sliding import _SegmentTables, _SegmentWindows, _Stamp, _StepClock
 

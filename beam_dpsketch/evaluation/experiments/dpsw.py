@@ -1,9 +1,9 @@
 """DPSW-Sketch (Wang, Wang and Chen, KDD 2024): the results R1-R15 of [WWC24, Section 5 and Appendix C].
 
 The paper's results are plots only (Figures 2-13); [WWC24, Section 5 and Appendix C] turns each into a falsifiable claim.
-This module runs them with the library's :class:`~beam_dpsketch.sketches.sliding.DPSWSketch`
+This module runs them with the library's :class:`~beam_dpsketch.sketches.sliding.dpsw.DPSWSketch`
 (preset ``paper_experiments``: ``B = w/10``, ``|I| = 3``, the code's 0.8 budget split, docs/algorithms.md#dpsw-e12
-and docs/algorithms.md#dpsw-e12) against the private baselines of :mod:`~beam_dpsketch.sketches.sliding_baselines`
+and docs/algorithms.md#dpsw-e12) against the private baselines of :mod:`~beam_dpsketch.sketches.sliding.baselines`
 (U-Sketch and PCC-MG, [WWC24, Appendix B]; BLMZ is not built) and the non-private exact-window Count-Min
 that stands in for Microscope-Sketch ([WWC24, Appendix B]; a library choice).
 
@@ -60,8 +60,8 @@ from beam_dpsketch.evaluation.runner import (
 from beam_dpsketch.evaluation.tables import col, fmt, matching, param_tag
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
-from beam_dpsketch.sketches.sliding import DPSWSketch, checkpoint_list
-from beam_dpsketch.sketches.sliding_baselines import PCCMG, ExactWindowCountMin, USketch
+from beam_dpsketch.sketches.sliding.baselines import PCCMG, ExactWindowCountMin, USketch
+from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch, checkpoint_list
 
 __all__ = [
     "DPSWConfig",
@@ -969,7 +969,7 @@ def _build_report(
         f"{config.pcms_counters:,} counters per PCMS x the default number of live PCMSs (docs/algorithms.md#dpsw-e25: "
         "'100 KB' cannot be the total).",
         f"delta = 1/n^1.5 with the actual stream length (docs/algorithms.md#dpsw-e13): {fmt(sorted(set(delta)), 3)}.",
-        "Baselines: U-Sketch and PCC-MG as built in sliding_baselines (continual-release-correct "
+        "Baselines: U-Sketch and PCC-MG as built in sketches.sliding.baselines (continual-release-correct "
         "noise: keyed, never re-drawn per query; PCC-MG with pure-DP noise on the whole public "
         "universe), which is more conservative than the authors' code ([WWC24, Appendix B]). BLMZ-Sketch is "
         "not built; Microscope-Sketch is replaced by an exact-window Count-Min of the same "

@@ -2,7 +2,7 @@
 
 Papers are cited by the keys of docs/algorithms.md#references ([YKAE] here). The paper tests only the
 final algorithm, D3 use-and-keep cell perturbation (paper Algorithm 4; the library's
-:class:`~beam_dpsketch.sketches.intermittent.UseAndKeepSketch`) with Count Sketch, on one Zipf(1)
+:class:`~beam_dpsketch.sketches.intermittent.sketch.UseAndKeepSketch`) with Count Sketch, on one Zipf(1)
 stream queried in batches at evenly spaced times ([YKAE, Section VI] and docs/algorithms.md#int-a8). Its results are qualitative
 statements about Figures 1-4 (the images are missing from the text copy, docs/algorithms.md#int-a9); this module turns
 each into a measurement with a computed verdict:
@@ -78,12 +78,12 @@ from beam_dpsketch.evaluation.tables import col, fmt, param_tag
 from beam_dpsketch.hashing import hash_keys, row_buckets, row_signs
 from beam_dpsketch.noise import NoiseSource, discrete_laplace
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
-from beam_dpsketch.sketches.intermittent import (
+from beam_dpsketch.sketches.intermittent.sketch import (
     UseAndKeepSketch,
     discrete_laplace_variance,
     sensitive_query_bound,
 )
-from beam_dpsketch.sketches.intermittent_strategies import UseAndForgetCellSketch
+from beam_dpsketch.sketches.intermittent.strategies import UseAndForgetCellSketch
 
 __all__ = [
     "MODES",
@@ -611,7 +611,7 @@ def maxload_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     """R1 ([YKAE, Fig. 1]): ``E[m_i]`` by exact multinomial sampling, and the core's ``mtilde_Q``.
 
     ``m_i`` is the largest of ``w`` bin counts of ``n_Q`` balls (one row of Algorithm 2);
-    ``core_mtilde`` is :func:`~beam_dpsketch.sketches.intermittent.sensitive_query_bound` on
+    ``core_mtilde`` is :func:`~beam_dpsketch.sketches.intermittent.sketch.sensitive_query_bound` on
     ``n_Q`` distinct hashed keys with ``d = 15`` rows (mean over ``core_reps`` key sets).
     """
     n_q, w, reps = int(params["n_q"]), int(params["width"]), int(params["reps"])

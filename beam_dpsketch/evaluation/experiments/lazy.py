@@ -77,7 +77,7 @@ from beam_dpsketch.evaluation.tables import col, fmt, log_slope, matching, monot
 from beam_dpsketch.hashing import hash_keys
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
-from beam_dpsketch.sketches.continual import LazySketch, PunctualSketch
+from beam_dpsketch.sketches.continual.sketch import LazySketch, PunctualSketch
 
 __all__ = [
     "ACCURACY_METRICS",

@@ -67,9 +67,9 @@ from beam_dpsketch.evaluation.tables import col, fmt, matching, monotone, param_
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
-from beam_dpsketch.sketches.dp_linear import PrivateCountMinSketch, PrivateCountSketch
-from beam_dpsketch.sketches.dyadic import DyadicCountSketch, dyadic_shape
-from beam_dpsketch.sketches.dyadic_private import PrivateDyadicCountSketch
+from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
+from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch, dyadic_shape
+from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 
 __all__ = [
     "FREQ_METRICS",

@@ -71,7 +71,8 @@ from beam_dpsketch.evaluation.runner import (
 from beam_dpsketch.evaluation.tables import col, fmt, log_slope, matching, monotone
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.dp_misragries import (
+from beam_dpsketch.sketches.misra_gries.merged import merged_laplace_parameters
+from beam_dpsketch.sketches.misra_gries.private import (
     HeavyHitterRelease,
     PAMGSketch,
     PostProcessedSum,
@@ -89,7 +90,6 @@ from beam_dpsketch.sketches.dp_misragries import (
     stability_histogram,
     user_level_pmg,
 )
-from beam_dpsketch.sketches.dp_misragries_merged import merged_laplace_parameters
 
 __all__ = [
     "ACCURACY_MECHANISMS",

@@ -1,0 +1,789 @@
+"""Private Count-Min / Count Sketch under continual observation: PunctualSketch and LazySketch.
+
+Holland, "Faster Differentially Private Sketches under Continual Observation" (Algorithms 3-5,
+Theorems 1-2, Lemma 5), cited below as [Hol25]; departures from the paper are explained in
+docs/algorithms.md#continual-observation. Pure numpy, no Beam. Both sketches publish, after **every** time step, a ``depth x
+width`` table of noisy counters (:meth:`~_ContinualSketch.noisy_table`) from which point queries
+are answered (min over rows for Count-Min, median of signed rows for Count Sketch, [Hol25, Algorithm 4]).
+
+* :class:`PunctualSketch` (baseline, Algorithms 3-4): every cell is a GaussBM counter over
+  ``T`` steps and **every** cell is updated at every step (zeros included), so a step costs
+  ``depth * width`` counter updates and noise draws.
+* :class:`LazySketch` (Algorithm 5): arrivals go into an exact private pending table ``P``; at
+  step ``t`` exactly column ``t mod width`` of ``P`` is pushed into its GaussBM counters (over
+  ``T_loc = ceil(T / width)`` pushes, docs/algorithms.md#lazy-e11) and reset. A step costs ``depth`` counter updates; the
+  price is a delay: a noise-free Count-Min estimate lies in ``[-(width-1), 0]`` of the exact one
+  ([Hol25, Section 4.2] and docs/algorithms.md#lazy-oracles). ``P`` is never released.
+
+Both are built on :class:`~beam_dpsketch.sketches.continual.binary_mechanism.GaussianBinaryMechanism`
+(level-slot form, keyed noise; its docstring states the noise scheme: node ``(cell, k)`` noise is a
+pure function of the noise source, ``(release_prefix, sketch class, kind)`` and ``k``). Cells are
+laid out and hashed exactly as :class:`~beam_dpsketch.sketches.linear.countmin.CountMinSketch` /
+:class:`~beam_dpsketch.sketches.linear.countsketch.CountSketch` with the same ``(width, depth, seed)``.
+
+Privacy guarantee
+-----------------
+All tables released at all steps ``t = 1..T`` are jointly ``(epsilon, delta)``-DP under
+**event-level replacement** neighbouring ([Hol25, Section 2.1]): two streams of the same length ``T`` that
+differ in one arrival, processed in a data-independent order. One replaced arrival changes at most
+``m`` counters by 1 each, with ``m = 2 * depth`` for Count-Min and ``m = 4 * depth`` for Count
+Sketch ([Hol25, Section 4.1; Theorem 2], docs/algorithms.md#lazy-e10: the paper's ``2d`` misses the same-cell, opposite-sign case).
+``cs_sensitivity="paper_2d"`` reproduces the paper's numbers and is **not** formally private
+(``UserWarning``; :attr:`~_ContinualSketch.formally_private` is ``False``). Calibration: Algorithm
+1's classical Gaussian (``calibration="paper"``, ``epsilon < 1``, docs/algorithms.md#lazy-e4, docs/algorithms.md#lazy-e5) or the analytic Gaussian
+(``"analytic"``, any ``epsilon``), through :func:`~beam_dpsketch.sketches.continual.binary_mechanism.gaussbm_sigma`.
+
+Time models (docs/algorithms.md#lazy-beam)
+-----------------------
+* A time step per arrival: :meth:`~_ContinualSketch.update` / :meth:`~_ContinualSketch.update_batch`
+  (the paper's model; the order of arrivals must not depend on the data, docs/algorithms.md#lazy-beam).
+* A time step per tick (e.g. a trigger firing): :meth:`~_ContinualSketch.step_counts` adds an exact
+  ``depth x width`` table of the counts that arrived in the step (e.g. the table of an exact
+  ``CountMinSketch`` built from one pane). The guarantee then holds for neighbouring tick streams
+  that differ **within one step** by replacing at most ``max_contributions`` arrivals (``C``); the
+  sensitivity is scaled to ``C * sqrt(m h)`` (each changed cell changes by at most ``C`` in one
+  push; adding or removing up to ``C`` arrivals in one step is covered too). Tick times must be
+  public (a clock), never data-driven (docs/algorithms.md#lazy-beam).
+
+``T`` (``horizon``) is public and declared up front; a step beyond it raises
+:class:`~beam_dpsketch.sketches.continual.binary_mechanism.HorizonExceededError` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import warnings
+from typing import Any, ClassVar, Literal, Self
+
+import numpy as np
+
+from beam_dpsketch import serialization
+from beam_dpsketch.checks import check_int, check_probability
+from beam_dpsketch.hashing import (
+    MAX_DEPTH,
+    MAX_WIDTH,
+    check_key_like,
+    check_seed,
+    decode_key,
+    encode_key,
+    hash_keys,
+    row_buckets,
+    row_negative,
+    row_signs,
+)
+from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy.budget import PrivacyBudget, check_delta, check_epsilon
+from beam_dpsketch.sketches.continual.binary_mechanism import (
+    Calibration,
+    GaussianBinaryMechanism,
+    HorizonExceededError,
+    gaussbm_height,
+    gaussbm_sigma,
+)
+from beam_dpsketch.sketches.linear.countmin import CountMinSketch
+from beam_dpsketch.sketches.linear.countsketch import CountSketch
+
+__all__ = [
+    "CS_SENSITIVITIES",
+    "KINDS",
+    "LazySketch",
+    "PunctualSketch",
+    "lazy_noise_bound",
+    "lazy_noise_bound_paper",
+    "lazy_shape",
+]
+
+Kind = Literal["cms", "cs"]
+KINDS: tuple[str, ...] = ("cms", "cs")
+CS_SENSITIVITIES: tuple[str, ...] = ("corrected_4d", "paper_2d")
+
+# Arrivals are binned in chunks so temporaries stay in cache (as in sketches/linear/base.py).
+_CHUNK = 1 << 16
+# Lazy noise blocks: a push round is depth*width values; small blocks let a batch draw only the
+# rounds whose nodes stay active (docs/algorithms.md#lazy-vectorised) while keeping the sampler's per-call overhead
+# small against the values drawn.
+_LAZY_BLOCK_VALUES = 1 << 10
+# Median over rows of the Count Sketch: the paper's Lemma 3 constant ([Hol25, Lemma 5], docs/algorithms.md#lazy-e15).
+_KL_HALF_THIRD = 0.5 * math.log(0.5 / (1 / 3)) + 0.5 * math.log(0.5 / (2 / 3))
+
+
+# --------------------------------------------------------------------------------------------
+# Bounds and sizing ([Hol25, Lemma 5])
+# --------------------------------------------------------------------------------------------
+
+
+def _default_m(kind: str, depth: int, cs_sensitivity: str) -> int:
+    return 2 * depth if kind == "cms" or cs_sensitivity == "paper_2d" else 4 * depth
+
+
+def lazy_noise_bound(
+    horizon: int,
+    width: int,
+    depth: int,
+    epsilon: float,
+    delta: float,
+    beta: float,
+    kind: Kind = "cms",
+    *,
+    sigma: float | None = None,
+) -> float:
+    """``B_noise`` of [Hol25, Lemma 5] (corrected Lemma 5, docs/algorithms.md#lazy-e8, docs/algorithms.md#lazy-e9): with probability ``>= 1 - beta/2``
+    the noise of every LazySketch counter at every time is at most
+    ``sigma * sqrt(2 h_loc ln(4 d w T_loc / beta))``, ``T_loc = ceil(T/w)``,
+    ``h_loc = bit_length(T_loc)``; with Algorithm 1's sigma (``m = 2d`` CMS, ``4d`` CS) this is
+    ``(2 h_loc / eps) sqrt(m ln(1.25/delta) ln(4 d w T_loc / beta))``.
+
+    Reference values (tested): ``T = 2**20, w = 55, d = 3, eps = 0.3, delta = 1e-3, beta = 0.05`` gives
+    2876.8 (CMS) and 4068.5 (CS).
+    """
+    horizon = check_int(horizon, "horizon")
+    width = check_int(width, "width", 1, MAX_WIDTH)
+    depth = check_int(depth, "depth", 1, MAX_DEPTH)
+    kind = check_kind(kind)
+    beta = check_probability(beta, "beta")
+    t_loc = -(-horizon // width)
+    if sigma is None:
+        sigma = gaussbm_sigma(t_loc, _default_m(kind, depth, "corrected_4d"), epsilon, delta)
+    h = gaussbm_height(t_loc)
+    return sigma * math.sqrt(2.0 * h * math.log(4.0 * depth * width * t_loc / beta))
+
+
+def lazy_noise_bound_paper(
+    horizon: int, width: int, depth: int, epsilon: float, delta: float, beta: float
+) -> float:
+    """The paper's ``gamma = (3 log2(T/w) / eps) sqrt(d ln(2 T d / beta) ln(1.25/delta))``.
+
+    For comparison with the paper only ([Hol25, Lemma 5], docs/algorithms.md#lazy-e9: it is below the correct union bound
+    in most settings and ``<= 0`` when ``T <= w``); use :func:`lazy_noise_bound`.
+    """
+    check_epsilon(epsilon)
+    check_delta(delta, allow_zero=False)
+    beta = check_probability(beta, "beta")
+    return (
+        3.0
+        * math.log2(horizon / width)
+        / epsilon
+        * math.sqrt(depth * math.log(2.0 * horizon * depth / beta) * math.log(1.25 / delta))
+    )
+
+
+def lazy_shape(
+    eta: float, beta: float, horizon: int, kind: Kind = "cms", *, preset: str = "paper"
+) -> tuple[int, int]:
+    """``(width, depth)`` of Lemma 5 ([Hol25, Lemma 5]): Count-Min ``w = ceil(2/eta)``,
+    ``d = ceil(log2(2T/beta))``; Count Sketch ``w = ceil(3/eta**2)`` and ``d = ceil(log2(2T/beta))``
+    (``preset="paper"``) or ``d = ceil(ln(2T/beta) / KL(1/2 || 1/3))`` (``preset="rigorous"``,
+    docs/algorithms.md#lazy-e15: the paper's depth understates the median argument's constant)."""
+    if not 0 < eta < 1:
+        raise ValueError(f"eta must be in (0, 1), got {eta!r}")
+    beta = check_probability(beta, "beta")
+    horizon = check_int(horizon, "horizon")
+    kind = check_kind(kind)
+    if preset not in ("paper", "rigorous"):
+        raise ValueError(f"preset must be 'paper' or 'rigorous', got {preset!r}")
+    if kind == "cms":
+        return math.ceil(2.0 / eta), math.ceil(math.log2(2.0 * horizon / beta))
+    width = math.ceil(3.0 / eta**2)
+    if preset == "paper":
+        return width, math.ceil(math.log2(2.0 * horizon / beta))
+    return width, math.ceil(math.log(2.0 * horizon / beta) / _KL_HALF_THIRD)
+
+
+def check_kind(kind: Any) -> str:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    return kind
+
+
+# --------------------------------------------------------------------------------------------
+# Shared machinery
+# --------------------------------------------------------------------------------------------
+
+
+class _ContinualSketch(abc.ABC):
+    """Shared parameters, queries, time-step validation and serialization."""
+
+    KIND: ClassVar[str] = ""
+    _FAITHFUL_DEFAULT: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        width: int,
+        depth: int,
+        horizon: int,
+        epsilon: float,
+        delta: float,
+        *,
+        release_prefix: Any,
+        kind: Kind = "cms",
+        seed: int = 0,
+        noise_source: NoiseSource | None = None,
+        calibration: Calibration = "paper",
+        cs_sensitivity: str = "corrected_4d",
+        m: int | None = None,
+        max_contributions: int = 1,
+        faithful: bool | None = None,
+    ) -> None:
+        self.width = check_int(width, "width", 1, MAX_WIDTH)
+        self.depth = check_int(depth, "depth", 1, MAX_DEPTH)
+        self.horizon = check_int(horizon, "horizon", 1, 1 << 62)
+        self.kind = check_kind(kind)
+        self.seed = check_seed(seed)
+        if cs_sensitivity not in CS_SENSITIVITIES:
+            raise ValueError(
+                f"cs_sensitivity must be one of {CS_SENSITIVITIES}, got {cs_sensitivity!r}"
+            )
+        self.cs_sensitivity = cs_sensitivity
+        minimum = _default_m(self.kind, self.depth, cs_sensitivity)
+        if m is None:
+            m = minimum
+        self.m = check_int(m, "m", minimum)
+        if self.kind == "cs" and cs_sensitivity == "paper_2d":
+            warnings.warn(
+                "cs_sensitivity='paper_2d' calibrates Count Sketch with m = 2*depth as the paper "
+                "does; this is NOT formally differentially private ([Hol25, Section 4.1] and docs/algorithms.md#continual-observation "
+                "docs/algorithms.md#lazy-e10). Use it only to reproduce the paper's numbers.",
+                UserWarning,
+                stacklevel=3,
+            )
+        self.max_contributions = check_int(max_contributions, "max_contributions")
+        self.release_prefix = check_key_like(release_prefix, "release_prefix")
+        self._t = 0
+        self._mech = GaussianBinaryMechanism(
+            self.depth * self.width,
+            self._mech_horizon(),
+            epsilon,
+            delta,
+            self.m,
+            noise_source=noise_source,
+            release_prefix=(release_prefix, self.KIND, self.kind),
+            calibration=calibration,
+            max_contributions=self.max_contributions,
+            rounds_per_block=self._rounds_per_block(),
+            faithful=self._FAITHFUL_DEFAULT if faithful is None else faithful,
+        )
+        self._row_offsets = (np.arange(self.depth, dtype=np.int64) * self.width)[:, None]
+
+    # ---------------------------------------------------------------- subclass hooks
+
+    @abc.abstractmethod
+    def _mech_horizon(self) -> int:
+        """Implemented by each sketch (Punctual, Lazy)."""
+
+    def _rounds_per_block(self) -> int | None:
+        return None
+
+    @abc.abstractmethod
+    def _advance(self, h1: np.ndarray, h2: np.ndarray) -> None:
+        """Implemented by each sketch (Punctual, Lazy)."""
+
+    @abc.abstractmethod
+    def _step_table(self, table: np.ndarray) -> None:
+        """Implemented by each sketch (Punctual, Lazy)."""
+
+    # ---------------------------------------------------------------- public facts
+
+    @property
+    def t(self) -> int:
+        """Number of time steps processed (public)."""
+        return self._t
+
+    @property
+    def epsilon(self) -> float:
+        return self._mech.epsilon
+
+    @property
+    def delta(self) -> float:
+        return self._mech.delta
+
+    @property
+    def calibration(self) -> str:
+        return self._mech.calibration
+
+    @property
+    def sigma(self) -> float:
+        """Noise standard deviation of every tree node."""
+        return self._mech.sigma
+
+    @property
+    def tree_height(self) -> int:
+        """``h`` of every counter's tree (``bit_length`` of its number of updates)."""
+        return self._mech.height
+
+    @property
+    def faithful(self) -> bool:
+        return self._mech.faithful
+
+    @property
+    def formally_private(self) -> bool:
+        """``False`` only for Count Sketch with ``cs_sensitivity="paper_2d"`` (docs/algorithms.md#lazy-e10)."""
+        return not (self.kind == "cs" and self.m < 4 * self.depth)
+
+    @property
+    def privacy_budget(self) -> PrivacyBudget:
+        """``(epsilon, delta)`` covering all releases at all steps (see the module docstring)."""
+        return PrivacyBudget.approx(self.epsilon, self.delta)
+
+    @property
+    def counter_updates(self) -> int:
+        """Total GaussBM counter updates so far (Lazy: ``depth`` per step; Punctual: ``depth*width``)."""
+        return int(self._mech.steps.sum())
+
+    @property
+    def noise_values_drawn(self) -> int:
+        """Gaussian values drawn so far by this object (diagnostics; not serialized)."""
+        return self._mech.noise_values_drawn
+
+    def noise_std(self) -> np.ndarray:
+        """Current noise standard deviation of every cell, shape ``(depth, width)``."""
+        return self._mech.noise_std().reshape(self.depth, self.width)
+
+    def noise_bound(self, beta: float) -> float:
+        """With probability ``>= 1 - beta/2``, no counter's noise ever exceeds this (union bound
+        over ``depth * width`` counters and their distinct noise values, [Hol25, Lemma 4; Lemma 5])."""
+        beta = check_probability(beta, "beta")
+        values = self.depth * self.width * self._mech.horizon
+        return self.sigma * math.sqrt(2.0 * self.tree_height * math.log(4.0 * values / beta))
+
+    # ---------------------------------------------------------------- time steps
+
+    def update(self, key: Any) -> Self:
+        """One time step with one arrival ``key`` (str, bytes, int or tuple)."""
+        return self.update_batch([key])
+
+    def update_batch(self, keys: Any) -> Self:
+        """Process ``keys`` as consecutive time steps, one arrival per step, in order.
+
+        Bit-identical to calling :meth:`update` on each key in turn. ``keys``: a numpy integer
+        array, a list of str/bytes/int/tuples or a pyarrow string/integer array.
+        """
+        h1, h2 = hash_keys(keys, self.seed)
+        return self.update_batch_hashes(h1, h2)
+
+    def update_batch_hashes(self, h1: np.ndarray, h2: np.ndarray) -> Self:
+        """:meth:`update_batch` for keys given by :func:`beam_dpsketch.hashing.hash_keys` hashes."""
+        h1 = np.asarray(h1, dtype=np.uint64)
+        h2 = np.asarray(h2, dtype=np.uint64)
+        if h1.shape != h2.shape or h1.ndim != 1:
+            raise ValueError("h1 and h2 must be one-dimensional arrays of the same length")
+        self._check_steps(len(h1))
+        if len(h1):
+            self._advance(h1, h2)
+        return self
+
+    def step_counts(self, delta: Any) -> Self:
+        """Advance one time step that adds an exact table of counts (the tick time model).
+
+        Parameters
+        ----------
+        delta
+            An integer array of shape ``(depth, width)``, or an exact :class:`CountMinSketch`
+            (kind ``"cms"``) / :class:`CountSketch` (kind ``"cs"``) with the same
+            ``(width, depth, seed)``, holding what arrived during this step. Count-Min tables must
+            be non-negative with equal row sums (every arrival adds 1 to each row). The privacy
+            guarantee assumes a neighbouring stream differs in at most ``max_contributions``
+            arrivals of one step (module docstring).
+        """
+        table = self._check_table(delta)
+        self._check_steps(1)
+        self._step_table(table)
+        return self
+
+    def _check_steps(self, steps: int) -> None:
+        if self._t + steps > self.horizon:
+            # Names the horizon only: the step count and t are counts of private arrivals.
+            raise HorizonExceededError(
+                f"these steps would exceed the declared horizon T={self.horizon}; nothing was "
+                "processed or released (docs/algorithms.md#lazy-beam)"
+            )
+
+    def _check_table(self, delta: Any) -> np.ndarray:
+        exact_cls = CountMinSketch if self.kind == "cms" else CountSketch
+        if isinstance(delta, CountMinSketch | CountSketch):
+            if type(delta) is not exact_cls:
+                raise TypeError(
+                    f"delta must be a {exact_cls.__name__} for kind={self.kind!r}, got "
+                    f"{type(delta).__name__}"
+                )
+            if (delta.width, delta.depth, delta.seed) != (self.width, self.depth, self.seed):
+                raise ValueError(
+                    "delta sketch must have the same (width, depth, seed) as this sketch: "
+                    f"{(delta.width, delta.depth, delta.seed)} vs "
+                    f"{(self.width, self.depth, self.seed)}"
+                )
+            table = delta.table
+        else:
+            table = np.asarray(delta)
+            if table.dtype.kind not in "iu":
+                raise TypeError(f"delta must be an integer table, got dtype {table.dtype}")
+        if table.shape != (self.depth, self.width):
+            raise ValueError(
+                f"delta must have shape (depth, width) = {(self.depth, self.width)}, "
+                f"got {table.shape}"
+            )
+        table = table.astype(np.int64)
+        if self.kind == "cms":
+            if np.any(table < 0):
+                raise ValueError("delta of a Count-Min sketch must be non-negative counts")
+            sums = table.sum(axis=1)
+            if np.any(sums != sums[0]):
+                raise ValueError(
+                    "delta rows must all sum to the step's number of arrivals (Count-Min)"
+                )
+        return table
+
+    # ---------------------------------------------------------------- queries
+
+    def noisy_table(self) -> np.ndarray:
+        """The current release: the ``(depth, width)`` float64 table of noisy counters."""
+        return self._mech.values().reshape(self.depth, self.width)
+
+    def estimate(self, keys: Any) -> np.ndarray:
+        """Estimated frequency of each key at the current time (float64; post-processing)."""
+        return self.estimate_hashes(*hash_keys(keys, self.seed))
+
+    def estimate_one(self, key: Any) -> float:
+        """Estimated frequency of one key at the current time."""
+        return float(self.estimate([key])[0])
+
+    def estimate_hashes(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
+        """Min over rows (Count-Min) or median of signed rows (Count Sketch), [Hol25, Algorithm 4]."""
+        h1 = np.asarray(h1, dtype=np.uint64)
+        h2 = np.asarray(h2, dtype=np.uint64)
+        cells = row_buckets(h1, h2, self.depth, self.width) + self._row_offsets
+        values = self._mech.values(cells.ravel()).reshape(cells.shape)
+        if self.kind == "cms":
+            return values.min(axis=0)
+        values *= row_signs(h2, self.depth)
+        return np.median(values, axis=0)
+
+    # ---------------------------------------------------------------- bytes
+
+    def _ctor_params(self) -> dict[str, Any]:
+        return {
+            "width": self.width,
+            "depth": self.depth,
+            "horizon": self.horizon,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "kind": self.kind,
+            "seed": self.seed,
+            "calibration": self.calibration,
+            "cs_sensitivity": self.cs_sensitivity,
+            "m": self.m,
+            "max_contributions": self.max_contributions,
+            "faithful": self.faithful,
+        }
+
+    def _extra_arrays(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def to_bytes(self) -> bytes:
+        """Serialize the full state (exact counts included: keep it inside the trusted boundary).
+
+        The noise key is not stored: :meth:`from_bytes` needs the same ``noise_source``.
+        Continuing from a restored state is bit-identical to never having stopped.
+        """
+        params = self._ctor_params()
+        params["release_prefix"] = encode_key(self.release_prefix).hex()
+        params["t"] = self._t
+        params["mechanism"] = self._mech._params()
+        arrays = {f"mech_{k}": v for k, v in self._mech._arrays().items()}
+        arrays.update(self._extra_arrays())
+        return serialization.dumps(self.KIND, params, arrays)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, noise_source: NoiseSource) -> Self:
+        """Inverse of :meth:`to_bytes`. Raises ``SketchFormatError`` on malformed bytes and
+        ``ValueError`` when ``noise_source`` is not the one the state was built with."""
+        _, params, arrays = serialization.loads(data, expected_kind=cls.KIND)
+        req = serialization.require
+        try:
+            ctor = {
+                name: req(params, name, typ)
+                for name, typ in (
+                    ("width", int),
+                    ("depth", int),
+                    ("horizon", int),
+                    ("epsilon", float),
+                    ("delta", float),
+                    ("kind", str),
+                    ("seed", int),
+                    ("calibration", str),
+                    ("cs_sensitivity", str),
+                    ("m", int),
+                    ("max_contributions", int),
+                    ("faithful", bool),
+                )
+            }
+            prefix = decode_key(bytes.fromhex(req(params, "release_prefix", str)))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                sketch = cls(**ctor, release_prefix=prefix, noise_source=noise_source)
+        except serialization.SketchFormatError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise serialization.SketchFormatError(f"invalid sketch parameters: {exc}") from None
+        mech_params = req(params, "mechanism", dict)
+        mech_arrays = {k[5:]: v for k, v in arrays.items() if k.startswith("mech_")}
+        mech = GaussianBinaryMechanism._restore(mech_params, mech_arrays, noise_source)
+        expected = sketch._mech._params()
+        if mech._params() != expected:
+            raise serialization.SketchFormatError("mechanism parameters do not match the sketch")
+        t = req(params, "t", int)
+        if not 0 <= t <= sketch.horizon:
+            raise serialization.SketchFormatError("t outside [0, horizon]")
+        sketch._mech = mech
+        sketch._t = t
+        sketch._restore_extra(arrays)
+        sketch._check_state()
+        return sketch
+
+    def _restore_extra(self, arrays: dict[str, np.ndarray]) -> None:  # noqa: B027
+        """Optional hook: a sketch with extra state (Lazy's pending table) restores it here."""
+
+    @abc.abstractmethod
+    def _expected_steps(self) -> np.ndarray:
+        """Implemented by each sketch (Punctual, Lazy)."""
+
+    def _exact_content(self) -> np.ndarray:
+        """Exact counts of the whole prefix per cell (secret; used by invariant checks)."""
+        return self._mech._total.reshape(self.depth, self.width)
+
+    def _check_state(self) -> None:
+        if not np.array_equal(self._mech._k, self._expected_steps()):
+            raise serialization.SketchFormatError("counter update counts do not match t")
+        if self.kind == "cms":
+            content = self._exact_content()
+            sums = content.sum(axis=1)
+            if np.any(content < 0) or np.any(sums != sums[0]):
+                raise serialization.SketchFormatError(
+                    "Count-Min counts must be non-negative with equal row sums"
+                )
+
+    def __reduce__(self):
+        # Pickles (e.g. inside a Beam DoFn) carry the noise source, as a pickled NoiseSource does.
+        return (_unpickle, (type(self), self.to_bytes(), self._mech._source))
+
+    def memory_bytes(self) -> int:
+        """Bytes of state (counters, noise slots, and the pending table for Lazy)."""
+        return self._mech.memory_bytes() + sum(a.nbytes for a in self._extra_arrays().values())
+
+    def __repr__(self) -> str:
+        # Exact counts and noise are secret: only public parameters are shown.
+        return (
+            f"{type(self).__name__}(kind={self.kind!r}, width={self.width}, depth={self.depth}, "
+            f"horizon={self.horizon}, epsilon={self.epsilon}, delta={self.delta}, t={self._t})"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# PunctualSketch
+# --------------------------------------------------------------------------------------------
+
+
+class PunctualSketch(_ContinualSketch):
+    """Punctual private CMS / CS (Epasto et al.; paper Algorithms 3-4, [Hol25, Section 4.1]): every cell is a
+    GaussBM counter over ``T`` steps, updated at every step.
+
+    Guarantee: all releases at all times are jointly ``(epsilon, delta)``-DP under event-level
+    replacement neighbouring, ``m = 2d`` (CMS) / ``4d`` (CS, docs/algorithms.md#lazy-e10), ``h = bit_length(T)``
+    (module docstring). ``faithful=True`` (default) draws ``depth * width`` noise values per step,
+    the baseline's true cost (docs/algorithms.md#lazy-vectorised); ``faithful=False`` draws only
+    the nodes that stay active: identical outputs, a different cost.
+
+    Parameters
+    ----------
+    width, depth
+        Sketch shape (as :class:`CountMinSketch`).
+    horizon
+        ``T``: the number of time steps the privacy calibration covers.
+    epsilon, delta
+        Privacy parameters.
+    release_prefix
+        Release-id prefix of the noise (distinct for every sketch sharing a noise source).
+    kind
+        ``"cms"`` (Count-Min) or ``"cs"`` (Count Sketch).
+    seed
+        Public hash seed (same cells as the exact sketch with this seed).
+    noise_source, calibration, cs_sensitivity, m, max_contributions, faithful
+        See the module docstring; ``m`` may only be raised above the default ``2d``/``4d``.
+    """
+
+    KIND = "PunctualSketch"
+
+    def _mech_horizon(self) -> int:
+        return self.horizon
+
+    def _expected_steps(self) -> np.ndarray:
+        return np.full(self.depth * self.width, self._t, dtype=np.int64)
+
+    def _advance(self, h1: np.ndarray, h2: np.ndarray) -> None:
+        exact_cls = CountMinSketch if self.kind == "cms" else CountSketch
+        table = exact_cls(self.width, self.depth, self.seed).update_hashes(h1, h2).table
+        self._mech.advance(table.ravel(), len(h1))
+        self._t += len(h1)
+
+    def _step_table(self, table: np.ndarray) -> None:
+        self._mech.advance(table.ravel(), 1)
+        self._t += 1
+
+
+# --------------------------------------------------------------------------------------------
+# LazySketch
+# --------------------------------------------------------------------------------------------
+
+
+class LazySketch(_ContinualSketch):
+    """Lazy private CMS / CS (paper Algorithm 5, Theorem 2; [Hol25, Section 4.2]): an exact pending table ``P``
+    and one column pushed into GaussBM counters per step, round-robin (column ``t mod width`` at
+    0-indexed step ``t``: increment, push, reset, [Hol25, Algorithm 5] and docs/algorithms.md#continual-observation).
+
+    Guarantee: all releases at all times are jointly ``(epsilon, delta)``-DP under event-level
+    replacement neighbouring with ``m = 2d`` (CMS) / ``4d`` (CS, docs/algorithms.md#lazy-e10) and GaussBM counters
+    over ``T_loc = ceil(T / width)`` pushes (docs/algorithms.md#lazy-e11), ``h_loc = bit_length(T_loc)``. The push schedule
+    is a function of ``t`` only ([Hol25, Theorem 2]). ``P`` is never released; a noise-free estimate lags
+    the exact sketch by at most ``width - 1`` arrivals per cell (the paper never flushes ``P``,
+    docs/algorithms.md#continual-observation).
+
+    :meth:`update_batch` is the vectorised column push of docs/algorithms.md#lazy-vectorised: arrivals are binned in
+    chunks, every push of the batch is applied to the exact totals at once, and only the tree
+    levels whose node changed get noise (step 5; the noise is keyed, so this equals processing
+    one arrival at a time, bit for bit). ``faithful=True`` instead draws the noise of every push
+    (``depth`` values per arrival).
+
+    Parameters
+    ----------
+    width, depth, horizon, epsilon, delta, release_prefix, kind, seed
+        As :class:`PunctualSketch`.
+    noise_source, calibration, cs_sensitivity, m, max_contributions, faithful
+        See the module docstring. ``m`` may be raised when the sketch is part of a larger
+        n-counters instance (e.g. the hierarchical heavy-hitter sketch, docs/algorithms.md#lazy-e23).
+    """
+
+    KIND = "LazySketch"
+    _FAITHFUL_DEFAULT = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending = np.zeros((self.depth, self.width), dtype=np.int64)
+        self._columns = np.arange(self.width, dtype=np.int64)
+
+    def _mech_horizon(self) -> int:
+        return -(-self.horizon // self.width)
+
+    def _rounds_per_block(self) -> int:
+        n = self.depth * self.width
+        return max(1, min(_LAZY_BLOCK_VALUES // n, self._mech_horizon()))
+
+    @property
+    def local_horizon(self) -> int:
+        """``T_loc = ceil(T / width)``: the pushes each counter is calibrated for (docs/algorithms.md#lazy-e11)."""
+        return self._mech.horizon
+
+    def column_pushes(self, t: int | None = None) -> np.ndarray:
+        """Pushes of each column after ``t`` steps (default: now): ``ceil((t - j) / w)``,
+        clipped at 0 ([Hol25, Section 4.2]). Public: a function of ``t`` only."""
+        t = self._t if t is None else check_int(t, "t", 0)
+        return (t - self._columns + self.width - 1) // self.width
+
+    def _expected_steps(self) -> np.ndarray:
+        return np.tile(self.column_pushes(), self.depth)
+
+    def _exact_content(self) -> np.ndarray:
+        return super()._exact_content() + self._pending
+
+    def _extra_arrays(self) -> dict[str, np.ndarray]:
+        return {"pending": self._pending}
+
+    def _restore_extra(self, arrays: dict[str, np.ndarray]) -> None:
+        self._pending = serialization.require_array(
+            arrays, "pending", "<i8", (self.depth, self.width)
+        )
+
+    def _check_state(self) -> None:
+        super()._check_state()
+        if self._t and np.any(self._pending[:, (self._t - 1) % self.width] != 0):
+            raise serialization.SketchFormatError("the column pushed last must have no pending")
+
+    def _step_table(self, table: np.ndarray) -> None:
+        j = self._t % self.width
+        self._pending += table
+        pushed = self._pending[:, j].copy()
+        self._mech.advance(pushed, 1, counters=self._row_offsets[:, 0] + j)
+        self._pending[:, j] = 0
+        self._t += 1
+
+    def _advance(self, h1: np.ndarray, h2: np.ndarray) -> None:
+        d, w = self.depth, self.width
+        n_cells = d * w
+        t0 = self._t
+        t_end = t0 + len(h1)
+        # Column j's last push in the batch is at time last[j] (< t0 if it is not pushed): an
+        # arrival at time tau in cell j is pushed in this batch iff tau <= last[j], which can
+        # fail only for the last w - 1 arrivals.
+        last = (t_end - 1) - ((t_end - 1 - self._columns) % w)
+        tail_start = max(t0, t_end - w + 1)
+        signed = self.kind == "cs"
+        pushed_sum = np.zeros(n_cells, dtype=np.int64)
+        new_pending = np.zeros(n_cells, dtype=np.int64)
+        for start in range(0, len(h1), _CHUNK):
+            c1, c2 = h1[start : start + _CHUNK], h2[start : start + _CHUNK]
+            cells = row_buckets(c1, c2, d, w)
+            if signed:
+                neg = np.stack([row_negative(c2, i) for i in range(d)])
+            c0 = t0 + start
+            split = min(max(tail_start - c0, 0), len(c1))
+            if split:
+                bins = cells[:, :split] + self._row_offsets
+                if signed:
+                    bins = bins + n_cells * neg[:, :split]
+                pushed_sum += _signed_bincount(bins, n_cells, signed)
+            if split < len(c1):
+                tail = cells[:, split:]
+                taus = np.arange(c0 + split, c0 + len(c1), dtype=np.int64)
+                pend = taus[None, :] > last[tail]
+                bins = tail + self._row_offsets + (2 * n_cells if signed else n_cells) * pend
+                if signed:
+                    bins = bins + n_cells * neg[:, split:]
+                both = _signed_bincount_2(bins, n_cells, signed)
+                pushed_sum += both[0]
+                new_pending += both[1]
+        k_old = self.column_pushes(t0)
+        k_new = self.column_pushes(t_end)
+        pushed_cols = k_new > k_old
+        pending = self._pending
+        carried = np.where(pushed_cols[None, :], pending, 0)
+        pushed_sum += carried.ravel()
+        steps = np.tile(k_new - k_old, d)
+        if pushed_cols.all():
+            self._mech.advance(pushed_sum, steps)
+        else:
+            counters = np.flatnonzero(np.tile(pushed_cols, d))
+            self._mech.advance(pushed_sum[counters], steps[counters], counters=counters)
+        self._pending = np.where(pushed_cols[None, :], 0, pending) + new_pending.reshape(d, w)
+        self._t = t_end
+
+
+def _unpickle(cls: type, data: bytes, source: NoiseSource) -> Any:
+    return cls.from_bytes(data, source)
+
+
+def _signed_bincount(bins: np.ndarray, n: int, signed: bool) -> np.ndarray:
+    """Counts per cell of flat bins ``cell (+ n if negative sign)``, signed for Count Sketch."""
+    counts = np.bincount(bins.ravel(), minlength=2 * n if signed else n)
+    if signed:
+        return counts[:n] - counts[n:]
+    return counts
+
+
+def _signed_bincount_2(bins: np.ndarray, n: int, signed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """As :func:`_signed_bincount` with a second group of bins (pending) after the first."""
+    width = 2 * n if signed else n
+    counts = np.bincount(bins.ravel(), minlength=2 * width)
+    return _fold(counts[:width], n, signed), _fold(counts[width:], n, signed)
+
+
+def _fold(counts: np.ndarray, n: int, signed: bool) -> np.ndarray:
+    return counts[:n] - counts[n:] if signed else counts

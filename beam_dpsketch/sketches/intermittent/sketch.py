@@ -1,0 +1,981 @@
+"""DP Count Sketch / Count-Min for intermittent queries: use-and-keep cell noise (the final algorithm).
+
+Yildirim, Kaya, Aydin and Erentug, "Differentially Private Frequency Sketches for Intermittent
+Queries on Large Data Streams", cited as [YKAE]; errata and library choices are explained in
+docs/algorithms.md#intermittent-queries. The paper's alternatives (S1-S4, D1, D2) live in
+:mod:`beam_dpsketch.sketches.intermittent.strategies`; this module holds the shared machinery and
+:class:`UseAndKeepSketch` (paper Algorithm 4, [YKAE, Algorithm 4]), the one the paper proposes.
+
+Model ([YKAE, Section II-A; Section III-A]). Streams are ordered; neighbours differ by inserting or deleting **one**
+element (event level; each element is one individual), every other element keeping its time, so
+element times must not be arrival counts or row positions (those support replace-one only; see
+:class:`UseAndKeepSketch`). Query batches ``Q_1, Q_2, ...`` arrive at
+times ``t_1 < t_2 < ...`` that, like the query sets, must not depend on the private stream (they
+may depend on earlier *released* answers). Hash seeds are public. The trusted holder of this
+object sees exact counts: the state (:meth:`IntermittentSketch.to_bytes`) is secret.
+
+State. Every object composes an exact, mergeable
+:class:`~beam_dpsketch.sketches.linear.countsketch.CountSketch` or
+:class:`~beam_dpsketch.sketches.linear.countmin.CountMinSketch` (same ``(width, depth, seed)`` means the
+same cells, so exact shards merge into it by addition) plus the strategy's noise state. For
+:class:`UseAndKeepSketch`: the kept noise ``N`` (int64, ``depth x width``) and the public use
+counts ``Uc`` (int32); the released value of a cell is always ``C + N`` ([YKAE, Algorithm 4]).
+
+Noise scheme (reproducible; docs/algorithms.md#noise-sampling). All noise is exact discrete Laplace
+(:func:`beam_dpsketch.noise.discrete_laplace`) from the caller's
+:class:`~beam_dpsketch.noise.NoiseSource`. Cells are numbered ``row * width + column`` and cut
+into blocks of :data:`NOISE_BLOCK` consecutive cells (the last block may be shorter). In batch
+``k`` a used cell ``c`` of block ``b`` gets the draw at position ``c - b * NOISE_BLOCK`` of
+``discrete_laplace(source.stream((sketch_id, "cell", k, b)), d/eps, len(block b))``. So each
+cell's draw in a batch is a pure function of (secret key, ``sketch_id``, ``k``, cell): the order
+of the queries, the other cells used, a retried bundle or a restore from :meth:`to_bytes` cannot
+change it, and no ``(batch, cell)`` is ever drawn twice with different values. ``k`` counts the
+non-empty batches answered so far and is part of the state. Draws of a block that no query reads
+are discarded unused. Distinct sketches **must** use distinct ``sketch_id`` values: equal ids and
+keys give equal noise.
+
+Safety rules (invariants I1-I6 of docs/algorithms.md#int-beam), enforced here:
+
+* Queries are a separate, declared input: :meth:`IntermittentSketch.answer` takes a batch of keys
+  (and an optional public time, strictly increasing) and nothing else; keys are canonicalised and
+  hashed with the public seed, never looked up in the table to decide anything. The object never
+  answers on its own and has no non-private read of its table, so batch times and query sets
+  cannot be driven by the data (docs/algorithms.md#int-beam). Choosing queries from the private data (e.g. "the
+  current top items") is the caller's responsibility to avoid; only released answers may guide
+  later queries.
+* No data-dependent skipping: every cell a batch reads gets its fresh draw whether or not its
+  count changed (docs/algorithms.md#int-beam).
+* One noise owner per cell (I1): noise lives only in the private object. Exact shards merge
+  freely (:meth:`IntermittentSketch.add_counts`, :meth:`IntermittentSketch.merge`); merging a
+  private object that has answered queries (so holds noise or budget state) is refused.
+* Deltas, not snapshots (I2): :meth:`IntermittentSketch.add_counts` adds an exact **delta** (the
+  elements since the previous delta, each element in exactly one delta);
+  :meth:`IntermittentSketch.add_snapshot` takes a **cumulative** snapshot and converts it to a
+  delta explicitly (refusing one that goes backwards). An object accepts one of the two modes.
+* Unit increments: counts must be non-negative (a retraction would make one element show up in
+  several increments, docs/algorithms.md#int-beam).
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import numbers
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Any, ClassVar, Self
+
+import numpy as np
+
+from beam_dpsketch import serialization
+from beam_dpsketch.checks import check_int
+from beam_dpsketch.hashing import (
+    check_key_like,
+    decode_key,
+    encode_key,
+    hash_keys,
+    row_buckets,
+    row_signs,
+)
+from beam_dpsketch.noise import NoiseSource, discrete_laplace
+from beam_dpsketch.privacy.calibration import discrete_laplace_scale, rational_epsilon_floor
+from beam_dpsketch.sketches.linear.base import LinearSketch
+from beam_dpsketch.sketches.linear.calibration import noise_variance
+from beam_dpsketch.sketches.linear.countmin import CountMinSketch
+from beam_dpsketch.sketches.linear.countsketch import CountSketch
+
+__all__ = [
+    "NOISE_BLOCK",
+    "SKETCH_KINDS",
+    "IntermittentAnswer",
+    "IntermittentSketch",
+    "UseAndKeepSketch",
+    "discrete_laplace_variance",
+    "sensitive_query_bound",
+    "unique_hashes",
+]
+
+#: Cells per noise stream (see the module docstring). Part of the state format: changing it
+#: changes every draw, so it is recorded in :meth:`IntermittentSketch.to_bytes`.
+NOISE_BLOCK = 4096
+
+#: ``kind`` values and the exact sketch each composes.
+SKETCH_KINDS: dict[str, type[LinearSketch]] = {
+    "count_sketch": CountSketch,
+    "count_min": CountMinSketch,
+}
+
+#: Largest scale :func:`beam_dpsketch.noise.discrete_laplace` accepts.
+_MAX_SCALE = Fraction(1 << 52)
+_FORMAT = "intermittent/v1"
+
+
+def discrete_laplace_variance(scale: float | Fraction) -> float:
+    """Variance ``2a/(1-a)^2``, ``a = exp(-1/scale)``, of one discrete Laplace draw (docs/algorithms.md#int-oracles)."""
+    return noise_variance("discrete_laplace", float(scale))
+
+
+def check_scale(scale: Fraction, what: str) -> Fraction:
+    if scale > _MAX_SCALE:
+        raise ValueError(
+            f"{what}: the noise scale {float(scale):.3g} exceeds the sampler limit 2**52; the "
+            "budget is exhausted (answers would carry no information)"
+        )
+    return scale
+
+
+# --------------------------------------------------------------------------------------------
+# Answers
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class IntermittentAnswer:
+    """The release of one query batch, with its privacy metadata (all public, [YKAE, Section III-A] and docs/algorithms.md#int-error-bars).
+
+    Attributes
+    ----------
+    estimates
+        float64 ``(n,)``: one private estimate per query key, in query order (duplicates get the
+        same value).
+    batch
+        1-based index ``k`` of this batch among the non-empty batches, ``None`` for an empty one
+        (nothing released, no noise drawn, docs/algorithms.md#int-beam).
+    time
+        The public batch time the caller declared, or ``None``.
+    strategy
+        Name of the strategy (e.g. ``"use_and_keep"``).
+    epsilon_total
+        Pure-DP guarantee covering every release of the object so far, this one included.
+    noise_std
+        float64 ``(n,)``: standard deviation of the DP noise in each answer. Output-perturbation
+        strategies: exact (the answer noise). Cell strategies: docs/algorithms.md#int-error-bars summary
+        ``median_i sqrt(row_noise_variance[i])``.
+    row_noise_variance
+        float64 ``(depth, n)``: exact variance of the DP noise on each row's cell (cell
+        strategies only, else ``None``). Depends only on public use counts.
+    uses
+        int32 ``(depth, n)``: how many batches, this one included, have noised each cell the
+        query reads (``u_i`` of [YKAE, Theorem 5]; cell strategies only, else ``None``).
+    row_values, cells, cell_values
+        With ``details=True`` on cell strategies: the signed noisy row values ``(depth, n)``,
+        the flat indices (``row * width + column``, sorted) of the cells this batch noised and
+        their released (unsigned) values. Releasing them costs nothing extra ([YKAE, Section III-A]).
+    """
+
+    estimates: np.ndarray
+    batch: int | None
+    time: float | int | None
+    strategy: str
+    epsilon_total: float
+    noise_std: np.ndarray
+    row_noise_variance: np.ndarray | None = None
+    uses: np.ndarray | None = None
+    row_values: np.ndarray | None = None
+    cells: np.ndarray | None = None
+    cell_values: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.estimates.size)
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+
+
+def combine_rows(values: np.ndarray, signed: bool) -> np.ndarray:
+    """Median (Count Sketch) or minimum (Count-Min) over axis 0 of ``(depth, n)``, float64.
+
+    An even number of rows takes the mean of the two middle values (docs/algorithms.md#int-a11; still
+    1-Lipschitz, [YKAE, Section III-A]). ``np.partition`` is several times faster than ``np.median`` here.
+    """
+    d = values.shape[0]
+    if not signed:
+        return values.min(axis=0).astype(np.float64)
+    if d == 1:
+        return values[0].astype(np.float64)
+    if d % 2:
+        return np.partition(values, d // 2, axis=0)[d // 2].astype(np.float64)
+    part = np.partition(values, (d // 2 - 1, d // 2), axis=0)
+    return (part[d // 2 - 1].astype(np.float64) + part[d // 2]) / 2.0
+
+
+def _as_hashes(h1: Any, h2: Any) -> tuple[np.ndarray, np.ndarray]:
+    h1 = np.asarray(h1)
+    h2 = np.asarray(h2)
+    if h1.dtype != np.uint64 or h2.dtype != np.uint64:
+        raise TypeError("h1 and h2 must be uint64 arrays from beam_dpsketch.hashing.hash_keys")
+    if h1.ndim != 1 or h1.shape != h2.shape:
+        raise ValueError("h1 and h2 must be one-dimensional arrays of the same length")
+    return h1, h2
+
+
+def unique_hashes(h1: np.ndarray, h2: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct keys of a batch by their 128-bit hashes, sorted by ``(h1, h2)``.
+
+    Returns ``(u1, u2, inverse)`` with ``u1[inverse] == h1`` and ``u2[inverse] == h2``. Two keys
+    with the same ``(h1, h2)`` read the same cells with the same signs, so they have the same
+    answer under every strategy; treating them as one query is exact ([YKAE, Section III-B], library choice).
+    """
+    u1, first, inverse = np.unique(h1, return_index=True, return_inverse=True)
+    u2 = h2[first]
+    if np.array_equal(u2[inverse], h2):
+        return u1, u2, inverse
+    # Equal h1 with different h2 (probability ~n^2 / 2**64): exact two-key unique.
+    pairs = np.stack([h1, h2], axis=1)
+    uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
+    return (
+        np.ascontiguousarray(uniq[:, 0]),
+        np.ascontiguousarray(uniq[:, 1]),
+        inverse.reshape(-1),
+    )
+
+
+def mhat_bound(buckets: np.ndarray, width: int) -> int:
+    """Algorithm 2 ([YKAE, Section III-B]): ``sum_i max_j #{x in Q : h_i(x) = j}`` over distinct keys."""
+    return int(sum(int(np.bincount(row, minlength=width).max()) for row in buckets))
+
+
+def sensitive_query_bound(keys: Any, width: int, depth: int, seed: int = 0) -> int:
+    """``mtilde_Q = min(n_Q, mhat_Q)``: an upper bound on ``m_Q``, the worst-case number of answers
+    one stream element can change ([YKAE, Section III-B] eq. 3, Algorithm 2, Proposition 1, docs/algorithms.md#int-e3, docs/algorithms.md#int-e4).
+
+    ``n_Q`` counts distinct keys (duplicates are one query). ``mhat_Q`` is the union bound of
+    Algorithm 2 over the rows ``row_buckets(..., depth, width)`` of the library's hashing.
+    """
+    h1, h2 = hash_keys(keys, seed)
+    u1, u2, _ = unique_hashes(h1, h2)
+    if u1.size == 0:
+        return 0
+    return min(int(u1.size), mhat_bound(row_buckets(u1, u2, int(depth), int(width)), int(width)))
+
+
+def _check_source(noise_source: Any) -> NoiseSource:
+    if not isinstance(noise_source, NoiseSource):
+        raise TypeError(f"noise_source must be a NoiseSource, got {type(noise_source).__name__}")
+    return noise_source
+
+
+def _source_check(source: NoiseSource, sketch_id: Any) -> str:
+    """A fingerprint tying saved state to its noise source without revealing the key.
+
+    32 bits of a keystream that is never used for noise: detects restoring with the wrong source.
+    """
+    return f"{int(source.stream((sketch_id, 'source-check')).uint64(1)[0]) >> 32:08x}"
+
+
+def _check_time(time: Any) -> float | int | None:
+    if time is None:
+        return None
+    if isinstance(time, bool | np.bool_) or not isinstance(time, numbers.Real):
+        raise TypeError(f"time must be a real number or None, got {type(time).__name__}")
+    value = int(time) if isinstance(time, numbers.Integral) else float(time)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"time must be finite, got {time!r}")
+    return value
+
+
+def fraction_str(x: Fraction) -> str:
+    return f"{x.numerator}/{x.denominator}"
+
+
+def parse_fraction(text: Any, name: str) -> Fraction:
+    if not isinstance(text, str):
+        raise serialization.SketchFormatError(f"parameter {name!r} must be a 'p/q' string")
+    try:
+        return Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        raise serialization.SketchFormatError(f"parameter {name!r} is not a fraction") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Base class
+# --------------------------------------------------------------------------------------------
+
+
+class IntermittentSketch(abc.ABC):
+    """Shared machinery of every intermittent-query strategy (not instantiated directly).
+
+    Parameters (of every subclass)
+    ------------------------------
+    width
+        Columns ``w >= 2`` (docs/algorithms.md#int-beam).
+    depth
+        Rows ``d`` in ``[1, 64]``. Count Sketch with an even depth answers with the mean of the two
+        middle rows (docs/algorithms.md#int-a11) and warns; output-perturbation strategies require an odd depth
+        for Count Sketch.
+    epsilon
+        Total pure-DP budget (float, decimal string or ``Fraction``), rounded **down** to a
+        rational with denominator ``<= 10**6`` (:func:`~beam_dpsketch.privacy.calibration.
+        rational_epsilon_floor`): more noise, never less.
+    noise_source
+        The :class:`~beam_dpsketch.noise.NoiseSource` all noise comes from. Beam and CLI paths
+        must pass it through :func:`~beam_dpsketch.noise.check_release_source`.
+    sketch_id
+        Public id of this sketch (anything :func:`~beam_dpsketch.hashing.encode_key` accepts);
+        the prefix of every noise stream. Must be unique per sketch instance.
+    kind
+        ``"count_sketch"`` (median of signed cells, unbiased; the paper's choice) or
+        ``"count_min"`` (minimum of cells; [YKAE, Section VII]: same noise scales).
+    seed
+        Public hash seed in ``[0, 2**32)``, fixed before any data is seen (docs/algorithms.md#int-beam).
+    """
+
+    STRATEGY: ClassVar[str] = ""
+    KIND: ClassVar[str] = ""
+    #: Whether noise is on cells (answers are post-processing) rather than on answers.
+    CELL_NOISE: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        width: int,
+        depth: int,
+        epsilon: float | str | Fraction,
+        *,
+        noise_source: NoiseSource,
+        sketch_id: Any,
+        kind: str = "count_sketch",
+        seed: int = 0,
+    ) -> None:
+        if kind not in SKETCH_KINDS:
+            raise ValueError(f"kind must be one of {sorted(SKETCH_KINDS)}, got {kind!r}")
+        exact = SKETCH_KINDS[kind](width, depth, seed)
+        if exact.width < 2:
+            raise ValueError(f"width must be >= 2 (docs/algorithms.md#int-beam), got {width}")
+        self._exact = exact
+        self._kind = kind
+        self._epsilon = rational_epsilon_floor(epsilon)
+        self._source = _check_source(noise_source)
+        self._sketch_id = check_key_like(sketch_id, "sketch_id")
+        self._batches = 0
+        self._last_time: float | int | None = None
+        self._ingest: str | None = None
+        self._check_depth()
+        self._init_state()
+
+    # ---------------------------------------------------------------- configuration
+
+    def _check_depth(self) -> None:
+        if self.signed and self.depth % 2 == 0:
+            warnings.warn(
+                f"depth={self.depth} is even: Count Sketch answers use the mean of the two middle "
+                "rows (docs/algorithms.md#int-a11); the paper uses odd depths",
+                UserWarning,
+                stacklevel=3,
+            )
+
+    @abc.abstractmethod
+    def _init_state(self) -> None:
+        """Create the strategy's empty noise / budget state."""
+
+    @property
+    def width(self) -> int:
+        return self._exact.width
+
+    @property
+    def depth(self) -> int:
+        return self._exact.depth
+
+    @property
+    def seed(self) -> int:
+        return self._exact.seed
+
+    @property
+    def kind(self) -> str:
+        """``"count_sketch"`` or ``"count_min"``."""
+        return self._kind
+
+    @property
+    def signed(self) -> bool:
+        return self._kind == "count_sketch"
+
+    @property
+    def epsilon(self) -> Fraction:
+        """The total budget as the exact rational the noise is calibrated to."""
+        return self._epsilon
+
+    @property
+    def sketch_id(self) -> Any:
+        return self._sketch_id
+
+    @property
+    def batches(self) -> int:
+        """Number of non-empty query batches answered so far."""
+        return self._batches
+
+    @property
+    def last_time(self) -> float | int | None:
+        """Time of the latest batch that declared one."""
+        return self._last_time
+
+    @property
+    def ingest_mode(self) -> str | None:
+        """``"delta"`` or ``"snapshot"`` once data has arrived, else ``None``."""
+        return self._ingest
+
+    @property
+    def holds_noise(self) -> bool:
+        """Whether this object has answered a batch (so owns noise or budget state)."""
+        return self._batches > 0
+
+    @abc.abstractmethod
+    def epsilon_spent(self) -> float:
+        """Pure-DP guarantee covering every release so far (0 before the first batch)."""
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-friendly public facts (configuration, batches, budget spent)."""
+        return {
+            "strategy": self.STRATEGY,
+            "kind": self._kind,
+            "width": self.width,
+            "depth": self.depth,
+            "seed": self.seed,
+            "epsilon": float(self._epsilon),
+            "epsilon_spent": self.epsilon_spent(),
+            "batches": self._batches,
+            "last_time": self._last_time,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(width={self.width}, depth={self.depth}, kind={self._kind!r}, "
+            f"epsilon={float(self._epsilon):g}, seed={self.seed}, batches={self._batches})"
+        )
+
+    # ---------------------------------------------------------------- ingestion
+
+    def _check_can_ingest(self) -> None:
+        """Strategies with a frozen table (static S4) refuse data after their release."""
+        return None
+
+    def _check_mode(self, mode: str) -> None:
+        if self._ingest is not None and self._ingest != mode:
+            raise ValueError(
+                f"this sketch ingests {self._ingest}s; it cannot also take a {mode}: mixing "
+                "cumulative snapshots with deltas counts elements more than once (docs/algorithms.md#int-beam)"
+            )
+
+    def update(self, keys: Any, counts: Any = None) -> Self:
+        """Add stream elements (each key once, or ``counts[i]`` times) to the exact table.
+
+        Vectorised through the composed exact sketch. ``counts`` must be non-negative integers
+        (aggregated multiplicities of unit elements).
+        """
+        self._check_can_ingest()
+        self._check_mode("delta")
+        self._check_counts(counts)
+        self._exact.update(keys, counts)
+        self._ingest = "delta"
+        return self
+
+    def update_hashes(self, h1: np.ndarray, h2: np.ndarray, counts: Any = None) -> Self:
+        """:meth:`update` for keys given by their :func:`~beam_dpsketch.hashing.hash_keys`."""
+        self._check_can_ingest()
+        self._check_mode("delta")
+        self._check_counts(counts)
+        self._exact.update_hashes(h1, h2, counts)
+        self._ingest = "delta"
+        return self
+
+    @staticmethod
+    def _check_counts(counts: Any) -> None:
+        if counts is None:
+            return
+        arr = np.asarray(counts)
+        if arr.dtype.kind not in "iub":
+            raise TypeError(f"counts must be integers, got dtype {arr.dtype}")
+        if arr.size and arr.min() < 0:
+            raise ValueError(
+                "counts must be >= 0: a retraction makes one element appear in several "
+                "increments (docs/algorithms.md#int-beam)"
+            )
+
+    def _check_exact(self, sketch: Any, name: str) -> LinearSketch:
+        expected = SKETCH_KINDS[self._kind]
+        if type(sketch) is not expected:
+            raise TypeError(
+                f"{name} must be an exact {expected.__name__} (a raw table carries no hash seed), "
+                f"got {type(sketch).__name__}"
+            )
+        self._exact.check_compatible(sketch)
+        return sketch
+
+    def add_counts(self, delta: LinearSketch) -> Self:
+        """Add an exact **delta**: the elements that arrived since the previous delta.
+
+        ``delta`` is an exact sketch of the same kind, width, depth and seed (e.g. the merged
+        output of a discarding-mode CombineFn). Each element must be in exactly one delta
+        (docs/algorithms.md#int-beam I2); passing a cumulative snapshot here counts old elements again: use
+        :meth:`add_snapshot` for those. Count-Min deltas must be non-negative.
+        """
+        self._check_can_ingest()
+        self._check_mode("delta")
+        delta = self._check_exact(delta, "delta")
+        if delta.total_weight < 0 or (not self.signed and (delta.table < 0).any()):
+            raise ValueError(
+                "delta has negative counts: a retraction makes one element appear in several "
+                "increments (docs/algorithms.md#int-beam)"
+            )
+        self._exact.merge(delta)
+        self._ingest = "delta"
+        return self
+
+    def add_snapshot(self, snapshot: LinearSketch) -> Self:
+        """Ingest a **cumulative** snapshot (all elements so far) by converting it to a delta.
+
+        The delta is ``snapshot - current table``; a snapshot with less total weight than the
+        current table, or (Count-Min) a smaller cell, is refused as a replay or rollback (docs/algorithms.md#int-beam). An object that takes snapshots takes nothing else (one upstream source
+        whose snapshot covers everything).
+        """
+        self._check_can_ingest()
+        self._check_mode("snapshot")
+        snapshot = self._check_exact(snapshot, "snapshot")
+        diff = snapshot.table - self._exact.table
+        if snapshot.total_weight < self._exact.total_weight or (
+            not self.signed and (diff < 0).any()
+        ):
+            raise ValueError(
+                "snapshot goes backwards (less weight than already ingested): a replay or "
+                "rollback would count elements in several increments (docs/algorithms.md#int-beam)"
+            )
+        self._exact.table = snapshot.table.copy()
+        self._exact.total_weight = snapshot.total_weight
+        self._ingest = "snapshot"
+        return self
+
+    def merge(self, other: Any) -> Self:
+        """Merge an exact shard, or a private object that has not answered any batch.
+
+        Exact sketches go through :meth:`add_counts` (a delta). A private object of the same
+        class and configuration contributes its exact table only if it holds no noise or budget
+        state; two noise owners for the same cells are refused (invariant I1 of docs/algorithms.md#int-beam).
+        """
+        if isinstance(other, LinearSketch):
+            return self.add_counts(other)
+        if not isinstance(other, IntermittentSketch):
+            raise TypeError(f"cannot merge a {type(other).__name__} into {type(self).__name__}")
+        if type(other) is not type(self) or other._config_key() != self._config_key():
+            raise ValueError(
+                f"cannot merge {type(other).__name__}{other._config_key()} into "
+                f"{type(self).__name__}{self._config_key()}: configurations differ"
+            )
+        if other.holds_noise:
+            raise ValueError(
+                "cannot merge a private sketch that has answered queries: its noise and budget "
+                "state would get a second owner (docs/algorithms.md#int-beam I1). Merge exact shards (or private "
+                "objects that have not answered) into ONE private object instead"
+            )
+        return self.add_counts(other._exact)
+
+    def _config_key(self) -> tuple:
+        return (self._kind, self.width, self.depth, self.seed, self._epsilon, self._sketch_id)
+
+    # ---------------------------------------------------------------- answering
+
+    def answer(
+        self, keys: Any, *, time: float | int | None = None, details: bool = False
+    ) -> IntermittentAnswer:
+        """Answer one query batch ``Q_k`` (the keys) declared at public time ``time``.
+
+        Parameters
+        ----------
+        keys
+            The query set: a batch of keys (numpy/pyarrow array or sequence; duplicates allowed
+            and answered identically). It must come from the analyst's declared input, never from
+            the private data or this object's state ([YKAE, Section II-A], library choice).
+        time
+            Optional public batch time (event or wall clock, never an arrival count, [YKAE, Section II-A]
+            (library choice)); when given it must exceed the previous declared time.
+        details
+            Also return the released cells (cell strategies; see :class:`IntermittentAnswer`).
+
+        Returns
+        -------
+        IntermittentAnswer
+            Estimates in query order plus public metadata. An empty batch releases nothing,
+            draws no noise and does not count as a batch.
+        """
+        if isinstance(keys, IntermittentAnswer | IntermittentSketch):
+            raise TypeError(
+                f"keys must be a declared query set, got a {type(keys).__name__}: queries may "
+                "not be derived from the sketch (docs/algorithms.md#int-beam I3)"
+            )
+        h1, h2 = hash_keys(keys, self.seed)
+        return self.answer_hashes(h1, h2, time=time, details=details)
+
+    def answer_hashes(
+        self,
+        h1: np.ndarray,
+        h2: np.ndarray,
+        *,
+        time: float | int | None = None,
+        details: bool = False,
+    ) -> IntermittentAnswer:
+        """:meth:`answer` for keys given by their :func:`~beam_dpsketch.hashing.hash_keys`."""
+        h1, h2 = _as_hashes(h1, h2)
+        t = _check_time(time)
+        if t is not None and self._last_time is not None and not t > self._last_time:
+            raise ValueError(
+                f"time must increase from batch to batch (t_1 < t_2 < ...): got {t!r} after "
+                f"{self._last_time!r}"
+            )
+        if h1.size == 0:
+            if t is not None:
+                self._last_time = t
+            return self._empty_answer(t)
+        k = self._batches + 1
+        ans = self._answer(h1, h2, k, bool(details))
+        self._batches = k
+        if t is not None:
+            self._last_time = t
+        return replace(ans, batch=k, time=t, epsilon_total=self.epsilon_spent())
+
+    def _empty_answer(self, t: float | int | None) -> IntermittentAnswer:
+        empty = np.zeros(0, dtype=np.float64)
+        cells = self.CELL_NOISE
+        rows = np.zeros((self.depth, 0), dtype=np.float64) if cells else None
+        return IntermittentAnswer(
+            estimates=empty,
+            batch=None,
+            time=t,
+            strategy=self.STRATEGY,
+            epsilon_total=self.epsilon_spent(),
+            noise_std=empty.copy(),
+            row_noise_variance=rows,
+            uses=np.zeros((self.depth, 0), dtype=np.int32) if cells else None,
+        )
+
+    @abc.abstractmethod
+    def _answer(self, h1: np.ndarray, h2: np.ndarray, k: int, details: bool) -> IntermittentAnswer:
+        """Answer a non-empty batch as batch ``k``; validate everything before changing state."""
+
+    def _row_cells(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
+        """Flat cell index ``row * width + column`` of each key in each row, ``(depth, n)``."""
+        buckets = row_buckets(h1, h2, self.depth, self.width)
+        buckets += (np.arange(self.depth, dtype=np.int64) * self.width)[:, None]
+        return buckets
+
+    def _signs(self, h2: np.ndarray) -> np.ndarray | None:
+        return row_signs(h2, self.depth) if self.signed else None
+
+    # ---------------------------------------------------------------- serialization
+
+    def _state_params(self) -> dict[str, Any]:
+        return {}
+
+    def _state_arrays(self) -> dict[str, np.ndarray]:
+        return {}
+
+    @abc.abstractmethod
+    def _restore_state(self, params: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Rebuild the strategy state from decoded bytes; raise ``SketchFormatError`` if invalid."""
+
+    def to_bytes(self) -> bytes:
+        """Versioned state bytes (:mod:`beam_dpsketch.serialization`), kind :attr:`KIND`.
+
+        **Sensitive**: they hold the exact counts and the kept noise; store them only inside the
+        trust boundary (Beam state), never in a sink or a log (docs/algorithms.md#int-beam). The noise source's
+        key is not included; :meth:`from_bytes` needs the same source again.
+        """
+        params = {
+            "format": _FORMAT,
+            "strategy": self.STRATEGY,
+            "kind": self._kind,
+            "epsilon": fraction_str(self._epsilon),
+            "sketch_id": encode_key(self._sketch_id).hex(),
+            "source_check": _source_check(self._source, self._sketch_id),
+            "batches": self._batches,
+            "last_time": self._last_time,
+            "ingest": self._ingest,
+            "noise_block": NOISE_BLOCK,
+        }
+        params.update(self._state_params())
+        exact = np.frombuffer(self._exact.to_bytes(), dtype=np.uint8)
+        arrays = {"exact": exact}
+        arrays.update(self._state_arrays())
+        return serialization.dumps(self.KIND, params, arrays)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, noise_source: NoiseSource) -> Self:
+        """Inverse of :meth:`to_bytes`, continuing bit for bit with the same ``noise_source``.
+
+        Raises ``SketchFormatError`` on malformed or foreign bytes and ``ValueError`` when
+        ``noise_source`` is not the source the state was created with.
+        """
+        err = serialization.SketchFormatError
+        source = _check_source(noise_source)
+        _, params, arrays = serialization.loads(data, expected_kind=cls.KIND)
+        req = serialization.require
+        if params.get("format") != _FORMAT or params.get("strategy") != cls.STRATEGY:
+            raise err("not an intermittent sketch of this strategy and format")
+        if req(params, "noise_block", int) != NOISE_BLOCK:
+            raise err("state was written with another noise block size")
+        kind = req(params, "kind", str)
+        if kind not in SKETCH_KINDS:
+            raise err(f"unknown sketch kind {kind!r}")
+        try:
+            sketch_id = decode_key(bytes.fromhex(req(params, "sketch_id", str)))
+        except ValueError:
+            raise err("invalid sketch_id") from None
+        epsilon = parse_fraction(params.get("epsilon"), "epsilon")
+        if not epsilon > 0:
+            raise err("epsilon must be > 0")
+        batches = req(params, "batches", int)
+        if batches < 0:
+            raise err("batches must be >= 0")
+        last_time = params.get("last_time")
+        if last_time is not None and (
+            isinstance(last_time, bool)
+            or not isinstance(last_time, int | float)
+            or not math.isfinite(last_time)
+        ):
+            raise err("last_time must be a finite number or null")
+        ingest = params.get("ingest")
+        if ingest not in (None, "delta", "snapshot"):
+            raise err("ingest must be null, 'delta' or 'snapshot'")
+        exact_bytes = serialization.require_array(arrays, "exact", "|u1")
+        exact = SKETCH_KINDS[kind].from_bytes(exact_bytes.tobytes())
+        if exact.width < 2:
+            raise err("width must be >= 2")
+        if req(params, "source_check", str) != _source_check(source, sketch_id):
+            raise ValueError(
+                "noise_source is not the source this state was created with: continuing would "
+                "give the kept noise a second, unrelated noise process"
+            )
+        obj = cls.__new__(cls)
+        obj._exact, obj._kind, obj._epsilon = exact, kind, epsilon
+        obj._source, obj._sketch_id = source, sketch_id
+        obj._batches, obj._last_time, obj._ingest = batches, last_time, ingest
+        obj._restore_state(params, arrays)
+        return obj
+
+    def __reduce__(self) -> tuple:
+        return (type(self).from_bytes, (self.to_bytes(), self._source))
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.to_bytes() == other.to_bytes()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the exact table and the strategy's arrays."""
+        return self._exact.memory_bytes() + sum(a.nbytes for a in self._state_arrays().values())
+
+
+# --------------------------------------------------------------------------------------------
+# Cell-noise strategies (S4, D2, D3)
+# --------------------------------------------------------------------------------------------
+
+
+class CellNoiseSketch(IntermittentSketch):
+    """Base of the strategies that noise the cells a batch reads (S4, D2, D3).
+
+    Per batch ([YKAE, Algorithm 4] lines 2-9): ``E`` = the distinct cells read by the batch's queries, each
+    noised exactly once (docs/algorithms.md#int-beam) by :meth:`_release_cells`; answers are the median (Count Sketch,
+    signed) or minimum (Count-Min) of the released cell values: post-processing.
+    """
+
+    CELL_NOISE = True
+
+    @abc.abstractmethod
+    def _release_cells(self, cells: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Noise the sorted distinct flat ``cells`` for batch ``k``.
+
+        Returns ``(values, row_variance)``: each cell's released value and its DP-noise variance.
+        Must validate before changing state.
+        """
+
+    @abc.abstractmethod
+    def _uses(self) -> np.ndarray:
+        """Public per-cell use counts ``(depth, width)`` int32 after the latest batch."""
+
+    def use_counts(self) -> np.ndarray:
+        """Copy of the public per-cell use counts ``Uc`` ([YKAE, Algorithm 4], docs/algorithms.md#int-error-bars)."""
+        return self._uses().copy()
+
+    def _block_draws(self, cells: np.ndarray, scale: Fraction, *tag: Any) -> np.ndarray:
+        """One discrete Laplace draw per cell, each from its fixed block position.
+
+        Block ``b`` of the flat table is one stream ``(sketch_id, *tag, b)`` drawing the whole
+        block (see the module docstring); ``cells`` must be sorted and distinct.
+        """
+        total = self.depth * self.width
+        block = cells // NOISE_BLOCK
+        starts = np.flatnonzero(np.r_[True, block[1:] != block[:-1]])
+        stops = np.r_[starts[1:], cells.size]
+        out = np.empty(cells.size, dtype=np.int64)
+        for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
+            b = int(block[start])
+            size = min(NOISE_BLOCK, total - b * NOISE_BLOCK)
+            stream = self._source.stream((self._sketch_id, *tag, b))
+            out[start:stop] = discrete_laplace(stream, scale, size)[
+                cells[start:stop] - b * NOISE_BLOCK
+            ]
+        return out
+
+    def _answer(self, h1: np.ndarray, h2: np.ndarray, k: int, details: bool) -> IntermittentAnswer:
+        flat = self._row_cells(h1, h2)
+        mask = np.zeros(self.depth * self.width, dtype=np.bool_)
+        mask[flat.ravel()] = True
+        cells = np.flatnonzero(mask)
+        values, variance = self._release_cells(cells, k)
+        # Full-size lookups (no zeroing needed: only cells in E are read back).
+        lookup = np.empty(mask.size, dtype=np.int64)
+        lookup[cells] = values
+        rows = lookup[flat]
+        signs = self._signs(h2)
+        if signs is not None:
+            rows *= signs
+        estimates = combine_rows(rows, self.signed)
+        var_lookup = np.empty(mask.size, dtype=np.float64)
+        var_lookup[cells] = variance
+        row_var = var_lookup[flat]
+        noise_std = _combine_rows_float(np.sqrt(row_var))
+        uses = self._uses().reshape(-1)[flat]
+        return IntermittentAnswer(
+            estimates=estimates,
+            batch=k,
+            time=None,
+            strategy=self.STRATEGY,
+            epsilon_total=0.0,
+            noise_std=noise_std,
+            row_noise_variance=row_var,
+            uses=uses,
+            row_values=rows if details else None,
+            cells=cells if details else None,
+            cell_values=values if details else None,
+        )
+
+
+def _combine_rows_float(values: np.ndarray) -> np.ndarray:
+    """Median over rows of a float ``(depth, n)`` array (docs/algorithms.md#int-error-bars summary of row noise std)."""
+    d = values.shape[0]
+    if d % 2:
+        return np.partition(values, d // 2, axis=0)[d // 2]
+    part = np.partition(values, (d // 2 - 1, d // 2), axis=0)
+    return (part[d // 2 - 1] + part[d // 2]) / 2.0
+
+
+class KeptNoiseSketch(CellNoiseSketch):
+    """Cell noise of scale ``d/eps`` drawn once per (cell, batch) and kept in the state (D3, S4).
+
+    The state is the ``noise`` table and the ``uses`` table (how many batches read each cell).
+    """
+
+    def _init_state(self) -> None:
+        self._noise = np.zeros((self.depth, self.width), dtype=np.int64)
+        self._used = np.zeros((self.depth, self.width), dtype=np.int32)
+
+    @property
+    def noise_scale(self) -> Fraction:
+        """Scale ``d/eps`` of every fresh draw (exact rational)."""
+        return discrete_laplace_scale(self.depth, self._epsilon)
+
+    def epsilon_spent(self) -> float:
+        return float(self._epsilon) if self._batches else 0.0
+
+    def _uses(self) -> np.ndarray:
+        return self._used
+
+    def _state_arrays(self) -> dict[str, np.ndarray]:
+        return {"noise": self._noise, "uses": self._used}
+
+    def _restore_kept(
+        self, arrays: dict[str, np.ndarray], uses_ok: Callable[[np.ndarray], bool], rule: str
+    ) -> None:
+        """Restore ``noise`` and ``uses``; ``uses_ok`` checks the strategy's use counts."""
+        shape = (self.depth, self.width)
+        noise = serialization.require_array(arrays, "noise", "<i8", shape).copy()
+        used = serialization.require_array(arrays, "uses", "<i4", shape).copy()
+        if not uses_ok(used):
+            raise serialization.SketchFormatError(rule)
+        if (noise[used == 0] != 0).any():
+            raise serialization.SketchFormatError("a cell never used holds noise")
+        self._noise, self._used = noise, used
+
+
+class UseAndKeepSketch(KeptNoiseSketch):
+    """D3, use-and-keep cell perturbation: paper Algorithm 4, the proposed algorithm ([YKAE, Algorithm 4]).
+
+    On each non-empty batch ``Q_k``: ``E`` = distinct cells read by ``Q_k``; every cell in ``E``
+    gets **one** fresh draw ``Lap(d/eps)`` (exact discrete Laplace, ``a = exp(-eps/d)``, docs/algorithms.md#noise-sampling) added to its **kept** noise ``N`` (docs/algorithms.md#int-beam); each query is answered with the median
+    over rows of ``s_i(x) (C + N)`` (Count Sketch) or the minimum of ``C + N`` (Count-Min). Cells
+    get nothing at any other time, and are never skipped because their count did not change
+    (docs/algorithms.md#int-beam). The draws follow the keyed block scheme of the module docstring.
+
+    Privacy (Theorem 4, Lemma 1): ``epsilon``-DP **in total** under add/remove-one-element
+    neighbours, for any number of batches at any (data-independent) times, chosen adaptively
+    from earlier answers, with no horizon. Each cell is a Lemma-1 noisy counter at ``eps/d``: its
+    releases are Laplace mechanisms on the increments between uses, and one element is in one
+    increment of each of its ``d`` cells; answers are post-processing. Exact identity used by the
+    tests ([YKAE, Algorithm 4], derived): the log-likelihood ratio of a transcript is
+    ``(1/scale) sum_cells sum_l (|Dr_l - Dg'_l| - |Dr_l - Dg_l|)``, at most ``eps`` in absolute
+    value.
+
+    The guarantee needs element times that stay fixed when one element is removed. With
+    sequence positions as times (row numbers), removing one row renumbers the later rows, so one
+    element crosses every later batch boundary and the loss grows with the number of batches.
+    Positions support replace-one instead: a replaced element changes the increment of one
+    interval by ``-1`` on its old key's ``d`` cells and ``+1`` on the new key's, so an object
+    built with ``epsilon / 2`` is ``epsilon``-DP under replacement of one element at a fixed
+    position (what :class:`~beam_dpsketch.transforms.intermittent.DPIntermittentQueries` does
+    for ``clock="positions"``).
+
+    Utility ([YKAE, Theorem 5], corrected docs/algorithms.md#int-e14: the paper drops a factor 2): the row-``i`` value of
+    query ``x`` is ``f_x`` + hashing error + the sum of ``u_i`` draws, so (Count Sketch, over the
+    hash functions) ``Var = ||f_{-x}||^2 / w + u_i * 2a/(1-a)^2`` with ``u_i`` the uses of the
+    cell including this batch; the DP-noise variance grows **linearly** in the uses (against
+    geometrically for D2/D1). :attr:`IntermittentAnswer.row_noise_variance` reports
+    ``u_i * 2a/(1-a)^2``.
+
+    Kept, not rejected: it is the only strategy with a fixed total budget whose noise grows
+    sub-geometrically and that answers new data at new times ([YKAE, Sections III-IV]).
+    """
+
+    STRATEGY = "use_and_keep"
+    KIND = "IntermittentUseAndKeep"
+
+    def cell_noise_variance(self, uses: Any) -> Any:
+        """Variance of a cell's kept noise after ``uses`` uses: ``uses * 2a/(1-a)^2`` (docs/algorithms.md#int-oracles)."""
+        return np.asarray(uses) * discrete_laplace_variance(self.noise_scale)
+
+    def batch_draws(self, cells: Any, k: int) -> np.ndarray:
+        """The fresh draws batch ``k`` adds to the sorted, distinct flat ``cells`` (no state change).
+
+        A pure function of (noise source, ``sketch_id``, ``k``, cell) through the block scheme of
+        the module docstring: what :meth:`answer` adds in its ``k``-th non-empty batch. Exposed so
+        offline evaluations can reproduce this object's noise exactly ([YKAE, Section VI, Figs. 3-4] compute plan).
+        """
+        cells = np.asarray(cells, dtype=np.int64)
+        if cells.ndim != 1 or (cells.size and (cells[0] < 0 or cells[-1] >= self._noise.size)):
+            raise ValueError("cells must be a 1-d array of flat cell indices in [0, depth*width)")
+        if cells.size > 1 and not (np.diff(cells) > 0).all():
+            raise ValueError("cells must be sorted and distinct")
+        try:
+            k = check_int(k, "k (batch index)")
+        except TypeError as exc:
+            # Every bad argument of this probe is a ValueError, like the cell checks above.
+            raise ValueError(str(exc)) from None
+        return self._block_draws(cells, self.noise_scale, "cell", k)
+
+    def _release_cells(self, cells: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        scale = self.noise_scale
+        draws = self.batch_draws(cells, k)
+        noise = self._noise.reshape(-1)
+        used = self._used.reshape(-1)
+        noise[cells] += draws
+        used[cells] += 1
+        values = self._exact.table.reshape(-1)[cells] + noise[cells]
+        return values, used[cells] * discrete_laplace_variance(scale)
+
+    def _restore_state(self, params: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        self._restore_kept(
+            arrays,
+            lambda used: not ((used < 0).any() or (used > self._batches).any()),
+            "use counts must lie in [0, batches]",
+        )

@@ -1,0 +1,30 @@
+"""Linear frequency sketches (Count-Min, Count Sketch) and their differentially private release.
+
+:class:`CountMinSketch` (Cormode and Muthukrishnan 2005) and :class:`CountSketch` (Charikar,
+Chen and Farach-Colton 2002) are exact, turnstile and mergeable, and **not** differentially
+private. :class:`PrivateCountMinSketch` and :class:`PrivateCountSketch` release one of them once
+with noise calibrated to its exact sensitivity, following Zhao et al. [ZQR+22]. Modules:
+
+* :mod:`.base`: the table machinery shared by both sketches;
+* :mod:`.countmin`, :mod:`.countsketch`: the exact sketches;
+* :mod:`.private`: the private release;
+* :mod:`.calibration`: neighbouring relations, sensitivities and noise scales, shared with the
+  dyadic quantile sketch of :mod:`beam_dpsketch.sketches.quantiles`.
+
+Citation keys are those of ``docs/algorithms.md#references``.
+"""
+
+from beam_dpsketch.sketches.linear.base import LinearSketch
+from beam_dpsketch.sketches.linear.calibration import LinearCalibration
+from beam_dpsketch.sketches.linear.countmin import CountMinSketch
+from beam_dpsketch.sketches.linear.countsketch import CountSketch
+from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
+
+__all__ = [
+    "CountMinSketch",
+    "CountSketch",
+    "LinearCalibration",
+    "LinearSketch",
+    "PrivateCountMinSketch",
+    "PrivateCountSketch",
+]

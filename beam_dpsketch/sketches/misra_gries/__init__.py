@@ -1,0 +1,33 @@
+"""Misra-Gries heavy hitters: the exact summary and its differentially private releases.
+
+The family of Lebeda and Tetek [LT23]: :class:`MisraGries` (the summary of [LT23, Algorithm 1]
+with the merge of Agarwal et al., "Mergeable Summaries", PODS 2012) is exact and **not**
+differentially private; :mod:`.private` gathers its releases (PMG [LT23, Algorithm 2], the
+post-processed sum of [LT23, Algorithm 3], the merged and PAMG releases of [LT23, Sections 7-8],
+and the baselines of [LT23, Section 4]), each stating its guarantee. Modules:
+
+* :mod:`.sketch`: the exact summary;
+* :mod:`.core`: the release object, noise helpers and thresholds shared by the releases;
+* :mod:`.single`, :mod:`.merged`, :mod:`.user`, :mod:`.baselines`: the releases by pipeline shape;
+* :mod:`.private`: every release in one place, with the table of which release fits which sketch.
+
+Citation keys are those of ``docs/algorithms.md#references``; ``docs/algorithms.md#misra-gries``
+explains every deviation from the paper.
+"""
+
+from beam_dpsketch.sketches.misra_gries.core import HeavyHitterRelease, NoiseSpec, Universe
+from beam_dpsketch.sketches.misra_gries.merged import GSHMParameters, MergedRecommendation
+from beam_dpsketch.sketches.misra_gries.single import PostProcessedSum
+from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
+from beam_dpsketch.sketches.misra_gries.user import PAMGSketch
+
+__all__ = [
+    "GSHMParameters",
+    "HeavyHitterRelease",
+    "MergedRecommendation",
+    "MisraGries",
+    "NoiseSpec",
+    "PAMGSketch",
+    "PostProcessedSum",
+    "Universe",
+]

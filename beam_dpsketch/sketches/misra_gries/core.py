@@ -1,0 +1,715 @@
+"""Shared pieces of the DP Misra-Gries releases: the release object, validation, thresholds,
+noise helpers, declared universes and the exact pure-DP top-k sampler.
+
+Everything public is re-exported by :mod:`beam_dpsketch.sketches.misra_gries.private`, which is the
+module to import and whose docstring gives the overview. Paper: Lebeda and Tetek
+(PODS 2023), cited as [LT23]; deviations in docs/algorithms.md#misra-gries.
+
+Numeric conventions (docs/algorithms.md#noise-sampling and docs/algorithms.md#mg-e7):
+
+* ``epsilon`` is rounded **down** to a rational ``eps' = p / 10**6``
+  (:func:`beam_dpsketch.privacy.calibration.rational_epsilon_floor`), so every noise scale
+  ``b = sensitivity / eps'`` is an exact fraction that the exact samplers use without rounding,
+  and every threshold is computed from ``eps'``. The guarantee holds at ``eps' <= epsilon``;
+  releases report the requested ``epsilon`` and ``details["epsilon_effective"] = eps'``.
+* Integer data get exact discrete Laplace noise (:func:`beam_dpsketch.noise.discrete_laplace`).
+  "Laplace" releases use :func:`beam_dpsketch.noise.laplace`, the exact discrete Laplace on the
+  lattice ``2**-j Z`` with step ``h <= b * 2**-20``. Its tail is
+  ``P[Z >= t] <= exp(-t/b) / (1 + exp(-h/b)) <= exp(-t/b) / (1 + exp(-2**-20))``, a hair above
+  the continuous ``exp(-t/b)/2``, and thresholds use that bound. Sums ``count + noise`` are
+  formed exactly (``math.fsum``) and rounded once, so the released float is a function of the
+  exact noisy value only.
+* Union-bound thresholds are computed with a ``1e-9`` relative safety margin on ``delta`` so
+  floating-point error can only make them (negligibly) larger, as docs/algorithms.md#mg-e7 asks.
+"""
+
+from __future__ import annotations
+
+import decimal
+import math
+import numbers
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from beam_dpsketch.checks import check_int
+from beam_dpsketch.hashing import canonical_key, encode_key
+from beam_dpsketch.noise import NoiseStream, discrete_laplace, laplace
+from beam_dpsketch.privacy.budget import PrivacyBudget, check_delta, check_epsilon
+from beam_dpsketch.privacy.calibration import discrete_laplace_scale
+
+__all__ = [
+    "NEIGHBOURING_ELEMENT",
+    "NEIGHBOURING_SHARDED",
+    "NOISE_KINDS",
+    "HeavyHitterRelease",
+    "NoiseSpec",
+    "Universe",
+]
+
+#: Neighbouring relation of every single-stream element-level release ([LT23, Definition 1].
+NEIGHBOURING_ELEMENT = "add/remove one stream element ([LT23, Definition 1])"
+#: Relation for releases of sharded / merged data ([LT23, Definition 1] plus assumption A-PART (docs/algorithms.md#mg-a-part), docs/algorithms.md#mg-partition).
+NEIGHBOURING_SHARDED = (
+    "add/remove one stream element; the shard partition, within-shard order and merge tree do "
+    "not depend on the presence of any other element (assumption A-PART, docs/algorithms.md#mg-a-part)"
+)
+#: The noise kinds accepted by the mechanisms with integer inputs.
+NOISE_KINDS = ("discrete_laplace", "laplace")
+
+_SAFETY = 1e-9  # relative margin on delta in union-bound thresholds (docs/algorithms.md#mg-e7)
+_LATTICE_TAIL_LOG = math.log1p(math.exp(-(2.0**-20)))  # ln(1 + exp(-2**-20)), see module doc
+
+
+# --------------------------------------------------------------------------------------------
+# The release object
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoiseSpec:
+    """The noise a release added, in the units of the released counts.
+
+    Attributes
+    ----------
+    distribution
+        ``"discrete_laplace"`` (exact, integers), ``"laplace"`` (exact discrete Laplace on a fine
+        lattice, see :func:`beam_dpsketch.noise.laplace`) or ``"gaussian"`` (exact discrete
+        Gaussian on a fine lattice, :func:`beam_dpsketch.noise.gaussian`).
+    scale
+        Laplace scale ``b`` (density ``~ exp(-|z|/b)``) or Gaussian ``sigma`` of the per-key draw.
+    shared_scale
+        Scale of the single draw shared by all keys (PMG's ``eta``), or ``None`` if there is none.
+    """
+
+    distribution: str
+    scale: float
+    shared_scale: float | None = None
+
+
+@dataclass(frozen=True)
+class HeavyHitterRelease:
+    """A differentially private heavy-hitter / sparse-histogram release.
+
+    Everything in it may be published: it is the output of a DP mechanism plus public
+    parameters. Keys not listed have estimate 0 ([LT23, Section 3]).
+
+    Attributes
+    ----------
+    items
+        ``(key, noisy_count)`` pairs sorted by the canonical key order
+        (:func:`beam_dpsketch.hashing.encode_key`), never by insertion order (docs/algorithms.md#mg-order).
+        Counts are ``int`` for discrete-noise releases and ``float`` otherwise.
+    mechanism
+        Name of the mechanism (e.g. ``"PMG-geo"``, ``"APPROX_PP"``, ``"M-GSHM"``).
+    epsilon, delta
+        The guarantee: ``(epsilon, delta)``-DP (``delta == 0`` for pure DP) under
+        ``neighbouring`` for one ``privacy_unit``.
+    threshold
+        Cut applied to noisy values (a key is kept iff value ``>= threshold``), in count units;
+        ``None`` for top-k releases without a cutoff.
+    noise
+        Distribution and scale of the noise, see :class:`NoiseSpec`.
+    k
+        Sketch size (at most ``k`` keys are released), ``None`` for exact-histogram baselines.
+    neighbouring
+        The neighbouring relation the guarantee is stated for.
+    privacy_unit
+        ``"element"`` or ``"user"`` (with the contribution bound in ``neighbouring``).
+    details
+        Further public parameters (effective epsilon, GSHM ``sigma``/``tau``, pure-DP cutoff, ...).
+    """
+
+    items: tuple[tuple[Any, int | float], ...]
+    mechanism: str
+    epsilon: float
+    delta: float
+    threshold: float | None
+    noise: NoiseSpec
+    k: int | None
+    neighbouring: str
+    privacy_unit: str
+    details: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        items = tuple((key, value) for key, value in self.items)
+        encoded = [encode_key(key) for key, _ in items]
+        if any(a >= b for a, b in zip(encoded, encoded[1:], strict=False)):
+            raise ValueError("items must be sorted by canonical key order without duplicates")
+        object.__setattr__(self, "items", items)
+        object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
+
+    def __reduce__(self):
+        # A read-only mapping does not pickle; rebuild from a plain dict (Beam pickles elements).
+        return (
+            HeavyHitterRelease,
+            (
+                self.items,
+                self.mechanism,
+                self.epsilon,
+                self.delta,
+                self.threshold,
+                self.noise,
+                self.k,
+                self.neighbouring,
+                self.privacy_unit,
+                dict(self.details),
+            ),
+        )
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def keys(self) -> list[Any]:
+        """The released keys, in canonical key order."""
+        return [key for key, _ in self.items]
+
+    def as_dict(self) -> dict[Any, int | float]:
+        """``{key: noisy_count}`` in canonical key order."""
+        return dict(self.items)
+
+    @property
+    def budget(self) -> PrivacyBudget:
+        """The privacy cost of this release as a :class:`PrivacyBudget` (pure if ``delta == 0``)."""
+        if self.delta == 0.0:
+            return PrivacyBudget.pure(self.epsilon)
+        return PrivacyBudget.approx(self.epsilon, self.delta)
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """The release as ``[{"key": key, "count": noisy_count}, ...]`` in canonical key order."""
+        return [{"key": key, "count": value} for key, value in self.items]
+
+    def top(self, m: int) -> HeavyHitterRelease:
+        """The ``m`` keys with the largest noisy counts (post-processing: no privacy cost).
+
+        Ties are broken by the canonical key order. The result is again sorted by key and keeps
+        every other attribute; ``details["top"]`` records ``m``.
+
+        Parameters
+        ----------
+        m
+            Number of keys to keep, ``>= 0``.
+        """
+        if isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 0:
+            raise ValueError(f"m must be an int >= 0, got {m!r}")
+        ranked = sorted(self.items, key=lambda kv: (-kv[1], encode_key(kv[0])))[: int(m)]
+        ranked.sort(key=lambda kv: encode_key(kv[0]))
+        details = dict(self.details)
+        details["top"] = int(m)
+        return HeavyHitterRelease(
+            tuple(ranked),
+            self.mechanism,
+            self.epsilon,
+            self.delta,
+            self.threshold,
+            self.noise,
+            self.k,
+            self.neighbouring,
+            self.privacy_unit,
+            details,
+        )
+
+
+def make_release(
+    pairs: Iterable[tuple[Any, int | float]],
+    *,
+    mechanism: str,
+    epsilon: float,
+    delta: float,
+    threshold: float | None,
+    noise: NoiseSpec,
+    k: int | None,
+    neighbouring: str = NEIGHBOURING_ELEMENT,
+    privacy_unit: str = "element",
+    details: Mapping[str, Any] | None = None,
+) -> HeavyHitterRelease:
+    """Sort ``pairs`` canonically and wrap them (internal helper of the mechanisms)."""
+    items = sorted(pairs, key=lambda kv: encode_key(kv[0]))
+    return HeavyHitterRelease(
+        tuple(items),
+        mechanism,
+        float(epsilon),
+        float(delta),
+        threshold,
+        noise,
+        k,
+        neighbouring,
+        privacy_unit,
+        dict(details or {}),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Validation (docs/algorithms.md#misra-gries)
+# --------------------------------------------------------------------------------------------
+
+
+def check_stream(stream: Any) -> NoiseStream:
+    """Require a :class:`beam_dpsketch.noise.NoiseStream` (the release's keyed noise)."""
+    if not isinstance(stream, NoiseStream):
+        raise TypeError(
+            f"stream must be a beam_dpsketch.noise.NoiseStream (NoiseSource.stream(release_id)), "
+            f"got {type(stream).__name__}"
+        )
+    return stream
+
+
+def check_eps(epsilon: Any) -> float:
+    """``0 < epsilon < inf`` (ValueError naming ``epsilon``)."""
+    return check_epsilon(epsilon)
+
+
+def check_approx_delta(delta: Any) -> float:
+    """``0 < delta < 1`` for every (eps, delta) mechanism (docs/algorithms.md#misra-gries; docs/algorithms.md#mg-e9)."""
+    return check_delta(delta, allow_zero=False)
+
+
+def check_noise_kind(noise: Any) -> str:
+    if noise not in NOISE_KINDS:
+        raise ValueError(f"noise must be one of {NOISE_KINDS}, got {noise!r}")
+    return noise
+
+
+def check_beta(beta: Any) -> float:
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not 0.0 < beta < 1.0:
+        raise ValueError(f"beta must be in (0, 1), got {beta!r}")
+    return float(beta)
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    """``value`` as a Python int ``>= 1`` (:func:`beam_dpsketch.checks.check_int`)."""
+    return check_int(value, name)
+
+
+def laplace_scale_exact(sensitivity: int | Fraction, epsilon: float) -> Fraction:
+    """``b = sensitivity / eps'`` with ``eps' <= epsilon`` rational: an exact sampler scale."""
+    return discrete_laplace_scale(sensitivity, epsilon)
+
+
+# --------------------------------------------------------------------------------------------
+# Union-bound thresholds for the noise actually drawn
+# --------------------------------------------------------------------------------------------
+
+
+def geometric_union_tail(scale: Fraction, delta: float, draws: int) -> int:
+    """Smallest integer ``t >= 0`` with ``draws * P[Geo2(exp(-1/scale)) >= t] <= delta``.
+
+    ``P[Geo2(a) >= t] = a**t / (1 + a)`` for integers ``t >= 0`` ([LT23, Section 3; Section 5.2]). Computed
+    against ``delta * (1 - 1e-9)`` so rounding can only raise ``t``.
+    """
+    b = float(scale)
+    log1pa = math.log1p(math.exp(-1.0 / b))
+    target = math.log(delta * (1.0 - _SAFETY))
+
+    def log_mass(t: int) -> float:
+        return math.log(draws) - t / b - log1pa
+
+    t = max(0, math.ceil((math.log(draws) - log1pa - target) * b))
+    while t > 0 and log_mass(t - 1) <= target:
+        t -= 1
+    while log_mass(t) > target:
+        t += 1
+    return t
+
+
+def laplace_union_tail(scale: Fraction | float, delta: float, draws: int) -> float:
+    """Smallest real ``t >= 0`` with ``draws * P[Z >= t] <= delta`` for lattice-Laplace ``Z``.
+
+    Uses ``P[Z >= t] <= exp(-t/b) / (1 + exp(-2**-20))`` (module docstring); for the continuous
+    Laplace this would be ``b * ln(draws / (2 delta))`` ([LT23, Algorithm 2] and docs/algorithms.md#mg-merged), which it exceeds by
+    about ``b * 2**-21``.
+    """
+    b = float(scale)
+    return max(0.0, b * (math.log(draws) - math.log(delta * (1.0 - _SAFETY)) - _LATTICE_TAIL_LOG))
+
+
+# --------------------------------------------------------------------------------------------
+# Noise helpers
+# --------------------------------------------------------------------------------------------
+
+
+def draw(stream: NoiseStream, kind: str, scale: Fraction, size: int) -> np.ndarray:
+    """``size`` i.i.d. draws of the integer (``discrete_laplace``) or lattice (``laplace``) noise."""
+    if kind == "discrete_laplace":
+        return discrete_laplace(stream, scale, size)
+    return laplace(stream, scale, size)
+
+
+def noisy_sums(kind: str, counts: list[int], *parts: np.ndarray) -> list[int | float]:
+    """Per-key ``counts[i] + sum_j parts[j][i]``.
+
+    Exact Python ints for ``discrete_laplace``; for lattice noise the exact real sum rounded once
+    to a float (``math.fsum``), so the result depends on the exact noisy value only.
+    """
+    cols = [p.tolist() for p in parts]
+    if kind == "discrete_laplace":
+        return [int(c) + sum(int(col[i]) for col in cols) for i, c in enumerate(counts)]
+    out: list[int | float] = []
+    for i, c in enumerate(counts):
+        hi = float(c)  # c = hi + lo exactly, even for counts above 2**53
+        out.append(math.fsum([hi, float(int(c) - int(hi)), *(col[i] for col in cols)]))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Declared universes (pure DP, [LT23, Section 3; Section 6])
+# --------------------------------------------------------------------------------------------
+
+_MAX_UNIVERSE = (1 << 63) - 1
+
+
+class Universe:
+    """A declared, public key universe ``U`` for the pure-DP releases ([LT23, Section 3; Section 6] and docs/algorithms.md#mg-merged).
+
+    Pure DP puts noise on every key of ``U``, so ``U`` must be fixed before seeing the data and
+    every stored key must belong to it ([LT23, Section 6], last bullet; docs/algorithms.md#mg-order domain validation). Build
+    it in one of three ways:
+
+    * :meth:`from_keys` with an explicit collection (deduplicated and sorted by canonical key
+      order, so key ``i`` is the ``i``-th smallest);
+    * :meth:`from_keys` with a ``range`` of ints, used lazily (``range(10**12)`` costs nothing);
+    * :meth:`from_function` with a size, an injective ``key_fn(i)`` for ``0 <= i < size`` and a
+      membership predicate ``contains(key)``. Nothing is materialised: the release samples
+      indices and calls ``key_fn`` only for the keys it needs.
+
+    Sizes up to ``2**63 - 1`` are supported. The universe is public: it is not protected.
+    """
+
+    __slots__ = ("size", "_keys", "_set", "_key_fn", "_contains")
+
+    def __init__(
+        self,
+        size: int,
+        key_fn: Callable[[int], Any],
+        contains: Callable[[Any], bool],
+        keys: tuple[Any, ...] | None = None,
+    ) -> None:
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral):
+            raise TypeError(f"size must be an int, got {type(size).__name__}")
+        if not 1 <= int(size) <= _MAX_UNIVERSE:
+            raise ValueError(f"size must be in [1, 2**63 - 1], got {size!r}")
+        if not callable(key_fn):
+            raise TypeError("key_fn must be callable")
+        if not callable(contains):
+            raise TypeError("contains must be callable")
+        self.size = int(size)
+        self._key_fn = key_fn
+        self._contains = contains
+        self._keys = keys
+        self._set = None if keys is None else frozenset(keys)
+
+    @classmethod
+    def from_keys(cls, keys: Iterable[Any]) -> Universe:
+        """A universe given by its keys (any iterable of keys, or a ``range`` used lazily)."""
+        if isinstance(keys, range):
+            r = keys
+            if len(r) == 0:
+                raise ValueError("keys must not be empty")
+            return cls(len(r), r.__getitem__, lambda x, r=r: type(x) is int and x in r)
+        if isinstance(keys, str | bytes):
+            raise TypeError("keys must be a collection of keys, not a single str/bytes")
+        canon = {canonical_key(x) for x in keys}
+        if not canon:
+            raise ValueError("keys must not be empty")
+        ordered = tuple(sorted(canon, key=encode_key))
+        members = frozenset(ordered)
+
+        def contains(x: Any) -> bool:
+            try:
+                return canonical_key(x) in members
+            except TypeError:
+                return False
+
+        return cls(len(ordered), ordered.__getitem__, contains, ordered)
+
+    @classmethod
+    def from_function(
+        cls, size: int, key_fn: Callable[[int], Any], contains: Callable[[Any], bool]
+    ) -> Universe:
+        """A universe of ``size`` keys ``key_fn(0..size-1)`` with membership test ``contains``.
+
+        ``key_fn`` must be injective on ``range(size)`` and ``contains(x)`` must be true exactly
+        for its image; neither is checked (that would materialise the universe).
+        """
+        return cls(size, key_fn, contains)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __contains__(self, key: Any) -> bool:
+        return bool(self._contains(key))
+
+    def key_at(self, index: int) -> Any:
+        """The key with index ``0 <= index < size`` (canonicalised)."""
+        return canonical_key(self._key_fn(int(index)))
+
+    def __repr__(self) -> str:
+        kind = "explicit" if self._keys is not None else "function"
+        return f"Universe(size={self.size}, {kind})"
+
+
+def validate_in_universe(keys: Iterable[Any], universe: Universe) -> None:
+    """Raise ``ValueError`` if a stored key lies outside the declared universe ([LT23, Section 6] and docs/algorithms.md#mg-order).
+
+    A key outside ``U`` would be released with no noise on the neighbouring side to cover it;
+    validate the domain *before* sketching, this check is the last line of defence.
+    """
+    if not isinstance(universe, Universe):
+        raise TypeError(f"universe must be a Universe, got {type(universe).__name__}")
+    for key in keys:
+        if key not in universe:
+            raise ValueError(
+                f"a stored key of type {type(key).__name__} is outside the declared universe: "
+                "reject out-of-universe keys before sketching ([LT23, Section 6] and docs/algorithms.md#mg-order)"
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# Exact Binomial(n, P[Geo2(exp(-1/b)) >= t0]) by lazy-precision inversion
+# --------------------------------------------------------------------------------------------
+
+_BINOMIAL_START_BITS = 128
+_BLOCK_MEAN = 16.0
+
+
+def _uniform_bits(stream: NoiseStream, bits: int) -> int:
+    words = stream.uint64(bits // 64) if bits >= 64 else stream.uint64(1)
+    value = 0
+    for w in words.tolist():
+        value = (value << 64) | int(w)
+    return value if bits >= 64 else value >> (64 - bits)
+
+
+def _tail_q_bounds(b: Fraction, t0: int, bits: int) -> tuple[int, int]:
+    """Integers ``lo <= 2**bits * q <= hi`` for ``q = a**t0 / (1 + a)``, ``a = exp(-1/b)``."""
+    digits = int(bits * 0.30103) + 40
+    with decimal.localcontext() as ctx:
+        ctx.prec = digits
+        a = (decimal.Decimal(-b.denominator) / decimal.Decimal(b.numerator)).exp()
+        head = (decimal.Decimal(-t0 * b.denominator) / decimal.Decimal(b.numerator)).exp()
+        q = head / (1 + a) * (decimal.Decimal(2) ** bits)
+        qi = int(q)
+    # Each Decimal operation is correctly rounded to `digits` digits (relative error 10**(1-digits)),
+    # a handful of them, so 10**(10-digits) relative is a very generous enclosure.
+    slack = (1 << bits) // 10 ** (digits - 10) + 2
+    return max(0, qi - slack), min((1 << bits) - 1, qi + 1 + slack)
+
+
+def _pow_bounds(q_lo: int, q_hi: int, nb: int, bits: int) -> tuple[int, int]:
+    """Integers enclosing ``2**bits * (1 - q)**nb`` for every ``q`` in ``[q_lo, q_hi] / 2**bits``."""
+    nd = len(str(nb))
+    digits = int(bits * 0.30103) + 40 + nd
+    one = decimal.Decimal(2) ** bits
+    out = []
+    with decimal.localcontext() as ctx:
+        ctx.prec = digits
+        for qq in (q_hi, q_lo):  # (1-q)^nb decreases in q
+            x = decimal.Decimal(qq) / one
+            v = (decimal.Decimal(nb) * (1 - x).ln()).exp() * one
+            out.append(int(v))
+    # Absolute error of nb * ln(1 - x) is about nb * 10**(1-digits); exp turns it into a relative
+    # error, so 10**(nd + 10 - digits) relative encloses it with a wide margin.
+    slack = (1 << bits) // 10 ** (digits - nd - 10) + 2
+    return max(0, out[0] - slack), min(1 << bits, out[1] + 1 + slack)
+
+
+def _binomial_walk(
+    u: int, nb: int, p_lo: int, p_hi: int, r_lo: int, r_hi: int, bits: int
+) -> int | None:
+    """Inversion ``min{j : U < F(j)}`` with interval CDF bounds; ``None`` if undecided."""
+    one = 1 << bits
+    lo, hi = p_lo, p_hi
+    f_lo, f_hi = lo, hi
+    j = 0
+    while True:
+        if u + 1 <= f_lo:  # U < (u+1)/2**bits <= F(j)
+            return j
+        if u < f_hi:  # cannot tell U < F(j) from U >= F(j) at this precision
+            return None
+        if j + 1 == nb:  # U >= F(nb - 1): the outcome is nb (F(nb) = 1)
+            return nb
+        m = nb - j
+        den = (j + 1) << bits
+        lo = (lo * m * r_lo) // den
+        hi = -(-(hi * m * r_hi) // den)
+        j += 1
+        f_lo += lo
+        f_hi = min(one, f_hi + hi)
+
+
+def sample_tail_count(
+    stream: NoiseStream,
+    n: int,
+    scale: Fraction,
+    t0: int,
+    *,
+    expected_hint: float,
+    start_bits: int = _BINOMIAL_START_BITS,
+) -> int:
+    """Exact ``Binomial(n, q)`` with ``q = P[Geo2(exp(-1/scale)) >= t0]`` from the keyed stream.
+
+    This is the number of absent keys whose noise reaches the cutoff ``t0`` ([LT23, Section 6] step 3).
+    Inversion of the CDF with a lazily refined uniform ``U``: ``U``'s bits come from ``stream``,
+    the pmf is enclosed in rigorous integer intervals (fixed point with ``bits`` fractional
+    bits; ``q`` and ``(1-q)**n`` from correctly rounded ``decimal`` arithmetic with a wide error
+    margin), and whenever the intervals cannot decide, the precision doubles and ``U`` gets more
+    bits. So the output distribution is exactly Binomial (no float approximation), as pure DP
+    needs. ``n`` is split into blocks of expected mean about 16 (sum of independent binomials
+    with the same ``q``), so the fixed point never underflows; ``expected_hint`` (computed from
+    public values only) sets the number of blocks.
+    """
+    if n <= 0:
+        return 0
+    blocks = min(n, max(1, math.ceil(expected_hint / _BLOCK_MEAN)))
+    base, extra = divmod(n, blocks)
+    cache: dict[tuple[str, int, int], tuple[int, int]] = {}
+    total = 0
+    for i in range(blocks):
+        nb = base + (1 if i < extra else 0)
+        if nb == 0:
+            continue
+        bits = start_bits
+        u = _uniform_bits(stream, bits)
+        while True:
+            qkey = ("q", 0, bits)
+            if qkey not in cache:
+                cache[qkey] = _tail_q_bounds(scale, t0, bits)
+            q_lo, q_hi = cache[qkey]
+            pkey = ("p", nb, bits)
+            if pkey not in cache:
+                cache[pkey] = _pow_bounds(q_lo, q_hi, nb, bits)
+            p_lo, p_hi = cache[pkey]
+            one = 1 << bits
+            r_lo = (q_lo << bits) // (one - q_lo)
+            r_hi = -(-(q_hi << bits) // (one - q_hi))
+            j = _binomial_walk(u, nb, p_lo, p_hi, r_lo, r_hi, bits)
+            if j is not None:
+                break
+            u = (u << bits) | _uniform_bits(stream, bits)
+            bits *= 2
+        total += j
+    return total
+
+
+def sample_upper_geometric(stream: NoiseStream, scale: Fraction, size: int) -> np.ndarray:
+    """``size`` draws of ``Z - t0`` given ``Z >= t0`` for ``Z ~ Geo2(a)``, integer ``t0 >= 0``.
+
+    That conditional law is ``P[G = j] = (1 - a) a**j`` (``j >= 0``) for every ``t0 >= 0``; it is
+    sampled exactly as a discrete Laplace conditioned on being ``>= 0`` (rejection, acceptance
+    ``1/(1+a) >= 1/2``).
+    """
+    out: list[np.ndarray] = []
+    have = 0
+    while have < size:
+        need = size - have
+        z = discrete_laplace(stream, scale, 2 * need + 8)
+        z = z[z >= 0][:need]
+        out.append(z)
+        have += z.size
+    return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
+
+
+def _choose_absent(
+    stream: NoiseStream, universe: Universe, count: int, stored: set[Any]
+) -> list[Any]:
+    """``count`` distinct keys uniform from ``U`` minus ``stored`` (rejection on indices)."""
+    chosen: list[Any] = []
+    seen: set[Any] = set()
+    tries = 0
+    limit = 64 * count + 4096
+    while len(chosen) < count:
+        batch = stream.uniform_below(universe.size, count - len(chosen) + 8)
+        for idx in batch.tolist():
+            tries += 1
+            key = universe.key_at(idx)
+            if key in stored or key in seen:
+                continue
+            seen.add(key)
+            chosen.append(key)
+            if len(chosen) == count:
+                break
+        if tries > limit:
+            raise RuntimeError(
+                "could not draw distinct absent keys: is the universe's key_fn injective?"
+            )
+    return chosen
+
+
+#: ``method="auto"`` enumerates the universe when ``size <= _ENUMERATE_FACTOR * capacity``.
+_ENUMERATE_FACTOR = 16
+#: Hard limit on the number of noise draws of ``method="enumerate"``.
+_ENUMERATE_MAX = 1 << 24
+
+
+def pure_top_k(
+    values: Mapping[Any, int],
+    universe: Universe,
+    k: int,
+    scale: Fraction,
+    stream: NoiseStream,
+    *,
+    capacity: int,
+    method: str = "auto",
+) -> tuple[list[tuple[Any, int]], dict[str, Any]]:
+    """Top-``k`` of ``values[x] + Geo2(exp(-1/scale))`` over the declared universe ([LT23, Section 6]).
+
+    ``values`` holds the positive integer values (all other keys of ``U`` are 0); ``capacity``
+    bounds how many positive keys there can be (public: ``k`` for one sketch, ``shards * k`` for
+    Design B) and only chooses the method.
+
+    * ``"enumerate"``: one draw per key of ``U``; exactly ``min(k, |U|)`` keys are returned.
+    * ``"sample"``: the exact cutoff sampler of [LT23, Section 6] with the data-independent integer
+      cutoff ``t0 = max(0, ceil(scale * ln(|U| / (2k))))``: stored keys get explicit draws; the
+      number ``K`` of absent keys whose noise is ``>= t0`` is drawn exactly from
+      ``Binomial(|U| - #stored, P[Geo2 >= t0])`` (:func:`sample_tail_count`), the ``K`` keys
+      uniformly without replacement from the rest of ``U`` (rejection on indices, keyed stream),
+      and their values as ``t0 + G`` with ``G`` the exact conditional tail
+      (:func:`sample_upper_geometric`). The top-``k`` among values ``>= t0`` is returned: this is
+      exactly "top-k among noisy values ``>= t0``" of the full noisy vector, hence
+      post-processing of the Laplace mechanism. At most ``k`` keys (possibly fewer).
+    * ``"auto"``: ``"enumerate"`` when ``|U| <= 16 * capacity``, else ``"sample"``.
+
+    Ties in the top-``k`` are broken by the canonical key order (a function of the noisy vector).
+    """
+    if method not in ("auto", "enumerate", "sample"):
+        raise ValueError(f"method must be 'auto', 'enumerate' or 'sample', got {method!r}")
+    u = universe.size
+    if method == "auto":
+        method = "enumerate" if u <= _ENUMERATE_FACTOR * capacity else "sample"
+    details: dict[str, Any] = {"universe_size": u, "method": method}
+    if method == "enumerate":
+        if u > _ENUMERATE_MAX:
+            raise ValueError(f"universe of size {u} is too large to enumerate; use method='sample'")
+        keys = [universe.key_at(i) for i in range(u)]
+        z = discrete_laplace(stream, scale, u)
+        cands = [
+            (x, int(values.get(x, 0)) + int(zi)) for x, zi in zip(keys, z.tolist(), strict=True)
+        ]
+        details["cutoff"] = None
+    else:
+        if u < 4 * (capacity + k):
+            raise ValueError(
+                f"universe of size {u} is too small for method='sample' with capacity "
+                f"{capacity}; use method='enumerate'"
+            )
+        t0 = max(0, math.ceil(float(scale) * math.log(u / (2.0 * k))))
+        stored = sorted(values, key=encode_key)
+        z = discrete_laplace(stream, scale, len(stored))
+        cands = [
+            (x, int(values[x]) + int(zi))
+            for x, zi in zip(stored, z.tolist(), strict=True)
+            if int(values[x]) + int(zi) >= t0
+        ]
+        q = math.exp(-t0 / float(scale)) / (1.0 + math.exp(-1.0 / float(scale)))
+        n_absent = u - len(stored)
+        count = sample_tail_count(stream, n_absent, scale, t0, expected_hint=u * q)
+        absent = _choose_absent(stream, universe, count, set(stored))
+        g = sample_upper_geometric(stream, scale, count)
+        cands.extend((x, t0 + int(gi)) for x, gi in zip(absent, g.tolist(), strict=True))
+        details["cutoff"] = t0
+    cands.sort(key=lambda kv: (-kv[1], encode_key(kv[0])))
+    return cands[:k], details

@@ -1,0 +1,556 @@
+"""Releases of merged (Agarwal ``MERGE_k``) and PAMG sketches under a trusted aggregator.
+
+M-LAP, M-PURE and M-GSHM of docs/algorithms.md#mg-merged (Section 7 of the paper), the exact GSHM calibration of
+[LT23, Section 8, Theorem 5], PAMG + GSHM (Theorem 12, [LT23, Theorem 12]) and the design recommendation of
+[LT23, Section 7] and docs/algorithms.md#mg-merged. Re-exported by :mod:`beam_dpsketch.sketches.misra_gries.private`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+from beam_dpsketch.noise import NoiseStream, gaussian
+from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma
+from beam_dpsketch.sketches.misra_gries.calibration import gshm_delta, gshm_threshold
+from beam_dpsketch.sketches.misra_gries.core import (
+    NEIGHBOURING_SHARDED,
+    HeavyHitterRelease,
+    NoiseSpec,
+    Universe,
+    check_approx_delta,
+    check_beta,
+    check_eps,
+    check_noise_kind,
+    check_positive_int,
+    check_stream,
+    draw,
+    geometric_union_tail,
+    laplace_scale_exact,
+    laplace_union_tail,
+    make_release,
+    noisy_sums,
+    pure_top_k,
+    validate_in_universe,
+)
+from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
+from beam_dpsketch.sketches.misra_gries.user import PAMGSketch, user_set_relation
+
+__all__ = [
+    "GSHMParameters",
+    "MergedRecommendation",
+    "calibrate_gshm",
+    "gshm_parameters",
+    "merged_gshm",
+    "merged_laplace",
+    "merged_pure",
+    "pamg_gshm",
+    "recommend_merged_mechanism",
+]
+
+
+def merged_input(sketch: Any) -> tuple[int, dict[Any, int], str, str, dict[str, Any]]:
+    """``(k, positive counters, neighbouring, privacy unit, details)`` of a mergeable sketch.
+
+    Nothing here depends on the sketch's provenance flag ``merged``: whether a runner really
+    merged two non-empty sketches can depend on the data (one element can be a bundle's only
+    one), so it must not show in a release. The sharded relation is stated for every
+    ``MisraGries`` input: it holds for a single stream too, where A-PART (docs/algorithms.md#mg-a-part) is vacuous.
+    """
+    if isinstance(sketch, PAMGSketch):
+        return sketch.k, sketch.to_dict(), user_set_relation(sketch.m), "user", {"m": sketch.m}
+    if isinstance(sketch, MisraGries):
+        return sketch.k, sketch.to_dict(), NEIGHBOURING_SHARDED, "element", {}
+    raise TypeError(f"expected a MisraGries or PAMGSketch, got {type(sketch).__name__}")
+
+
+# --------------------------------------------------------------------------------------------
+# M-LAP and M-PURE (sensitivity k)
+# --------------------------------------------------------------------------------------------
+
+
+def merged_laplace_parameters(
+    k: int, epsilon: float, delta: float, noise: str
+) -> tuple[Any, float | int]:
+    """``(scale, threshold)`` of M-LAP: noise ``k/eps``, one-sided keys have value exactly 1."""
+    scale = laplace_scale_exact(k, epsilon)
+    if noise == "discrete_laplace":
+        return scale, 1 + geometric_union_tail(scale, delta, k)
+    return scale, 1.0 + laplace_union_tail(scale, delta, k)
+
+
+def merged_laplace(
+    sketch: MisraGries | PAMGSketch,
+    epsilon: float,
+    delta: float,
+    stream: NoiseStream,
+    *,
+    noise: str = "discrete_laplace",
+    mechanism: str = "M-LAP",
+) -> HeavyHitterRelease:
+    """M-LAP: Laplace noise scaled to the ``k``-bounded sensitivity of a merged sketch (docs/algorithms.md#mg-merged).
+
+    Every positive key gets ``c_x + Z_x`` with scale ``k/eps`` and is kept iff the value is
+    ``>= 1 + (k/eps) ln(k/(2 delta))`` (Laplace; derived in docs/algorithms.md#mg-merged, the paper gives no
+    constant) or ``>= 1 + t`` with ``k * P[Geo2(exp(-eps/k)) >= t] <= delta`` (discrete, the
+    default). Valid because after any fixed merge tree neighbouring sketches differ by exactly
+    1 on at most ``k`` keys, all in one direction ([LT23, Section 7, Lemma 1 and Corollary 2]; PAMG: [LT23, Section 8, Lemma 9 and Corollary 10]), so a
+    key present on one side only has value 1.
+
+    Guarantee: ``(epsilon, delta)``-DP; neighbouring: add/remove one element (one user's set for
+    a :class:`~.user.PAMGSketch`), with assumption A-PART (docs/algorithms.md#mg-a-part) for merged inputs
+    (docs/algorithms.md#mg-partition). Also the thresholded baseline of Chan et al. on an unmerged sketch ([LT23, Section 4])
+    and the corrected Boehler-Kerschbaum baseline ([LT23, Section 4]). Error ``O(n/k + k log(k/delta)/eps)``.
+
+    Parameters
+    ----------
+    sketch
+        A ``MisraGries`` (merged or not) or a ``PAMGSketch``.
+    epsilon, delta
+        ``epsilon > 0``, ``0 < delta < 1``.
+    stream
+        The release's noise stream.
+    noise
+        ``"discrete_laplace"`` (default, exact integers) or ``"laplace"`` (lattice Laplace).
+    mechanism
+        Name recorded in the release.
+    """
+    k, values, relation, unit, details = merged_input(sketch)
+    eps = check_eps(epsilon)
+    dl = check_approx_delta(delta)
+    check_noise_kind(noise)
+    check_stream(stream)
+    scale, tau = merged_laplace_parameters(k, eps, dl, noise)
+    keys = list(values)
+    z = draw(stream, noise, scale, k)[: len(keys)]
+    ys = noisy_sums(noise, [values[x] for x in keys], z)
+    details.update(epsilon_effective=float(k / scale))
+    return make_release(
+        [(x, y) for x, y in zip(keys, ys, strict=True) if y >= tau],
+        mechanism=mechanism,
+        epsilon=eps,
+        delta=dl,
+        threshold=tau,
+        noise=NoiseSpec(noise, float(scale)),
+        k=k,
+        neighbouring=relation,
+        privacy_unit=unit,
+        details=details,
+    )
+
+
+def merged_pure(
+    sketch: MisraGries | PAMGSketch,
+    universe: Universe | Iterable[Any],
+    epsilon: float,
+    stream: NoiseStream,
+    *,
+    method: str = "auto",
+    mechanism: str = "M-PURE",
+) -> HeavyHitterRelease:
+    """M-PURE: pure DP top-k of a merged sketch with noise ``k/eps`` on all of ``U`` (docs/algorithms.md#mg-merged).
+
+    Exact discrete Laplace of scale ``k/eps`` on the counter of **every** key of the declared
+    universe (0 if not stored), then the ``k`` largest; large universes use the exact cutoff
+    sampler (see :func:`~.single.pure_pp`). L1 sensitivity ``k`` after any fixed
+    merge tree ([LT23, Section 8, Corollary 10]). On an unmerged sketch this is the pure mechanism of Chan et
+    al. ([LT23, Section 4]). Error ``O(n/k + k log(u)/eps)``.
+
+    Guarantee: pure ``epsilon``-DP; neighbouring as in :func:`merged_laplace`.
+    """
+    k, values, relation, unit, details = merged_input(sketch)
+    if not isinstance(universe, Universe):
+        universe = Universe.from_keys(universe)
+    eps = check_eps(epsilon)
+    check_stream(stream)
+    validate_in_universe(values, universe)
+    scale = laplace_scale_exact(k, eps)
+    top, info = pure_top_k(values, universe, k, scale, stream, capacity=k, method=method)
+    details.update(info)
+    details.update(epsilon_effective=float(k / scale))
+    return make_release(
+        top,
+        mechanism=mechanism,
+        epsilon=eps,
+        delta=0.0,
+        threshold=info.get("cutoff"),
+        noise=NoiseSpec("discrete_laplace", float(scale)),
+        k=k,
+        neighbouring=relation,
+        privacy_unit=unit,
+        details=details,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# GSHM (Theorem 5) calibration
+# --------------------------------------------------------------------------------------------
+
+_TARGET_MARGIN = 1e-9  # calibrate against delta * (1 - margin)
+_SIGMA_SLACK = 1e-11  # the exact sampler may round sigma**2 up by < 2**-40 relative
+
+
+@dataclass(frozen=True)
+class GSHMParameters:
+    """Parameters of the Gaussian sparse histogram mechanism ([LT23, Section 8, Theorem 5 and Lemma 6]).
+
+    GSHM adds ``N(0, sigma^2)`` to every positive count and keeps values ``>= 1 + tau``
+    (docs/algorithms.md#mg-e18: the API takes the paper's ``tau``; the absolute cut is :attr:`threshold`).
+    ``delta_exact = delta_GSHM(l, sigma, tau, eps) <= delta`` is re-evaluated on the exact
+    ``(sigma, tau)`` used (and on ``sigma * (1 + 1e-11)``, covering the sampler's rounding).
+    """
+
+    l: int  # noqa: E741
+    epsilon: float
+    delta: float
+    sigma: float
+    tau: float
+    delta_exact: float
+    beta: float | None = None
+
+    @property
+    def threshold(self) -> float:
+        """The absolute cut ``1 + tau``."""
+        return 1.0 + self.tau
+
+    def error_bound(self, beta: float = 0.05) -> float:
+        """Theorem 12 / docs/algorithms.md#mg-oracles oracle: w.p. ``>= 1 - beta`` the privacy error is below this.
+
+        ``1 + tau + sigma * Phi^-1(1 - beta/(2l))``: for merged / PAMG sketches
+        ``|f~(x) - f(x)| < N/(k+1) + error_bound(beta)`` for all ``x`` ([LT23, Theorem 12]).
+        """
+        b = check_beta(beta)
+        return 1.0 + self.tau + self.sigma * -NormalDist().inv_cdf(b / (2 * self.l))
+
+
+def _tau_for(l: int, sigma: float, eps: float, delta: float) -> float:  # noqa: E741
+    """Smallest ``tau`` meeting ``delta`` at ``sigma`` and at ``sigma (1 + 1e-11)``."""
+    target = delta * (1.0 - _TARGET_MARGIN)
+    hi = sigma * (1.0 + _SIGMA_SLACK)
+    tau = max(gshm_threshold(l, sigma, eps, target), gshm_threshold(l, hi, eps, target))
+    while max(gshm_delta(l, sigma, tau, eps), gshm_delta(l, hi, tau, eps)) > target:
+        tau *= 1.0 + 1e-9  # pragma: no cover - delta_GSHM decreases in tau
+    return tau
+
+
+def _finish(l: int, eps: float, delta: float, sigma: float, tau: float, beta) -> GSHMParameters:  # noqa: E741
+    exact = max(gshm_delta(l, sigma, tau, eps), gshm_delta(l, sigma * (1 + _SIGMA_SLACK), tau, eps))
+    if exact > delta:  # pragma: no cover - guarded by _tau_for
+        raise RuntimeError(f"GSHM calibration failed: delta_GSHM={exact} > delta={delta}")
+    return GSHMParameters(l, eps, delta, sigma, tau, exact, beta)
+
+
+@functools.lru_cache(maxsize=512)
+def _gshm_for_sigma(l: int, eps: float, delta: float, sigma: float) -> GSHMParameters:  # noqa: E741
+    sigma_min = analytic_gaussian_sigma(math.sqrt(l), eps, delta * (1.0 - _TARGET_MARGIN))
+    if sigma <= sigma_min:
+        raise ValueError(
+            f"sigma={sigma!r} is too small for (epsilon={eps!r}, delta={delta!r}) with l={l}: "
+            f"the Gaussian part alone needs sigma > {sigma_min:.6g}"
+        )
+    return _finish(l, eps, delta, sigma, _tau_for(l, sigma, eps, delta), None)
+
+
+@functools.lru_cache(maxsize=512)
+def _calibrate(l: int, eps: float, delta: float, beta: float) -> GSHMParameters:  # noqa: E741
+    target = delta * (1.0 - _TARGET_MARGIN)
+    sigma_min = analytic_gaussian_sigma(math.sqrt(l), eps, target)
+    z = -NormalDist().inv_cdf(beta / (2 * l))
+    memo: dict[float, float] = {}
+
+    def proxy(sigma: float) -> float:
+        if sigma not in memo:
+            try:
+                memo[sigma] = 1.0 + gshm_threshold(l, sigma, eps, target) + sigma * z
+            except ValueError:
+                memo[sigma] = math.inf
+        return memo[sigma]
+
+    ratios = [1.0 + 1e-4 * (3.0 / 1e-4) ** (i / 12) for i in range(13)]  # 1+1e-4 .. 4, geometric
+    grid = [sigma_min * r for r in ratios]
+    scores = [proxy(s) for s in grid]
+    i = min(range(len(grid)), key=scores.__getitem__)
+    lo = grid[i - 1] if i > 0 else sigma_min * (1.0 + 1e-7)
+    hi = grid[i + 1] if i + 1 < len(grid) else grid[i]
+    # Golden-section search on log(sigma) inside the bracket around the best grid point.
+    g = (math.sqrt(5.0) - 1.0) / 2.0
+    a, b = math.log(lo), math.log(hi)
+    c, d = b - g * (b - a), a + g * (b - a)
+    for _ in range(14):
+        if proxy(math.exp(c)) <= proxy(math.exp(d)):
+            b, d = d, c
+            c = b - g * (b - a)
+        else:
+            a, c = c, d
+            d = a + g * (b - a)
+    sigma = min(memo, key=memo.__getitem__)
+    return _finish(l, eps, delta, sigma, _tau_for(l, sigma, eps, delta), beta)
+
+
+def calibrate_gshm(l: int, epsilon: float, delta: float, *, beta: float = 0.05) -> GSHMParameters:  # noqa: E741
+    """Exact GSHM calibration for ``l`` differing counts ([LT23, Section 8, Theorem 5 and Lemma 6]).
+
+    ``sigma_min`` solves ``Psi(eps, sqrt(l)/sigma) = delta``; over ``sigma`` from ``sigma_min``
+    to ``4 sigma_min`` (13-point geometric grid, then golden-section refinement) the smallest
+    ``tau`` with ``delta_GSHM(l, sigma, tau, eps) <= delta`` is found by bisection
+    (:func:`beam_dpsketch.sketches.misra_gries.calibration.gshm_threshold`) and the ``sigma`` minimising the
+    error proxy ``1 + tau + sigma Phi^-1(1 - beta/(2l))`` is kept. The exact condition is
+    re-evaluated on the returned pair (docs/algorithms.md#mg-e10). Results are cached by
+    ``(l, epsilon, delta, beta)``; cost is ``O(l)`` per evaluation times a few hundred
+    evaluations (about 0.5 s for ``l = 100``, several seconds for ``l = 1000``).
+
+    The closed-form Lemma 6 parameters are deliberately not used (docs/algorithms.md#mg-e10: they need
+    ``eps < 1`` and are always looser; see
+    :func:`beam_dpsketch.sketches.misra_gries.calibration.gshm_closed_form_parameters`).
+
+    Parameters
+    ----------
+    l
+        Number of counts neighbours may differ in: ``k`` for merged and PAMG sketches (never
+        ``m``, docs/algorithms.md#misra-gries), ``1`` / ``m`` only for exact histograms.
+    epsilon, delta
+        Target ``(epsilon, delta)``; ``0 < delta < 1``.
+    beta
+        Failure probability of the utility proxy, in ``(0, 1)``.
+    """
+    ll = check_positive_int(l, "l")
+    return _calibrate(ll, check_eps(epsilon), check_approx_delta(delta), check_beta(beta))
+
+
+def gshm_parameters(l: int, epsilon: float, delta: float, sigma: float) -> GSHMParameters:  # noqa: E741
+    """GSHM parameters for a caller-chosen ``sigma``: the smallest valid ``tau`` ([LT23, Section 8, Theorem 5 and Lemma 6]).
+
+    Raises ``ValueError`` if ``sigma`` is too small for the Gaussian part alone.
+    """
+    ll = check_positive_int(l, "l")
+    if isinstance(sigma, bool) or not isinstance(sigma, int | float) or not sigma > 0:
+        raise ValueError(f"sigma must be a positive number, got {sigma!r}")
+    if not math.isfinite(sigma):
+        raise ValueError(f"sigma must be finite, got {sigma!r}")
+    return _gshm_for_sigma(ll, check_eps(epsilon), check_approx_delta(delta), float(sigma))
+
+
+def gshm_release(
+    values: Mapping[Any, int],
+    params: GSHMParameters,
+    stream: NoiseStream,
+    draws: int,
+) -> list[tuple[Any, float]]:
+    """``c_x + N(0, sigma^2)`` on every positive key, kept iff ``>= 1 + tau`` ([LT23, Section 8, Theorem 5 and Lemma 6])."""
+    keys = list(values)
+    z = gaussian(stream, params.sigma, max(draws, len(keys)))[: len(keys)]
+    ys = noisy_sums("gaussian", [values[x] for x in keys], z)
+    return [(x, y) for x, y in zip(keys, ys, strict=True) if y >= params.threshold]
+
+
+def merged_gshm(
+    sketch: MisraGries | PAMGSketch,
+    epsilon: float,
+    delta: float,
+    stream: NoiseStream,
+    *,
+    beta: float = 0.05,
+    sigma: float | None = None,
+    mechanism: str = "M-GSHM",
+) -> HeavyHitterRelease:
+    """M-GSHM: the Gaussian sparse histogram mechanism on a merged (or PAMG) sketch, ``l = k``.
+
+    Every positive key gets ``c_x + N(0, sigma^2)`` and is kept iff the value is
+    ``>= 1 + tau``; ``(sigma, tau)`` satisfy the **exact** condition
+    ``delta_GSHM(k, sigma, tau, eps) <= delta`` of Theorem 5 (after Wilkins, Kifer, Zhang and
+    Karrer), calibrated by :func:`calibrate_gshm` (or :func:`gshm_parameters` when ``sigma`` is
+    given). Precondition ([LT23, Section 7, Lemma 1 and Corollary 2; Section 8, Lemma 9 and Corollary 10]): neighbouring sketches differ by
+    exactly 1 on at most ``k`` counts, all in one direction, after any fixed merge tree.
+    Noise: :func:`beam_dpsketch.noise.gaussian`, the exact discrete Gaussian on a lattice of
+    step ``<= sigma 2**-20`` (docs/algorithms.md#noise-sampling; its distance to ``N(0, sigma^2)`` is
+    negligible, and ``delta_GSHM`` is the continuous formula).
+
+    Guarantee: ``(epsilon, delta)``-DP; neighbouring: add/remove one element (one user's set of
+    at most ``m`` distinct elements for a PAMG sketch), with A-PART (docs/algorithms.md#mg-a-part) for merged
+    inputs. Error (Theorem 12): ``|f~(x) - f(x)| < N/(k+1) + 1 + tau + sigma Phi^-1(1 -
+    beta/(2k))`` w.p. ``1 - beta`` (``details["error_bound"]``; docs/algorithms.md#mg-e11: ``beta``, not
+    ``2 delta``).
+
+    Parameters
+    ----------
+    sketch
+        ``MisraGries`` (merged or not) or ``PAMGSketch``.
+    epsilon, delta
+        ``epsilon > 0``, ``0 < delta < 1``.
+    stream
+        The release's noise stream.
+    beta
+        Utility failure probability used by the calibration's error proxy.
+    sigma
+        Optional fixed noise standard deviation (``tau`` is then calibrated for it).
+    mechanism
+        Name recorded in the release.
+    """
+    k, values, relation, unit, details = merged_input(sketch)
+    eps = check_eps(epsilon)
+    dl = check_approx_delta(delta)
+    b = check_beta(beta)
+    check_stream(stream)
+    if sigma is None:
+        params = calibrate_gshm(k, eps, dl, beta=b)
+    else:
+        params = gshm_parameters(k, eps, dl, sigma)
+    pairs = gshm_release(values, params, stream, k)
+    details.update(
+        l=k,
+        sigma=params.sigma,
+        tau=params.tau,
+        delta_exact=params.delta_exact,
+        error_bound=params.error_bound(b),
+    )
+    return make_release(
+        pairs,
+        mechanism=mechanism,
+        epsilon=eps,
+        delta=dl,
+        threshold=params.threshold,
+        noise=NoiseSpec("gaussian", params.sigma),
+        k=k,
+        neighbouring=relation,
+        privacy_unit=unit,
+        details=details,
+    )
+
+
+def pamg_gshm(
+    sketch: PAMGSketch,
+    epsilon: float,
+    delta: float,
+    stream: NoiseStream,
+    *,
+    beta: float = 0.05,
+    sigma: float | None = None,
+) -> HeavyHitterRelease:
+    """User-level release of a PAMG sketch (merged or not) with GSHM at ``l = k`` (Theorem 12).
+
+    Guarantee: ``(epsilon, delta)``-DP when neighbouring streams differ by one user's set of at
+    most ``m`` distinct elements, whatever ``m`` is ([LT23, Section 8, Lemma 9 and Corollary 10; Theorem 12]); shards
+    must partition users (each user in exactly one shard, fixed merge order, docs/algorithms.md#mg-partition). The
+    noise does not depend on ``m``: ``O(sqrt(k log(1/delta) log(k/delta))/eps)``. ``l = k``
+    always, never ``m`` (docs/algorithms.md#misra-gries). See :func:`merged_gshm` for the mechanism.
+    """
+    if not isinstance(sketch, PAMGSketch):
+        raise TypeError(f"pamg_gshm needs a PAMGSketch, got {type(sketch).__name__}")
+    return merged_gshm(
+        sketch, epsilon, delta, stream, beta=beta, sigma=sigma, mechanism="PAMG-GSHM"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Which design for a trusted aggregator ([LT23, Section 7] and docs/algorithms.md#mg-merged)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MergedRecommendation:
+    """Result of :func:`recommend_merged_mechanism`.
+
+    Attributes
+    ----------
+    design
+        ``"design_b"``, ``"merged_gshm"`` or ``"merged_laplace"``.
+    release
+        Name of the function that releases it (``approx_pp``, ``merged_gshm``,
+        ``merged_laplace``).
+    error_bounds
+        Per design, the bound that holds w.p. ``1 - beta`` on ``max_x |f~(x) - f(x)|`` minus the
+        common Misra-Gries term ``N/(k+1)`` (docs/algorithms.md#mg-oracles oracles).
+    memory_keys
+        Per design, the most keys the aggregator holds.
+    feasible
+        Per design, whether its memory fits ``max_aggregator_keys``.
+    """
+
+    design: str
+    release: str
+    error_bounds: Mapping[str, float]
+    memory_keys: Mapping[str, int]
+    feasible: Mapping[str, bool]
+
+
+_RELEASES = {
+    "design_b": "approx_pp",
+    "merged_gshm": "merged_gshm",
+    "merged_laplace": "merged_laplace",
+}
+
+
+def recommend_merged_mechanism(
+    k: int,
+    shards: int,
+    epsilon: float,
+    delta: float,
+    *,
+    beta: float = 0.05,
+    max_aggregator_keys: int | None = None,
+) -> MergedRecommendation:
+    """Choose the trusted-aggregator design with the smaller error for a declared shard count.
+
+    The rule ([LT23, Section 7], docs/algorithms.md#mg-merged, oracles of docs/algorithms.md#mg-oracles), for ``(epsilon, delta)``
+    releases of element-level data: compute, for each design, the bound that holds with
+    probability ``1 - beta`` on the maximum error beyond the Misra-Gries term ``N/(k+1)``
+    (identical for all three, so it cancels):
+
+    * ``design_b`` (per-shard Algorithm 3 + exact sum + :func:`approx_pp`):
+      ``tau_pp + (2/eps) ln(shards * k / beta)``; noise does not grow with ``k``, but the
+      aggregator holds up to ``shards * k`` keys and the union bound grows like ``ln(shards)``;
+    * ``merged_gshm`` (``MERGE_k`` + :func:`merged_gshm`): ``1 + tau + sigma Phi^-1(1 -
+      beta/(2k))`` with exact calibration at ``l = k``; memory ``k``;
+    * ``merged_laplace`` (``MERGE_k`` + :func:`merged_laplace`): ``tau_M + (k/eps) ln(k/beta)``;
+      memory ``k``.
+
+    The design with the smallest bound among those whose memory fits ``max_aggregator_keys``
+    wins (ties: the order above). Design B is infeasible when ``shards * k`` exceeds the memory
+    cap; otherwise it wins except for very small ``k``: at ``eps = 1``, ``delta = 1e-6``,
+    ``beta = 0.05``, ``k = 2`` favours ``merged_laplace`` for any shard count and ``k = 3``
+    favours ``merged_gshm`` from a few thousand shards on. The choice depends only on
+    declared configuration, never on how many merges a runner performed (docs/algorithms.md#mg-merged). Untrusted
+    aggregators ([LT23, Section 7]) and user-level data (use PAMG + :func:`pamg_gshm`) are out of scope.
+
+    Parameters
+    ----------
+    k
+        Sketch size.
+    shards
+        Declared number of shards (shard sketches the aggregator combines), ``>= 1``.
+    epsilon, delta
+        The release budget.
+    beta
+        Failure probability of the compared bounds.
+    max_aggregator_keys
+        Memory cap in keys for the aggregator, or ``None`` for no cap.
+    """
+    kk = check_positive_int(k, "k")
+    s = check_positive_int(shards, "shards")
+    eps = check_eps(epsilon)
+    dl = check_approx_delta(delta)
+    b = check_beta(beta)
+    cap = (
+        None
+        if max_aggregator_keys is None
+        else check_positive_int(max_aggregator_keys, "max_aggregator_keys")
+    )
+
+    pp_scale = laplace_scale_exact(2 * (kk + 1), eps)
+    tau_pp = (kk + geometric_union_tail(pp_scale, dl, kk)) / (kk + 1)
+    bound_b = tau_pp + (2.0 / eps) * math.log(s * kk / b)
+    gshm = calibrate_gshm(kk, eps, dl, beta=b)
+    _, tau_m = merged_laplace_parameters(kk, eps, dl, "discrete_laplace")
+    bound_lap = tau_m + (kk / eps) * math.log(kk / b)
+    bounds = {"design_b": bound_b, "merged_gshm": gshm.error_bound(b), "merged_laplace": bound_lap}
+    memory = {"design_b": s * kk, "merged_gshm": kk, "merged_laplace": kk}
+    feasible = {d: cap is None or memory[d] <= cap for d in bounds}
+    candidates = [d for d in bounds if feasible[d]]
+    if not candidates:
+        raise ValueError(f"max_aggregator_keys={cap} is below k={kk}: no design fits")
+    best = min(candidates, key=lambda d: bounds[d])
+    return MergedRecommendation(best, _RELEASES[best], bounds, memory, feasible)

@@ -1,0 +1,597 @@
+"""Single-stream DP Misra-Gries releases and Design B (per-shard post-processing, exact sum).
+
+PMG (Algorithm 2, [LT23, Algorithm 2]), PMG on standard MG ([LT23, Section 5.1]), the discrete variant ([LT23, Section 5.2]),
+Algorithm 3 post-processing ([LT23, Algorithm 3]) as the mergeable :class:`PostProcessedSum` (Design B, docs/algorithms.md#mg-merged),
+and its pure ([LT23, Section 6]) and approximate (docs/algorithms.md#mg-pp-approx) releases. Re-exported by
+:mod:`beam_dpsketch.sketches.misra_gries.private`; see its docstring for the overview.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from fractions import Fraction
+from typing import Any, Self
+
+import numpy as np
+
+from beam_dpsketch import serialization
+from beam_dpsketch.hashing import decode_key, encode_key
+from beam_dpsketch.noise import NoiseStream, discrete_laplace
+from beam_dpsketch.sketches.misra_gries.calibration import pmg_geometric_threshold_paper
+from beam_dpsketch.sketches.misra_gries.core import (
+    NEIGHBOURING_ELEMENT,
+    NEIGHBOURING_SHARDED,
+    HeavyHitterRelease,
+    NoiseSpec,
+    Universe,
+    check_approx_delta,
+    check_eps,
+    check_noise_kind,
+    check_positive_int,
+    check_stream,
+    draw,
+    geometric_union_tail,
+    laplace_scale_exact,
+    laplace_union_tail,
+    make_release,
+    noisy_sums,
+    pure_top_k,
+    validate_in_universe,
+)
+from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
+
+__all__ = [
+    "PostProcessedSum",
+    "approx_pp",
+    "pmg",
+    "pmg_standard",
+    "postprocess",
+    "pure_pp",
+]
+
+
+def require_single_stream(sketch: Any, what: str) -> MisraGries:
+    """Accept only a :class:`MisraGries` built from one sequential stream (docs/algorithms.md#mg-merged and docs/algorithms.md#misra-gries)."""
+    if not isinstance(sketch, MisraGries):
+        raise TypeError(
+            f"{what} needs a single-stream MisraGries sketch (Algorithm 1), got "
+            f"{type(sketch).__name__}"
+        )
+    if sketch.merged:
+        raise TypeError(
+            f"{what} cannot be applied to a merged sketch (provenance merged=True): the PMG "
+            "structure and Algorithm 3's n and d do not survive MERGE_k "
+            "([LT23, Section 7, Lemma 1 and Corollary 2], docs/algorithms.md#mg-merged). Use merged_gshm / merged_laplace / merged_pure, or "
+            "Design B (PostProcessedSum per shard)."
+        )
+    return sketch
+
+
+# --------------------------------------------------------------------------------------------
+# PMG (Algorithm 2) and its variants
+# --------------------------------------------------------------------------------------------
+
+
+def pmg_parameters(
+    epsilon: float, delta: float, *, noise: str, threshold_form: str, draws: int
+) -> tuple[Fraction, float | int, str]:
+    """``(scale, threshold, mechanism name)`` of a PMG-type release with ``draws`` tail draws.
+
+    ``draws`` is 6 for the variant sketch (Lemma 5: 4 per-key + 2 shared) and ``2(k+1)`` for
+    standard MG ([LT23, Section 5.1; Section 5.2]). Threshold ``1 + 2t`` where ``t`` bounds each draw's tail by
+    ``delta / draws``.
+    """
+    check_noise_kind(noise)
+    if threshold_form not in ("spec", "paper"):
+        raise ValueError(f"threshold_form must be 'spec' or 'paper', got {threshold_form!r}")
+    scale = laplace_scale_exact(1, epsilon)
+    if noise == "discrete_laplace":
+        if threshold_form == "paper":
+            if draws != 6:
+                raise ValueError(
+                    "threshold_form='paper' exists only for the variant sketch ([LT23, Section 5.2])"
+                )
+            tau_p = pmg_geometric_threshold_paper(float(1 / scale), delta)
+            return scale, math.ceil(tau_p * (1.0 + 1e-12)), "PMG-geo"
+        return scale, 1 + 2 * geometric_union_tail(scale, delta, draws), "PMG-geo"
+    if threshold_form != "spec":
+        raise ValueError("threshold_form='paper' applies to noise='discrete_laplace' only")
+    return scale, 1.0 + 2.0 * laplace_union_tail(scale, delta, draws), "PMG"
+
+
+def pmg_noisy(
+    slots: list[tuple[Any, int]],
+    k: int,
+    noise: str,
+    scale: Fraction,
+    threshold: float | int,
+    stream: NoiseStream,
+    *,
+    per_key_eta: bool = False,
+) -> list[tuple[Any, int | float]]:
+    """The core of Algorithm 2: ``y_x = c_x + eta + Z_x``, keep ``y_x >= threshold``.
+
+    Exactly one shared ``eta`` per release and one fresh draw per slot; ``k + 1`` draws are
+    made whatever the number of slots (data-independent noise consumption). Slots whose key is
+    ``None`` (dummies) get noise and are never output. ``per_key_eta=True`` draws ``eta`` per
+    key: it exists only so tests can show that this mutation breaks privacy (docs/algorithms.md#mg-oracles).
+    """
+    z = draw(stream, noise, scale, k + 1)
+    eta = z[:1]
+    per_key = z[1 : 1 + len(slots)]
+    if per_key_eta:
+        etas = draw(stream, noise, scale, k)[: len(slots)]
+    else:
+        etas = np.repeat(eta, len(slots))
+    values = noisy_sums(noise, [c for _, c in slots], etas, per_key)
+    return [
+        (key, y)
+        for (key, _), y in zip(slots, values, strict=True)
+        if key is not None and y >= threshold
+    ]
+
+
+def pmg(
+    sketch: MisraGries,
+    epsilon: float,
+    delta: float,
+    stream: NoiseStream,
+    *,
+    noise: str = "discrete_laplace",
+    threshold_form: str = "spec",
+) -> HeavyHitterRelease:
+    """Private Misra-Gries (PMG, Algorithm 2 of Lebeda and Tetek): the default single-stream release.
+
+    Every one of the ``k`` slots of the Algorithm-1 variant sketch (zero-count keys and dummies
+    included) gets ``c_x + eta + Z_x``, with **one** shared draw ``eta`` per release and a fresh
+    ``Z_x`` per slot, both with scale ``1/eps``; keys (never dummies) whose value is
+    ``>= threshold`` are released, sorted by canonical key order.
+
+    Guarantee: ``(epsilon, delta)``-DP, neighbouring streams differ by adding/removing one
+    element ([LT23, Definition 1]), for every ``epsilon > 0`` and ``0 < delta < 1`` (Lemma 6). Paper:
+    Lebeda and Tetek (PODS 2023 / TODS 2025), Algorithm 2, Lemmas 3-6, Theorem 8; [LT23, Algorithm 2; Section 5.2; Lemma 7 and Theorem 8].
+
+    * ``noise="discrete_laplace"`` (default, **PMG-geo**, [LT23, Section 5.2] and docs/algorithms.md#noise-sampling): exact
+      ``Geo2(exp(-eps'))`` draws, integer outputs, threshold
+      ``tau_geo = 1 + 2 t*`` with ``t* = ceil(ln(6 e^eps / ((1 + e^eps) delta)) / eps)``
+      (docs/algorithms.md#mg-e5: the paper's expression is lost; this is the library's derived, conservative
+      form). ``threshold_form="paper"`` uses the probable paper form
+      ``ceil(1 + 2 ln(6 e^eps / ((1 + e^eps) delta)) / eps)`` ((third-party code), at most one count
+      lower, also valid).
+    * ``noise="laplace"`` (**PMG**): Laplace noise on a fine lattice and threshold
+      ``1 + 2 ln(3/delta)/eps`` (authors' code, commit b025ca3), raised by ``~2**-20/eps`` for
+      the lattice tail (module :mod:`.core`).
+
+    Utility (Theorem 8): w.p. ``>= 1 - beta`` every key satisfies
+    ``f(x) - n/(k+1) - tau - B < f~(x) <= f(x) + B`` with ``B = 2 ln((k+1)/beta)/eps``.
+
+    Parameters
+    ----------
+    sketch
+        A :class:`~beam_dpsketch.sketches.misra_gries.sketch.MisraGries` built from **one** sequential
+        stream. A merged sketch (``merged=True``) raises ``TypeError`` ([LT23, Section 7] and docs/algorithms.md#misra-gries): its
+        neighbours need not differ in PMG's "one counter or all counters" way ([LT23, Section 7, Lemma 1 and Corollary 2]).
+    epsilon
+        ``> 0``; rounded down to a multiple of ``1e-6`` for the exact samplers.
+    delta
+        In ``(0, 1)`` (docs/algorithms.md#mg-e9: ``delta >= 1`` is meaningless).
+    stream
+        The release's :class:`~beam_dpsketch.noise.NoiseStream`; use one stream (one release id)
+        per release.
+    noise
+        ``"discrete_laplace"`` or ``"laplace"``.
+    threshold_form
+        ``"spec"`` (default: the derived threshold of docs/algorithms.md#mg-e5) or ``"paper"``
+        (the probable printed form; discrete noise only).
+    """
+    require_single_stream(sketch, "pmg")
+    eps = check_eps(epsilon)
+    dl = check_approx_delta(delta)
+    check_stream(stream)
+    scale, tau, name = pmg_parameters(eps, dl, noise=noise, threshold_form=threshold_form, draws=6)
+    pairs = pmg_noisy(sketch.slots(), sketch.k, noise, scale, tau, stream)
+    return make_release(
+        pairs,
+        mechanism=name,
+        epsilon=eps,
+        delta=dl,
+        threshold=tau,
+        noise=NoiseSpec(noise, float(scale), float(scale)),
+        k=sketch.k,
+        details={"epsilon_effective": float(1 / scale), "threshold_form": threshold_form},
+    )
+
+
+def pmg_standard(
+    sketch: MisraGries,
+    epsilon: float,
+    delta: float,
+    stream: NoiseStream,
+    *,
+    noise: str = "discrete_laplace",
+) -> HeavyHitterRelease:
+    """PMG on **standard** Misra-Gries (zero-count keys deleted): Section 5.1 of the paper.
+
+    Noise as in :func:`pmg` (one shared draw plus one per key, scale ``1/eps``) but only on the
+    stored **positive** keys, with a larger threshold because neighbouring standard sketches
+    can differ in up to ``k`` keys ([LT23, Section 5, Lemma 2], [LT23, Section 5.1]):
+
+    * Laplace: ``tau_std = 1 + 2 ln((k+1)/delta)/eps`` (docs/algorithms.md#mg-e4: kept over the derived
+      ``(k+2)/(2 delta)`` form, which it dominates);
+    * discrete (default): ``1 + 2 t*`` with ``t*`` for ``2(k+1)`` draws ([LT23, Section 5.2], "For
+      standard MG, replace the 6 by 2(k+1)").
+
+    Guarantee: ``(epsilon, delta)``-DP under add/remove of one element ([LT23, Definition 1]), for a
+    single-stream sketch (merged sketches raise ``TypeError``). Parameters as in :func:`pmg`.
+    """
+    require_single_stream(sketch, "pmg_standard")
+    eps = check_eps(epsilon)
+    dl = check_approx_delta(delta)
+    check_stream(stream)
+    k = sketch.k
+    scale, tau, name = pmg_parameters(
+        eps, dl, noise=noise, threshold_form="spec", draws=2 * (k + 1)
+    )
+    slots = list(sketch.to_dict().items())
+    pairs = pmg_noisy(slots, k, noise, scale, tau, stream)
+    return make_release(
+        pairs,
+        mechanism=name + "-std",
+        epsilon=eps,
+        delta=dl,
+        threshold=tau,
+        noise=NoiseSpec(noise, float(scale), float(scale)),
+        k=k,
+        details={"epsilon_effective": float(1 / scale)},
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Algorithm 3 and Design B
+# --------------------------------------------------------------------------------------------
+
+
+class PostProcessedSum:
+    """Algorithm 3 post-processed sketches, summed exactly over shards (Design B, docs/algorithms.md#mg-merged).
+
+    Holds integers ``V_x = (k+1) * cbar_x``: for one shard, Algorithm 3 ([LT23, Algorithm 3], integer form)
+    gives ``V_x = (k+1)(c_x + d) - n`` for the keys with ``V_x > 0`` (dummies never); for many
+    shards the ``V`` are added exactly (no truncation: docs/algorithms.md#mg-merged forbids ``MERGE_k`` here), so
+    the result does not depend on the merge order. Error (docs/algorithms.md#mg-merged): every key satisfies
+    ``f(x) - N/(k+1) <= V_x/(k+1) <= f(x)``. Sensitivity ([LT23, Section 6, Lemma 2]): when one shard's stream
+    loses one element, ``sum |V - V'| <= 2k - 1 < 2(k+1)`` and at most ``k`` keys (both sides
+    together) are present on one side only, each with ``V <= k``.
+
+    Memory is up to ``shards * k`` keys, so the number of shards must be declared:
+    ``max_shards``; folding in more shards raises ``ValueError`` (a data-independent check when
+    the shard count is fixed by the pipeline, docs/algorithms.md#mg-partition).
+
+    This object is **not** differentially private: release it with :func:`approx_pp` or
+    :func:`pure_pp`.
+
+    Parameters
+    ----------
+    k
+        Sketch size of every shard.
+    max_shards
+        Declared maximum number of shard sketches; memory ``<= max_shards * k`` keys.
+    """
+
+    KIND = "PostProcessedSum"
+    __slots__ = ("k", "max_shards", "shards", "_scaled")
+
+    def __init__(self, k: int, *, max_shards: int) -> None:
+        self.k = check_positive_int(k, "k")
+        self.max_shards = check_positive_int(max_shards, "max_shards")
+        self.shards = 0
+        self._scaled: dict[Any, int] = {}
+
+    @classmethod
+    def from_sketch(cls, sketch: MisraGries, *, max_shards: int = 1) -> PostProcessedSum:
+        """Algorithm 3 of one single-stream sketch (``merged=True`` raises ``TypeError``)."""
+        return cls(sketch.k, max_shards=max_shards).add_sketch(sketch)
+
+    def _check_room(self, more: int) -> None:
+        if self.shards + more > self.max_shards:
+            # How many non-empty shards there are depends on the data: only the bound is named.
+            raise ValueError(
+                f"max_shards={self.max_shards} exceeded: Design B keeps up to max_shards * k "
+                "keys, declare the shard count"
+            )
+
+    def add_sketch(self, sketch: MisraGries) -> Self:
+        """Post-process one shard's **final** sketch with its own ``n``, ``d`` and add it exactly.
+
+        The offset ``n/(k+1)`` is used exactly (docs/algorithms.md#mg-e7: flooring it breaks the sensitivity
+        bound), in the integer form ``(k+1)(c + d) - n``.
+        """
+        require_single_stream(sketch, "PostProcessedSum.add_sketch")
+        if sketch.k != self.k:
+            raise ValueError(f"sketch has k={sketch.k}, this sum has k={self.k}")
+        self._check_room(1)
+        k1, off = self.k + 1, sketch.n
+        for key, c in sketch.to_dict().items():
+            v = k1 * (c + sketch.d) - off
+            if v > 0:
+                self._scaled[key] = self._scaled.get(key, 0) + v
+        self.shards += 1
+        return self
+
+    def merge(self, other: PostProcessedSum) -> Self:
+        """Exact sum with another partial sum (associative and commutative)."""
+        if not isinstance(other, PostProcessedSum):
+            raise TypeError(f"cannot merge a PostProcessedSum with a {type(other).__name__}")
+        if other.k != self.k or other.max_shards != self.max_shards:
+            raise ValueError(
+                "cannot merge PostProcessedSum with different k or max_shards: "
+                f"({self.k}, {self.max_shards}) vs ({other.k}, {other.max_shards})"
+            )
+        self._check_room(other.shards)
+        for key, v in other._scaled.items():
+            self._scaled[key] = self._scaled.get(key, 0) + v
+        self.shards += other.shards
+        return self
+
+    @property
+    def capacity(self) -> int:
+        """Most keys this sum can ever hold: ``max_shards * k`` (public)."""
+        return self.max_shards * self.k
+
+    def scaled_counts(self) -> dict[Any, int]:
+        """``{key: (k+1) * cbar_x}`` (positive integers) in canonical key order. Not private."""
+        return {x: self._scaled[x] for x in sorted(self._scaled, key=encode_key)}
+
+    def estimates(self) -> dict[Any, Fraction]:
+        """``{key: cbar_x}`` as exact fractions in canonical key order. Not private."""
+        k1 = self.k + 1
+        return {x: Fraction(v, k1) for x, v in self.scaled_counts().items()}
+
+    def __len__(self) -> int:
+        return len(self._scaled)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PostProcessedSum):
+            return NotImplemented
+        return (self.k, self.max_shards, self.shards, self._scaled) == (
+            other.k,
+            other.max_shards,
+            other.shards,
+            other._scaled,
+        )
+
+    __hash__ = None  # mutable
+
+    def __repr__(self) -> str:
+        return (
+            f"PostProcessedSum(k={self.k}, shards={self.shards}, max_shards={self.max_shards}, "
+            f"keys={len(self._scaled)})"
+        )
+
+    def copy(self) -> PostProcessedSum:
+        """An independent copy."""
+        out = PostProcessedSum(self.k, max_shards=self.max_shards)
+        out.shards = self.shards
+        out._scaled = dict(self._scaled)
+        return out
+
+    def to_bytes(self) -> bytes:
+        """Versioned bytes (:mod:`beam_dpsketch.serialization`); values must fit in int64."""
+        items = list(self.scaled_counts().items())
+        if any(v >= 1 << 63 for _, v in items):
+            raise OverflowError("a scaled count does not fit in int64")
+        data, offsets = serialization.pack_bytes_list([encode_key(x) for x, _ in items])
+        arrays = {
+            "key_data": data,
+            "key_offsets": offsets,
+            "scaled": np.array([v for _, v in items], dtype=np.int64),
+        }
+        params = {"k": self.k, "max_shards": self.max_shards, "shards": self.shards}
+        return serialization.dumps(self.KIND, params, arrays)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> PostProcessedSum:
+        """Inverse of :meth:`to_bytes`; raises ``SketchFormatError`` on malformed bytes."""
+        err = serialization.SketchFormatError
+        _, params, arrays = serialization.loads(data, expected_kind=cls.KIND)
+        req = serialization.require
+        k, max_shards = req(params, "k", int), req(params, "max_shards", int)
+        shards = req(params, "shards", int)
+        encoded = serialization.unpack_bytes_list(
+            serialization.require_array(arrays, "key_data", "|u1"),
+            serialization.require_array(arrays, "key_offsets", "<i8"),
+        )
+        scaled = serialization.require_array(arrays, "scaled", "<i8", (len(encoded),))
+        if k < 1 or max_shards < 1 or not 0 <= shards <= max_shards:
+            raise err("impossible PostProcessedSum parameters")
+        if len(encoded) > shards * k or (len(scaled) and scaled.min() < 1):
+            raise err("malformed PostProcessedSum contents")
+        try:
+            keys = [decode_key(b) for b in encoded]
+        except (ValueError, TypeError, RecursionError) as exc:
+            # The decoder's message can quote the key's bytes: keep only its type.
+            raise err(f"malformed key encoding ({type(exc).__name__})") from None
+        out = cls(k, max_shards=max_shards)
+        out.shards = shards
+        out._scaled = dict(zip(keys, scaled.tolist(), strict=True))
+        if len(out._scaled) != len(keys):
+            raise err("duplicate keys in PostProcessedSum bytes")
+        return out
+
+    def __reduce__(self):
+        return (PostProcessedSum.from_bytes, (self.to_bytes(),))
+
+
+def postprocess(sketch: MisraGries) -> PostProcessedSum:
+    """Algorithm 3 (the post-processed sketch of Section 6) of one single-stream sketch.
+
+    Returns a one-shard :class:`PostProcessedSum` holding ``(k+1) * cbar_x`` with
+    ``cbar_x = c_x + d - n/(k+1)`` for the keys with ``cbar_x > 0`` ([LT23, Algorithm 3]; exact, docs/algorithms.md#mg-e7). Not private by itself. Merged sketches raise ``TypeError``: a merge has no single
+    ``(n, d)`` (docs/algorithms.md#mg-merged).
+    """
+    return PostProcessedSum.from_sketch(sketch)
+
+
+def as_postprocessed(source: Any) -> PostProcessedSum:
+    if isinstance(source, PostProcessedSum):
+        return source
+    if isinstance(source, MisraGries):
+        return postprocess(source)
+    raise TypeError(
+        f"expected a PostProcessedSum or a single-stream MisraGries, got {type(source).__name__}"
+    )
+
+
+def _pp_sensitivity(k: int, tight_sensitivity: bool) -> int:
+    """Integer-scale L1 sensitivity: ``2(k+1)`` (the paper's 2) or ``2k - 1`` (tight, docs/algorithms.md#mg-e3)."""
+    if not isinstance(tight_sensitivity, bool):
+        raise TypeError("tight_sensitivity must be a bool")
+    return 2 * k - 1 if tight_sensitivity else 2 * (k + 1)
+
+
+def _pp_meta(pp: PostProcessedSum) -> tuple[str, dict[str, Any]]:
+    """Relation and details of a release of ``pp``, from its declared ``max_shards`` only.
+
+    The number of shards actually folded in counts the non-empty segments, which depends on the
+    data (one element can be a segment's only element), so it is never part of a release.
+    """
+    relation = NEIGHBOURING_ELEMENT if pp.max_shards <= 1 else NEIGHBOURING_SHARDED
+    return relation, {"max_shards": pp.max_shards}
+
+
+def approx_pp(
+    source: PostProcessedSum | MisraGries,
+    epsilon: float,
+    delta: float,
+    stream: NoiseStream,
+    *,
+    tight_sensitivity: bool = False,
+) -> HeavyHitterRelease:
+    """APPROX_PP: ``(epsilon, delta)`` release of the post-processed sketch (docs/algorithms.md#mg-pp-approx and docs/algorithms.md#mg-merged).
+
+    On the integer scale ``V_x = (k+1) cbar_x`` every positive key gets exact discrete Laplace
+    noise of scale ``2(k+1)/eps`` (the paper's sensitivity 2; ``tight_sensitivity=True`` uses the
+    attained ``2k-1``, docs/algorithms.md#mg-e3) and is kept iff ``V_x + Z >= tau_int = k + t`` with ``t`` the
+    smallest integer such that ``k * P[Geo2 >= t] <= delta`` (docs/algorithms.md#mg-pp-approx: the
+    at most ``k`` one-sided keys have ``V <= k``). Released values are ``(V_x + Z)/(k+1)``.
+    Discrete noise is the only option: lattice noise added to multiples of ``1/(k+1)`` would
+    expose their residues.
+
+    Guarantee: ``(epsilon, delta)``-DP under add/remove of one element ([LT23, Definition 1]). For a
+    :class:`PostProcessedSum` of several shards (Design B), under assumption A-PART (docs/algorithms.md#mg-a-part:
+    one element changes one shard's stream). Paper: Section 6 (Algorithm 3, its Lemmas 1-2) and
+    the "(eps, delta)" remark; the threshold constant is derived in docs/algorithms.md#mg-pp-approx (not in the paper).
+
+    Parameters
+    ----------
+    source
+        A :class:`PostProcessedSum` (Design B) or a single-stream ``MisraGries`` (post-processed
+        here; merged sketches raise ``TypeError``).
+    epsilon, delta
+        ``epsilon > 0``, ``0 < delta < 1``.
+    stream
+        The release's noise stream.
+    tight_sensitivity
+        Use ``2k - 1`` instead of ``2(k+1)`` (opt-in, docs/algorithms.md#mg-e3).
+    """
+    pp = as_postprocessed(source)
+    eps = check_eps(epsilon)
+    dl = check_approx_delta(delta)
+    check_stream(stream)
+    k, k1 = pp.k, pp.k + 1
+    scale = laplace_scale_exact(_pp_sensitivity(k, tight_sensitivity), eps)
+    tau_int = k + geometric_union_tail(scale, dl, k)
+    values = pp.scaled_counts()
+    keys = list(values)
+    # Draw for shards * k keys (the most there can be) so the amount of noise drawn does not
+    # depend on the data; only the first len(keys) draws are used.
+    z = discrete_laplace(stream, scale, pp.shards * k)[: len(keys)].tolist()
+    pairs = []
+    for x, zi in zip(keys, z, strict=True):
+        y = values[x] + zi
+        if y >= tau_int:
+            pairs.append((x, y / k1))
+    relation, details = _pp_meta(pp)
+    details.update(
+        epsilon_effective=float(_pp_sensitivity(k, tight_sensitivity) / scale),
+        integer_scale=float(scale),
+        integer_threshold=tau_int,
+    )
+    return make_release(
+        pairs,
+        mechanism="APPROX_PP",
+        epsilon=eps,
+        delta=dl,
+        threshold=tau_int / k1,
+        noise=NoiseSpec("discrete_laplace", float(scale / k1)),
+        k=k,
+        neighbouring=relation,
+        details=details,
+    )
+
+
+def pure_pp(
+    source: PostProcessedSum | MisraGries,
+    universe: Universe | Iterable[Any],
+    epsilon: float,
+    stream: NoiseStream,
+    *,
+    tight_sensitivity: bool = False,
+    method: str = "auto",
+) -> HeavyHitterRelease:
+    """PURE_PP: pure ``epsilon``-DP top-k release of the post-processed sketch ([LT23, Section 6]).
+
+    Chan et al.'s mechanism on the low-sensitivity Algorithm-3 sketch: exact discrete Laplace of
+    scale ``2(k+1)/eps`` on the integer values ``V_x`` of **every** key of the declared universe
+    (0 for absent keys), then the ``k`` largest, reported as ``value / (k+1)``. For large
+    universes the exact cutoff sampler of [LT23, Section 6] draws the absent keys' noise without
+    materialising ``U`` (:func:`~.core.pure_top_k`; ``method="auto"`` enumerates
+    only when ``|U| <= 16 * capacity``); with the cutoff, fewer than ``k`` keys may be released
+    and the utility bound becomes ``n/(k+1) + max(2B, t0 + B)`` ([LT23, Section 6]).
+
+    Guarantee: pure ``epsilon``-DP (``delta = 0``) under add/remove of one element ([LT23, Definition 1]);
+    A-PART (docs/algorithms.md#mg-a-part) for Design B sums. Paper: Section 6 (pure release); utility
+    ``O(n/k + log(u)/eps)``, optimal for pure DP.
+
+    Parameters
+    ----------
+    source
+        A :class:`PostProcessedSum` or a single-stream ``MisraGries``.
+    universe
+        The declared :class:`~.core.Universe` (or any collection of keys, turned
+        into one). A stored key outside it raises ``ValueError``.
+    epsilon
+        ``> 0``.
+    stream
+        The release's noise stream.
+    tight_sensitivity
+        Use ``2k - 1`` instead of ``2(k+1)`` (opt-in, docs/algorithms.md#mg-e3).
+    method
+        ``"auto"``, ``"enumerate"`` or ``"sample"``.
+    """
+    pp = as_postprocessed(source)
+    if not isinstance(universe, Universe):
+        universe = Universe.from_keys(universe)
+    eps = check_eps(epsilon)
+    check_stream(stream)
+    values = pp.scaled_counts()
+    validate_in_universe(values, universe)
+    k, k1 = pp.k, pp.k + 1
+    scale = laplace_scale_exact(_pp_sensitivity(k, tight_sensitivity), eps)
+    top, info = pure_top_k(values, universe, k, scale, stream, capacity=pp.capacity, method=method)
+    relation, details = _pp_meta(pp)
+    details.update(info)
+    details.update(epsilon_effective=float(_pp_sensitivity(k, tight_sensitivity) / scale))
+    details["integer_scale"] = float(scale)
+    cutoff = info.get("cutoff")
+    return make_release(
+        [(x, y / k1) for x, y in top],
+        mechanism="PURE_PP",
+        epsilon=eps,
+        delta=0.0,
+        threshold=None if cutoff is None else cutoff / k1,
+        noise=NoiseSpec("discrete_laplace", float(scale / k1)),
+        k=k,
+        neighbouring=relation,
+        details=details,
+    )
