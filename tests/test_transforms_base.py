@@ -269,7 +269,9 @@ def test_as_extractor():
     assert isinstance(field, FieldExtractor)
     assert field({"key": 3}) == 3
     assert field(beam.Row(key=4)) == 4
-    assert pickle.loads(pickle.dumps(field)) == field
+    copy = pickle.loads(pickle.dumps(field))
+    assert (copy.field, copy.parameter) == (field.field, field.parameter)
+    assert copy({"key": 5}) == 5
     with pytest.raises(TypeError, match="key_fn"):
         as_extractor(3, "key_fn")
     with pytest.raises(ValueError, match="key_fn"):

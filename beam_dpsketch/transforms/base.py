@@ -52,6 +52,7 @@ The same names mean the same things in every transform:
 
 from __future__ import annotations
 
+import abc
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -124,16 +125,6 @@ class FieldExtractor:
 
     def __setstate__(self, state: tuple[str, str]) -> None:
         self.field, self.parameter = state
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, FieldExtractor)
-            and other.field == self.field
-            and other.parameter == self.parameter
-        )
-
-    def __hash__(self) -> int:
-        return hash((FieldExtractor, self.field, self.parameter))
 
     def __repr__(self) -> str:
         return f"FieldExtractor({self.field!r})"
@@ -222,7 +213,7 @@ def remaining_budget(accountant: PrivacyAccountant, name: str) -> PrivacyBudget:
 # --------------------------------------------------------------------------------------------
 
 
-class DPTransform(beam.PTransform):
+class DPTransform(beam.PTransform, abc.ABC):
     """Base of every differentially private transform (see the module docstring).
 
     Subclasses call ``super().__init__(budget, accountant=..., noise_source=..., label=...)``
@@ -343,6 +334,7 @@ class DPTransform(beam.PTransform):
 
     # -- Hooks ------------------------------------------------------------------------------
 
+    @abc.abstractmethod
     def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
         """Validate the input and charge the accountant once for release ``name``.
 
@@ -350,11 +342,10 @@ class DPTransform(beam.PTransform):
         with :meth:`budget_for`, check the label with :meth:`check_label_free` and return the
         charge.
         """
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
         """Build the pipeline of the release planned by :meth:`plan_release`."""
-        raise NotImplementedError
 
     # -- Helpers for subclasses ---------------------------------------------------------------
 
