@@ -71,6 +71,7 @@ __all__ = [
     "as_extractor",
     "check_label",
     "remaining_budget",
+    "same_windowing",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -128,6 +129,21 @@ class FieldExtractor:
 
     def __repr__(self) -> str:
         return f"FieldExtractor({self.field!r})"
+
+
+def same_windowing(windowing: Any) -> beam.WindowInto:
+    """A ``WindowInto`` that gives a public side input (heartbeats) the windowing ``windowing``.
+
+    Flattening with the data needs identical window function, trigger, accumulation mode,
+    timestamp combiner and allowed lateness.
+    """
+    return beam.WindowInto(
+        windowing.windowfn,
+        trigger=windowing.triggerfn,
+        accumulation_mode=windowing.accumulation_mode,
+        timestamp_combiner=windowing.timestamp_combiner,
+        allowed_lateness=windowing.allowed_lateness,
+    )
 
 
 def as_extractor(fn: Any, parameter: str) -> Callable[[Any], Any] | None:

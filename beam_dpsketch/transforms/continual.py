@@ -92,7 +92,7 @@ from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.privacy.windowing import plan_releases
 from beam_dpsketch.sketches.continual.binary_mechanism import CALIBRATIONS, HorizonExceededError
 from beam_dpsketch.sketches.continual.sketch import CS_SENSITIVITIES, LazySketch, PunctualSketch
-from beam_dpsketch.transforms.base import DPTransform, as_extractor
+from beam_dpsketch.transforms.base import DPTransform, as_extractor, same_windowing
 from beam_dpsketch.transforms.batching import KeyBatch, validate_key_batch
 from beam_dpsketch.transforms.combiners import SketchCombineFn, SketchSpec
 from beam_dpsketch.transforms.release import release_id_for
@@ -829,14 +829,7 @@ class ContinualDPSketch(DPTransform):
                 heartbeat = (
                     pcoll.pipeline
                     | "Heartbeat" >> beam.Create([[]])
-                    | "HeartbeatWindow"
-                    >> beam.WindowInto(
-                        windowing.windowfn,
-                        trigger=windowing.triggerfn,
-                        accumulation_mode=windowing.accumulation_mode,
-                        timestamp_combiner=windowing.timestamp_combiner,
-                        allowed_lateness=windowing.allowed_lateness,
-                    )
+                    | "HeartbeatWindow" >> same_windowing(windowing)
                 )
                 batches = (batches, heartbeat) | "WithHeartbeat" >> beam.Flatten()
                 combine = combine.without_defaults()

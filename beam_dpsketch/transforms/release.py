@@ -49,7 +49,7 @@ from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy.accountant import Charge, PrivacyAccountant
 from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.privacy.windowing import ReleasePlan, check_release_range, plan_releases
-from beam_dpsketch.transforms.base import DPTransform
+from beam_dpsketch.transforms.base import DPTransform, same_windowing
 
 __all__ = [
     "PANE_RELATIONS",
@@ -459,16 +459,6 @@ def _optional_int(value: Any, name: str) -> int | None:
     return int(value)
 
 
-def _same_windowing(windowing: Any) -> beam.WindowInto:
-    return beam.WindowInto(
-        windowing.windowfn,
-        trigger=windowing.triggerfn,
-        accumulation_mode=windowing.accumulation_mode,
-        timestamp_combiner=windowing.timestamp_combiner,
-        allowed_lateness=windowing.allowed_lateness,
-    )
-
-
 def explain_pipeline(accountant: PrivacyAccountant) -> str:
     """The privacy report of a pipeline: every charge of ``accountant`` with running budgets.
 
@@ -621,7 +611,7 @@ class ReleaseStep:
             pcoll.pipeline
             | "HeartbeatImpulse" >> beam.Impulse()
             | "Heartbeats" >> beam.ParDo(_EmitHeartbeats(starts))
-            | "HeartbeatWindows" >> _same_windowing(pcoll.windowing)
+            | "HeartbeatWindows" >> same_windowing(pcoll.windowing)
         )
         return (pcoll, beats) | "WithHeartbeats" >> beam.Flatten()
 

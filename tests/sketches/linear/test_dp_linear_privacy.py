@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
+from privacy_audit import cp_lower, cp_upper
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
@@ -37,17 +37,9 @@ TRIALS = 1500
 ALPHA = 2.5e-7
 
 
-def cp_lower(k: int, n: int) -> float:
-    return 0.0 if k == 0 else float(stats.beta.ppf(ALPHA, k, n - k + 1))
-
-
-def cp_upper(k: int, n: int) -> float:
-    return 1.0 if k == n else float(stats.beta.ppf(1 - ALPHA, k + 1, n - k))
-
-
 def violation_detected(k1: int, k2: int, n: int, eps: float, delta: float) -> bool:
     """Whether the counts prove ``P1 > e^eps P2 + delta`` at confidence ``1 - 2 ALPHA``."""
-    return cp_lower(k1, n) > math.exp(eps) * cp_upper(k2, n) + delta
+    return cp_lower(k1, n, ALPHA) > math.exp(eps) * cp_upper(k2, n, ALPHA) + delta
 
 
 def event_counts(budget: PrivacyBudget, tag: str) -> tuple[int, int, int, int]:

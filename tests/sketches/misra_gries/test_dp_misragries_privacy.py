@@ -21,7 +21,7 @@ from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
-from scipy import stats
+from privacy_audit import cp_lower, cp_upper
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches.misra_gries.core import pure_top_k
@@ -35,14 +35,6 @@ TOTAL_ALPHA = 1e-6
 
 def stream(*rid):
     return SRC.stream(("test_dp_misragries_privacy", *rid))
-
-
-def _cp_lower(x: int, n: int, a: float) -> float:
-    return 0.0 if x == 0 else float(stats.beta.ppf(a, x, n - x + 1))
-
-
-def _cp_upper(x: int, n: int, a: float) -> float:
-    return 1.0 if x == n else float(stats.beta.ppf(1 - a, x + 1, n - x))
 
 
 def dp_violations(
@@ -59,9 +51,9 @@ def dp_violations(
     for name, event in events.items():
         ha, hb = int(np.sum(event(side_a))), int(np.sum(event(side_b)))
         na, nb = len(side_a), len(side_b)
-        if _cp_lower(ha, na, alpha) > math.exp(eps) * _cp_upper(hb, nb, alpha) + delta:
+        if cp_lower(ha, na, alpha) > math.exp(eps) * cp_upper(hb, nb, alpha) + delta:
             bad.append(f"{name}: {ha}/{na} vs {hb}/{nb}")
-        if _cp_lower(hb, nb, alpha) > math.exp(eps) * _cp_upper(ha, na, alpha) + delta:
+        if cp_lower(hb, nb, alpha) > math.exp(eps) * cp_upper(ha, na, alpha) + delta:
             bad.append(f"{name} (reverse): {hb}/{nb} vs {ha}/{na}")
     return bad
 
