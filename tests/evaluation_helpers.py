@@ -1,4 +1,4 @@
-"""Shared plumbing of the ``tests/test_evaluation_*.py`` modules: smoke runs and doctored tables."""
+"""Shared plumbing of the ``tests/evaluation/test_evaluation_*.py`` modules: smoke runs and doctored tables."""
 
 from __future__ import annotations
 

@@ -52,10 +52,8 @@ from beam_dpsketch.pipelines.output import (
     run_release,
     write_release,
 )
-from beam_dpsketch.transforms.continual import (
-    CONTINUAL_SKETCHES,
-    ContinualDPSketch,
-)
+from beam_dpsketch.sketches.continual.sketch import CONTINUAL_SKETCHES
+from beam_dpsketch.transforms.continual import ContinualDPSketch
 
 __all__ = ["register", "run_continual", "series_rows"]
 

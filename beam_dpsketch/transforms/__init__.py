@@ -30,13 +30,14 @@ from beam_dpsketch.transforms.bounding import BoundContributions
 from beam_dpsketch.transforms.combiners import SketchSpec
 from beam_dpsketch.transforms.continual import ContinualDPSketch, ContinualRelease
 from beam_dpsketch.transforms.count import DPCount
-from beam_dpsketch.transforms.frequencies import DPFrequencies, DPQuantiles
+from beam_dpsketch.transforms.frequencies import DPFrequencies
 from beam_dpsketch.transforms.heavy_hitters import DPHeavyHitters, DPHistogram
 from beam_dpsketch.transforms.intermittent import (
     DPIntermittentQueries,
     IntermittentRecord,
     QuerySchedule,
 )
+from beam_dpsketch.transforms.quantiles import DPQuantiles
 from beam_dpsketch.transforms.readers import ReadKeyBatches, ReadKeyPairs, ReadOrderedKeys
 from beam_dpsketch.transforms.release import (
     DPAggregate,

@@ -40,6 +40,7 @@ __all__ = [
     "KeyBatch",
     "is_batch_type",
     "is_key_batch",
+    "unit_weight",
     "validate_key_batch",
 ]
 
@@ -419,3 +420,14 @@ class BatchKeysPerGroup(BatchKeys):
     """
 
     _grouped = True
+
+
+def unit_weight(weight: Any) -> int:
+    """A record's weight: +1 (insertion) or -1 (deletion); the sensitivities assume |w| <= 1."""
+    if isinstance(weight, bool) or not isinstance(weight, int | np.integer) or abs(weight) > 1:
+        # The weight comes from a record: the message names the parameter, never the value.
+        raise ValueError(
+            "weight must be -1, 0 or 1 (one record inserts or deletes one item): weight_fn "
+            "returned another value"
+        )
+    return int(weight)

@@ -91,30 +91,28 @@ from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.privacy.windowing import plan_releases
 from beam_dpsketch.sketches.continual.binary_mechanism import CALIBRATIONS, HorizonExceededError
-from beam_dpsketch.sketches.continual.sketch import CS_SENSITIVITIES, LazySketch, PunctualSketch
+from beam_dpsketch.sketches.continual.sketch import (
+    CONTINUAL_SKETCHES,
+    CS_SENSITIVITIES,
+    LazySketch,
+    PunctualSketch,
+    check_continual_budget,
+    new_continual_sketch,
+)
 from beam_dpsketch.transforms.base import DPTransform, as_extractor, same_windowing
 from beam_dpsketch.transforms.batching import KeyBatch, validate_key_batch
 from beam_dpsketch.transforms.combiners import SketchCombineFn, SketchSpec
 from beam_dpsketch.transforms.release import release_id_for
 
 __all__ = [
-    "CONTINUAL_SKETCHES",
     "ELEMENT_RELATION",
     "TIME_MODELS",
     "ContinualDPSketch",
     "ContinualRelease",
     "continual_release_prefix",
-    "new_continual_sketch",
     "pane_relation",
 ]
 
-#: Sketch names: (core class, core kind).
-CONTINUAL_SKETCHES: dict[str, tuple[type, str]] = {
-    "lazy-cms": (LazySketch, "cms"),
-    "lazy-cs": (LazySketch, "cs"),
-    "punctual-cms": (PunctualSketch, "cms"),
-    "punctual-cs": (PunctualSketch, "cs"),
-}
 TIME_MODELS = ("element", "pane")
 
 #: The neighbouring relation of the element time model (Holland, Theorem 2).
@@ -192,55 +190,6 @@ def continual_release_prefix(label: str, window: Any) -> tuple[Any, ...]:
     release-id scheme), and the core sketch keys every tree node's noise under this prefix.
     """
     return release_id_for(label, window, 0)
-
-
-def new_continual_sketch(
-    sketch: str,
-    width: int,
-    depth: int,
-    horizon: int,
-    budget: PrivacyBudget,
-    *,
-    release_prefix: Any,
-    seed: int = 0,
-    noise_source: NoiseSource | None = None,
-    calibration: str = "paper",
-    cs_sensitivity: str = "corrected_4d",
-    max_contributions: int = 1,
-) -> LazySketch | PunctualSketch:
-    """A fresh core sketch named by ``sketch`` (the one :class:`ContinualDPSketch` builds).
-
-    ``budget`` must be an approximate-DP budget (``delta > 0``): the Gaussian binary mechanism is
-    ``(epsilon, delta)``-DP (Holland, Algorithm 2 and Theorem 1).
-    """
-    if sketch not in CONTINUAL_SKETCHES:
-        raise ValueError(f"sketch must be one of {tuple(CONTINUAL_SKETCHES)}, got {sketch!r}")
-    _check_budget_kind(budget)
-    cls, kind = CONTINUAL_SKETCHES[sketch]
-    return cls(
-        width,
-        depth,
-        horizon,
-        budget.epsilon,
-        budget.delta,
-        release_prefix=release_prefix,
-        kind=kind,
-        seed=seed,
-        noise_source=noise_source,
-        calibration=calibration,
-        cs_sensitivity=cs_sensitivity,
-        max_contributions=max_contributions,
-    )
-
-
-def _check_budget_kind(budget: Any) -> None:
-    if not isinstance(budget, PrivacyBudget):
-        raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
-    if budget.kind != "approx" or not budget.delta:
-        raise ValueError(
-            f"budget must be an (epsilon, delta) budget with delta > 0 (PrivacyBudget.approx): the "
-            f"Gaussian binary mechanism is (epsilon, delta)-DP (Holland, Theorem 1), got {budget}"
-        )
 
 
 def _lateness_micros(windowing: Any) -> int:
@@ -665,7 +614,7 @@ class ContinualDPSketch(DPTransform):
         if budget is None and accountant is None:
             raise ValueError("budget: pass a PrivacyBudget, an accountant, or both")
         if budget is not None:
-            _check_budget_kind(budget)
+            check_continual_budget(budget)
         if not isinstance(with_table, bool):
             raise TypeError("with_table must be a bool")
         super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
@@ -758,7 +707,7 @@ class ContinualDPSketch(DPTransform):
             raise type(exc)(f"{name}: {exc}") from exc
         self.check_label_free(name)
         budget = self.budget_for(name)
-        _check_budget_kind(budget)
+        check_continual_budget(budget)
         windows = plan.windows_per_element
         per_window = budget.divide(windows)
         probe = self._probe(per_window)

@@ -33,7 +33,8 @@ from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch, CountSketch, DyadicCountSketch
 from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles
-from beam_dpsketch.transforms.frequencies import LinearSketchReleaseMechanism, QuantileMechanism
+from beam_dpsketch.transforms.frequencies import LinearSketchReleaseMechanism
+from beam_dpsketch.transforms.quantiles import QuantileMechanism
 
 RHO = PrivacyBudget.zcdp(1.0)
 KEYS = [f"k{i}" for i in range(8)]  # the 8-element side of an 8 / 7 pair of neighbours

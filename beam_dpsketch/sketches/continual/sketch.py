@@ -85,6 +85,7 @@ from beam_dpsketch.sketches.linear.countmin import CountMinSketch
 from beam_dpsketch.sketches.linear.countsketch import CountSketch
 
 __all__ = [
+    "CONTINUAL_SKETCHES",
     "CS_SENSITIVITIES",
     "KINDS",
     "LazySketch",
@@ -92,6 +93,8 @@ __all__ = [
     "lazy_noise_bound",
     "lazy_noise_bound_paper",
     "lazy_shape",
+    "check_continual_budget",
+    "new_continual_sketch",
 ]
 
 Kind = Literal["cms", "cs"]
@@ -787,3 +790,62 @@ def _signed_bincount_2(bins: np.ndarray, n: int, signed: bool) -> tuple[np.ndarr
 
 def _fold(counts: np.ndarray, n: int, signed: bool) -> np.ndarray:
     return counts[:n] - counts[n:] if signed else counts
+
+
+#: Sketch names: (core class, core kind).
+CONTINUAL_SKETCHES: dict[str, tuple[type, str]] = {
+    "lazy-cms": (LazySketch, "cms"),
+    "lazy-cs": (LazySketch, "cs"),
+    "punctual-cms": (PunctualSketch, "cms"),
+    "punctual-cs": (PunctualSketch, "cs"),
+}
+
+
+def check_continual_budget(budget: Any) -> None:
+    """Refuse anything but an approximate-DP :class:`~beam_dpsketch.privacy.PrivacyBudget`."""
+    if not isinstance(budget, PrivacyBudget):
+        raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
+    if budget.kind != "approx" or not budget.delta:
+        raise ValueError(
+            f"budget must be an (epsilon, delta) budget with delta > 0 (PrivacyBudget.approx): the "
+            f"Gaussian binary mechanism is (epsilon, delta)-DP (Holland, Theorem 1), got {budget}"
+        )
+
+
+def new_continual_sketch(
+    sketch: str,
+    width: int,
+    depth: int,
+    horizon: int,
+    budget: PrivacyBudget,
+    *,
+    release_prefix: Any,
+    seed: int = 0,
+    noise_source: NoiseSource | None = None,
+    calibration: str = "paper",
+    cs_sensitivity: str = "corrected_4d",
+    max_contributions: int = 1,
+) -> LazySketch | PunctualSketch:
+    """A fresh core sketch named by ``sketch`` (the one the Beam transform ``ContinualDPSketch`` builds).
+
+    ``budget`` must be an approximate-DP budget (``delta > 0``): the Gaussian binary mechanism is
+    ``(epsilon, delta)``-DP (Holland, Algorithm 2 and Theorem 1).
+    """
+    if sketch not in CONTINUAL_SKETCHES:
+        raise ValueError(f"sketch must be one of {tuple(CONTINUAL_SKETCHES)}, got {sketch!r}")
+    check_continual_budget(budget)
+    cls, kind = CONTINUAL_SKETCHES[sketch]
+    return cls(
+        width,
+        depth,
+        horizon,
+        budget.epsilon,
+        budget.delta,
+        release_prefix=release_prefix,
+        kind=kind,
+        seed=seed,
+        noise_source=noise_source,
+        calibration=calibration,
+        cs_sensitivity=cs_sensitivity,
+        max_contributions=max_contributions,
+    )

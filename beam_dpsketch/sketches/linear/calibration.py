@@ -80,6 +80,8 @@ __all__ = [
     "draw_noise",
     "linear_sensitivity",
     "noise_tail_bound",
+    "pane_calibration",
+    "pane_relation_text",
     "noise_variance",
     "paper_compat_parameters",
     "parse_neighbouring",
@@ -544,4 +546,33 @@ def calibrate_linear(
         noise_bound=bound,
         offset=math.ceil(bound) if offset else 0,
         beta_noise=beta_noise,
+    )
+
+
+def pane_calibration(neighbouring: str, pane_relation: str, turnstile: bool) -> str:
+    """The relation whose exact sensitivity a release is calibrated for.
+
+    Sensitivities: the table of this module.
+
+    Under the pane relation ``"replace"`` (multi-pane triggers whose boundaries depend on the
+    data) a pane can lose one record and gain another. With unit insertions that is the
+    ``replace`` sensitivity; with signed records (``weight_fn``) the record lost can be a deletion
+    ``(x, -1)`` and the one gained an insertion ``(x, +1)``, which moves a cell by 2 per row: the
+    ``replace_update`` sensitivity (``2 sqrt(d)``, not Count-Min's ``sqrt(2d)``). Either covers a
+    pane that only loses a record.
+    """
+    if pane_relation == "replace":
+        return "replace_update" if turnstile else "replace"
+    return neighbouring
+
+
+def pane_relation_text(neighbouring: str, pane_relation: str, calibrated: str) -> str:
+    if pane_relation == "add_remove":
+        if neighbouring == "replace":
+            return "replace (declared replace-one model: the total N is public and published)"
+        return f"{neighbouring} (the total is not published)"
+    return (
+        f"add_remove for the transform; each pane calibrated for {calibrated} (a pane may lose "
+        "one record and gain another shifted from a neighbouring pane); the pane total is not "
+        "published"
     )

@@ -42,7 +42,8 @@ from collect import DumpToFile
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches import CountSketch
-from beam_dpsketch.transforms.continual import ContinualDPSketch, new_continual_sketch
+from beam_dpsketch.sketches.continual.sketch import new_continual_sketch
+from beam_dpsketch.transforms.continual import ContinualDPSketch
 from beam_dpsketch.transforms.release import release_id_for
 
 SEED = 20261122

@@ -123,7 +123,7 @@ def test_smoke_is_cheaper_than_quick():
 
 def test_pipelinedp_percentile_adapter_on_a_tiny_dataset():
     pytest.importorskip("pipeline_dp")
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     if root not in sys.path:
         sys.path.insert(0, root)
     from benchmarks.bench_linear import pipelinedp_percentiles, rank_error

@@ -148,7 +148,7 @@ def test_privacy_and_total_error():
 @pytest.fixture
 def bench():
     pytest.importorskip("pipeline_dp")
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     if root not in sys.path:
         sys.path.insert(0, root)
     from benchmarks import bench_heavy_hitters

@@ -20,7 +20,7 @@ from apache_beam.transforms.window import GlobalWindow
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.cli import main
 from beam_dpsketch.privacy import PrivacyBudget
-from beam_dpsketch.transforms.continual import new_continual_sketch
+from beam_dpsketch.sketches.continual.sketch import new_continual_sketch
 from beam_dpsketch.transforms.release import release_id_for
 
 TEST_SEED = 11
