@@ -155,17 +155,23 @@ SRC = NoiseSource.insecure_for_tests(0)
             "beta must be in (0, 1)",
         ),
         (
-            lambda: GaussianBinaryMechanism(1, 8, 0.5, 1e-6, release_prefix=[1]),
+            lambda: GaussianBinaryMechanism(
+                1, 8, PrivacyBudget.approx(0.5, 1e-6), release_prefix=[1]
+            ),
             TypeError,
             "release_prefix: ",
         ),
         (
-            lambda: GaussianBinaryMechanism(1, 8, 0.5, 1e-6, release_prefix="p", m=np.bool_(1)),
+            lambda: GaussianBinaryMechanism(
+                1, 8, PrivacyBudget.approx(0.5, 1e-6), release_prefix="p", m=np.bool_(1)
+            ),
             TypeError,
             "m must be an int, got bool",
         ),
         (
-            lambda: UseAndKeepSketch(8, 2, 1.0, noise_source=SRC, sketch_id=1.5),
+            lambda: UseAndKeepSketch(
+                8, 2, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id=1.5
+            ),
             TypeError,
             "sketch_id: ",
         ),

@@ -52,7 +52,7 @@ from beam_dpsketch.pipelines.output import (
     run_release,
     write_release,
 )
-from beam_dpsketch.sketches.continual.sketch import CONTINUAL_SKETCHES
+from beam_dpsketch.sketches.continual.sketch import CONTINUAL_ALGORITHMS, CONTINUAL_SKETCH_KINDS
 from beam_dpsketch.transforms.continual import ContinualDPSketch
 
 __all__ = ["register", "run_continual", "series_rows"]
@@ -76,7 +76,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_input_arguments(cmd)
     group = cmd.add_argument_group("release")
-    group.add_argument("--sketch", choices=tuple(CONTINUAL_SKETCHES), default="lazy-cms")
+    group.add_argument(
+        "--sketch", choices=tuple(CONTINUAL_SKETCH_KINDS), default="count-min", help="(count-min)"
+    )
+    group.add_argument(
+        "--algorithm",
+        choices=tuple(CONTINUAL_ALGORITHMS),
+        default="lazy",
+        help="lazy (Holland, Algorithm 5; default) or punctual (Algorithms 3-4)",
+    )
     group.add_argument("--width", type=int, default=1024, help="counters per row (1024)")
     group.add_argument("--depth", type=int, default=3, help="rows (3)")
     group.add_argument("--seed", type=int, default=0, help="public hash seed (0)")
@@ -136,16 +144,18 @@ def run_continual(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     keys = convert_query_keys(args.query, reader.key_type, args.column)
     budget = budget_from_args(args, pure=False)
     transform = ContinualDPSketch(
-        args.sketch,
         args.width,
         args.depth,
         args.horizon,
         budget,
         query_keys=keys,
+        sketch=args.sketch,
+        algorithm=args.algorithm,
         release_every=release_every,
         seed=args.seed,
         calibration=args.calibration,
         noise_source=noise_source_from_args(args),
+        with_metadata=True,
         label="continual",
     )
     # The element time model takes (position, key batch): the reader's public positions.
@@ -166,6 +176,7 @@ def run_continual(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         "clock": "positions",
         "time_column": args.time_column,
         "sketch": args.sketch,
+        "algorithm": args.algorithm,
         "width": args.width,
         "depth": args.depth,
         "seed": args.seed,
@@ -183,7 +194,8 @@ def run_continual(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         run_.rows,
         title=(
             f"DP continual estimates of column {args.column!r} of {args.input} ({order}): "
-            f"{args.sketch} {args.depth}x{args.width}, T={args.horizon}, release every "
+            f"{args.algorithm} {args.sketch} {args.depth}x{args.width}, T={args.horizon}, "
+            "release every "
             f"{release_every}"
         ),
     )

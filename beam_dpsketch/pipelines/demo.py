@@ -34,6 +34,9 @@ from beam_dpsketch.pipelines.options import format_table, pipeline_options
 from beam_dpsketch.pipelines.output import StagingArea, plain
 from beam_dpsketch.pipelines.sketch import SaveSketch, load_sketch
 from beam_dpsketch.privacy import PrivacyBudget
+from beam_dpsketch.sketches.misra_gries.core import ERROR_CONFIDENCE
+from beam_dpsketch.sketches.misra_gries.single import DEFAULT_COUNT_FRACTION
+from beam_dpsketch.sketches.misra_gries.sizing import DEFAULT_K
 from beam_dpsketch.transforms import DPHeavyHitters, ReadKeyBatches, SketchGlobally, SketchSpec
 
 __all__ = ["DATA_FILE", "DEMO_COLUMN", "LABEL", "data_path", "register", "run", "run_demo"]
@@ -44,8 +47,26 @@ LABEL = (
     "DP heavy hitters (the 'DP count' column is differentially private; the exact sketch "
     "estimates and exact counts next to it are NOT, and are shown only to judge its accuracy)"
 )
-_COLUMNS = ["rank", "route", "dp_count", "mg_estimate", "cms_estimate", "exact_count", "exact_rank"]
-_HEADERS = ["rank", "route", "DP count", "Misra-Gries", "Count-Min", "exact", "exact rank"]
+_COLUMNS = [
+    "rank",
+    "route",
+    "dp_count",
+    "dp_error_bound",
+    "mg_estimate",
+    "cms_estimate",
+    "exact_count",
+    "exact_rank",
+]
+_HEADERS = [
+    "rank",
+    "route",
+    "DP count",
+    "+/- (95%)",
+    "Misra-Gries",
+    "Count-Min",
+    "exact",
+    "exact rank",
+]
 
 
 def data_path() -> str:
@@ -68,7 +89,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out", metavar="DIR", help="write report.html, report.md, results.json and a PNG"
     )
-    parser.add_argument("--k", type=int, default=4000, help="Misra-Gries counters (4000)")
+    parser.add_argument(
+        "--k", type=int, default=DEFAULT_K, help=f"Misra-Gries counters ({DEFAULT_K})"
+    )
     parser.add_argument("--epsilon", type=float, default=1.0, help="privacy epsilon (1.0)")
     parser.add_argument("--delta", type=float, default=1e-6, help="privacy delta (1e-6)")
     parser.add_argument("--top", type=int, default=10, metavar="N", help="routes shown (10)")
@@ -82,14 +105,15 @@ def _progress(step: int, total: int, message: str) -> None:
 
 
 def _released_row(record: tuple[Any, Any]) -> list[Any]:
-    """A released ``(route, noisy count)`` as JSON."""
+    """A released ``(route, noisy count)`` and its error bound (``None`` if none) as JSON."""
     route, noisy = record
-    return [plain(route), float(noisy)]
+    bound = getattr(record, "error_bound", None)
+    return [plain(route), float(noisy), None if bound is None else float(bound)]
 
 
 def run_demo(
     *,
-    k: int = 4000,
+    k: int = DEFAULT_K,
     epsilon: float = 1.0,
     delta: float = 1e-6,
     top: int = 10,
@@ -142,7 +166,7 @@ def run_demo(
         cms = load_sketch(cms_path, cms_spec.sketch_type)
         # Largest noisy count first (a sink keeps no order).
         released = sorted(
-            ((route, noisy) for route, noisy in staging.read("released")),
+            ((route, noisy, bound) for route, noisy, bound in staging.read("released")),
             key=lambda kv: (-kv[1], str(kv[0])),
         )
     print(f"      {mg.n:,} flights sketched in {pipeline_seconds:.2f} s", file=sys.stderr)
@@ -156,7 +180,7 @@ def run_demo(
     exact_order = sorted(exact, key=lambda r: (-exact[r], r))
     exact_rank = {route: i + 1 for i, route in enumerate(exact_order)}
 
-    keys = [route for route, _ in released]
+    keys = [route for route, _, _ in released]
     mg_estimates = mg.estimate(keys).tolist() if keys else []
     cms_estimates = cms.estimate(keys).tolist() if keys else []
     rows = [
@@ -164,12 +188,13 @@ def run_demo(
             "rank": i + 1,
             "route": route,
             "dp_count": round(float(noisy), 1),
+            "dp_error_bound": None if bound is None else round(float(bound), 1),
             "mg_estimate": int(mg_est),
             "cms_estimate": int(cms_est),
             "exact_count": int(exact.get(route, 0)),
             "exact_rank": exact_rank.get(route),
         }
-        for i, ((route, noisy), mg_est, cms_est) in enumerate(
+        for i, ((route, noisy, bound), mg_est, cms_est) in enumerate(
             zip(released, mg_estimates, cms_estimates, strict=True)
         )
     ]
@@ -187,6 +212,8 @@ def run_demo(
             "delta": delta,
             "privacy_unit": "element (one flight)",
             "k": k,
+            "count_fraction": DEFAULT_COUNT_FRACTION,
+            "error_confidence": ERROR_CONFIDENCE,
             "accounting": dp.explain(),
         },
         "misra_gries": {"k": k, "error_bound": mg.error_bound(), "merged": mg.merged},
@@ -211,10 +238,14 @@ def _summary_lines(results: dict[str, Any]) -> list[str]:
         f"({results['distinct_routes']:,} distinct routes), by DP count: "
         f"({dp['epsilon']:g}, {dp['delta']:g})-DP, privacy unit {dp['privacy_unit']}, "
         f"mechanism {dp['mechanism']} (DP Misra-Gries: the post-processed sketch of Lebeda and "
-        "Tetek, Section 6, Algorithm 3, per shard, summed over shards).",
-        f"DP count = Algorithm 3 estimate (in [exact - n/(k+1), exact] = [exact - "
-        f"{results['flights'] / (dp['k'] + 1):.0f}, exact]) + discrete Laplace noise of scale "
-        f"{2 / dp['epsilon']:g}; larger --k shrinks the offset.",
+        "Tetek, Section 6, Algorithm 3, per shard, summed over shards, plus a DP count of the "
+        f"flights on {dp['count_fraction']:g} of epsilon that removes Algorithm 3's offset).",
+        f"DP count = Algorithm 3 estimate + DP flight count/(k+1): in [exact, exact + n/(k+1)] "
+        f"= [exact, exact + {results['flights'] / (dp['k'] + 1):.0f}] before noise (exact when "
+        "k is at least the number of distinct routes), plus discrete Laplace noise of scale "
+        f"{2 / (dp['epsilon'] * (1 - dp['count_fraction'])):.3g}. The +/- column is each DP "
+        f"count's error bound at {dp['error_confidence']:g} confidence, computed from released "
+        "values only; larger --k shrinks it.",
         f"Misra-Gries(k={mg['k']}): every estimate is in [exact - {mg['error_bound']}, exact].",
         f"Count-Min({cms['width']}x{cms['depth']}): every estimate is >= exact, and <= exact + "
         f"{cms['error_bound']:.1f} with probability >= {1 - cms['failure_probability']:.4f}.",
@@ -314,7 +345,9 @@ def _write_plot(results: dict[str, Any], out: str) -> str | None:
         (0.1, "exact_count", "exact"),
         (0.3, "cms_estimate", "Count-Min (exact sketch)"),
     ):
-        ax.bar(x + offset, [r[field] for r in rows], width=0.2, label=label)
+        # The DP counts carry their error bars (per-count bound at the stated confidence).
+        yerr = [r["dp_error_bound"] or 0 for r in rows] if field == "dp_count" else None
+        ax.bar(x + offset, [r[field] for r in rows], width=0.2, label=label, yerr=yerr)
     ax.set_xticks(x, [r["route"] for r in rows], rotation=45, ha="right")
     ax.set_ylabel("flights")
     ax.set_title("Top routes: DP count next to exact sketch estimates and exact counts")

@@ -1,7 +1,9 @@
 """``beam-dpsketch frequencies`` and ``beam-dpsketch quantiles``: DP linear sketches on Beam.
 
-``frequencies`` releases a private Count-Min sketch (or Count Sketch) of one column and answers
-point queries for ``--query`` keys or a ``--candidates`` file; ``quantiles`` releases a private
+``frequencies`` releases a private Count Sketch (or Count-Min sketch) of one column and answers
+point queries for ``--query`` keys or a ``--candidates`` file, each with an ``error_bound`` at 95%
+confidence; with ``--query-keys`` it releases exact noisy counts of declared public keys instead
+(no sketch error; every declared key, zero counts included); ``quantiles`` releases a private
 dyadic Count Sketch of a numeric column and answers ``--q`` quantiles (Zhao, Qiao, Redberg, Agrawal,
 El Abbadi and Wang, "Differentially Private Linear Sketches": Section 3, Theorems 3.1-3.2 for the
 sketches, Section 4.2 for the private dyadic Count Sketch).
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -35,27 +38,50 @@ from beam_dpsketch.pipelines.output import (
     write_release,
 )
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles, ReadKeyBatches
+from beam_dpsketch.transforms.frequencies import DEFAULT_SKETCH, ERROR_BOUND_CONFIDENCE
 
-__all__ = ["frequency_rows", "quantile_rows", "register", "run_frequencies", "run_quantiles"]
+__all__ = [
+    "frequency_rows",
+    "quantile_rows",
+    "read_query_keys",
+    "register",
+    "run_frequencies",
+    "run_quantiles",
+]
+
+# Wide enough that Count Sketch's hashing error falls to the level of its noise on million-row
+# streams (3 M flight routes at epsilon 1: point-query error about 6 at width 32768 against about
+# 330 at 2048); five rows of 32768 int64 counters hold 1.3 MB whatever the number of keys.
+_WIDTH, _DEPTH = 32768, 5
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``frequencies`` and ``quantiles`` subcommands."""
     freq = subparsers.add_parser(
         "frequencies",
-        help="release a DP Count-Min sketch of a column and estimate key frequencies",
+        help="release DP key frequencies of a column (Count Sketch, or exact counts of "
+        "declared keys)",
         description=(
-            "Release a differentially private Count-Min sketch (or Count Sketch) of one column "
+            "Release a differentially private Count Sketch (or Count-Min sketch) of one column "
             "(noise added once to every cell; Zhao et al. 2022, Section 3) and write the estimated "
-            "frequency of each --query key or of every key in a --candidates file. Element level: "
-            "neighbouring inputs differ by one row."
+            "frequency of each --query key or of every key in a --candidates file, with an "
+            f"error_bound at {ERROR_BOUND_CONFIDENCE:g} confidence per estimate (hashing error "
+            "plus noise). With --query-keys, count exactly the declared public keys instead "
+            "(noise for a count of sensitivity 1, no sketch error; every declared key is "
+            "released, zero counts included). Element level: neighbouring inputs differ by one "
+            "row."
         ),
     )
     add_input_arguments(freq)
     group = freq.add_argument_group("release")
-    group.add_argument("--sketch", choices=("count-min", "count-sketch"), default="count-min")
-    group.add_argument("--width", type=int, default=2048, help="counters per row (2048)")
-    group.add_argument("--depth", type=int, default=5, help="rows (5)")
+    group.add_argument(
+        "--sketch",
+        choices=("count-sketch", "count-min"),
+        default=DEFAULT_SKETCH,
+        help=f"sketch kind ({DEFAULT_SKETCH}: unbiased median estimator)",
+    )
+    group.add_argument("--width", type=int, default=_WIDTH, help=f"counters per row ({_WIDTH})")
+    group.add_argument("--depth", type=int, default=_DEPTH, help=f"rows ({_DEPTH})")
     group.add_argument("--seed", type=int, default=0, help="public hash seed (0)")
     group.add_argument(
         "--query", nargs="+", action="extend", metavar="KEY", help="keys to estimate"
@@ -63,7 +89,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument(
         "--candidates", metavar="FILE", help="file of public candidate keys, one per line"
     )
-    group.add_argument("--top", type=int, metavar="N", help="with --candidates: the N largest")
+    group.add_argument(
+        "--query-keys",
+        metavar="FILE|K1,K2,...",
+        help="declared public keys (a file with one key per line, or a comma-separated list): "
+        "release their exact counts with noise instead of a sketch",
+    )
+    group.add_argument(
+        "--top", type=int, metavar="N", help="with --candidates or --query-keys: the N largest"
+    )
     add_privacy_arguments(group)
     add_output_arguments(freq)
     freq.set_defaults(run=run_frequencies, known_options=option_strings(freq))
@@ -96,14 +130,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def frequency_rows(
     released: Any, keys: Sequence[Any], candidates: bool, top: int | None
 ) -> Iterator[dict[str, Any]]:
-    """``key``/``estimate`` rows of a released sketch: every query key in query order, or the
-    largest ``top`` candidates (all with ``top=None``), largest first."""
+    """``key``/``estimate``/``error_bound`` rows of a release (a sketch or declared-key counts):
+    every query key in query order, or the largest ``top`` candidates (all with ``top=None``),
+    largest first. ``error_bound`` is the release's per-estimate bound at
+    :data:`~beam_dpsketch.transforms.frequencies.ERROR_BOUND_CONFIDENCE` (post-processing of
+    released and public values)."""
     if candidates:
         pairs = released.heavy_hitters(list(keys), top=top)
     else:
         pairs = zip(keys, released.estimate(list(keys)).tolist(), strict=True)
+    bound = round(float(released.error_bound(ERROR_BOUND_CONFIDENCE)), 2)
     for i, (key, value) in enumerate(pairs):
-        yield {"key": plain(key), "estimate": round(float(value), 2), ORDER: [i]}
+        yield {
+            "key": plain(key),
+            "estimate": round(float(value), 2),
+            "error_bound": bound,
+            ORDER: [i],
+        }
+
+
+def read_query_keys(spec: str) -> list[str]:
+    """The declared keys of ``--query-keys``: a file of keys (one per line, as for
+    ``--candidates``) if ``spec`` names an existing file, else a comma-separated list.
+
+    Raises
+    ------
+    ValueError
+        If no key is given.
+    """
+    if os.path.isfile(spec):
+        return read_candidates(spec)
+    keys = [k.strip() for k in spec.split(",") if k.strip()]
+    if not keys:
+        raise ValueError("--query-keys needs a file of keys or a comma-separated list of keys")
+    return keys
 
 
 def quantile_rows(record: Any) -> Iterator[dict[str, Any]]:
@@ -143,40 +203,74 @@ def _run(
 def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Run the ``frequencies`` subcommand; returns the exit status."""
     check_output_arguments(args)
-    if bool(args.query) == bool(args.candidates):
-        raise ValueError("pass either --query KEY ... or --candidates FILE")
-    if args.top is not None and not args.candidates:
-        raise ValueError("--top applies with --candidates only")
+    modes = [bool(args.query), bool(args.candidates), args.query_keys is not None]
+    if sum(modes) != 1:
+        raise ValueError("pass one of --query KEY ..., --candidates FILE or --query-keys KEYS")
+    if args.top is not None and not (args.candidates or args.query_keys is not None):
+        raise ValueError("--top applies with --candidates or --query-keys only")
+    public_keys = args.query_keys is not None
+    if public_keys:
+        defaults = {"sketch": DEFAULT_SKETCH, "width": _WIDTH, "depth": _DEPTH, "seed": 0}
+        for option, default in defaults.items():
+            if getattr(args, option) != default:
+                raise ValueError(
+                    f"--{option} does not apply with --query-keys (exact counts, no sketch)"
+                )
     reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type=args.key_type)
-    raw = args.query or read_candidates(args.candidates)
+    if public_keys:
+        raw = read_query_keys(args.query_keys)
+    else:
+        raw = args.query or read_candidates(args.candidates)
     keys = convert_query_keys(raw, reader.key_type, args.column)
-    transform = DPFrequencies(
-        args.width,
-        args.depth,
-        budget_from_args(args),
-        seed=args.seed,
-        sketch=args.sketch,
-        noise_source=noise_source_from_args(args),
-        label="frequencies",
-    )
-    parameters = {
-        "column": args.column,
-        "sketch": args.sketch,
-        "width": args.width,
-        "depth": args.depth,
-        "seed": args.seed,
-        "queries": "candidates" if args.candidates else "keys",
-        "top": args.top,
-    }
+    if public_keys:
+        transform = DPFrequencies(
+            budget=budget_from_args(args),
+            query_keys=keys,
+            noise_source=noise_source_from_args(args),
+            label="frequencies",
+        )
+        parameters: dict[str, Any] = {
+            "column": args.column,
+            "query_keys": len(dict.fromkeys(keys)),
+            "queries": "public_keys",
+            "top": args.top,
+        }
+    else:
+        sketch, width, depth, seed = args.sketch, args.width, args.depth, args.seed
+        transform = DPFrequencies(
+            width,
+            depth,
+            budget_from_args(args),
+            seed=seed,
+            sketch=sketch,
+            noise_source=noise_source_from_args(args),
+            label="frequencies",
+        )
+        parameters = {
+            "column": args.column,
+            "sketch": sketch,
+            "width": width,
+            "depth": depth,
+            "seed": seed,
+            "queries": "candidates" if args.candidates else "keys",
+            "top": args.top,
+        }
+    parameters["error_confidence"] = ERROR_BOUND_CONFIDENCE
+    if public_keys:
+        # Every declared key is a row (zero counts included), largest first with --top.
+        keys = list(dict.fromkeys(keys))
     return _run(
         args,
         beam_args,
         reader,
         transform,
         functools.partial(
-            frequency_rows, keys=keys, candidates=bool(args.candidates), top=args.top
+            frequency_rows,
+            keys=keys,
+            candidates=bool(args.candidates) or (public_keys and args.top is not None),
+            top=args.top,
         ),
-        ("key", "estimate"),
+        ("key", "estimate", "error_bound"),
         parameters,
         f"DP frequency estimates of column {args.column!r} of {args.input}",
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Iterator, Sequence
 from operator import itemgetter
 from typing import Any
@@ -34,11 +35,16 @@ from beam_dpsketch.pipelines.output import (
     run_release,
     write_release,
 )
+from beam_dpsketch.sketches.misra_gries.core import ERROR_CONFIDENCE
+from beam_dpsketch.sketches.misra_gries.sizing import DEFAULT_K, k_for_memory, suggest_k
 from beam_dpsketch.transforms import DPHeavyHitters, ReadKeyBatches
 from beam_dpsketch.transforms.heavy_hitters import MECHANISMS
 from beam_dpsketch.transforms.readers import ReadKeyPairs
 
-__all__ = ["heavy_hitters", "register", "run"]
+__all__ = ["DEFAULT_TOP", "heavy_hitters", "register", "run", "shortfall_message"]
+
+#: Keys printed when ``--top`` is not given (at most ``--k``).
+DEFAULT_TOP = 100
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -58,8 +64,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_input_arguments(parser)
     group = parser.add_argument_group("release")
-    group.add_argument("--k", type=int, default=100, help="Misra-Gries counters (default 100)")
-    group.add_argument("--top", type=int, help="how many keys to print (default: --k)")
+    sizing = group.add_mutually_exclusive_group()
+    sizing.add_argument(
+        "--k",
+        type=int,
+        help=f"Misra-Gries counters (default {DEFAULT_K}: keys above about rows/(k+1) plus the "
+        "noise threshold are released, and up to k distinct keys per accumulator are counted "
+        "exactly)",
+    )
+    sizing.add_argument(
+        "--max-error",
+        type=float,
+        metavar="E",
+        help="choose k so that the sketch error rows/(k+1) is at most E for --expected-rows",
+    )
+    sizing.add_argument(
+        "--memory",
+        type=int,
+        metavar="BYTES",
+        help="choose the largest k whose design-b aggregate (max-shards * k keys, about 200 "
+        "bytes each for short keys) fits in BYTES",
+    )
+    group.add_argument(
+        "--expected-rows",
+        type=int,
+        metavar="N",
+        help="with --max-error: planned number of input rows (a public figure, not counted)",
+    )
+    group.add_argument(
+        "--top", type=int, help=f"how many keys to print (default: {DEFAULT_TOP}, at most --k)"
+    )
     add_privacy_arguments(group, delta=1e-6)
     group.add_argument("--privacy-id", metavar="COL", help="user id column (user-level privacy)")
     group.add_argument(
@@ -71,7 +105,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument(
         "--mechanism",
         choices=MECHANISMS,
-        help="release (default design-b; pamg-gshm with --privacy-id)",
+        help="release (default design-b; pamg-gshm with --privacy-id). select-then-count "
+        "(either level): DP selection of --k keys, then their noisy exact counts; user-exact "
+        "(with --privacy-id): exact counts with GSHM at l=--max-contributions, memory grows "
+        "with the distinct keys",
+    )
+    group.add_argument(
+        "--selection-fraction",
+        type=float,
+        metavar="F",
+        help="select-then-count: share of epsilon spent on the selection (default 0.5)",
     )
     group.add_argument(
         "--max-shards",
@@ -84,27 +127,70 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _rows(record: tuple[Any, Any]) -> Iterator[dict[str, Any]]:
-    """One ``key``/``estimate`` row per released ``(key, noisy count)``; largest first."""
+    """One ``key``/``estimate``/``error_bound`` row per released ``(key, noisy count)``; largest
+    first. ``error_bound`` is ``None`` for releases that state none."""
     key, count = record
     key, estimate = plain(key), round(float(count), 2)
-    yield {"key": key, "estimate": estimate, ORDER: [-estimate, json.dumps(key)]}
+    bound = getattr(record, "error_bound", None)
+    error_bound = None if bound is None else round(float(bound), 2)
+    yield {
+        "key": key,
+        "estimate": estimate,
+        "error_bound": error_bound,
+        ORDER: [-estimate, json.dumps(key)],
+    }
+
+
+def _k_from_args(args: argparse.Namespace) -> int:
+    """``--k``, or the k that ``--max-error``/``--memory`` ask for, or the default."""
+    if args.expected_rows is not None and args.max_error is None:
+        raise ValueError("--expected-rows applies with --max-error only")
+    if args.max_error is not None:
+        if args.expected_rows is None:
+            raise ValueError("--max-error needs --expected-rows (the planned number of rows)")
+        return suggest_k(max_error=args.max_error, n=args.expected_rows)
+    if args.memory is not None:
+        return k_for_memory(args.memory, max_shards=args.max_shards)
+    return DEFAULT_K if args.k is None else args.k
+
+
+def shortfall_message(
+    released: int, top: int, k: int, epsilon: float, threshold: float | None
+) -> str:
+    """Why fewer than ``top`` keys were released, from public values and the released count.
+
+    Only the number of released rows (itself released), ``top``, ``k``, ``epsilon`` and the
+    public threshold enter it: nothing about the unreleased keys.
+    """
+    cut = "the noise threshold" if threshold is None else f"the threshold {threshold:.4g}"
+    return (
+        f"# heavy-hitters: {released} of the {top} requested keys were released. A key is "
+        f"released only when its noisy sketch count passes {cut}, i.e. when its true count "
+        f"exceeds about rows/(k+1) + threshold (k={k}, epsilon={epsilon:g}); every other key "
+        "stays hidden. To release more keys raise --k (or --max-error/--memory; memory grows "
+        "with max-shards * k) or --epsilon."
+    )
 
 
 def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRelease:
     """Run the release pipeline for parsed ``args`` and return what the command writes."""
-    if args.k < 1:
-        raise ValueError(f"--k must be a positive int, got {args.k}")
+    k = _k_from_args(args)
+    if k < 1:
+        raise ValueError(f"--k must be a positive int, got {k}")
+    top = min(DEFAULT_TOP, k) if args.top is None else args.top
     if args.max_contributions is not None and args.privacy_id is None:
         raise ValueError("--max-contributions applies with --privacy-id only")
     budget = budget_from_args(args)
     options: dict[str, Any] = {
-        "top": args.top,
+        "top": top,
         "mechanism": args.mechanism,
         "noise_source": noise_source_from_args(args),
         "label": "heavy-hitters",
     }
-    if args.mechanism in (None, "design-b"):
+    if args.mechanism in (None, "design-b", "select-then-count"):
         options["max_shards"] = args.max_shards
+    if args.selection_fraction is not None:
+        options["selection_fraction"] = args.selection_fraction
     if args.privacy_id is not None:
         reader: beam.PTransform = ReadKeyPairs(
             args.input, args.column, args.privacy_id, args.input_format
@@ -116,7 +202,7 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
         )
     else:
         reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type=args.key_type)
-    transform = DPHeavyHitters(args.k, budget, **options)
+    transform = DPHeavyHitters(k, budget, **options)
     run_ = run_release(
         reader,
         transform,
@@ -128,17 +214,24 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
     guarantee, mechanism, calibration = guarantee_of(
         transform, insecure=args.insecure_test_seed is not None
     )
-    parameters: dict[str, Any] = {"column": args.column, "k": args.k, "top": args.top}
+    parameters: dict[str, Any] = {"column": args.column, "k": k, "top": top}
     if args.privacy_id is not None:
         parameters.update(privacy_id=args.privacy_id, max_contributions=args.max_contributions or 1)
     if args.mechanism in (None, "design-b"):
         parameters["max_shards"] = args.max_shards
+        if args.privacy_id is None:
+            parameters["error_confidence"] = ERROR_CONFIDENCE
+    if args.mechanism == "select-then-count":
+        parameters["max_shards"] = args.max_shards
+        parameters["selection_fraction"] = (
+            transform.aggregate.mechanism.selection.selection_fraction
+        )
     parameters.update(calibration)
     return CliRelease(
         guarantee,
         mechanism,
         parameters,
-        ("key", "estimate"),
+        ("key", "estimate", "error_bound"),
         run_.rows,
         title=f"DP heavy hitters of column {args.column!r} of {args.input}",
     )
@@ -147,5 +240,19 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
 def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Run the ``heavy-hitters`` subcommand; returns the exit status."""
     check_output_arguments(args)
-    write_release(heavy_hitters(args, beam_args), args.format, args.output)
+    release = heavy_hitters(args, beam_args)
+    write_release(release, args.format, args.output)
+    top = release.parameters["top"]
+    if len(release.rows) < top:
+        # Not an error: hiding keys below the threshold is what the release must do.
+        print(
+            shortfall_message(
+                len(release.rows),
+                top,
+                release.parameters["k"],
+                args.epsilon,
+                release.parameters.get("threshold"),
+            ),
+            file=sys.stderr,
+        )
     return 0

@@ -36,6 +36,12 @@ Row fields (the same name means the same thing in every subcommand)
     ``estimate``
         A released (noisy) count or frequency estimate of ``key``; for ``sketch`` the exact
         sketch estimate.
+    ``error_bound``
+        Half-width of the estimate's error interval: ``|estimate - true| <= error_bound`` with
+        probability ``parameters["error_confidence"]`` for that row, computed from released
+        values and public parameters only (``heavy-hitters`` with ``design-b``; ``frequencies``,
+        whose sketch bound adds the hashing error to the noise); ``null`` when
+        the release states none.
     ``time``
         When the estimate was released: a 1-based row position when ``parameters["clock"]`` is
         ``"positions"``, or an event time (in the time column's units, or in ``--time-unit``
@@ -105,6 +111,8 @@ PARQUET_METADATA_KEY = b"beam_dpsketch.release"
 ROW_FIELDS = {
     "key": "a key of the input column",
     "estimate": "released (noisy) count or frequency estimate of the key",
+    "error_bound": "|estimate - true value| <= error_bound with probability "
+    "parameters['error_confidence'] (per row); null when the release states none",
     "time": "release time: 1-based row position or event time (parameters['clock'])",
     "quantile": "quantile level in [0, 1]",
     "value": "released value of the quantile",

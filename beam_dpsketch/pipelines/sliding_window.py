@@ -3,7 +3,7 @@
 Runs :class:`~beam_dpsketch.transforms.sliding.DPSlidingWindowFrequencies` (DPSW-Sketch: Wang, Wang
 and Chen, "DPSW-Sketch: A Differentially Private Sketch Framework for Frequency Estimation over
 Sliding Windows", KDD 2024, Section 4, Algorithms 2-3, Lemma 4.1) over one column of a file and
-writes, every ``--every`` steps, the estimated window frequency of each ``--query`` key, or the
+writes, every ``--release-every`` steps, the estimated window frequency of each ``--query`` key, or the
 heavy hitters among the public ``--candidates``.
 
 Steps:
@@ -14,8 +14,8 @@ Steps:
   block of the paper's Algorithm 2.
 * **Time-based** (``--time-column``): the step of a row is
   ``floor((time - origin) / time_unit) + 1`` of its numeric (seconds) or timestamp value; rows
-  need not be sorted (segments are assigned by event time). ``--window`` and ``--every`` are in
-  time units.
+  need not be sorted (segments are assigned by event time). ``--window`` and
+  ``--release-every`` are in time units.
 
 Budget: ``--epsilon`` with ``--delta`` (converted to the largest ``rho`` whose (epsilon, delta)
 bound of Wang, Wang and Chen, Theorem 3.2, after Bun and Steinke 2016, fits), or ``--rho``; one
@@ -73,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "sliding-window",
         help="DP frequencies / heavy hitters over a sliding window (DPSW-Sketch)",
         description=(
-            "Estimate, every --every steps, the frequency of --query keys (or the heavy hitters "
+            "Estimate, every --release-every steps, the frequency of --query keys (or the heavy hitters "
             "among --candidates) over the last --window positions (file order) or time units "
             "(--time-column) with DPSW-Sketch (Wang, Wang and Chen, KDD 2024, Algorithms 2-3). "
             "rho-zCDP / (epsilon, delta)-DP over the whole stream, however many queries, for "
@@ -97,10 +97,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=0.0,
         help="public start of the time axis: event time of step 1, in seconds since the epoch "
         "or as an ISO date/time in UTC such as 2001-01-01 (default 0, i.e. 1970-01-01); queries "
-        "run at origin + every, origin + 2 every, ...",
+        "run at origin + N, origin + 2 N, ... (N = --release-every)",
     )
     win.add_argument("--window", type=int, required=True, help="window W in steps")
-    win.add_argument("--every", type=int, required=True, help="query every N steps")
+    win.add_argument(
+        "--release-every", type=int, required=True, metavar="N", help="query every N steps"
+    )
     sk = sub.add_argument_group("sketch")
     sk.add_argument("--width", type=int, default=1024, help="counters per row (1024)")
     sk.add_argument("--depth", type=int, default=3, help="rows (3)")
@@ -206,10 +208,10 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
             options = {"alpha": args.alpha}
     transform = DPSlidingWindowFrequencies(
         args.window,
+        args.width,
+        args.depth,
         budget,
-        every=args.every,
-        width=args.width,
-        depth=args.depth,
+        release_every=args.release_every,
         seed=args.seed,
         query_keys=None if hh else wanted,
         candidates=wanted if hh else None,
@@ -243,7 +245,7 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
         "column": args.column,
         "clock": "event_time" if time_mode else "positions",
         "window": args.window,
-        "every": args.every,
+        "release_every": args.release_every,
     }
     if time_mode:
         parameters.update(time_column=args.time_column, time_unit=args.time_unit)
@@ -266,7 +268,7 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
         run_.rows,
         title=(
             f"DPSW-Sketch over column {args.column!r} of {args.input}: window {args.window} "
-            f"{what}, queries every {args.every}"
+            f"{what}, queries every {args.release_every}"
         ),
     )
     write_release(release, args.format, args.output)

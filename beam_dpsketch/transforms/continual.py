@@ -5,9 +5,10 @@ A thin adapter over :class:`~beam_dpsketch.sketches.continual.sketch.LazySketch`
 Sketches under Continual Observation", Algorithms 3-5; ``docs/algorithms.md#lazy-beam``): a stateful
 ``DoFn`` on a single key is the trusted aggregator. It holds the sketch (exact pending counts,
 running totals and noise slots) in Beam state, serialized with the versioned format
-(``to_bytes``/``from_bytes``), so a runner checkpoint restores it, and it emits a
-:class:`ContinualRelease` (noisy estimates of the declared public query keys at time ``t``) on a
-public schedule. Nothing exact ever leaves the state.
+(``to_bytes``/``from_bytes``), so a runner checkpoint restores it, and it emits the noisy
+estimates of the declared public query keys at time ``t`` (``(t, key, estimate)`` records, or a
+:class:`ContinualRelease` with ``with_metadata=True``) on a public schedule. Nothing exact ever
+leaves the state.
 
 Time models
 -----------
@@ -92,7 +93,8 @@ from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.privacy.windowing import plan_releases
 from beam_dpsketch.sketches.continual.binary_mechanism import CALIBRATIONS, HorizonExceededError
 from beam_dpsketch.sketches.continual.sketch import (
-    CONTINUAL_SKETCHES,
+    CONTINUAL_ALGORITHMS,
+    CONTINUAL_SKETCH_KINDS,
     CS_SENSITIVITIES,
     LazySketch,
     PunctualSketch,
@@ -110,6 +112,7 @@ __all__ = [
     "ContinualDPSketch",
     "ContinualRelease",
     "continual_release_prefix",
+    "mechanism_name",
     "pane_relation",
 ]
 
@@ -138,9 +141,13 @@ _KEYED = beam.typehints.KV[int, Any]
 
 @dataclass(frozen=True)
 class ContinualRelease:
-    """One release of a :class:`ContinualDPSketch`: noisy estimates after time step ``t``.
+    """One release of a :class:`ContinualDPSketch` (``with_metadata=True``): noisy estimates
+    after time step ``t``, with the public facts of the release it belongs to.
 
-    Every field is public information or noisy output; exact counts are never released.
+    Every field is public information or noisy output; exact counts are never released. The
+    fields shared with :class:`~beam_dpsketch.transforms.release.Release` (``transform``,
+    ``window_start``, ``window_end``, ``mechanism``, ``epsilon``, ``delta``, ``noise_scale``)
+    mean the same there: the release here is the whole time series of one window.
 
     Attributes
     ----------
@@ -156,11 +163,20 @@ class ContinualRelease:
     time_model
         ``"element"`` or ``"pane"``.
     sketch
-        ``"lazy-cms"``, ``"lazy-cs"``, ``"punctual-cms"`` or ``"punctual-cs"``.
+        ``"count-min"`` or ``"count-sketch"``.
+    algorithm
+        ``"lazy"`` or ``"punctual"``.
     width, depth
         Sketch shape.
+    mechanism
+        Mechanism name (as in the accountant's report).
     epsilon, delta
-        The ``(epsilon, delta)`` of this window's whole time series (not per release).
+        Cost of the release this record belongs to: the ``(epsilon, delta)`` of this window's
+        whole time series (all ``T`` steps, every record of the window), not per record.
+    noise_scale
+        Standard deviation of the Gaussian noise of one tree node.
+    neighbouring_relation
+        The neighbouring relation the guarantee holds for (from the time model).
     answers
         ``{query key: noisy estimate}`` for the declared public query keys.
     noisy_table
@@ -175,12 +191,21 @@ class ContinualRelease:
     horizon: int
     time_model: str
     sketch: str
+    algorithm: str
     width: int
     depth: int
+    mechanism: str
     epsilon: float
     delta: float
+    noise_scale: float
+    neighbouring_relation: str
     answers: Mapping[Any, float]
     noisy_table: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+
+def mechanism_name(sketch: str, algorithm: str) -> str:
+    """The mechanism name of a continual ``sketch`` / ``algorithm`` pair (accountant, metadata)."""
+    return f"continual {algorithm} {sketch} (Gaussian binary mechanism)"
 
 
 def continual_release_prefix(label: str, window: Any) -> tuple[Any, ...]:
@@ -295,6 +320,7 @@ class _TagPane(beam.DoFn):
 class _Config:
     label: str
     sketch: str
+    algorithm: str
     width: int
     depth: int
     horizon: int
@@ -306,7 +332,10 @@ class _Config:
     time_model: str
     release_every: int
     queries: tuple[Any, ...]
+    with_metadata: bool
     with_table: bool
+    noise_scale: float
+    neighbouring_relation: str
 
 
 # The sketch's versioned bytes; the steps waiting for a predecessor; and the public schedule
@@ -326,7 +355,7 @@ class _ContinualDoFn(beam.DoFn):
     def __init__(self, config: _Config, noise_source: NoiseSource) -> None:
         self._config = config
         self._noise_source = noise_source
-        self._cls = CONTINUAL_SKETCHES[config.sketch][0]
+        self._cls = CONTINUAL_ALGORITHMS[config.algorithm]
         self._qh: tuple[np.ndarray, np.ndarray] | None = None
 
     def setup(self) -> None:
@@ -338,12 +367,13 @@ class _ContinualDoFn(beam.DoFn):
             return self._cls.from_bytes(data, self._noise_source)
         c = self._config
         return new_continual_sketch(
-            c.sketch,
             c.width,
             c.depth,
             c.horizon,
             c.budget,
             release_prefix=continual_release_prefix(c.label, window),
+            sketch=c.sketch,
+            algorithm=c.algorithm,
             seed=c.seed,
             noise_source=self._noise_source,
             calibration=c.calibration,
@@ -378,7 +408,7 @@ class _ContinualDoFn(beam.DoFn):
         sketch_state=_SKETCH_PARAM,
         buffer=_BUFFER_PARAM,
         clock=_CLOCK_PARAM,
-    ) -> Iterator[ContinualRelease]:
+    ) -> Iterator[Any]:
         _, (position, payload) = element
         t, waiting = clock.read() or (0, [])
         self._check_position(position, self._steps(payload), t)
@@ -412,12 +442,12 @@ class _ContinualDoFn(beam.DoFn):
         clock.write((sketch.t, waiting))
         sketch_state.write(sketch.to_bytes())
 
-    def _apply(self, sketch: Any, payload: Any, window: Any) -> Iterator[ContinualRelease]:
+    def _apply(self, sketch: Any, payload: Any, window: Any) -> Iterator[Any]:
         c = self._config
         if c.time_model == "pane":
             sketch.step_counts(payload)
             if self._scheduled(sketch.t):
-                yield self._release(sketch, window)
+                yield from self._release(sketch, window)
             return
         start = sketch.t
         end = start + _batch_len(payload)
@@ -425,7 +455,7 @@ class _ContinualDoFn(beam.DoFn):
         for b in self._release_points(start, end):
             sketch.update_batch(_batch_slice(payload, done - start, b - start))
             done = b
-            yield self._release(sketch, window)
+            yield from self._release(sketch, window)
         if done < end:
             sketch.update_batch(_batch_slice(payload, done - start, end - start))
 
@@ -442,15 +472,21 @@ class _ContinualDoFn(beam.DoFn):
             points.append(horizon)
         return points
 
-    def _release(self, sketch: Any, window: Any) -> ContinualRelease:
+    def _release(self, sketch: Any, window: Any) -> Iterator[Any]:
+        """The records of one scheduled release: ``(t, key, estimate)`` per query key, or one
+        :class:`ContinualRelease` (``with_metadata``)."""
         c = self._config
         assert self._qh is not None
-        estimates = sketch.estimate_hashes(*self._qh).tolist()
+        estimates = [float(v) for v in sketch.estimate_hashes(*self._qh).tolist()]
+        if not c.with_metadata:
+            for key, value in zip(c.queries, estimates, strict=True):
+                yield sketch.t, key, value
+            return
         if isinstance(window, GlobalWindow):
             start = end = None
         else:
             start, end = window.start.micros / 1e6, window.end.micros / 1e6
-        return ContinualRelease(
+        yield ContinualRelease(
             transform=c.label,
             window_start=start,
             window_end=end,
@@ -458,11 +494,15 @@ class _ContinualDoFn(beam.DoFn):
             horizon=c.horizon,
             time_model=c.time_model,
             sketch=c.sketch,
+            algorithm=c.algorithm,
             width=c.width,
             depth=c.depth,
+            mechanism=mechanism_name(c.sketch, c.algorithm),
             epsilon=c.budget.epsilon,
             delta=c.budget.delta,
-            answers=dict(zip(c.queries, (float(v) for v in estimates), strict=True)),
+            noise_scale=c.noise_scale,
+            neighbouring_relation=c.neighbouring_relation,
+            answers=dict(zip(c.queries, estimates, strict=True)),
             noisy_table=sketch.noisy_table() if c.with_table else None,
         )
 
@@ -475,15 +515,13 @@ class _ContinualDoFn(beam.DoFn):
 class ContinualDPSketch(DPTransform):
     """A private Count-Min / Count Sketch released continually (Lazy or Punctual), on Beam.
 
-    Emits a :class:`ContinualRelease` (noisy estimates of the public ``query_keys``) after every
-    ``release_every``-th time step and after step ``T``, per window (see the module docstring for
+    After every ``release_every``-th time step and after step ``T``, per window, emits one
+    ``(t, key, estimate)`` record per public query key (``t`` the number of steps processed),
+    or one :class:`ContinualRelease` with ``with_metadata=True`` (see the module docstring for
     the two time models and the state layout).
 
     Parameters
     ----------
-    sketch
-        ``"lazy-cms"``, ``"lazy-cs"`` (paper Algorithm 5) or ``"punctual-cms"``,
-        ``"punctual-cs"`` (the baseline, Algorithms 3-4).
     width, depth
         Sketch shape; cells are hashed as :class:`~beam_dpsketch.sketches.CountMinSketch` /
         :class:`~beam_dpsketch.sketches.CountSketch` with the same ``(width, depth, seed)``.
@@ -497,6 +535,11 @@ class ContinualDPSketch(DPTransform):
         budget.
     query_keys
         Public query keys whose estimates every release carries (non-empty).
+    sketch
+        ``"count-min"`` (default) or ``"count-sketch"``.
+    algorithm
+        ``"lazy"`` (default; Holland, Algorithm 5) or ``"punctual"`` (the baseline,
+        Algorithms 3-4).
     time_model
         ``"element"`` (input: ``(position, key | batch)`` pairs; any windowing) or ``"pane"``
         (input: keys, key batches or records with ``key_fn``, in the global window with the
@@ -525,8 +568,13 @@ class ContinualDPSketch(DPTransform):
     noise_source
         Secret :class:`~beam_dpsketch.noise.NoiseSource` (default: a fresh random key). The
         test-only zero-noise source is refused.
+    with_metadata
+        Emit one :class:`ContinualRelease` per release (window, ``t``, mechanism, cost, noise
+        scale, relation, answers) instead of ``(t, key, estimate)`` records.
     with_table
-        Also put the noisy ``(depth, width)`` table in every release.
+        With ``with_metadata=True``: also put the released noisy ``(depth, width)`` table in
+        every :class:`ContinualRelease` (post-processing of the same noisy cells; no extra
+        cost, but ``depth * width`` floats per record).
     label
         Beam label and release label (default: the class name as Beam label, the applied full
         label as release label); the release label keys the noise.
@@ -560,13 +608,14 @@ class ContinualDPSketch(DPTransform):
 
     def __init__(
         self,
-        sketch: str,
         width: int,
         depth: int,
         horizon: int,
         budget: PrivacyBudget | None = None,
         *,
         query_keys: Sequence[Any],
+        sketch: str = "count-min",
+        algorithm: str = "lazy",
         time_model: str = "element",
         release_every: int = 1,
         seed: int = 0,
@@ -576,11 +625,18 @@ class ContinualDPSketch(DPTransform):
         key_fn: Callable[[Any], Any] | None = None,
         accountant: PrivacyAccountant | None = None,
         noise_source: NoiseSource | None = None,
+        with_metadata: bool = False,
         with_table: bool = False,
         label: str | None = None,
     ) -> None:
-        if sketch not in CONTINUAL_SKETCHES:
-            raise ValueError(f"sketch must be one of {tuple(CONTINUAL_SKETCHES)}, got {sketch!r}")
+        if sketch not in CONTINUAL_SKETCH_KINDS:
+            raise ValueError(
+                f"sketch must be one of {tuple(CONTINUAL_SKETCH_KINDS)}, got {sketch!r}"
+            )
+        if algorithm not in CONTINUAL_ALGORITHMS:
+            raise ValueError(
+                f"algorithm must be one of {tuple(CONTINUAL_ALGORITHMS)}, got {algorithm!r}"
+            )
         if time_model not in TIME_MODELS:
             raise ValueError(f"time_model must be one of {TIME_MODELS}, got {time_model!r}")
         if calibration not in CALIBRATIONS:
@@ -615,16 +671,25 @@ class ContinualDPSketch(DPTransform):
             raise ValueError("budget: pass a PrivacyBudget, an accountant, or both")
         if budget is not None:
             check_continual_budget(budget)
+        if not isinstance(with_metadata, bool):
+            raise TypeError("with_metadata must be a bool")
         if not isinstance(with_table, bool):
             raise TypeError("with_table must be a bool")
+        if with_table and not with_metadata:
+            raise ValueError(
+                "with_table: the noisy table is part of the release metadata; pass "
+                "with_metadata=True as well"
+            )
         super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
         self._sketch = sketch
+        self._algorithm = algorithm
         self._width, self._depth, self._seed = width, depth, seed
         self._time_model = time_model
         self._calibration = calibration
         self._cs_sensitivity = cs_sensitivity
         self._max_contributions = max_contributions
         self._key_fn = key_fn
+        self._with_metadata = with_metadata
         self._with_table = with_table
         if budget is not None:
             # Validates width, depth, seed and the calibration (epsilon < 1 for "paper") now.
@@ -636,12 +701,13 @@ class ContinualDPSketch(DPTransform):
 
     def _probe(self, budget: PrivacyBudget) -> LazySketch | PunctualSketch:
         return new_continual_sketch(
-            self._sketch,
             self._width,
             self._depth,
             self._horizon,
             budget,
             release_prefix=("probe",),
+            sketch=self._sketch,
+            algorithm=self._algorithm,
             seed=self._seed,
             noise_source=self._noise_source,
             calibration=self._calibration,
@@ -658,8 +724,9 @@ class ContinualDPSketch(DPTransform):
 
     def display_parameters(self) -> dict[str, Any]:
         return {
-            "mechanism": f"continual {self._sketch} (Gaussian binary mechanism)",
+            "mechanism": mechanism_name(self._sketch, self._algorithm),
             "sketch": self._sketch,
+            "algorithm": self._algorithm,
             "width": self._width,
             "depth": self._depth,
             "seed": self._seed,
@@ -726,7 +793,7 @@ class ContinualDPSketch(DPTransform):
             details["data_dependent_schedule"] = "; ".join(plan.data_dependent_schedule)
         charge = self.accountant.charge(
             name,
-            f"continual {self._sketch} (Gaussian binary mechanism)",
+            mechanism_name(self._sketch, self._algorithm),
             per_window,
             releases=windows,
             privacy_unit="element",
@@ -739,6 +806,7 @@ class ContinualDPSketch(DPTransform):
         self._config = _Config(
             label=name,
             sketch=self._sketch,
+            algorithm=self._algorithm,
             width=self._width,
             depth=self._depth,
             horizon=self._horizon,
@@ -750,7 +818,10 @@ class ContinualDPSketch(DPTransform):
             time_model=self._time_model,
             release_every=self._release_every,
             queries=self._queries,
+            with_metadata=self._with_metadata,
             with_table=self._with_table,
+            noise_scale=probe.sigma,
+            neighbouring_relation=relation,
         )
         return charge
 
@@ -763,7 +834,7 @@ class ContinualDPSketch(DPTransform):
             batches = pcoll
             if self._key_fn is not None:
                 batches = batches | "Keys" >> beam.Map(self._key_fn)
-            kind = CONTINUAL_SKETCHES[self._sketch][1]
+            kind = CONTINUAL_SKETCH_KINDS[self._sketch]
             spec = (SketchSpec.count_min if kind == "cms" else SketchSpec.count_sketch)(
                 self._width, self._depth, self._seed
             )

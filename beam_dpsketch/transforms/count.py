@@ -1,7 +1,12 @@
 """``DPCount``: a differentially private count per window and pane.
 
-The count of a pane is exact (``CountCombineFn``) and gets integer noise once, at release
-(:class:`~beam_dpsketch.transforms.release.DPAggregate`):
+The count of a pane is exact (:class:`RowCountCombineFn`) and gets integer noise once, at release
+(:class:`~beam_dpsketch.transforms.release.DPAggregate`). What is counted is rows: an element
+that is a batch of keys (a numpy or pyarrow array or a
+:class:`~beam_dpsketch.transforms.batching.KeyBatch`, as :class:`~beam_dpsketch.transforms.ReadKeyBatches`
+and :class:`~beam_dpsketch.transforms.BatchKeys` emit, the same batch convention as the sketch
+transforms) counts as its number of keys, any other element as one. One row is one element of
+the dataset, so the element-level sensitivity below is per row whatever the batching:
 
 * pure or approximate DP budget: discrete Laplace ``Geo2(exp(-eps/Delta))`` with scale
   ``Delta / eps`` (the discrete Laplace mechanism, pure ``eps``-DP for L1 sensitivity ``Delta``;
@@ -40,14 +45,13 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.transforms.combiners import CountCombineFn
 
 from beam_dpsketch.noise import NoiseSource, NoiseStream, discrete_gaussian, discrete_laplace
 from beam_dpsketch.privacy.accountant import PrivacyAccountant
 from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.privacy.calibration import discrete_laplace_scale, zcdp_gaussian_sigma
 from beam_dpsketch.transforms.base import as_extractor
-from beam_dpsketch.transforms.batching import call_user_fn
+from beam_dpsketch.transforms.batching import call_user_fn, is_batch_type, is_key_batch
 from beam_dpsketch.transforms.bounding import BoundContributions, canonical_id
 from beam_dpsketch.transforms.release import (
     PANE_RELATIONS,
@@ -55,11 +59,32 @@ from beam_dpsketch.transforms.release import (
     ReleaseMechanism,
 )
 
-__all__ = ["CountGaussianMechanism", "CountLaplaceMechanism", "DPCount"]
+__all__ = ["CountGaussianMechanism", "CountLaplaceMechanism", "DPCount", "RowCountCombineFn"]
 
 # The exact discrete Gaussian sampler accepts sigma >= 1/16; a smaller sigma is raised to it
 # (more noise, never less).
 _MIN_SIGMA = Fraction(1, 16)
+
+
+class RowCountCombineFn(beam.CombineFn):
+    """Exact number of rows: a batch of keys counts ``len(batch)``, any other element one.
+
+    Batches are the library's batch types (:func:`~beam_dpsketch.transforms.batching.is_key_batch`):
+    numpy arrays, pyarrow arrays and ``KeyBatch`` lists. The accumulator is a Python int.
+    """
+
+    def create_accumulator(self) -> int:
+        return 0
+
+    def add_input(self, mutable_accumulator: int, element: Any) -> int:
+        # A batch is a vector of rows; its length is O(1) to read, so there is no per-row work.
+        return mutable_accumulator + (len(element) if is_key_batch(element) else 1)
+
+    def merge_accumulators(self, accumulators: Any) -> int:
+        return sum(accumulators)
+
+    def extract_output(self, accumulator: int) -> int:
+        return accumulator
 
 
 def _exact_count(accumulator: Any) -> int:
@@ -219,7 +244,9 @@ class DPCount(AccountedTransform):
 
     Output: one record ``{"count": int}`` per released pane (or a
     :class:`~beam_dpsketch.transforms.release.Release` with ``with_metadata=True``). In the
-    default global window an empty input still gives one noisy count.
+    default global window an empty input still gives one noisy count. Rows are counted: an
+    element that is a batch of keys (e.g. from :class:`~beam_dpsketch.transforms.ReadKeyBatches`)
+    counts as its number of keys, so ``ReadKeyBatches(...) | DPCount(...)`` counts the rows read.
 
     Parameters
     ----------
@@ -315,7 +342,7 @@ class DPCount(AccountedTransform):
         mechanism_cls = CountGaussianMechanism if kind == "zcdp" else CountLaplaceMechanism
         self.mechanism = mechanism_cls(max_contributions)
         self._build_step(
-            CountCombineFn(),
+            RowCountCombineFn(),
             self.mechanism,
             privacy_unit=privacy_unit,
             max_panes_per_window=max_panes_per_window,
@@ -334,6 +361,11 @@ class DPCount(AccountedTransform):
     def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
         counted = pcoll
         if self._bound is not None:
+            if is_batch_type(pcoll.element_type):
+                raise ValueError(
+                    "privacy_id_fn: a user-level DPCount needs one element per row, got batches "
+                    "of keys; read rows (records with a privacy id) instead"
+                )
             counted = (
                 pcoll
                 | "PrivacyIds" >> beam.Map(_privacy_id, self._privacy_id_fn)
@@ -348,4 +380,9 @@ def _identity(x: Any) -> Any:
 
 def _privacy_id(element: Any, privacy_id_fn: Callable[[Any], Any]) -> Any:
     """The canonical privacy id of ``element`` (errors name ``privacy_id_fn``, never data)."""
+    if is_key_batch(element):
+        # A batch holds many rows, possibly of many units: one id for it would break the bound.
+        raise ValueError(
+            "privacy_id_fn: a user-level DPCount needs one element per row, got a batch of keys"
+        )
     return canonical_id(call_user_fn(privacy_id_fn, element, "privacy_id_fn"))

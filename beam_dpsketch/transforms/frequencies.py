@@ -7,26 +7,46 @@ bundle and merged by Beam (linear sketches merge exactly, whatever the merge tre
 added once per window and pane at the trusted aggregator (``docs/algorithms.md#lin-merge``).
 
 Deletions (the turnstile model) enter as records with a negative weight through ``weight_fn``.
+
+With declared public keys (``query_keys``) no sketch is built: the exact counts of exactly those
+keys are released with noise calibrated for counting
+(:mod:`beam_dpsketch.sketches.linear.key_counts`), with no hashing error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
-from beam_dpsketch.sketches.linear.calibration import pane_calibration, pane_relation_text
+from beam_dpsketch.sketches.linear.calibration import (
+    noise_tail_bound,
+    pane_calibration,
+    pane_relation_text,
+)
+from beam_dpsketch.sketches.linear.key_counts import (
+    KeyCountIndex,
+    PrivateKeyCounts,
+    check_query_keys,
+)
 from beam_dpsketch.sketches.linear.private import (
     PrivateCountMinSketch,
     PrivateCountSketch,
     parse_neighbouring,
 )
 from beam_dpsketch.transforms.base import as_extractor
-from beam_dpsketch.transforms.batching import BatchKeys, call_user_fn, is_batch_type, unit_weight
+from beam_dpsketch.transforms.batching import (
+    BatchKeys,
+    call_user_fn,
+    is_batch_type,
+    is_key_batch,
+    unit_weight,
+)
 from beam_dpsketch.transforms.combiners import SketchCombineFn, WeightedSketchCombineFn
 from beam_dpsketch.transforms.release import (
     PANE_RELATIONS,
@@ -34,7 +54,19 @@ from beam_dpsketch.transforms.release import (
     ReleaseMechanism,
 )
 
-__all__ = ["DPFrequencies", "LinearSketchReleaseMechanism"]
+__all__ = [
+    "DEFAULT_SKETCH",
+    "DPFrequencies",
+    "KeyCountsCombineFn",
+    "LinearSketchReleaseMechanism",
+    "PublicKeyCountsReleaseMechanism",
+]
+
+#: The default estimator: Count Sketch, whose point estimates are unbiased (zero-mean hashing
+#: error and zero-mean noise), where Count-Min's minimum over noisy rows is biased.
+DEFAULT_SKETCH = "count-sketch"
+#: Confidence of the per-estimate error bounds reported by ``describe`` and the CLI.
+ERROR_BOUND_CONFIDENCE = 0.95
 
 _SKETCHES = {
     "count-min": (CountMinSketch, PrivateCountMinSketch),
@@ -47,7 +79,10 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
 
     Every cell gets independent noise once, calibrated for the budget kind (pure: discrete
     Laplace on the L1 sensitivity; approximate or zCDP: discrete Gaussian on the L2 sensitivity)
-    and the ``neighbouring`` relation (``docs/algorithms.md#lin-sensitivity``).
+    and the ``neighbouring`` relation (``docs/algorithms.md#lin-sensitivity``). No constant is
+    added to the cells (``offset=False``): a point estimate is the minimum (Count-Min) or the
+    median (Count Sketch) of the key's noisy counters, with no hidden shift, and each released
+    sketch reports its per-estimate ``error_bound(confidence)``.
 
     Parameters
     ----------
@@ -102,6 +137,7 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
             stream,
             neighbouring=self.calibrated_for,
             publish_total=self.publish_total,
+            offset=False,
         )
         return [private]
 
@@ -125,8 +161,9 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
 
     def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
         cal = self._private_class().calibrate(
-            self.width, self.depth, budget, neighbouring=self.calibrated_for
+            self.width, self.depth, budget, neighbouring=self.calibrated_for, offset=False
         )
+        noise_q = noise_tail_bound(cal.noise, cal.scale, self.depth, 1 - ERROR_BOUND_CONFIDENCE)
         return {
             "noise": cal.noise,
             "noise_scale": cal.scale,
@@ -136,25 +173,198 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
                 self.neighbouring, self.pane_relation, self.calibrated_for
             ),
             "total_published": self.publish_total,
+            "offset": 0,
+            "estimator": "minimum over rows" if self.sketch == "count-min" else "median over rows",
+            "point_query_noise_bound": (
+                f"{noise_q:.6g} at {ERROR_BOUND_CONFIDENCE:g} per key (noise only; the released "
+                "sketch's error_bound(confidence) adds the hashing error)"
+            ),
+        }
+
+
+class KeyCountsCombineFn(beam.CombineFn):
+    """Exact counts of declared public keys: the accumulator is one int64 per key.
+
+    Inputs are batches of keys (numpy, pyarrow, ``KeyBatch``), ``(key, weight)`` pairs when
+    ``weighted``, or single keys. Lookups are vectorised (:class:`KeyCountIndex`); memory is
+    ``O(#keys)`` whatever the input length.
+    """
+
+    def __init__(self, keys: Sequence[Any], weighted: bool = False) -> None:
+        super().__init__()
+        self._keys = tuple(keys)
+        self._weighted = bool(weighted)
+        self._index: KeyCountIndex | None = None
+
+    def _lookup(self) -> KeyCountIndex:
+        # Built lazily on the worker: only the key tuple is pickled with the CombineFn.
+        if self._index is None:
+            self._index = KeyCountIndex(self._keys)
+        return self._index
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_keys": self._keys, "_weighted": self._weighted, "_index": None}
+
+    def create_accumulator(self) -> np.ndarray:
+        return self._lookup().zeros()
+
+    def add_input(self, mutable_accumulator: np.ndarray, element: Any) -> np.ndarray:
+        index = self._lookup()
+        if self._weighted:
+            key, weight = element
+            return index.add(mutable_accumulator, [key], [weight])
+        if is_key_batch(element):
+            return index.add(mutable_accumulator, element)
+        return index.add(mutable_accumulator, [element])
+
+    def merge_accumulators(self, accumulators: Any) -> np.ndarray:
+        it = iter(accumulators)
+        first = next(it, None)
+        if first is None:
+            return self.create_accumulator()
+        for acc in it:
+            first += acc
+        return first
+
+    def extract_output(self, accumulator: np.ndarray) -> np.ndarray:
+        return accumulator
+
+
+_KEY_COUNT_RELATIONS = {
+    "add_remove": "add_remove: add/remove one element (it changes one declared key's count by at "
+    "most 1)",
+    "replace": "replace: one element replaced by another (at most two declared keys' counts "
+    "change, by 1 each)",
+    "replace_update": "replace_update: one signed record replaced by another (the declared keys' "
+    "counts change by at most 2 in total)",
+}
+
+
+class PublicKeyCountsReleaseMechanism(ReleaseMechanism):
+    """Release the exact counts of declared public keys with noise calibrated for counting.
+
+    The count vector over the declared keys is a one-row Count-Min sketch without collisions, so
+    its sensitivities are ``linear_sensitivity("count_min", relation, depth=1)``: 1 (L1 and L2)
+    for one element added or removed, ``k`` for ``"user:k"``, 2 (L1) and ``sqrt(2)`` (L2) under
+    replacement, 2 under ``replace_update``. Pure budget: discrete Laplace of scale
+    ``Delta_1 / eps``; zCDP: discrete Gaussian with ``sigma = Delta_2 / sqrt(2 rho)``;
+    approximate ``(eps, delta)``: whichever of the two has the smaller variance (the discrete
+    Laplace for a count vector, whose L1 and L2 sensitivities are equal; it then spends
+    ``eps`` and no ``delta``, which is what the accountant is charged). Every declared key is released (zero counts included), so which keys appear
+    is public. Panes whose boundaries depend on the data are calibrated like the sketches
+    (:func:`~beam_dpsketch.sketches.linear.calibration.pane_calibration`).
+    """
+
+    def __init__(
+        self,
+        keys: Sequence[Any],
+        neighbouring: str,
+        *,
+        turnstile: bool = False,
+        pane_relation: str = "add_remove",
+    ) -> None:
+        self.keys = tuple(keys)
+        self.neighbouring = parse_neighbouring(neighbouring)[0]
+        self.turnstile = bool(turnstile)
+        if pane_relation not in PANE_RELATIONS:
+            raise ValueError(
+                f"pane_relation must be one of {PANE_RELATIONS}, got {pane_relation!r}"
+            )
+        self.pane_relation = pane_relation
+        self.calibrated_for = pane_calibration(self.neighbouring, pane_relation, self.turnstile)
+        self.name = "dp-counts/public-keys"
+        self._index: KeyCountIndex | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_index"] = None
+        return state
+
+    def privacy_cost(self, budget: PrivacyBudget) -> PrivacyBudget:
+        # An approximate budget spent by the discrete Laplace mechanism costs epsilon only.
+        return PrivateKeyCounts.privacy_cost(
+            len(self.keys), budget, neighbouring=self.calibrated_for
+        )
+
+    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
+        if self._index is None:
+            self._index = KeyCountIndex(self.keys)
+        released = PrivateKeyCounts.release(
+            self._index, accumulator, budget, stream, neighbouring=self.calibrated_for
+        )
+        return [released]
+
+    def for_pane_relation(self, pane_relation: str) -> ReleaseMechanism:
+        if pane_relation == self.pane_relation:
+            return self
+        if self.neighbouring == "add_remove" and pane_relation in PANE_RELATIONS:
+            return PublicKeyCountsReleaseMechanism(
+                self.keys,
+                self.neighbouring,
+                turnstile=self.turnstile,
+                pane_relation=pane_relation,
+            )
+        return super().for_pane_relation(pane_relation)
+
+    def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
+        cal = PrivateKeyCounts.calibrate(len(self.keys), budget, neighbouring=self.calibrated_for)
+        bound = noise_tail_bound(cal.noise, cal.scale, 1, 1 - ERROR_BOUND_CONFIDENCE)
+        if self.pane_relation == "add_remove":
+            relation = _KEY_COUNT_RELATIONS.get(
+                self.neighbouring,
+                f"{self.neighbouring}: add/remove one user's records (at most "
+                f"{self.neighbouring[5:]}, a bound enforced upstream); they change the declared "
+                "keys' counts by at most that many in total",
+            )
+        else:
+            relation = pane_relation_text(
+                self.neighbouring, self.pane_relation, self.calibrated_for
+            ).replace("; the pane total is not published", "")
+        return {
+            "noise": cal.noise,
+            "noise_scale": cal.scale,
+            "threshold": None,
+            "sensitivity": f"{cal.sensitivity:g} ({cal.sensitivity_norm}, {cal.neighbouring})",
+            "neighbouring_relation": relation,
+            "public_keys": len(self.keys),
+            "released_keys": "every declared key, zero counts included (public)",
+            "sketch_error": "none: exact counts of the declared keys",
+            "point_query_noise_bound": f"{bound:.6g} at {ERROR_BOUND_CONFIDENCE:g} per key",
         }
 
 
 class DPFrequencies(AccountedTransform):
-    """A differentially private Count-Min sketch or Count Sketch per window and pane.
+    """Differentially private key frequencies per window and pane: a sketch, or exact counts of
+    declared public keys.
 
-    Emits one released :class:`~beam_dpsketch.sketches.linear.private.PrivateCountMinSketch` (or
-    ``PrivateCountSketch``) per released pane: queryable downstream for any key (``estimate``),
-    e.g. as a side input. The sketch is exact until release; noise is added once to every cell.
+    Without ``query_keys``: emits one released
+    :class:`~beam_dpsketch.sketches.linear.private.PrivateCountSketch` (default) or
+    ``PrivateCountMinSketch`` per released pane, queryable downstream for any key (``estimate``,
+    e.g. as a side input), with a per-estimate ``error_bound(confidence)`` (hashing error plus
+    noise quantile, from released values only). The sketch is exact until release; noise is added
+    once to every cell and no constant is added (the estimate has no hidden offset).
+
+    With ``query_keys``: emits one
+    :class:`~beam_dpsketch.sketches.linear.key_counts.PrivateKeyCounts` per released pane, the
+    exact counts of exactly the declared keys plus noise calibrated for counting (sensitivity 1
+    per element at element level), every declared key included (zero counts too), with no
+    sketch error. Memory is ``O(#keys)``.
 
     Parameters
     ----------
     width, depth, seed
-        Sketch shape and public hash seed.
+        Sketch shape and public hash seed (``width`` and ``depth`` are required without
+        ``query_keys``; with ``query_keys`` no sketch is built and they are not used).
     budget
         Total budget of the transform for one privacy unit (pure, approximate or zCDP), split
         over the releases a unit can influence.
     sketch
-        ``"count-min"`` (default) or ``"count-sketch"``.
+        ``"count-sketch"`` (default: unbiased median estimator) or ``"count-min"`` (minimum
+        over rows: never below the exact sketch's collisions, biased downward by the noise of
+        lightly loaded keys). Must be left unset with ``query_keys``.
+    query_keys
+        Public keys, declared independently of the data: count exactly these keys instead of
+        building a sketch. Keys of the data that are not declared are not counted.
     key_fn
         Extracts the key of a record: a callable, or the field name of ``dict`` / ``beam.Row``
         elements (default: elements are keys, or batches of keys).
@@ -163,7 +373,10 @@ class DPFrequencies(AccountedTransform):
         sensitivity assumes ``|weight| <= 1`` per record unless ``neighbouring`` says otherwise.
     neighbouring
         Neighbouring relation (``docs/algorithms.md#lin-sensitivity``): ``"add_remove"``
-        (default), ``"replace"``, ...
+        (default, element level: one record added or removed), ``"replace"``,
+        ``"replace_update"`` or ``"user:k"`` (user level: one user's at most ``k`` records, a bound
+        the caller enforces upstream, e.g. with
+        :class:`~beam_dpsketch.transforms.BoundContributions`).
         Only ``"replace"``, the declared replace-one model of Zhao et al. in which the total is a
         public invariant, makes the released sketches carry their exact total weight.
     accountant, max_panes_per_window, max_windows_per_unit, noise_source, with_metadata, label
@@ -176,13 +389,20 @@ class DPFrequencies(AccountedTransform):
 
     Notes
     -----
-    **Privacy guarantee.** The released sketches are ``budget``-DP for the whole transform under
-    the chosen neighbouring relation (Zhao et al., Algorithm 3, Theorems 3.1 and 3.2, with the
-    exact sensitivities of ``docs/algorithms.md#lin-sensitivity``).
+    **Privacy guarantee.** The released sketches (or key counts) are ``budget``-DP for the whole
+    transform under the chosen neighbouring relation (Zhao et al., Algorithm 3, Theorems 3.1 and
+    3.2, with the exact sensitivities of ``docs/algorithms.md#lin-sensitivity``; for
+    ``query_keys`` the discrete Laplace or discrete Gaussian mechanism on the count vector of the
+    declared keys, whose sensitivities are those of a one-row Count-Min sketch).
     When a trigger can fire several panes whose boundaries depend on the data, each pane is
     calibrated for the exact replacement sensitivity (``replace_update`` with ``weight_fn``), and
     its total is not published: ``total()`` of a released Count-Min sketch is then the estimate
     from the noisy table (a released Count Sketch has none).
+
+    **Accuracy.** A sketch's point estimate has hashing error (``O(N / width)`` for Count-Min,
+    ``O(||f||_2 / sqrt(width))`` for Count Sketch) on top of the noise; ``error_bound`` states
+    it. When the keys of interest are known in advance, ``query_keys`` removes the hashing error
+    and needs less noise (sensitivity 1 instead of ``depth`` or ``sqrt(depth)``).
 
     **Conditions.** Noise protects the released values. Which windows are released is covered
     only in the global window (always released) or with a declared ``release_range``; with a
@@ -193,12 +413,13 @@ class DPFrequencies(AccountedTransform):
 
     def __init__(
         self,
-        width: int,
-        depth: int,
+        width: int | None = None,
+        depth: int | None = None,
         budget: PrivacyBudget | None = None,
         *,
         seed: int = 0,
-        sketch: str = "count-min",
+        sketch: str | None = None,
+        query_keys: Sequence[Any] | None = None,
         key_fn: Callable[[Any], Any] | None = None,
         weight_fn: Callable[[Any], int] | None = None,
         neighbouring: str = "add_remove",
@@ -210,21 +431,45 @@ class DPFrequencies(AccountedTransform):
         label: str | None = None,
         release_range: tuple[float, float] | None = None,
     ) -> None:
-        if sketch not in _SKETCHES:
-            raise ValueError(f"sketch must be one of {tuple(_SKETCHES)}, got {sketch!r}")
+        if query_keys is not None:
+            if sketch is not None:
+                raise ValueError(
+                    "sketch: query_keys counts the declared keys exactly, without a sketch; "
+                    "leave sketch unset"
+                )
+            keys = check_query_keys(query_keys)
+        else:
+            sketch = DEFAULT_SKETCH if sketch is None else sketch
+            if sketch not in _SKETCHES:
+                raise ValueError(f"sketch must be one of {tuple(_SKETCHES)}, got {sketch!r}")
+            if width is None or depth is None:
+                raise ValueError(
+                    "width and depth are required for a sketch (or pass query_keys to count "
+                    "declared public keys exactly)"
+                )
         super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
         key_fn = as_extractor(key_fn, "key_fn")
         weight_fn = as_extractor(weight_fn, "weight_fn")
-        exact_cls = _SKETCHES[sketch][0]
-        exact_cls(width, depth, seed)  # validate the shape now, at construction
         self._key_fn, self._weight_fn = key_fn, weight_fn
-        self.mechanism = LinearSketchReleaseMechanism(
-            sketch, width, depth, seed, neighbouring, turnstile=weight_fn is not None
-        )
-        self._build_step(
-            (WeightedSketchCombineFn if weight_fn is not None else SketchCombineFn)(
+        turnstile = weight_fn is not None
+        self.mechanism: LinearSketchReleaseMechanism | PublicKeyCountsReleaseMechanism
+        if query_keys is not None:
+            self.mechanism = PublicKeyCountsReleaseMechanism(
+                keys, neighbouring, turnstile=turnstile
+            )
+            KeyCountIndex(keys)  # refuse an ambiguous lookup now, at construction
+            combine_fn: beam.CombineFn = KeyCountsCombineFn(keys, weighted=turnstile)
+        else:
+            exact_cls = _SKETCHES[sketch][0]
+            exact_cls(width, depth, seed)  # validate the shape now, at construction
+            self.mechanism = LinearSketchReleaseMechanism(
+                sketch, width, depth, seed, neighbouring, turnstile=turnstile
+            )
+            combine_fn = (WeightedSketchCombineFn if turnstile else SketchCombineFn)(
                 lambda: exact_cls(width, depth, seed)
-            ),
+            )
+        self._build_step(
+            combine_fn,
             self.mechanism,
             max_panes_per_window=max_panes_per_window,
             max_windows_per_unit=max_windows_per_unit,
@@ -235,6 +480,13 @@ class DPFrequencies(AccountedTransform):
     def display_parameters(self) -> dict[str, Any]:
         params = super().display_parameters()
         m = self.mechanism
+        if isinstance(m, PublicKeyCountsReleaseMechanism):
+            params.update(
+                query_keys=len(m.keys),
+                neighbouring_relation=m.neighbouring,
+                turnstile=m.turnstile,
+            )
+            return params
         params.update(
             sketch=m.sketch,
             width=m.width,

@@ -11,8 +11,11 @@ Which release a pipeline shape allows follows from their Section 7 (merged sketc
     accumulators, every open segment is post-processed (Algorithm 3 with its own ``n``, ``d``) and
     the results are summed exactly (Lebeda and Tětek, Algorithm 3 of Section 6 and Section 7;
     ``docs/algorithms.md#mg-partition``). Released with
-    APPROX_PP: discrete Laplace noise of scale ``2/eps`` per key (on the ``1/(k+1)`` grid) that
-    does not grow with ``k``. Memory is at most ``max_shards * k`` keys at the aggregator; a
+    APPROX_PP: discrete Laplace noise of scale ``2/eps_hh`` per key (on the ``1/(k+1)`` grid)
+    that does not grow with ``k``, plus a DP count ``N_hat`` of the window's elements
+    (``count_fraction`` of epsilon, basic composition) whose ``N_hat/(k+1)`` is added back to
+    every count, removing Algorithm 3's offset; every released count carries an error bound.
+    Memory is at most ``max_shards * k`` keys at the aggregator; a
     pipeline that produces more segments than ``max_shards`` fails loudly rather than truncate.
 ``"sequential"`` (element level, strict mode)
     All elements of a window go through one ``GroupByKey`` to a single Algorithm-1 sketch, which
@@ -30,6 +33,15 @@ Which release a pipeline shape allows follows from their Section 7 (merged sketc
     window (chosen by keyed hash, :class:`~beam_dpsketch.transforms.BoundContributions`), folded
     into a PAMG sketch (Algorithm 4) merged with ``MERGE_k``, released with GSHM at ``l = k``
     (Lebeda and Tětek, Section 8: Algorithm 4, Theorem 5 and Theorem 12).
+``"select-then-count"`` (element or user level, memory ``O(k)``)
+    A Design B selection of at most ``k`` candidate keys (share ``selection_fraction`` of
+    epsilon), then the exact counts of those keys in the same window (a windowed side input)
+    released with discrete Laplace noise of scale ``1/eps_count`` (``m/eps_count`` at user
+    level), zero counts included; basic composition. Global or fixed windows, a trigger that
+    fires once. See :mod:`beam_dpsketch.transforms.select_count`.
+``"user-exact"`` (user level, memory grows with the distinct keys of a window)
+    Exact per-key counts of units bounded to ``m`` distinct keys, released with GSHM at
+    ``l = m`` (Lebeda and Tětek, Section 8, Theorem 5): noise grows with ``sqrt(m)``, not ``k``.
 
 Every release is one window and pane of one transform, accounted at pipeline construction
 (``docs/privacy-model.md``). The partition-stability assumption A-PART
@@ -52,6 +64,7 @@ from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.privacy.windowing import max_trigger_firings
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries.private import (
+    DEFAULT_COUNT_FRACTION,
     HeavyHitterRelease,
     PAMGSketch,
     PostProcessedSum,
@@ -61,11 +74,25 @@ from beam_dpsketch.sketches.misra_gries.private import (
     pamg_gshm,
     pmg,
 )
+from beam_dpsketch.sketches.misra_gries.select_count import DEFAULT_SELECTION_FRACTION
+from beam_dpsketch.sketches.misra_gries.single import check_count_fraction
+from beam_dpsketch.sketches.misra_gries.sizing import DEFAULT_K, memory_bytes
 from beam_dpsketch.transforms.base import as_extractor
 from beam_dpsketch.transforms.batching import BatchKeys, call_user_fn, is_batch_type, is_key_batch
 from beam_dpsketch.transforms.bounding import BoundContributions
 from beam_dpsketch.transforms.combiners import MergeSketchesCombineFn, SketchCombineFn
 from beam_dpsketch.transforms.release import AccountedTransform, ReleaseMechanism
+from beam_dpsketch.transforms.select_count import (
+    SELECT_COUNT,
+    USER_EXACT,
+    CandidateCountCombineFn,
+    ExactCountCombineFn,
+    SelectedCountMechanism,
+    SelectionMechanism,
+    SelectThenCount,
+    UserExactMechanism,
+    unit_key_set,
+)
 
 __all__ = [
     "MECHANISMS",
@@ -75,8 +102,17 @@ __all__ = [
     "MisraGriesReleaseMechanism",
 ]
 
-MECHANISMS = ("design-b", "sequential", "merged-gshm", "merged-laplace", "pamg-gshm")
-_ELEMENT_MECHANISMS = MECHANISMS[:4]
+MECHANISMS = (
+    "design-b",
+    "sequential",
+    "merged-gshm",
+    "merged-laplace",
+    "pamg-gshm",
+    SELECT_COUNT,
+    USER_EXACT,
+)
+_ELEMENT_MECHANISMS = ("design-b", "sequential", "merged-gshm", "merged-laplace", SELECT_COUNT)
+_USER_MECHANISMS = ("pamg-gshm", USER_EXACT, SELECT_COUNT)
 
 
 # --------------------------------------------------------------------------------------------
@@ -188,7 +224,7 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
     Parameters
     ----------
     mechanism
-        One of :data:`MECHANISMS`.
+        One of the Misra-Gries entries of :data:`MECHANISMS`.
     k
         Sketch size.
     top
@@ -196,17 +232,32 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
     max_shards
         Design B only: the declared maximum number of segments per window. It decides the
         neighbouring relation :meth:`describe` states (sharded, under A-PART, when above 1).
+    max_contributions
+        ``pamg-gshm`` only: the contribution bound ``m`` the relation is stated for.
+    count_fraction
+        Design B only: share of each release's epsilon spent on the DP element count that
+        removes Algorithm 3's ``N/(k+1)`` offset (:func:`~beam_dpsketch.sketches.misra_gries.
+        private.approx_pp`); ``0`` releases Algorithm 3's values unchanged.
 
     Notes
     -----
-    :meth:`release` emits only the ``(key, noisy_count)`` pairs; the
-    :class:`~beam_dpsketch.sketches.misra_gries.private.HeavyHitterRelease` object never leaves the
-    release step, and :meth:`describe` reads public configuration only (a probe release of an
-    empty aggregate).
+    :meth:`release` emits ``(key, noisy_count)`` pairs, largest first with ``top``; Design B's
+    are :class:`~beam_dpsketch.sketches.misra_gries.private.HeavyHitterEstimate` pairs that
+    carry their error bound. The
+    :class:`~beam_dpsketch.sketches.misra_gries.private.HeavyHitterRelease` object never leaves
+    the release step, and :meth:`describe` reads public configuration only (a probe release of
+    an empty aggregate).
     """
 
     def __init__(
-        self, mechanism: str, k: int, top: int | None = None, *, max_shards: int = 1
+        self,
+        mechanism: str,
+        k: int,
+        top: int | None = None,
+        *,
+        max_shards: int = 1,
+        max_contributions: int | None = None,
+        count_fraction: float = DEFAULT_COUNT_FRACTION,
     ) -> None:
         if mechanism not in MECHANISMS:
             raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
@@ -214,6 +265,8 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
         self.k = k
         self.top = top
         self.max_shards = max_shards
+        self.max_contributions = 1 if max_contributions is None else int(max_contributions)
+        self.count_fraction = count_fraction
         self.name = f"dp-misra-gries/{mechanism}"
 
     def check_budget(self, budget: PrivacyBudget) -> None:
@@ -222,11 +275,13 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
                 f"{self.name} is (epsilon, delta)-DP: pass PrivacyBudget.approx(eps, delta) with "
                 f"delta > 0 (got a {budget.kind} budget); thresholding needs delta to hide keys"
             )
+        if self.mechanism == "design-b":
+            check_count_fraction(self.count_fraction, budget.epsilon)
 
     def _release(self, acc: Any, budget: PrivacyBudget, stream: NoiseStream) -> HeavyHitterRelease:
         eps, delta = budget.epsilon, budget.delta
         if self.mechanism == "design-b":
-            return approx_pp(acc, eps, delta, stream)
+            return approx_pp(acc, eps, delta, stream, count_fraction=self.count_fraction)
         if self.mechanism == "sequential":
             return pmg(acc, eps, delta, stream)
         if self.mechanism == "merged-gshm":
@@ -237,11 +292,13 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
 
     def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
         released = self._release(accumulator, budget, stream)
-        if self.top is None:
-            return [(key, count) for key, count in released.items]
-        # Largest noisy counts first; ties by the canonical key order of the release.
-        ranked = sorted(released.top(self.top).items, key=lambda kv: -kv[1])
-        return [(key, count) for key, count in ranked]
+        if self.top is not None:
+            released = released.top(self.top)
+        # Largest noisy counts first; ties by the canonical key order of the release (stable).
+        records = released.estimates()
+        if self.top is not None:
+            records.sort(key=lambda kv: -kv[1])
+        return records
 
     def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
         # A release of an empty aggregate exposes the calibration without touching data.
@@ -250,10 +307,10 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
             "sequential": lambda: MisraGries(self.k),
             "merged-gshm": lambda: MisraGries(self.k),
             "merged-laplace": lambda: MisraGries(self.k),
-            "pamg-gshm": lambda: PAMGSketch(self.k, 1),
+            "pamg-gshm": lambda: PAMGSketch(self.k, self.max_contributions, allow_m_gt_k=True),
         }[self.mechanism]()
         probe = self._release(empty, budget, NoiseSource.insecure_for_tests(0).stream("describe"))
-        return {
+        out: dict[str, Any] = {
             "noise": probe.noise.distribution,
             "noise_scale": float(probe.noise.scale),
             "threshold": float(probe.threshold),
@@ -261,6 +318,44 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
             + self.mechanism,
             "neighbouring_relation": probe.neighbouring,
         }
+        if self.mechanism == "design-b":
+            out.update(_design_b_facts(probe, self.k, self.max_shards))
+        return out
+
+
+def _design_b_facts(probe: HeavyHitterRelease, k: int, max_shards: int) -> dict[str, Any]:
+    """The budget split, estimate, error bound and memory of a Design B release (public)."""
+    details = probe.details
+    cf = float(details["count_fraction"])
+    memory = (
+        f"at most max_shards * k = {max_shards * k:,} keys at the aggregator "
+        f"(about {memory_bytes(k, max_shards=max_shards) / 1e6:.0f} MB for short keys); "
+        f"{k:,} counters per Beam accumulator"
+    )
+    if cf == 0.0:
+        return {
+            "estimate": "Algorithm 3 value: in [f(x) - N/(k+1), f(x)] before noise",
+            "memory": memory,
+        }
+    return {
+        "budget_split": (
+            f"epsilon {details['heavy_hitter_epsilon']:.6g} for the keys (APPROX_PP) + "
+            f"{details['count_epsilon']:.6g} for a DP element count N_hat (count_fraction="
+            f"{cf:g}; discrete Laplace, sensitivity 1), basic composition"
+        ),
+        "count_noise_scale": float(details["count_noise_scale"]),
+        "estimate": (
+            "Algorithm 3 value + max(N_hat, 0)/(k+1): in [f(x), f(x) + N/(k+1)] before noise "
+            "(exact when each accumulator's sketch holds all its distinct keys); the threshold "
+            "applies before the correction"
+        ),
+        "error_bound": (
+            f"per key, with probability >= {probe.error.confidence:g}: "  # type: ignore[union-attr]
+            "f(x) in [count - (max(N_hat, 0) + t_Z)/(k+1), count + (t_Z + t_W)/(k+1)] with "
+            "t_Z, t_W the noise quantiles (computed from released values only)"
+        ),
+        "memory": memory,
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -271,7 +366,9 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
 class DPHistogram(AccountedTransform):
     """Differentially private sparse histogram of keys per window, from Misra-Gries sketches.
 
-    Emits ``(key, noisy_count)`` tuples for every key whose noisy count passes the mechanism's
+    Emits ``(key, noisy_count)`` tuples (Design B:
+    :class:`~beam_dpsketch.sketches.misra_gries.HeavyHitterEstimate` tuples, whose ``lower``,
+    ``upper``, ``error_bound`` and ``confidence`` attributes state each count's error) for every key whose noisy count passes the mechanism's
     threshold, in canonical key order (never insertion order, ``docs/algorithms.md#mg-order``),
     one release per window
     and pane (or :class:`~beam_dpsketch.transforms.release.Release` objects carrying the records
@@ -281,8 +378,12 @@ class DPHistogram(AccountedTransform):
     Parameters
     ----------
     k
-        Counters per Misra-Gries sketch; every key with true count above ``n/(k+1)`` plus the
-        noise threshold is released with high probability.
+        Counters per Misra-Gries sketch (default
+        :data:`~beam_dpsketch.sketches.misra_gries.DEFAULT_K` = 4096); every key with true
+        count above ``N/(k+1)`` plus the noise threshold is released with high probability
+        (``N`` elements per window). Size it with
+        :func:`~beam_dpsketch.sketches.misra_gries.suggest_k` (an error target for an expected
+        ``N``) or :func:`~beam_dpsketch.sketches.misra_gries.k_for_memory`.
     budget
         ``PrivacyBudget.approx(epsilon, delta)`` for this transform, split over the releases one
         privacy unit can influence (windows and panes, see ``docs/privacy-model.md``).
@@ -299,8 +400,19 @@ class DPHistogram(AccountedTransform):
         user level (see the module docstring for when each is allowed). ``"sequential"`` and
         the user-level release need a trigger that fires once per window; ``"design-b"`` and
         the merged releases accept early and late firings (declare ``max_panes_per_window``).
+        ``"select-then-count"`` (either level) and ``"user-exact"`` (user level) are described
+        in the module docstring.
     max_shards
-        Design B only: declared maximum number of Beam accumulators per window (memory bound).
+        Design B only: declared maximum number of Beam accumulators per window (memory bound:
+        at most ``max_shards * k`` keys at the aggregator).
+    count_fraction
+        Design B only: share of epsilon spent on a DP count of the window's elements, whose
+        ``N_hat/(k+1)`` is added back to every released count (default 0.05; ``0`` releases
+        Algorithm 3's values, up to ``N/(k+1)`` low). See
+        :func:`~beam_dpsketch.sketches.misra_gries.private.approx_pp`.
+    selection_fraction
+        ``"select-then-count"`` only: share of epsilon spent on the selection, in ``(0, 1)``
+        (default 0.5); the count gets the rest and no delta. :meth:`explain` shows both charges.
     accountant, max_panes_per_window, max_windows_per_unit, noise_source, with_metadata, label
         As for :class:`~beam_dpsketch.transforms.release.DPAggregate`.
     release_range
@@ -328,7 +440,7 @@ class DPHistogram(AccountedTransform):
 
     def __init__(
         self,
-        k: int,
+        k: int = DEFAULT_K,
         budget: PrivacyBudget | None = None,
         *,
         key_fn: Callable[[Any], Any] | None = None,
@@ -344,6 +456,8 @@ class DPHistogram(AccountedTransform):
         with_metadata: bool = False,
         label: str | None = None,
         release_range: tuple[float, float] | None = None,
+        selection_fraction: float | None = None,
+        count_fraction: float | None = None,
     ) -> None:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
@@ -359,10 +473,10 @@ class DPHistogram(AccountedTransform):
             mechanism = "pamg-gshm" if user_level else "design-b"
         if mechanism not in MECHANISMS:
             raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
-        if user_level != (mechanism == "pamg-gshm"):
+        if mechanism not in (_USER_MECHANISMS if user_level else _ELEMENT_MECHANISMS):
             raise ValueError(
-                "mechanism 'pamg-gshm' is the user-level release and needs privacy_id_fn; "
-                f"element-level mechanisms are {_ELEMENT_MECHANISMS}"
+                f"mechanism: user-level releases (with privacy_id_fn) are {_USER_MECHANISMS}; "
+                f"element-level mechanisms are {_ELEMENT_MECHANISMS}, got {mechanism!r}"
             )
         if user_level and (max_contributions is None or max_contributions < 1):
             raise ValueError("max_contributions: a positive int is required with privacy_id_fn")
@@ -371,9 +485,32 @@ class DPHistogram(AccountedTransform):
         self.k = k
         self.mechanism_name = mechanism
         self._key_fn = key_fn
-        self._mechanism = MisraGriesReleaseMechanism(mechanism, k, self._top, max_shards=max_shards)
-        if mechanism == "design-b":
-            combine: beam.CombineFn = DesignBCombineFn(k, max_shards)
+        m_or_none = int(max_contributions) if user_level else None  # type: ignore[arg-type]
+        self._mechanism: ReleaseMechanism = MisraGriesReleaseMechanism(
+            mechanism,
+            k,
+            self._top,
+            max_shards=max_shards,
+            max_contributions=m_or_none if mechanism == "pamg-gshm" else None,
+            count_fraction=_count_fraction(count_fraction, mechanism, budget),
+        )
+        # select-then-count and user-exact (transforms/select_count.py): own mechanisms/combines.
+        if selection_fraction is not None and mechanism != SELECT_COUNT:
+            raise ValueError(
+                f"selection_fraction applies to mechanism {SELECT_COUNT!r}, not {mechanism!r}"
+            )
+        if mechanism == SELECT_COUNT:
+            fraction = (
+                DEFAULT_SELECTION_FRACTION if selection_fraction is None else selection_fraction
+            )
+            selection = SelectionMechanism(k, max_shards, m_or_none, fraction)
+            self._mechanism = SelectedCountMechanism(k, self._top, m_or_none, selection)
+            combine: beam.CombineFn = CandidateCountCombineFn()
+        elif mechanism == USER_EXACT:
+            self._mechanism = UserExactMechanism(int(max_contributions), self._top)  # type: ignore[arg-type]
+            combine = ExactCountCombineFn()
+        elif mechanism == "design-b":
+            combine = DesignBCombineFn(k, max_shards)
         elif mechanism == "merged-gshm" or mechanism == "merged-laplace":
             combine = SketchCombineFn.misra_gries(k)
         elif mechanism == "sequential":
@@ -405,6 +542,11 @@ class DPHistogram(AccountedTransform):
             with_metadata=with_metadata,
             release_range=release_range,
         )
+        self._select_count = (
+            SelectThenCount(self._step, DesignBCombineFn(k, max_shards))
+            if mechanism == SELECT_COUNT
+            else None
+        )
 
     def display_parameters(self) -> dict[str, Any]:
         params = super().display_parameters()
@@ -414,6 +556,8 @@ class DPHistogram(AccountedTransform):
         return params
 
     def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
+        if self._select_count is not None:
+            return self._select_count.plan(pcoll.windowing, name, self)
         if self.mechanism_name == "sequential":
             windowing = pcoll.windowing
             if max_trigger_firings(windowing.triggerfn, windowing.allowed_lateness) != 1:
@@ -442,7 +586,15 @@ class DPHistogram(AccountedTransform):
                 )
                 | "BoundContributions" >> self._bound
                 | "GroupByUnit" >> beam.GroupByKey()
-                | "PAMGPerUnit" >> beam.Map(_pamg_of_users(self.k, self._max_contributions))
+            )
+            if self.mechanism_name != "pamg-gshm":
+                # select-then-count and user-exact count each unit's distinct keys once.
+                units = users | "KeysPerUnit" >> beam.Map(unit_key_set)
+                if self._select_count is not None:
+                    return units | "SelectThenCount" >> _SelectCount(self._select_count)
+                return self._apply_step(units)
+            users = users | "PAMGPerUnit" >> beam.Map(
+                _pamg_of_users(self.k, self._max_contributions)
             )
             return self._apply_step(users)
         keys = pcoll
@@ -455,6 +607,8 @@ class DPHistogram(AccountedTransform):
                 | "GroupToShard" >> beam.GroupByKey()
                 | "SequentialSketch" >> beam.Map(_sequential_sketch(self.k))
             )
+        if self._select_count is not None:
+            return keys | "SelectThenCount" >> _SelectCount(self._select_count)
         return self._apply_step(keys)
 
 
@@ -468,12 +622,42 @@ class DPHeavyHitters(DPHistogram):
     """
 
     def __init__(
-        self, k: int, budget: PrivacyBudget | None = None, *, top: int | None = None, **kwargs: Any
+        self,
+        k: int = DEFAULT_K,
+        budget: PrivacyBudget | None = None,
+        *,
+        top: int | None = None,
+        **kwargs: Any,
     ) -> None:
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
             raise ValueError(f"top must be a positive int, got {top!r}")
         self._top = k if top is None else top
         super().__init__(k, budget, **kwargs)
+
+
+class _SelectCount(beam.PTransform):
+    """Apply a planned :class:`~beam_dpsketch.transforms.select_count.SelectThenCount`."""
+
+    def __init__(self, plan: SelectThenCount) -> None:
+        super().__init__()
+        self._plan = plan
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        return self._plan.expand(pcoll)
+
+
+def _count_fraction(
+    count_fraction: float | None, mechanism: str, budget: PrivacyBudget | None
+) -> float:
+    """The Design B count share, checked now (its slice of a known budget too)."""
+    if count_fraction is None:
+        return DEFAULT_COUNT_FRACTION
+    if mechanism != "design-b":
+        raise ValueError(f"count_fraction applies to mechanism 'design-b', not {mechanism!r}")
+    # Without a budget (an accountant's share is known at planning) only the range is checked
+    # here; check_budget repeats the check with the real epsilon.
+    epsilon = budget.epsilon if budget is not None and budget.epsilon else 1.0
+    return check_count_fraction(count_fraction, epsilon)
 
 
 def _is_batched(pcoll: beam.PCollection) -> bool:

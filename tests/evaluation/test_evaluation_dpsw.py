@@ -35,9 +35,17 @@ def test_dpsw_is_implemented():
 def test_smoke_writes_html_png_and_tables(smoke):
     html = (smoke / "index.html").read_text()
     pngs = sorted(p.name for p in smoke.glob("*.png"))
-    assert {"fig2_mae_high.png", "fig3_mre_low.png", "fig4_f1_g0005.png", "fig5_window_mae.png",
-            "fig6_size_mae.png", "fig9_levels.png", "fig10_substreams.png", "fig11_depth.png",
-            "flights_time_windows.png"} <= set(pngs)  # fmt: skip
+    assert {
+        "fig2_mae_high.png",
+        "fig3_mre_low.png",
+        "fig4_f1_g0005.png",
+        "fig5_window_mae.png",
+        "fig6_size_mae.png",
+        "fig9_levels.png",
+        "fig10_substreams.png",
+        "fig11_depth.png",
+        "flights_time_windows.png",
+    } <= set(pngs)
     for name in pngs:
         assert (smoke / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert name in html
@@ -54,15 +62,29 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
     report = dpsw.build_report(tables, config, smoke, flights_kind="sample", draw=False)
     claims = {c.id: c for c in report.claims}
     assert all(c.verdict in VERDICTS for c in claims.values())
-    assert {"R1", "R2", "R3", "R4", "R8", "R10", "R11", "R13 (MAE)", "R14 (MAE)",
-            "R15 (MAE)"} <= set(claims)  # fmt: skip
+    assert {
+        "R1",
+        "R2",
+        "R3",
+        "R4",
+        "R8",
+        "R10",
+        "R11",
+        "R13 (MAE)",
+        "R14 (MAE)",
+        "R15 (MAE)",
+    } <= set(claims)
     # At w = 10**4 the noise swamps the small window counts: R2 differs and says why.
     assert claims["R2"].verdict == "differs" and "w = 10,000" in claims["R2"].reason
     eps_t = tables["dpsw-eps"]
     # R2: DPSW's high-item MRE at 5% and every baseline's at 50% -> reproduced.
     doctored = set_float_column(eps_t, "mre_high", lambda r: 0.05 if r["method"] == "dpsw" else 0.5)
-    got = {c.id: c for c in dpsw.build_report({**tables, "dpsw-eps": doctored}, config, smoke,
-                                              flights_kind="sample", draw=False).claims}  # fmt: skip
+    got = {
+        c.id: c
+        for c in dpsw.build_report(
+            {**tables, "dpsw-eps": doctored}, config, smoke, flights_kind="sample", draw=False
+        ).claims
+    }
     assert got["R2"].verdict == "reproduced", got["R2"].measured
     # R6: U-Sketch's low-item MRE capped at 50% -> differs; at 300% -> reproduced.
     for value, verdict in ((0.5, "differs"), (3.0, "reproduced")):
@@ -78,10 +100,19 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
         assert got["R6"] == verdict
     # R13 (MAE): a 3x rise from |I| = 2 to 5 on every dataset -> reproduced.
     par = tables["dpsw-params"]
-    doctored = set_float_column(par, "mae_all", lambda r: r["mae_all"] if r["sweep"] != "levels"
-                    else 100.0 * (1 + (r["levels"] - 2) * 2 / 3))  # fmt: skip
-    got = {c.id: c for c in dpsw.build_report({**tables, "dpsw-params": doctored}, config, smoke,
-                                              flights_kind="sample", draw=False).claims}  # fmt: skip
+    doctored = set_float_column(
+        par,
+        "mae_all",
+        lambda r: (
+            r["mae_all"] if r["sweep"] != "levels" else 100.0 * (1 + (r["levels"] - 2) * 2 / 3)
+        ),
+    )
+    got = {
+        c.id: c
+        for c in dpsw.build_report(
+            {**tables, "dpsw-params": doctored}, config, smoke, flights_kind="sample", draw=False
+        ).claims
+    }
     assert got["R13 (MAE)"].verdict == "reproduced"
     assert "3.0x" in got["R13 (MAE)"].measured
 
@@ -121,8 +152,9 @@ def test_checkpoints_for_has_the_requested_length(block):
 def test_nominal_dpsw_size_bounds_the_measured_footprint():
     # [WWC24, Section 5], library choice size: the formula of docs/algorithms.md#dpsw-segments bounds the live arrays at every time.
     w, a, b = 1_000, 2, 40
-    sk = DPSWSketch.paper_experiments(w, PrivacyBudget.zcdp(1.0), width=b, depth=a,
-                                      noise_source=NoiseSource.insecure_for_tests(1))  # fmt: skip
+    sk = DPSWSketch.paper_experiments(
+        w, PrivacyBudget.zcdp(1.0), width=b, depth=a, noise_source=NoiseSource.insecure_for_tests(1)
+    )
     keys = np.arange(3 * w + 37) % 97
     peak = 0
     for start in range(0, len(keys), 50):

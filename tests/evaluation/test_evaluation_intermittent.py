@@ -20,6 +20,7 @@ from beam_dpsketch.evaluation.experiments import intermittent as it
 from beam_dpsketch.evaluation.report import VERDICTS
 from beam_dpsketch.evaluation.runner import load_results
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountSketch
 from beam_dpsketch.sketches.intermittent.sketch import UseAndKeepSketch, discrete_laplace_variance
 
@@ -51,7 +52,9 @@ def _instance(seed=3, n=4000, width=50, depth=7, b=9, n_q=12):
 
 
 def _core_answers(stream, times, queries, width, depth, eps, source, sid, seed):
-    sk = UseAndKeepSketch(width, depth, eps, noise_source=source, sketch_id=sid, seed=seed)
+    sk = UseAndKeepSketch(
+        width, depth, PrivacyBudget.pure(float(eps)), noise_source=source, sketch_id=sid, seed=seed
+    )
     prev, out = 0, []
     for k, t in enumerate(times.tolist()):
         sk.update(stream[prev:t])
@@ -84,16 +87,25 @@ def test_core_noise_mode_equals_the_core_object_exactly(depth):
     stream, times, queries, pairs = _instance()
     source = NoiseSource.insecure_for_tests(5)
     sid = ("eq", depth)
-    fast = it.use_and_keep_answers(pairs, 50, depth, "0.3", noise_source=source, sketch_id=sid,
-                                   seed=3, noise="core")[pairs.inverse]  # fmt: skip
+    fast = it.use_and_keep_answers(
+        pairs, 50, depth, "0.3", noise_source=source, sketch_id=sid, seed=3, noise="core"
+    )[pairs.inverse]
     core = _core_answers(stream, times, queries, 50, depth, "0.3", source, sid, 3)
     np.testing.assert_array_equal(fast, core)
     # The noise matters (not a zero-noise coincidence), and the pooled mode differs from it.
-    exact = it.use_and_keep_answers(pairs, 50, depth, "0.3", sketch_id=sid, seed=3,
-                                    noise_source=NoiseSource.zero_noise_for_tests())  # fmt: skip
+    exact = it.use_and_keep_answers(
+        pairs,
+        50,
+        depth,
+        "0.3",
+        sketch_id=sid,
+        seed=3,
+        noise_source=NoiseSource.zero_noise_for_tests(),
+    )
     assert not np.array_equal(exact[pairs.inverse], core)
-    pooled = it.use_and_keep_answers(pairs, 50, depth, "0.3", noise_source=source,
-                                     sketch_id=sid, seed=3)  # fmt: skip
+    pooled = it.use_and_keep_answers(
+        pairs, 50, depth, "0.3", noise_source=source, sketch_id=sid, seed=3
+    )
     assert not np.array_equal(pooled[pairs.inverse], core)
 
 
@@ -101,8 +113,9 @@ def test_core_noise_mode_equals_the_core_object_exactly(depth):
 def test_zero_noise_answers_equal_the_exact_sketch(noise):
     stream, times, queries, pairs = _instance(depth=5)
     zero = NoiseSource.zero_noise_for_tests()
-    got = it.use_and_keep_answers(pairs, 50, 5, 1.0, noise_source=zero, sketch_id="z", seed=3,
-                                  noise=noise)[pairs.inverse]  # fmt: skip
+    got = it.use_and_keep_answers(
+        pairs, 50, 5, 1.0, noise_source=zero, sketch_id="z", seed=3, noise=noise
+    )[pairs.inverse]
     for k, t in enumerate(times.tolist()):
         cs = CountSketch(50, 5, 3).update(stream[:t])
         np.testing.assert_array_equal(got[k], cs.estimate(queries[k]).astype(np.float64))
@@ -116,13 +129,16 @@ def test_pooled_noise_is_kept_reproducible_and_calibrated():
     queries = np.tile(np.arange(1, 6001, dtype=np.int64), (b, 1))  # the same keys every batch
     pairs = it.query_pairs(it.StreamCells(stream, width, 1, 2), times, queries)
     source = NoiseSource.insecure_for_tests(8)
-    est = it.use_and_keep_answers(pairs, width, 1, "0.5", noise_source=source, sketch_id="p",
-                                  seed=2)  # fmt: skip
-    again = it.use_and_keep_answers(pairs, width, 1, "0.5", noise_source=source, sketch_id="p",
-                                    seed=2)  # fmt: skip
+    est = it.use_and_keep_answers(
+        pairs, width, 1, "0.5", noise_source=source, sketch_id="p", seed=2
+    )
+    again = it.use_and_keep_answers(
+        pairs, width, 1, "0.5", noise_source=source, sketch_id="p", seed=2
+    )
     np.testing.assert_array_equal(est, again)
-    other = it.use_and_keep_answers(pairs, width, 1, "0.5", noise_source=source, sketch_id="q",
-                                    seed=2)  # fmt: skip
+    other = it.use_and_keep_answers(
+        pairs, width, 1, "0.5", noise_source=source, sketch_id="q", seed=2
+    )
     assert not np.array_equal(est, other)
     kept = (pairs.signs[0] * est - pairs.exact[0]).astype(np.int64)
     cell = pairs.cols[0]
@@ -151,8 +167,9 @@ def test_use_and_keep_answers_validates():
     src = NoiseSource.insecure_for_tests(1)
     for depth, noise in ((2, "pooled"), (5, "pooled"), (3, "fresh")):
         with pytest.raises(ValueError):
-            it.use_and_keep_answers(pairs, 50, depth, 1.0, noise_source=src, sketch_id="v",
-                                    seed=3, noise=noise)  # fmt: skip
+            it.use_and_keep_answers(
+                pairs, 50, depth, 1.0, noise_source=src, sketch_id="v", seed=3, noise=noise
+            )
 
 
 def test_prefix_counts_match_brute_force():
@@ -162,8 +179,9 @@ def test_prefix_counts_match_brute_force():
     stops = np.array([0, 250, 500, 100, 1000])
     want = [int(np.sum(stream[: min(s, 500)] == k)) for k, s in zip(keys, stops, strict=True)]
     np.testing.assert_array_equal(wc.prefix_counts(keys, stops), want)
-    np.testing.assert_array_equal(wc.prefix_counts(keys, 250), [wc.count([k], 0, 250)[0]
-                                                                for k in keys])  # fmt: skip
+    np.testing.assert_array_equal(
+        wc.prefix_counts(keys, 250), [wc.count([k], 0, 250)[0] for k in keys]
+    )
 
 
 def test_schedule_and_queries_follow_spec_6_2():
@@ -223,8 +241,9 @@ def test_fig2_integration_agrees_with_monte_carlo():
 def test_maxload_cell_exact_cases():
     one = it.maxload_cell({"n_q": 1, "width": 5000, "depth": 15, "reps": 50, "core_reps": 2}, 0)
     assert one["em_mean"] == 1.0 and one["em_se"] == 0.0 and one["core_mtilde"] == 1.0
-    big = it.maxload_cell({"n_q": 10**4, "width": 5000, "depth": 15, "reps": 200,
-                           "core_reps": 1}, 0)  # fmt: skip
+    big = it.maxload_cell(
+        {"n_q": 10**4, "width": 5000, "depth": 15, "reps": 200, "core_reps": 1}, 0
+    )
     # [YKAE, Fig. 1]: 8.911 +- 0.018; 200 reps give SE ~0.07: 6 SE (alpha ~ 2e-9).
     assert abs(big["em_mean"] - 8.911) <= 6 * math.hypot(big["em_se"], 0.018)
     assert 15 * 5 <= big["core_mtilde"] <= 15 * 14  # mhat_Q << n_Q
@@ -242,9 +261,16 @@ def test_intermittent_is_implemented():
 def test_smoke_writes_html_png_and_tables(smoke):
     html = (smoke / "index.html").read_text()
     pngs = sorted(p.name for p in smoke.glob("*.png"))
-    assert {"fig3_cmre_e0p01.png", "fig3_csre_e1.png", "fig4_cmre_e1.png", "r1_maxload.png",
-            "r2_fig2.png", "r11_variance.png", "r12_bound.png",
-            "summary_mre_nq.png"} <= set(pngs)  # fmt: skip
+    assert {
+        "fig3_cmre_e0p01.png",
+        "fig3_csre_e1.png",
+        "fig4_cmre_e1.png",
+        "r1_maxload.png",
+        "r2_fig2.png",
+        "r11_variance.png",
+        "r12_bound.png",
+        "summary_mre_nq.png",
+    } <= set(pngs)
     for name in pngs:
         assert (smoke / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert name in html
@@ -288,8 +314,11 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
     assert got["R7"].verdict == "differs" and got["R3"].verdict == "differs"
     # R10 moves: a transcript beyond eps.
     pv = tables["intermittent-privacy"]
-    bad = pv.set_column(pv.column_names.index("violations"), "violations",
-                        pa.array([0.0] * (pv.num_rows - 1) + [1.0]))  # fmt: skip
+    bad = pv.set_column(
+        pv.column_names.index("violations"),
+        "violations",
+        pa.array([0.0] * (pv.num_rows - 1) + [1.0]),
+    )
     assert _rebuild(smoke, **{"intermittent-privacy": bad})[0]["R10"].verdict == "differs"
 
 

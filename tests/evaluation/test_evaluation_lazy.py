@@ -44,10 +44,15 @@ def test_smoke_writes_html_png_and_tables(smoke):
     html = (smoke / "index.html").read_text()
     pngs = sorted(p.name for p in smoke.glob("*.png"))
     assert {
-        "r0_memory_model.png", "fig4a_throughput.png", "fig4b_are_memory.png",
-        "fig4c_are_depth.png", "fig4d_are_skew.png", "fig4e_are_eps_skew1.1.png",
-        "fig4f_are_eps_skew2.1.png", "r1_throughput_width.png",
-    } <= set(pngs)  # fmt: skip
+        "r0_memory_model.png",
+        "fig4a_throughput.png",
+        "fig4b_are_memory.png",
+        "fig4c_are_depth.png",
+        "fig4d_are_skew.png",
+        "fig4e_are_eps_skew1.1.png",
+        "fig4f_are_eps_skew2.1.png",
+        "r1_throughput_width.png",
+    } <= set(pngs)
     for name in pngs:
         assert (smoke / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert name in html
@@ -65,11 +70,11 @@ def test_smoke_grid_and_rerun_is_cached(smoke):
     assert acc.num_rows == len(lazy.accuracy_grid(config)) * config.trials
     # The sweeps share the base point, which runs once.
     assert len(lazy.accuracy_grid(config)) < (
-        len(config.memories_kb) + len(config.depths) + len(config.skews)
-        + 2 * len(config.eps_grid)
-    )  # fmt: skip
-    assert set(acc["w_lazy"].to_pylist()) == {lazy.paper_width("lazy", m)
-                                              for m in config.memories_kb}  # fmt: skip
+        len(config.memories_kb) + len(config.depths) + len(config.skews) + 2 * len(config.eps_grid)
+    )
+    assert set(acc["w_lazy"].to_pylist()) == {
+        lazy.paper_width("lazy", m) for m in config.memories_kb
+    }
     for exp in lazy.build_experiments(config):  # a second run only reads the cache
         assert run_experiment(exp, smoke, workers=1, progress=False).computed == 0
     claims = _verdicts(tables, smoke)
@@ -150,8 +155,10 @@ def test_r2_verdict_follows_the_accuracy_table(smoke):
     failed = claims["R2"].reason.split("not reproduced:")[1]
     assert "LazyCMS below PunctualCMS at every memory [end]" in failed
     assert "LazyCMS below PunctualCMS at every memory [avg]" in failed
-    assert "LazyCS below PunctualCS at every memory [end]" in claims["R2"].reason.split(
-        "not reproduced:")[0]  # fmt: skip
+    assert (
+        "LazyCS below PunctualCS at every memory [end]"
+        in claims["R2"].reason.split("not reproduced:")[0]
+    )
 
 
 def test_r6_verdict_checks_the_inverse_eps_shape(smoke):
@@ -203,8 +210,9 @@ def test_our_memory_model_at_the_papers_24kb():
     widths = {s: lazy.model_width(s, 24_000, d, t) for s in ("cms", "lazy_cms", "punctual_cms")}
     assert widths == {"cms": 997, "lazy_cms": 55, "punctual_cms": 43}
     for s, w in widths.items():
-        assert lazy.model_memory_bytes(s, w, d, t) <= 24_000 < lazy.model_memory_bytes(
-            s, w + 1, d, t)  # fmt: skip
+        assert (
+            lazy.model_memory_bytes(s, w, d, t) <= 24_000 < lazy.model_memory_bytes(s, w + 1, d, t)
+        )
 
 
 def test_query_times_one_per_segment_and_seeded():
@@ -230,10 +238,18 @@ def test_query_times_one_per_segment_and_seeded():
 
 def _params(width: int, **kw):
     base = {
-        "horizon": 3000, "n_items": 500, "n_queries": 5, "delta": 1e-3, "memory_kb": 24.0,
-        "depth": 3, "skew": 1.3, "eps": 0.5, "w_cms": width, "w_lazy": width,
+        "horizon": 3000,
+        "n_items": 500,
+        "n_queries": 5,
+        "delta": 1e-3,
+        "memory_kb": 24.0,
+        "depth": 3,
+        "skew": 1.3,
+        "eps": 0.5,
+        "w_cms": width,
+        "w_lazy": width,
         "w_punctual": width,
-    }  # fmt: skip
+    }
     return {**base, **kw}
 
 
@@ -253,7 +269,8 @@ def test_accuracy_cell_matches_an_independent_computation():
     for name in ("cms", "cs"):
         assert out[f"{name}_are_end"] == pytest.approx(per_t[name, 3000], rel=1e-12)
         assert out[f"{name}_are_avg"] == pytest.approx(
-            np.mean([per_t[name, t] for t in times.tolist()]), rel=1e-12)  # fmt: skip
+            np.mean([per_t[name, t] for t in times.tolist()]), rel=1e-12
+        )
     # The cell is a pure function of (params, seed): the runner's cache relies on it.
     assert lazy.accuracy_cell(params, seed) == out
     assert lazy.accuracy_cell(params, seed + 1) != out
@@ -262,8 +279,11 @@ def test_accuracy_cell_matches_an_independent_computation():
 def test_accuracy_cell_without_noise_equals_the_exact_sketches(monkeypatch):
     # Zero noise (the test-only hook): Punctual equals the exact sketch at every query time and
     # Lazy lags it by at most w - 1 per cell (CMS estimate in [exact - (w-1), exact]).
-    monkeypatch.setattr(lazy.NoiseSource, "insecure_for_tests",
-                        classmethod(lambda cls, seed=0: NoiseSource.zero_noise_for_tests()))  # fmt: skip
+    monkeypatch.setattr(
+        lazy.NoiseSource,
+        "insecure_for_tests",
+        classmethod(lambda cls, seed=0: NoiseSource.zero_noise_for_tests()),
+    )
     w, seed = 37, 5
     out = lazy.accuracy_cell(_params(w), seed)
     for m in ("are_end", "are_avg", "bias_end", "bias_avg"):
@@ -284,9 +304,18 @@ def test_accuracy_cell_noise_differs_between_cells():
 
 
 def test_throughput_cell_counts_and_prefix():
-    common = {"depth": 3, "horizon": 2**20, "eps": 0.3, "delta": 1e-3, "skew": 1.3,
-              "n_items": 1000, "arrivals": 4096, "noise_budget": 3 * 50 * 200, "batch": 1024,
-              "repeats": 1}  # fmt: skip
+    common = {
+        "depth": 3,
+        "horizon": 2**20,
+        "eps": 0.3,
+        "delta": 1e-3,
+        "skew": 1.3,
+        "n_items": 1000,
+        "arrivals": 4096,
+        "noise_budget": 3 * 50 * 200,
+        "batch": 1024,
+        "repeats": 1,
+    }
     p = lazy.throughput_cell({"impl": "punctual_cms", "width": 50, **common}, 1)
     assert p["n_timed"] == 200 and p["counter_updates_per_arrival"] == 150
     z = lazy.throughput_cell({"impl": "lazy_cs", "width": 50, **common}, 1)

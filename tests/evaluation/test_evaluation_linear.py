@@ -36,8 +36,12 @@ def test_linear_is_implemented():
 def test_smoke_writes_html_png_and_tables(smoke):
     html = (smoke / "index.html").read_text()
     pngs = sorted(p.name for p in smoke.glob("*.png"))
-    assert {"fig1_are_as_run.png", "fig1_are_as_described.png", "fig2_rank_as_run.png",
-            "c9_independence.png"} <= set(pngs)  # fmt: skip
+    assert {
+        "fig1_are_as_run.png",
+        "fig1_are_as_described.png",
+        "fig2_rank_as_run.png",
+        "c9_independence.png",
+    } <= set(pngs)
     for name in pngs:
         assert (smoke / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert name in html
@@ -76,8 +80,9 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
         for rho in linear.RHOS:
             name = f"dpcm_f1_{linear._tag(rho)}"
             doctored = set_float_column(doctored, name, [value] * doctored.num_rows)
-        rep = linear.build_report({**tables, "linear-frequencies": doctored}, config, smoke,
-                                  flights_kind="sample")  # fmt: skip
+        rep = linear.build_report(
+            {**tables, "linear-frequencies": doctored}, config, smoke, flights_kind="sample"
+        )
         got = {c.id: c.verdict for c in rep.claims}
         assert got["C3 [as_run]"] == got["C3 [as_described]"] == verdict
     # The measured text carries the numbers of the table.
@@ -97,11 +102,18 @@ def test_presets_and_dcs_noise_match_spec_section_8_2():
     assert linear.linear_params("as_run", 11)["width"] == 100
     assert [linear.linear_params("as_run", k)["depth"] for k in range(9, 14)] == [7, 7, 8, 9, 10]
     assert linear.linear_params("as_described", 11) == {
-        "width": 2048, "depth": 6, "beta": 0.01, "gamma": 2.0**-11}  # fmt: skip
+        "width": 2048,
+        "depth": 6,
+        "beta": 0.01,
+        "gamma": 2.0**-11,
+    }
     assert linear.dcs_params("as_run", "zipf")[2:] == (882, 3)
     assert linear.dcs_params("as_run", "u32")[2:] == (1308, 3)
     assert [round(linear.dcs_sigma("as_run", 16, 3, r), 2) for r in linear.RHOS] == [
-        21.06, 6.66, 2.11]  # fmt: skip
+        21.06,
+        6.66,
+        2.11,
+    ]
     # The budget handed to the library reproduces the paper's sigma exactly.
     from beam_dpsketch.privacy import PrivacyBudget
     from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch

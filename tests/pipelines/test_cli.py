@@ -219,14 +219,21 @@ def test_demo_writes_report(tmp_path, capsys):
     bound = results["misra_gries"]["error_bound"]
     dp = results["dp_release"]
     assert (dp["epsilon"], dp["delta"], dp["mechanism"]) == (1.0, 1e-6, "design-b")
-    # Design B: exact - n/(k+1) <= estimate <= exact, plus discrete Laplace noise of scale
-    # 2/eps, which exceeds (2/eps) ln(1e9) with probability <= 1e-9 per key (5 keys: <= 5e-9).
+    # Design B with the count correction: exact <= estimate <= exact + n/(k+1) before noise
+    # (k = 4096 >= the 3,356 distinct routes: exact), plus discrete Laplace noise of scale
+    # 2/eps_hh per key and (1/eps_c)/(k+1) from the DP flight count, each beyond
+    # scale * ln(1e9) with probability <= 1e-9 (6 draws: <= 6e-9).
     offset = results["flights"] / (dp["k"] + 1)
-    noise = 2 / dp["epsilon"] * math.log(1e9)
+    eps_hh = dp["epsilon"] * (1 - dp["count_fraction"])
+    eps_c = dp["epsilon"] * dp["count_fraction"]
+    noise = (2 / eps_hh + 1 / eps_c / (dp["k"] + 1)) * math.log(1e9)
     for row in rows:
         assert row["exact_count"] - bound <= row["mg_estimate"] <= row["exact_count"]
         assert row["cms_estimate"] >= row["exact_count"]
-        assert row["exact_count"] - offset - noise <= row["dp_count"] <= row["exact_count"] + noise
+        assert row["exact_count"] - noise <= row["dp_count"] <= row["exact_count"] + noise
+        # Each DP count carries its 95% error bar, at least the sketch term n/(k+1).
+        assert row["dp_error_bound"] >= offset
+    assert "+/- (95%)" in out
     report = (out_dir / "report.md").read_text()
     assert "differentially private" in report and rows[0]["route"] in report
     page = (out_dir / "report.html").read_text()
@@ -273,8 +280,15 @@ def test_heavy_hitters_json_on_csv_finds_the_heavy_key(tmp_path, capsys):
     envelope = json.loads(out)
     released = envelope["rows"]
     assert [r["key"] for r in released] == ["firefox", "chrome"]  # "lynx" is below threshold
-    # Design B with k=10 > 3 distinct keys: offset n/(k+1) = 82, noise scale 2 (<= 2 ln 1e9).
-    assert 600 - 902 / 11 - 2 * math.log(1e9) <= released[0]["estimate"] <= 600 + 2 * math.log(1e9)
+    # Design B with k=10 > 3 distinct keys: the sketch is exact and the count correction
+    # removes Algorithm 3's offset n/(k+1) = 82, so only noise remains: scale 2/0.95 per key
+    # and 20/11 from N_hat (each <= scale * ln 1e9 but with probability 1e-9).
+    noise = (2 / 0.95 + 20 / 11) * math.log(1e9)
+    assert abs(released[0]["estimate"] - 600) <= noise
+    # Every row carries its 95% error bound: at least the sketch term n/(k+1).
+    assert envelope["parameters"]["error_confidence"] == 0.95
+    assert all(r["error_bound"] >= 900 / 11 for r in released)
+    assert "budget_split" in err and "memory" in err
     assert "(eps=1, delta=1e-06)-DP" in err and "design-b" in err  # --explain, before the run
     assert envelope["guarantee"].startswith("(eps=1, delta=1e-06)-DP in total")
     assert envelope["mechanism"].endswith("design-b")
@@ -312,6 +326,68 @@ def test_heavy_hitters_user_level_bounds_contributions(tmp_path, capsys):
     released = {r["key"]: r["estimate"] for r in envelope["rows"]}
     assert "spam" not in released and "news" in released  # one bot = one contribution
     assert "privacy unit: user" in envelope["guarantee"]
+
+
+def test_heavy_hitters_user_level_explain_states_the_contribution_bound(tmp_path, capsys):
+    path = tmp_path / "visits.csv"
+    path.write_text("user,site\n" + "".join(f"u{i},news\n" for i in range(50)))
+    code, out, err = run_cli(
+        [
+            "heavy-hitters",
+            "--input",
+            str(path),
+            "--column",
+            "site",
+            "--privacy-id",
+            "user",
+            "--max-contributions",
+            "3",
+            "--k",
+            "8",
+            "--epsilon",
+            "1",
+            "--explain",
+            "--insecure-test-seed",
+            "1",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert "m=3" in err and "m=1" not in err
+
+
+def _few_keys_csv(tmp_path):
+    path = tmp_path / "names.csv"
+    path.write_text("name\n" + "".join(f"n{i % 300}\n" for i in range(6000)) + "ann\n" * 500)
+    return path
+
+
+def test_heavy_hitters_says_why_fewer_keys_than_top_were_released(tmp_path, capsys):
+    # k=10 over 301 distinct names of 20 rows each: only "ann" (500 rows) clears
+    # rows/(k+1) + threshold; the command says so on stderr and still exits 0.
+    args = ["heavy-hitters", "--input", str(_few_keys_csv(tmp_path)), "--column", "name"]
+    args += ["--k", "10", "--top", "5", "--epsilon", "1", "--format", "json"]
+    code, out, err = run_cli([*args, "--insecure-test-seed", "2"], capsys)
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert [r["key"] for r in rows] == ["ann"]
+    threshold = json.loads(out)["parameters"]["threshold"]
+    assert "1 of the 5 requested keys were released" in err
+    assert f"threshold {threshold:.4g}" in err and "k=10" in err and "raise --k" in err
+
+
+def test_heavy_hitters_sizes_k_from_an_error_target_or_memory(tmp_path, capsys):
+    base = ["heavy-hitters", "--input", str(_few_keys_csv(tmp_path)), "--column", "name"]
+    base += ["--epsilon", "1", "--format", "json", "--insecure-test-seed", "2"]
+    code, out, err = run_cli([*base, "--max-error", "20", "--expected-rows", "6500"], capsys)
+    assert code == 0, err
+    params = json.loads(out)["parameters"]
+    assert params["k"] == 324 and params["top"] == 100  # 6500/325 <= 20 < 6500/324
+    code, out, err = run_cli([*base, "--memory", "10000000", "--max-shards", "4"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["parameters"]["k"] == 10_000_000 // (4 * 200)
+    code, out, err = run_cli([*base, "--max-error", "20"], capsys)
+    assert code == 2 and "--expected-rows" in err
 
 
 @pytest.mark.parametrize(
@@ -358,11 +434,94 @@ def test_frequencies_json_estimates_the_queried_keys(tmp_path, capsys):
         capsys,
     )
     assert code == 0, err
-    got = {r["key"]: r["estimate"] for r in json.loads(out)["rows"]}
-    # Count-Min: never below the truth minus the noise; noise scale depth/eps = 3, and the
-    # public offset keeps it above the truth w.p. >= 1 - beta.
-    assert 600 - 3 * math.log(1e9) <= got["firefox"] <= 600 + 300 + 3 * math.log(1e9) + 60
-    assert got["opera"] <= 300 + 3 * math.log(1e9) + 60
+    doc = json.loads(out)
+    got = {r["key"]: r["estimate"] for r in doc["rows"]}
+    # Count Sketch by default: median of signed noisy counters, no public offset. Noise scale
+    # depth/eps = 3; the hashing error of a 64-wide sketch is at most the other key's 300.
+    assert doc["parameters"]["sketch"] == "count-sketch"
+    assert abs(got["firefox"] - 600) <= 300 + 3 * math.log(1e9)
+    assert abs(got["opera"]) <= 300 + 3 * math.log(1e9)
+    # Every row states its error bound at the stated confidence (same for every key).
+    assert doc["parameters"]["error_confidence"] == 0.95
+    bounds = {r["error_bound"] for r in doc["rows"]}
+    assert len(bounds) == 1 and bounds.pop() > 0
+
+
+def _freq_cli(path, extra, capsys):
+    return run_cli(
+        ["frequencies", "--input", str(path), "--column", "browser", "--epsilon", "1"]
+        + ["--format", "json", "--insecure-test-seed", "2", *extra],
+        capsys,
+    )
+
+
+def test_frequencies_count_min_estimates_carry_no_offset(tmp_path, capsys):
+    path = tmp_path / "events.csv"
+    path.write_text("browser\n" + "firefox\n" * 600 + "chrome\n" * 300)
+    unseen = [f"u{i}" for i in range(200)]
+    code, out, err = _freq_cli(
+        path,
+        ["--sketch", "count-min", "--width", "4096", "--depth", "3", "--query", *unseen],
+        capsys,
+    )
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    # Keys never seen in a wide sketch read noise only: the minimum of 3 discrete Laplace
+    # values of scale 3 has mean about -2.6 and standard deviation about 2.6, so the mean over
+    # 200 keys is within 10 of 0 (over 13 standard errors). A public offset ceil(E) (44 here)
+    # would move every estimate by 44.
+    mean = sum(r["estimate"] for r in rows) / len(rows)
+    assert abs(mean) <= 10, mean
+    assert all(r["error_bound"] > 0 for r in rows)
+
+
+def test_frequencies_query_keys_release_every_declared_key(tmp_path, capsys):
+    path = tmp_path / "events.csv"
+    path.write_text("browser\n" + "firefox\n" * 600 + "chrome\n" * 300)
+    keys = tmp_path / "keys.txt"
+    keys.write_text("firefox\nopera\nchrome\n")
+    code, out, err = _freq_cli(path, ["--query-keys", str(keys)], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["mechanism"] == "dp-counts/public-keys"
+    rows = doc["rows"]
+    # Every declared key in declared order, the unseen one included.
+    assert [r["key"] for r in rows] == ["firefox", "opera", "chrome"]
+    truth = {"firefox": 600, "opera": 0, "chrome": 300}
+    for r in rows:
+        # Discrete Laplace of scale 1 (sensitivity 1, eps 1): no sketch error.
+        assert abs(r["estimate"] - truth[r["key"]]) <= math.log(1e9)
+        assert r["error_bound"] == 3.0
+    assert doc["parameters"]["query_keys"] == 3
+    assert "sketch" not in doc["parameters"]
+    # The same keys as a comma list give the same release.
+    code, out2, err = _freq_cli(path, ["--query-keys", "firefox,opera,chrome"], capsys)
+    assert code == 0, err
+    assert json.loads(out2)["rows"] == rows
+    # --top keeps the largest released counts.
+    code, out3, err = _freq_cli(
+        path, ["--query-keys", "firefox,opera,chrome", "--top", "1"], capsys
+    )
+    assert code == 0, err
+    assert [r["key"] for r in json.loads(out3)["rows"]] == ["firefox"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--query-keys", "a", "--width", "64"], "--width does not apply with --query-keys"),
+        (["--query-keys", "a", "--query", "b"], "pass one of --query"),
+        (["--query", "a", "--top", "2"], "--top applies with --candidates or --query-keys"),
+        (["--query-keys", ","], "--query-keys needs"),
+    ],
+)
+def test_frequencies_query_keys_errors_are_one_line(tmp_path, capsys, extra, message):
+    path = tmp_path / "k.txt"
+    path.write_text("a\nb\n")
+    code, out, err = run_cli(
+        ["frequencies", "--input", str(path), "--epsilon", "1", *extra], capsys
+    )
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
 
 
 def test_quantiles_json_on_an_integer_column(tmp_path, capsys):

@@ -31,14 +31,25 @@ def _keys(n: int, seed: int = 0) -> list[str]:
     return [f"k{int(x)}" for x in rng.zipf(1.4, n) % 30]
 
 
-def _expected(keys, queries, times, sketch="lazy-cms", width=64, depth=3, horizon=None, eps=0.5):
+def _expected(
+    keys,
+    queries,
+    times,
+    sketch="count-min",
+    algorithm="lazy",
+    width=64,
+    depth=3,
+    horizon=None,
+    eps=0.5,
+):
     core = new_continual_sketch(
-        sketch,
         width,
         depth,
         horizon,
         PrivacyBudget.approx(eps, 1e-6),
         release_prefix=release_id_for("continual", GlobalWindow(), 0),
+        sketch=sketch,
+        algorithm=algorithm,
         # The command's transform uses the first application key of its seeded source.
         noise_source=NoiseSource.insecure_for_tests(TEST_SEED).for_application(),
     )
@@ -143,7 +154,7 @@ def test_parquet_int_keys_table_default_schedule_and_plot(tmp_path, capsys):
     pq.write_table(pa.table({"id": keys}), path, row_group_size=300)
     plot = tmp_path / "series.png"
     code = main(
-        _base(path, 2000, "--column", "id", "--sketch", "lazy-cs", "--query", "1", "2")
+        _base(path, 2000, "--column", "id", "--sketch", "count-sketch", "--query", "1", "2")
         + ["--plot", str(plot)]
     )
     out, err = capsys.readouterr()
@@ -156,7 +167,7 @@ def test_parquet_int_keys_table_default_schedule_and_plot(tmp_path, capsys):
     # Default schedule: every ceil(T/20) = 100 rows; one row per (time, key), keys in query order.
     every = math.ceil(2000 / 20)
     times = list(range(every, 2001, every))
-    expected = _expected(keys, [1, 2], times, sketch="lazy-cs", horizon=2000)
+    expected = _expected(keys, [1, 2], times, sketch="count-sketch", horizon=2000)
     assert [int(r[0]) for r in rows] == [t for t in times for _ in (1, 2)]
     assert [r[1] for r in rows] == ["1", "2"] * len(times)
     for (row1, row2), e in zip(zip(rows[::2], rows[1::2], strict=True), expected, strict=True):
@@ -170,12 +181,12 @@ def test_text_input_punctual(tmp_path, capsys):
     path = tmp_path / "keys.txt"
     path.write_text("".join(k + "\n" for k in keys))
     code = main(
-        _base(path, 300, "--sketch", "punctual-cms", "--release-every", "100", "--query", "k0")
+        _base(path, 300, "--algorithm", "punctual", "--release-every", "100", "--query", "k0")
         + ["--format", "json"]
     )
     out, err = capsys.readouterr()
     assert code == 0, err
-    expected = _expected(keys, ["k0"], [100, 200, 300], sketch="punctual-cms", horizon=300)
+    expected = _expected(keys, ["k0"], [100, 200, 300], algorithm="punctual", horizon=300)
     _close(_series(json.loads(out)["rows"]), expected)
 
 

@@ -16,6 +16,7 @@ import pytest
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.cli import main
 from beam_dpsketch.pipelines.intermittent import exact_counts, read_queries
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.intermittent.sketch import UseAndKeepSketch
 from beam_dpsketch.transforms.intermittent import intermittent_sketch_id
 
@@ -41,7 +42,7 @@ def _core_answers(times, keys, batches, kind="count_sketch", seed=3, epsilon=1.0
     core = UseAndKeepSketch(
         W,
         D,
-        epsilon,
+        PrivacyBudget.pure(float(epsilon)),
         # The command's transform uses the first application key of its seeded source.
         noise_source=NoiseSource.insecure_for_tests(seed).for_application(),
         sketch_id=intermittent_sketch_id("intermittent"),

@@ -53,12 +53,12 @@ def _commands(f):
     return {
         "heavy-hitters": (
             ["heavy-hitters", *base, "--k", "10", "--epsilon", "1", *SEED],
-            ("key", "estimate"),
+            ("key", "estimate", "error_bound"),
         ),
         "frequencies": (
             ["frequencies", *base, "--width", "64", "--depth", "3", "--epsilon", "1"]
             + ["--candidates", f["candidates"], *SEED],
-            ("key", "estimate"),
+            ("key", "estimate", "error_bound"),
         ),
         "quantiles": (
             ["quantiles", "--input", f["data"], "--column", "delay", "--q", "0.25", "0.5"]
@@ -75,7 +75,7 @@ def _commands(f):
             ("time", "key", "estimate"),
         ),
         "sliding-window": (
-            ["sliding-window", *base, "--window", "200", "--every", "250", "--rho", "1"]
+            ["sliding-window", *base, "--window", "200", "--release-every", "250", "--rho", "1"]
             + ["--width", "64", "--depth", "3", "--query", "alpha", "beta", *SEED],
             ("time", "key", "estimate"),
         ),

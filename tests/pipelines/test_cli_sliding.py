@@ -64,7 +64,7 @@ COMMON = ["--width", "64", "--depth", "3", "--insecure-test-seed", str(SEED), "-
 def test_count_mode_file_order_equals_core(events_csv, capsys):
     path, keys, _ = events_csv
     args = ["sliding-window", "--input", path, "--column", "item", "--window", "50"]
-    args += ["--every", "20", "--epsilon", "1", "--delta", "1e-6", "--query", "a", "b"]
+    args += ["--release-every", "20", "--epsilon", "1", "--delta", "1e-6", "--query", "a", "b"]
     code, out, err = run_cli(args + COMMON, capsys)
     assert code == 0, err
     envelope = json.loads(out)
@@ -90,7 +90,7 @@ def test_time_mode_heavy_hitters_equals_core_and_plots(events_csv, capsys, tmp_p
     cands.write_text("a\nb\nzz\n")
     png = tmp_path / "plot.png"
     args = ["sliding-window", "--input", path, "--column", "item", "--time-column", "ts"]
-    args += ["--time-unit", "0.5", "--window", "60", "--every", "30", "--rho", "20"]
+    args += ["--time-unit", "0.5", "--window", "60", "--release-every", "30", "--rho", "20"]
     args += ["--heavy-hitters", "0.3", "--candidates", str(cands), "--plot", str(png)]
     code, out, err = run_cli(args + COMMON, capsys)
     assert code == 0, err
@@ -101,8 +101,9 @@ def test_time_mode_heavy_hitters_equals_core_and_plots(events_csv, capsys, tmp_p
     for t in range(30, int(steps.max()) + 1, 30):
         ref.advance_to(t)
         for key, est in ref.heavy_hitters(["a", "b", "zz"], 0.3):
-            expected.append({"time": t // 2 if t % 2 == 0 else t / 2, "key": key,
-                             "estimate": round(est, 2)})  # fmt: skip
+            expected.append(
+                {"time": t // 2 if t % 2 == 0 else t / 2, "key": key, "estimate": round(est, 2)}
+            )
     assert got == expected
     # Not vacuous: "b" becomes a heavy hitter in the second half, "a" is one throughout.
     assert {r["key"] for r in got} == {"a", "b"}
@@ -112,7 +113,7 @@ def test_time_mode_heavy_hitters_equals_core_and_plots(events_csv, capsys, tmp_p
 def test_table_output(events_csv, capsys):
     path, _, _ = events_csv
     args = ["sliding-window", "--input", path, "--column", "item", "--window", "100"]
-    args += ["--every", "100", "--rho", "1", "--query", "a", "--insecure-test-seed", "1"]
+    args += ["--release-every", "100", "--rho", "1", "--query", "a", "--insecure-test-seed", "1"]
     code, out, err = run_cli(args, capsys)
     assert code == 0, err
     lines = out.splitlines()
@@ -129,7 +130,7 @@ def test_table_output(events_csv, capsys):
         (["--heavy-hitters", "0.1"], "go together"),
         (["--query", "a", "--epsilon", "1"], "--epsilon and --delta"),
         (["--query", "a", "--rho", "1", "--epsilon", "1"], "either --rho"),
-        (["--query", "a", "--rho", "1", "--every", "0"], "every must be >= 1"),
+        (["--query", "a", "--rho", "1", "--release-every", "0"], "every must be >= 1"),
         (["--query", "a", "--rho", "1", "--time-column", "nope"], "'nope'"),
         (["--query", "a", "--rho", "1", "--time-column", "item"], "must differ"),
         (["--query", "a", "--rho", "1", "--time-column", "tag"], "time column 'tag'"),
@@ -139,7 +140,7 @@ def test_table_output(events_csv, capsys):
 def test_usage_errors_exit_2_with_one_line(events_csv, capsys, extra, message):
     path, _, _ = events_csv
     args = ["sliding-window", "--input", path, "--column", "item", "--window", "50"]
-    args += ["--every", "10", *extra]
+    args += ["--release-every", "10", *extra]
     code, out, err = run_cli(args, capsys)
     assert code == 2
     assert out == ""
@@ -149,7 +150,7 @@ def test_usage_errors_exit_2_with_one_line(events_csv, capsys, extra, message):
 def test_no_row_count_is_printed_and_no_rows_is_an_error(events_csv, capsys, tmp_path):
     path, _, _ = events_csv
     args = ["sliding-window", "--input", path, "--column", "item", "--window", "100"]
-    args += ["--every", "150", "--rho", "1", "--query", "a", "--insecure-test-seed", "1"]
+    args += ["--release-every", "150", "--rho", "1", "--query", "a", "--insecure-test-seed", "1"]
     code, out, err = run_cli(args, capsys)
     assert code == 0, err
     # The output holds the release only: the number of rows read is not part of it.

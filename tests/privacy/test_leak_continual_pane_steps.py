@@ -36,9 +36,17 @@ DISCARDING = tr.AccumulationMode.DISCARDING
 
 def _pane_sketch(label: str, horizon: int = 8) -> ContinualDPSketch:
     return ContinualDPSketch(
-        "lazy-cms", 16, 3, horizon, BUDGET, query_keys=QUERIES, time_model="pane",
-        noise_source=NoiseSource.insecure_for_tests(3), label=label,
-    )  # fmt: skip
+        16,
+        3,
+        horizon,
+        BUDGET,
+        query_keys=QUERIES,
+        sketch="count-min",
+        time_model="pane",
+        noise_source=NoiseSource.insecure_for_tests(3),
+        label=label,
+        with_metadata=True,
+    )
 
 
 def _streaming() -> beam.Pipeline:
@@ -98,10 +106,15 @@ def test_teststream_early_discarding_panes_with_an_empty_one_are_refused():
             .advance_watermark_to_infinity()
         )
         p = _streaming()
-        keys = p | stream | beam.WindowInto(
-            windowfn, trigger=tr.AfterWatermark(early=tr.AfterCount(2)),
-            accumulation_mode=DISCARDING,
-        )  # fmt: skip
+        keys = (
+            p
+            | stream
+            | beam.WindowInto(
+                windowfn,
+                trigger=tr.AfterWatermark(early=tr.AfterCount(2)),
+                accumulation_mode=DISCARDING,
+            )
+        )
         with pytest.raises(ValueError, match=r"trigger AfterWatermark\(early=AfterCount\(2\)"):
             _ = keys | _pane_sketch("early")
 

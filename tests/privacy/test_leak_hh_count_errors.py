@@ -147,7 +147,7 @@ def test_malformed_key_bytes_are_not_quoted(kind):
         arrays = {"counts": one, "dummy_ids": np.zeros(0, np.int64)}
         cls = MisraGries
     elif kind == "post-processed-sum":
-        params = {"k": 1, "max_shards": 1, "shards": 1}
+        params = {"k": 1, "max_shards": 1, "shards": 1, "n": 1}
         arrays = {"scaled": one}
         cls = PostProcessedSum
     else:

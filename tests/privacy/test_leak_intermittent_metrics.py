@@ -29,9 +29,14 @@ def test_no_metric_counts_the_elements_after_the_last_query():
     schedule = QuerySchedule([(3, ["a"]), (5, ["a", "b"])])
     rows = [(t, "a" if t % 2 else "b") for t in range(1, 13)]  # positions 6..12 after the last
     t = DPIntermittentQueries(
-        32, 3, PrivacyBudget.pure(1.0), queries=schedule, clock="positions",
-        noise_source=NoiseSource.insecure_for_tests(4), label="metrics",
-    )  # fmt: skip
+        32,
+        3,
+        PrivacyBudget.pure(1.0),
+        queries=schedule,
+        clock="positions",
+        noise_source=NoiseSource.insecure_for_tests(4),
+        label="metrics",
+    )
     p = beam.Pipeline(runner="FnApiRunner")
     _ = p | beam.Create(rows) | t
     result = p.run()

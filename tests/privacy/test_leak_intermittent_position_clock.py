@@ -67,9 +67,15 @@ def _claim(**clock: str) -> tuple[float, str, Fraction]:
     """The transform's claimed epsilon, neighbouring relation and core epsilon ``depth/scale``."""
     schedule = QuerySchedule([(t, [0]) for t in TIMES])
     t = DPIntermittentQueries(
-        WIDTH, 1, PrivacyBudget.pure(EPS), queries=schedule, sketch="count-min",
-        noise_source=NoiseSource.insecure_for_tests(1), label="claim", **clock,
-    )  # fmt: skip
+        WIDTH,
+        1,
+        PrivacyBudget.pure(EPS),
+        queries=schedule,
+        sketch="count-min",
+        noise_source=NoiseSource.insecure_for_tests(1),
+        label="claim",
+        **clock,
+    )
     p = beam.Pipeline(runner="FnApiRunner")
     _ = p | beam.Create([(1, 0)]) | t  # applying it charges the accountant (nothing runs)
     relation = str(t.charge.details["neighbouring_relation"])
@@ -84,9 +90,13 @@ def _release(rows: np.ndarray, queries: np.ndarray, epsilon: Fraction, run: str)
     """
     source = NoiseSource.insecure_for_tests(20260611)
     sketch = UseAndKeepSketch(
-        WIDTH, 1, epsilon, noise_source=source, sketch_id=("position-clock", run),
+        WIDTH,
+        1,
+        PrivacyBudget.pure(float(epsilon)),
+        noise_source=source,
+        sketch_id=("position-clock", run),
         kind="count_min",
-    )  # fmt: skip
+    )
     positions = np.arange(1, rows.shape[1] + 1)
     previous, out = 0, []
     for t in TIMES:
@@ -191,9 +201,15 @@ def test_beam_run_releases_the_calibration_of_its_clock(clock, scale, tmp_path):
     schedule = QuerySchedule([(2, ["a", "b"]), (4, ["a"])])
     out = DumpToFile(str(tmp_path / "out.pickle"))
     t = DPIntermittentQueries(
-        16, 3, PrivacyBudget.pure(EPS), queries=schedule, clock=clock, with_metadata=True,
-        noise_source=NoiseSource.insecure_for_tests(2), label="plumbing",
-    )  # fmt: skip
+        16,
+        3,
+        PrivacyBudget.pure(EPS),
+        queries=schedule,
+        clock=clock,
+        with_metadata=True,
+        noise_source=NoiseSource.insecure_for_tests(2),
+        label="plumbing",
+    )
     with beam.Pipeline(runner="FnApiRunner") as p:
         assert_that(p | beam.Create([(1, "a"), (2, "b"), (3, "a"), (4, "c")]) | t, out)
     records = sorted(out.load(), key=lambda r: (r.time, r.key))

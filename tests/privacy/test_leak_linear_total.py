@@ -129,7 +129,13 @@ def test_pane_replacement_with_signed_weights_is_calibrated_for_a_sign_flip(quan
     flip = float(np.linalg.norm(lost.table - gained.table))
     assert math.isclose(flip, 2 * math.sqrt(depth))
     freq = DPFrequencies(
-        64, depth, RHO, seed=5, key_fn=lambda r: r[0], weight_fn=lambda r: r[1]
+        64,
+        depth,
+        RHO,
+        seed=5,
+        sketch="count-min",
+        key_fn=lambda r: r[0],
+        weight_fn=lambda r: r[1],
     ).mechanism.for_pane_relation("replace")
     (released,) = freq.release(lost, RHO, NoiseSource.insecure_for_tests(3).stream("pane"))
     assert released.sensitivity >= flip - 1e-12
@@ -165,6 +171,7 @@ def test_batch_multi_pane_trigger_releases_no_exact_total(tmp_path, quantile_tot
         64,
         3,
         RHO,
+        sketch="count-min",
         max_panes_per_window=2,
         noise_source=NoiseSource.insecure_for_tests(11),
         with_metadata=True,
@@ -233,6 +240,7 @@ def test_streaming_early_firings_release_no_exact_total(tmp_path):
             64,
             3,
             RHO,
+            sketch="count-min",
             max_panes_per_window=2,
             noise_source=NoiseSource.insecure_for_tests(100 + i),
             with_metadata=True,

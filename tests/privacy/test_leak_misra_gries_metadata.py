@@ -47,9 +47,11 @@ def stream(name: str):
 
 
 def metadata(release) -> dict:
-    """Everything a release publishes except its noisy items."""
+    """Everything a release publishes except its noisy values: the items, Design B's noisy
+    element count and the error bound computed from it."""
     out = {f.name: getattr(release, f.name) for f in dataclasses.fields(release)}
-    out.pop("items")
+    for noisy in ("items", "noisy_count", "error"):
+        out.pop(noisy)
     out["details"] = dict(release.details)
     return out
 

@@ -28,10 +28,15 @@ def _pipeline_error(elements: list, transform: beam.PTransform) -> str:
 
 def _continual(horizon: int) -> ContinualDPSketch:
     return ContinualDPSketch(
-        "lazy-cms", 16, 3, horizon, PrivacyBudget.approx(0.5, 1e-6), query_keys=["a"],
+        16,
+        3,
+        horizon,
+        PrivacyBudget.approx(0.5, 1e-6),
+        query_keys=["a"],
+        sketch="count-min",
         release_every=horizon,
         noise_source=NoiseSource.insecure_for_tests(1),
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize(
@@ -52,9 +57,13 @@ def test_continual_element_errors_do_not_echo_positions(horizon, elements, secre
 def test_intermittent_batch_error_does_not_echo_counts():
     times, keys = np.arange(1, 1235, dtype=np.int64), np.arange(1233, dtype=np.int64)
     t = DPIntermittentQueries(
-        32, 3, PrivacyBudget.pure(1.0), queries=QuerySchedule([(10, [1])]), clock="positions",
+        32,
+        3,
+        PrivacyBudget.pure(1.0),
+        queries=QuerySchedule([(10, [1])]),
+        clock="positions",
         noise_source=NoiseSource.insecure_for_tests(1),
-    )  # fmt: skip
+    )
     message = _pipeline_error([(times, keys)], t)
     assert "as many times as keys" in message
     assert "1234" not in message and "1233" not in message
@@ -62,9 +71,15 @@ def test_intermittent_batch_error_does_not_echo_counts():
 
 def test_heavy_hitter_key_range_error_does_not_echo_keys():
     sketch = HierarchicalLazySketch(
-        32, 8, 64, 3, 100, 0.5, 1e-3, release_prefix="hh",
+        32,
+        8,
+        64,
+        3,
+        100,
+        PrivacyBudget.approx(0.5, 1e-3),
+        release_prefix="hh",
         noise_source=NoiseSource.insecure_for_tests(1),
-    )  # fmt: skip
+    )
     with pytest.raises(ValueError) as info:
         sketch.update_batch([3, 2**32 + 4242])
     assert "[0, 2**32)" in str(info.value)

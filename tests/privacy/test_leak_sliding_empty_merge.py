@@ -109,12 +109,12 @@ def test_early_discarding_input_is_refused_naming_the_trigger(mode):
     pcoll = p | two_rows_then_watermark() | early_discarding(GlobalWindows())
     dp = DPSlidingWindowFrequencies(
         20,
+        SHAPE[0],
+        SHAPE[1],
         PrivacyBudget.zcdp(1.0),
-        every=5,
+        release_every=5,
         query_keys=["a"],
         mode=mode,
-        width=SHAPE[0],
-        depth=SHAPE[1],
         seed=SHAPE[2],
         block=10,
         alpha="1/2",

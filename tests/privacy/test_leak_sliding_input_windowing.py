@@ -30,12 +30,12 @@ from beam_dpsketch.transforms import DPSlidingWindowFrequencies
 def transform(mode: str) -> DPSlidingWindowFrequencies:
     return DPSlidingWindowFrequencies(
         20,
+        16,
+        2,
         PrivacyBudget.zcdp(1.0),
-        every=5,
+        release_every=5,
         query_keys=["a"],
         mode=mode,
-        width=16,
-        depth=2,
         block=10,
         alpha="1/2",
         noise_source=NoiseSource.insecure_for_tests(3),

@@ -49,11 +49,11 @@ def transform(name: str, **kwargs) -> DPSlidingWindowFrequencies:
     options = {"query_keys": ["a", "b", "zz"], **kwargs}
     return DPSlidingWindowFrequencies(
         10,
+        16,
+        2,
         PrivacyBudget.zcdp(1.0),
-        every=5,
+        release_every=5,
         mode="time",
-        width=16,
-        depth=2,
         block=5,
         alpha="1/2",
         noise_source=NoiseSource.insecure_for_tests(11),
@@ -81,12 +81,14 @@ def test_queries_over_empty_windows_are_answered_in_every_output_shape(tmp_path)
             "freq": (["a", "b", "a"], transform("freq")),
             # Replace-one neighbour: the key of the event at step 41 substituted.
             "freq_neighbour": (["a", "b", "b"], transform("freq_neighbour")),
-            "hh": (["a", "b", "a"], transform("hh", query_keys=None, candidates=["a", "b"],
-                                               gamma=0.9)),
+            "hh": (
+                ["a", "b", "a"],
+                transform("hh", query_keys=None, candidates=["a", "b"], gamma=0.9),
+            ),
             "meta": (["a", "b", "a"], transform("meta", with_metadata=True)),
         },
         tmp_path,
-    )  # fmt: skip
+    )
     expected = sorted((t, k) for t in QUERY_TIMES for k in ["a", "b", "zz"])
     assert sorted((t, k) for t, k, _ in got["freq"]) == expected
     assert sorted((t, k) for t, k, _ in got["freq_neighbour"]) == expected
@@ -122,11 +124,11 @@ def test_count_mode_answers_every_scheduled_position(tmp_path, every):
     n = 30
     dp = DPSlidingWindowFrequencies(
         10,
+        16,
+        2,
         PrivacyBudget.zcdp(1.0),
-        every=every,
+        release_every=every,
         query_keys=["never-seen"],
-        width=16,
-        depth=2,
         block=5,
         alpha="1/2",
         noise_source=NoiseSource.insecure_for_tests(11),

@@ -32,12 +32,12 @@ TIME_RELATION = (
 def transform(mode: str) -> DPSlidingWindowFrequencies:
     return DPSlidingWindowFrequencies(
         20,
+        16,
+        2,
         PrivacyBudget.approx(1.0, 1e-6),
-        every=5,
+        release_every=5,
         query_keys=["a"],
         mode=mode,
-        width=16,
-        depth=2,
         block=10,
         alpha="1/2",
         noise_source=NoiseSource.insecure_for_tests(3),
@@ -72,7 +72,7 @@ def events_csv(tmp_path):
 )
 def test_cli_prints_the_replace_one_guarantee(events_csv, capsys, extra, relation):
     args = ["sliding-window", "--input", events_csv, "--column", "item", "--window", "20"]
-    args += ["--every", "10", "--rho", "1", "--query", "a", "--insecure-test-seed", "1"]
+    args += ["--release-every", "10", "--rho", "1", "--query", "a", "--insecure-test-seed", "1"]
     args += ["--explain", *extra]
     assert main(args) == 0
     out, err = capsys.readouterr()

@@ -100,16 +100,24 @@ def _quantiles(label=None, **kw):
 
 def _continual(label=None, **kw):
     return ContinualDPSketch(
-        "lazy-cms", 16, 3, 8, APPROX, query_keys=[SECRET, "b"], noise_source=noise(), label=label,
-        **kw,
-    )  # fmt: skip
+        16, 3, 8, APPROX, query_keys=[SECRET, "b"], noise_source=noise(), label=label, **kw
+    )
 
 
 def _sliding(label=None, **kw):
     return DPSlidingWindowFrequencies(
-        10, APPROX, every=5, query_keys=["b"], width=16, depth=2, block=10, alpha="1/2",
-        noise_source=noise(), label=label, **kw,
-    )  # fmt: skip
+        10,
+        16,
+        2,
+        APPROX,
+        release_every=5,
+        query_keys=["b"],
+        block=10,
+        alpha="1/2",
+        noise_source=noise(),
+        label=label,
+        **kw,
+    )
 
 
 SCHEDULE = QuerySchedule([(3, ["b"]), (6, ["b", SECRET])])
@@ -363,7 +371,7 @@ FIELD_CASES: dict[str, tuple[Callable[..., DPTransform], list[dict], dict, dict]
             "max_contributions": 1,
             "selection_key": SELECTION_KEY,
         },
-    ),  # fmt: skip
+    ),
     "DPFrequencies": (
         _frequencies,
         [{"key": k, "w": 1 if i % 4 else -1} for i, k in enumerate(KEYS)],

@@ -74,9 +74,8 @@ def _elements(keys: np.ndarray, sizes: list[int]) -> list:
     return out
 
 
-def _core(sketch, width, depth, horizon, source, label, window=None, **kwargs):
+def _core(width, depth, horizon, source, label, window=None, **kwargs):
     return new_continual_sketch(
-        sketch,
         width,
         depth,
         horizon,
@@ -110,30 +109,42 @@ def _by_t(releases) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("sketch", "width", "n", "horizon", "every"),
+    ("algorithm", "sketch", "width", "n", "horizon", "every"),
     [
         # T = n: the horizon itself (not a multiple of 300) is released too.
-        ("lazy-cms", 64, 2000, 2000, 300),
-        ("lazy-cs", 64, 2000, 4096, 250),
-        ("punctual-cms", 16, 600, 700, 100),
-        ("punctual-cs", 16, 600, 600, 75),
+        ("lazy", "count-min", 64, 2000, 2000, 300),
+        ("lazy", "count-sketch", 64, 2000, 4096, 250),
+        ("punctual", "count-min", 16, 600, 700, 100),
+        ("punctual", "count-sketch", 16, 600, 600, 75),
     ],
 )
-def test_element_model_equals_core_on_the_ordered_stream(sketch, width, n, horizon, every, dump):
+def test_element_model_equals_core_on_the_ordered_stream(
+    algorithm, sketch, width, n, horizon, every, dump
+):
     source = NoiseSource.insecure_for_tests(SEED)
     keys = _stream(n)
     # Runs of 1..173 keys, delivered in reverse: every run but the first waits in the buffer.
     elements = _elements(keys, [173, 1, 40, 97, 1, 11])[::-1]
     t = ContinualDPSketch(
-        sketch, width, 3, horizon, BUDGET, query_keys=QUERIES, release_every=every,
-        noise_source=source, label="cont", with_table=True,
-    )  # fmt: skip
+        width,
+        3,
+        horizon,
+        BUDGET,
+        query_keys=QUERIES,
+        sketch=sketch,
+        algorithm=algorithm,
+        release_every=every,
+        noise_source=source,
+        label="cont",
+        with_metadata=True,
+        with_table=True,
+    )
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create(elements, reshuffle=False) | t, dump)
     releases = dump.load()
     times = list(range(every, n + 1, every)) + ([horizon] if horizon == n and n % every else [])
     assert sorted(r.t for r in releases) == times
-    core = _core(sketch, width, 3, horizon, t.noise_source, "cont")
+    core = _core(width, 3, horizon, t.noise_source, "cont", sketch=sketch, algorithm=algorithm)
     expected = {}
     for time in times:
         core.update_batch(keys[core.t : time])
@@ -145,11 +156,48 @@ def test_element_model_equals_core_on_the_ordered_stream(sketch, width, n, horiz
         answers, table = expected[r.t]
         assert r.answers == answers
         np.testing.assert_array_equal(r.noisy_table, table)
-        assert (r.sketch, r.width, r.depth, r.horizon, r.time_model) == (
-            sketch, width, 3, horizon, "element",
-        )  # fmt: skip
+        assert (r.sketch, r.algorithm, r.width, r.depth, r.horizon, r.time_model) == (
+            sketch,
+            algorithm,
+            width,
+            3,
+            horizon,
+            "element",
+        )
         assert (r.epsilon, r.delta) == (0.5, 1e-6)
+        assert r.mechanism == t.charge.mechanism
+        assert r.noise_scale == t.charge.noise_scale
+        assert r.neighbouring_relation == t.neighbouring_relation
         assert (r.window_start, r.window_end, r.transform) == (None, None, "cont")
+
+
+def test_default_records_are_the_answers_of_the_metadata_releases(tmp_path):
+    # with_metadata=False (the default) emits (t, key, estimate) per query key and release:
+    # exactly the answers of the ContinualRelease records, nothing else.
+    keys = _stream(700, seed=2)
+    elements = _elements(keys, [90, 1, 33])
+
+    def run(with_metadata):
+        out = DumpToFile(str(tmp_path / f"{with_metadata}.pickle"))
+        t = ContinualDPSketch(
+            32,
+            3,
+            700,
+            BUDGET,
+            query_keys=QUERIES,
+            release_every=100,
+            noise_source=NoiseSource.insecure_for_tests(SEED),
+            label="records",
+            with_metadata=with_metadata,
+        )
+        with beam.Pipeline(runner=FnApiRunner()) as p:
+            assert_that(p | beam.Create(elements) | t, out)
+        return out.load()
+
+    releases = run(True)
+    expected = sorted((r.t, k, v) for r in releases for k, v in r.answers.items())
+    assert sorted(run(False)) == expected
+    assert len(expected) == 7 * len(QUERIES)
 
 
 def test_same_seed_and_label_reproduce_other_seed_or_label_differ(tmp_path):
@@ -159,9 +207,17 @@ def test_same_seed_and_label_reproduce_other_seed_or_label_differ(tmp_path):
     def run(seed, label):
         out = DumpToFile(str(tmp_path / f"{seed}-{label}.pickle"))
         t = ContinualDPSketch(
-            "lazy-cms", 32, 3, 1500, BUDGET, query_keys=QUERIES, release_every=500,
-            noise_source=NoiseSource.insecure_for_tests(seed), label=label,
-        )  # fmt: skip
+            32,
+            3,
+            1500,
+            BUDGET,
+            query_keys=QUERIES,
+            sketch="count-min",
+            release_every=500,
+            noise_source=NoiseSource.insecure_for_tests(seed),
+            label=label,
+            with_metadata=True,
+        )
         with beam.Pipeline(runner=FnApiRunner()) as p:
             assert_that(p | beam.Create(elements) | t, out)
         return sorted((r.t, tuple(r.answers.values())) for r in out.load())
@@ -181,14 +237,22 @@ def test_gap_holds_back_every_later_step(dump):
     keys = _stream(1200)
     elements = [e for e in _elements(keys, [100]) if e[0] != 700]
     t = ContinualDPSketch(
-        "lazy-cms", 32, 3, 2000, BUDGET, query_keys=QUERIES, release_every=200,
-        noise_source=source, label="gap",
-    )  # fmt: skip
+        32,
+        3,
+        2000,
+        BUDGET,
+        query_keys=QUERIES,
+        sketch="count-min",
+        release_every=200,
+        noise_source=source,
+        label="gap",
+        with_metadata=True,
+    )
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create(elements[::-1]) | t, dump)
     got = _by_t(dump.load())
     assert sorted(got) == [200, 400, 600]
-    core = _core("lazy-cms", 32, 3, 2000, t.noise_source, "gap")
+    core = _core(32, 3, 2000, t.noise_source, "gap", sketch="count-min")
     assert got == _expected_element_releases(keys, [200, 400, 600], core)
 
 
@@ -205,13 +269,21 @@ def test_element_model_on_two_worker_processes_equals_core(dump):
     source = NoiseSource.insecure_for_tests(SEED)
     keys = _stream(3000, seed=5)
     t = ContinualDPSketch(
-        "lazy-cs", 48, 3, 3000, BUDGET, query_keys=QUERIES, release_every=1000,
-        noise_source=source, label="mp",
-    )  # fmt: skip
+        48,
+        3,
+        3000,
+        BUDGET,
+        query_keys=QUERIES,
+        sketch="count-sketch",
+        release_every=1000,
+        noise_source=source,
+        label="mp",
+        with_metadata=True,
+    )
     options = PipelineOptions(["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
     with beam.Pipeline(runner=FnApiRunner(), options=options) as p:
         assert_that(p | beam.Create(_elements(keys, [128, 77])) | t, dump)
-    core = _core("lazy-cs", 48, 3, 3000, t.noise_source, "mp")
+    core = _core(48, 3, 3000, t.noise_source, "mp", sketch="count-sketch")
     assert _by_t(dump.load()) == _expected_element_releases(keys, [1000, 2000, 3000], core)
 
 
@@ -237,13 +309,21 @@ def test_streaming_element_model_out_of_order_bundles(dump):
     for i, element in enumerate(order):
         s = s.add_elements([TimestampedValue(element, i)])
     t = ContinualDPSketch(
-        "lazy-cms", 32, 3, 900, BUDGET, query_keys=QUERIES, release_every=100,
-        noise_source=source, label="stream-el",
-    )  # fmt: skip
+        32,
+        3,
+        900,
+        BUDGET,
+        query_keys=QUERIES,
+        sketch="count-min",
+        release_every=100,
+        noise_source=source,
+        label="stream-el",
+        with_metadata=True,
+    )
     p = streaming()
     assert_that(p | s.advance_watermark_to_infinity() | t, dump)
     p.run().wait_until_finish()
-    core = _core("lazy-cms", 32, 3, 900, t.noise_source, "stream-el")
+    core = _core(32, 3, 900, t.noise_source, "stream-el", sketch="count-min")
     assert _by_t(dump.load()) == _expected_element_releases(keys, range(100, 901, 100), core)
 
 
@@ -259,9 +339,17 @@ def test_streaming_element_model_ignores_early_discarding_panes(dump):
         s = s.add_elements([TimestampedValue(element, 1)])
     s = s.advance_watermark_to(30).advance_watermark_to_infinity()
     t = ContinualDPSketch(
-        "lazy-cms", 16, 3, 60, BUDGET, query_keys=QUERIES, release_every=20,
-        noise_source=source, label="early-el",
-    )  # fmt: skip
+        16,
+        3,
+        60,
+        BUDGET,
+        query_keys=QUERIES,
+        sketch="count-min",
+        release_every=20,
+        noise_source=source,
+        label="early-el",
+        with_metadata=True,
+    )
     p = streaming()
     windowed = (
         p
@@ -276,7 +364,7 @@ def test_streaming_element_model_ignores_early_discarding_panes(dump):
     p.run().wait_until_finish()
     releases = dump.load()
     assert {(r.window_start, r.window_end) for r in releases} == {(0.0, 10.0)}
-    core = _core("lazy-cms", 16, 3, 60, t.noise_source, "early-el", IntervalWindow(0, 10))
+    core = _core(16, 3, 60, t.noise_source, "early-el", IntervalWindow(0, 10), sketch="count-min")
     assert _by_t(releases) == _expected_element_releases(keys, [20, 40, 60], core)
 
 
@@ -287,9 +375,15 @@ def test_streaming_element_model_ignores_early_discarding_panes(dump):
 
 def test_element_beyond_horizon_fails_naming_t():
     t = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, BUDGET, query_keys=QUERIES,
+        16,
+        3,
+        100,
+        BUDGET,
+        query_keys=QUERIES,
+        sketch="count-min",
         noise_source=NoiseSource.insecure_for_tests(1),
-    )  # fmt: skip
+        with_metadata=True,
+    )
     with pytest.raises(Exception, match=r"positions would go beyond the declared horizon T=100"):
         with beam.Pipeline(runner=FnApiRunner()) as p:
             _ = p | beam.Create([(0, _stream(50)), (50, _stream(100))]) | t
@@ -311,9 +405,15 @@ def test_element_beyond_horizon_fails_naming_t():
 )
 def test_bad_elements_raise_naming_the_problem(elements, error):
     t = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, BUDGET, query_keys=QUERIES,
+        16,
+        3,
+        100,
+        BUDGET,
+        query_keys=QUERIES,
+        sketch="count-min",
         noise_source=NoiseSource.insecure_for_tests(1),
-    )  # fmt: skip
+        with_metadata=True,
+    )
     with pytest.raises(Exception, match=error):
         with beam.Pipeline(runner=FnApiRunner()) as p:
             _ = p | beam.Create(elements, reshuffle=False) | t
@@ -322,15 +422,23 @@ def test_bad_elements_raise_naming_the_problem(elements, error):
 def test_zero_noise_source_is_refused():
     with pytest.raises(ValueError, match="zero-noise"):
         ContinualDPSketch(
-            "lazy-cms", 16, 3, 100, BUDGET, query_keys=QUERIES,
+            16,
+            3,
+            100,
+            BUDGET,
+            query_keys=QUERIES,
+            sketch="count-min",
             noise_source=NoiseSource.zero_noise_for_tests(),
-        )  # fmt: skip
+            with_metadata=True,
+        )
 
 
 @pytest.mark.parametrize(
     ("kwargs", "exc", "message"),
     [
-        ({"sketch": "lazy"}, ValueError, "sketch must be one of"),
+        ({"sketch": "lazy-cms"}, ValueError, "sketch must be one of"),
+        ({"algorithm": "eager"}, ValueError, "algorithm must be one of"),
+        ({"with_table": True}, ValueError, "with_table: .* with_metadata=True"),
         ({"time_model": "tick"}, ValueError, "time_model must be one of"),
         ({"horizon": 0}, ValueError, "horizon must be >= 1"),
         ({"horizon": 10.0}, TypeError, "horizon must be an int"),
@@ -351,9 +459,9 @@ def test_zero_noise_source_is_refused():
     ],
 )
 def test_bad_parameters_raise_naming_them(kwargs, exc, message):
-    args = {"sketch": "lazy-cms", "width": 16, "depth": 3, "horizon": 100, "budget": BUDGET}
+    args = {"width": 16, "depth": 3, "horizon": 100, "budget": BUDGET}
     args.update(kwargs)
-    positional = [args.pop(k) for k in ("sketch", "width", "depth", "horizon", "budget")]
+    positional = [args.pop(k) for k in ("width", "depth", "horizon", "budget")]
     options = {"query_keys": QUERIES, "noise_source": NoiseSource.insecure_for_tests(1)}
     options.update(args)
     with pytest.raises(exc, match=message):
@@ -362,9 +470,16 @@ def test_bad_parameters_raise_naming_them(kwargs, exc, message):
 
 def test_analytic_calibration_allows_epsilon_above_one():
     t = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(2.0, 1e-6), query_keys=QUERIES,
-        calibration="analytic", noise_source=NoiseSource.insecure_for_tests(1),
-    )  # fmt: skip
+        16,
+        3,
+        100,
+        PrivacyBudget.approx(2.0, 1e-6),
+        query_keys=QUERIES,
+        sketch="count-min",
+        calibration="analytic",
+        noise_source=NoiseSource.insecure_for_tests(1),
+        with_metadata=True,
+    )
     assert t.noise_source.is_insecure
 
 
@@ -373,23 +488,39 @@ def test_charge_once_for_the_horizon_and_split_over_sliding_windows():
     p = beam.Pipeline(runner=FnApiRunner())
     events = p | beam.Create([(0, 1)])
     t1 = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.3, 2e-6), query_keys=QUERIES,
-        accountant=acc, noise_source=NoiseSource.insecure_for_tests(1), label="global",
-    )  # fmt: skip
+        16,
+        3,
+        100,
+        PrivacyBudget.approx(0.3, 2e-6),
+        query_keys=QUERIES,
+        sketch="count-min",
+        accountant=acc,
+        noise_source=NoiseSource.insecure_for_tests(1),
+        label="global",
+        with_metadata=True,
+    )
     _ = events | "G" >> t1
     # One release of the whole budget for the horizon (panes are steps, not releases).
     assert (t1.charge.releases, t1.charge.windows_per_unit) == (1, 1)
     assert t1.window_budget == PrivacyBudget.approx(0.3, 2e-6)
     assert t1.charge.details["horizon"] == 100
     sigma = new_continual_sketch(
-        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.3, 2e-6), release_prefix="x"
+        16, 3, 100, PrivacyBudget.approx(0.3, 2e-6), release_prefix="x", sketch="count-min"
     ).sigma
     assert t1.charge.noise_scale == pytest.approx(sigma)
     # SlidingWindows(30, 10): each element in 3 windows -> 3 window sketches of budget / 3.
     t2 = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.6, 3e-6), query_keys=QUERIES,
-        accountant=acc, noise_source=NoiseSource.insecure_for_tests(1), label="sliding",
-    )  # fmt: skip
+        16,
+        3,
+        100,
+        PrivacyBudget.approx(0.6, 3e-6),
+        query_keys=QUERIES,
+        sketch="count-min",
+        accountant=acc,
+        noise_source=NoiseSource.insecure_for_tests(1),
+        label="sliding",
+        with_metadata=True,
+    )
     _ = events | beam.WindowInto(SlidingWindows(30, 10)) | "S" >> t2
     assert (t2.charge.releases, t2.charge.windows_per_unit) == (3, 3)
     assert t2.window_budget.epsilon == pytest.approx(0.2)
@@ -399,25 +530,48 @@ def test_charge_once_for_the_horizon_and_split_over_sliding_windows():
     assert "horizon: 100" in t2.explain()
     # Over budget: refused at construction of the pipeline, before anything runs.
     t3 = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.2, 1e-6), query_keys=QUERIES,
-        accountant=acc, noise_source=NoiseSource.insecure_for_tests(1), label="third",
-    )  # fmt: skip
+        16,
+        3,
+        100,
+        PrivacyBudget.approx(0.2, 1e-6),
+        query_keys=QUERIES,
+        sketch="count-min",
+        accountant=acc,
+        noise_source=NoiseSource.insecure_for_tests(1),
+        label="third",
+        with_metadata=True,
+    )
     with pytest.raises(BudgetExceededError):
         _ = events | "T" >> t3
     # The same label twice would share noise.
     t4 = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, PrivacyBudget.approx(0.01, 1e-8), query_keys=QUERIES,
-        accountant=acc, noise_source=NoiseSource.insecure_for_tests(1), label="global",
-    )  # fmt: skip
+        16,
+        3,
+        100,
+        PrivacyBudget.approx(0.01, 1e-8),
+        query_keys=QUERIES,
+        sketch="count-min",
+        accountant=acc,
+        noise_source=NoiseSource.insecure_for_tests(1),
+        label="global",
+        with_metadata=True,
+    )
     with pytest.raises(ValueError, match="already has a charge for this label"):
         _ = events | "G2" >> t4
 
 
 def test_pane_model_refuses_accumulating_mode():
     t = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, BUDGET, query_keys=QUERIES, time_model="pane",
+        16,
+        3,
+        100,
+        BUDGET,
+        query_keys=QUERIES,
+        sketch="count-min",
+        time_model="pane",
         noise_source=NoiseSource.insecure_for_tests(1),
-    )  # fmt: skip
+        with_metadata=True,
+    )
     p = beam.Pipeline(runner=FnApiRunner())
     windowed = (
         p
@@ -434,9 +588,15 @@ def test_pane_model_refuses_accumulating_mode():
 
 def test_explain_before_apply_is_an_error():
     t = ContinualDPSketch(
-        "lazy-cms", 16, 3, 100, BUDGET, query_keys=QUERIES,
+        16,
+        3,
+        100,
+        BUDGET,
+        query_keys=QUERIES,
+        sketch="count-min",
         noise_source=NoiseSource.insecure_for_tests(1),
-    )  # fmt: skip
+        with_metadata=True,
+    )
     with pytest.raises(RuntimeError, match="once the transform is applied"):
         t.explain()
 
@@ -447,13 +607,22 @@ def test_batch_pane_model_global_window_is_one_step_with_key_fn(dump):
     source = NoiseSource.insecure_for_tests(SEED)
     records = [{"route": int(k)} for k in _stream(300, seed=9)]
     t = ContinualDPSketch(
-        "lazy-cs", 16, 3, 4, BUDGET, query_keys=QUERIES, time_model="pane",
-        key_fn=lambda r: r["route"], noise_source=source, label="batch-pane",
-    )  # fmt: skip
+        16,
+        3,
+        4,
+        BUDGET,
+        query_keys=QUERIES,
+        sketch="count-sketch",
+        time_model="pane",
+        key_fn=lambda r: r["route"],
+        noise_source=source,
+        label="batch-pane",
+        with_metadata=True,
+    )
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create(records) | t, dump)
     (release,) = dump.load()
-    core = _core("lazy-cs", 16, 3, 4, t.noise_source, "batch-pane")
+    core = _core(16, 3, 4, t.noise_source, "batch-pane", sketch="count-sketch")
     core.step_counts(CountSketch(16, 3, 0).update([r["route"] for r in records]))
     assert release.t == 1
     assert release.answers == dict(zip(QUERIES, core.estimate(QUERIES).tolist(), strict=True))
@@ -465,9 +634,18 @@ def test_batch_pane_model_empty_input_still_releases_its_step(watermark_trigger,
     # default windowing or with an explicit AfterWatermark() trigger in the global window.
     source = NoiseSource.insecure_for_tests(SEED)
     t = ContinualDPSketch(
-        "punctual-cms", 16, 3, 1, BUDGET, query_keys=QUERIES, time_model="pane",
-        noise_source=source, label="empty-pane",
-    )  # fmt: skip
+        16,
+        3,
+        1,
+        BUDGET,
+        query_keys=QUERIES,
+        sketch="count-min",
+        algorithm="punctual",
+        time_model="pane",
+        noise_source=source,
+        label="empty-pane",
+        with_metadata=True,
+    )
     with beam.Pipeline(runner=FnApiRunner()) as p:
         keys = p | beam.Create([], reshuffle=False)
         if watermark_trigger:
@@ -478,7 +656,7 @@ def test_batch_pane_model_empty_input_still_releases_its_step(watermark_trigger,
             )
         assert_that(keys | t, dump)
     (release,) = dump.load()
-    core = _core("punctual-cms", 16, 3, 1, t.noise_source, "empty-pane")
+    core = _core(16, 3, 1, t.noise_source, "empty-pane", sketch="count-min", algorithm="punctual")
     core.step_counts(np.zeros((3, 16), dtype=np.int64))
     assert release.t == 1
     assert release.answers == dict(zip(QUERIES, core.estimate(QUERIES).tolist(), strict=True))

@@ -318,3 +318,54 @@ def test_zcdp_count_runs_and_is_charged_in_rho():
     assert_that(out, check)
     p.run().wait_until_finish()
     assert acc.spent.rho == pytest.approx(0.5)
+
+
+def test_count_of_read_key_batches_is_the_number_of_rows(tmp_path):
+    # ReadKeyBatches emits pyarrow batches of many rows; one row is one element of the dataset,
+    # so the released count is rows + one noise draw of sensitivity 1 (not batches + noise).
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from beam_dpsketch.transforms import ReadKeyBatches
+
+    n_rows = 3000
+    table = pa.table({"route": [f"R{i % 17}" for i in range(n_rows)]})
+    pq.write_table(table, tmp_path / "rows.parquet", row_group_size=250)
+    reader = ReadKeyBatches(str(tmp_path / "rows.parquet"), "route")
+    dp = DPCount(
+        PrivacyBudget.pure(1.0), noise_source=NoiseSource.insecure_for_tests(SEED), label="rows"
+    )
+    p = beam.Pipeline(runner="FnApiRunner")
+    batches = p | reader
+    out = batches | dp
+    assert dp.aggregate.calibrated_mechanism.sensitivity == 1
+    scale = dp.aggregate.calibrated_mechanism.scale(dp.aggregate.per_release_budget)
+    assert scale == Fraction(1)
+    noise = int(discrete_laplace(dp.aggregate.noise_source.stream(("rows", "global", 0)), 1, 1)[0])
+
+    def check(actual):
+        assert actual == [{"count": n_rows + noise}]
+
+    assert_that(out, check)
+    p.run().wait_until_finish()
+
+
+def test_count_of_mixed_batches_and_single_elements():
+    from beam_dpsketch.transforms.batching import KeyBatch
+    from beam_dpsketch.transforms.count import RowCountCombineFn
+
+    fn = RowCountCombineFn()
+    acc = fn.create_accumulator()
+    for element in (KeyBatch(["a", "b", "c"]), np.arange(5), "x", ("a", 1), ["not", "a batch"]):
+        acc = fn.add_input(acc, element)
+    # 3 + 5 keys in batches; a string, a tuple (composite key) and a plain list are one row each.
+    assert fn.extract_output(fn.merge_accumulators([acc, 2])) == 3 + 5 + 3 + 2
+
+
+def test_user_level_count_refuses_batches_of_keys():
+    from beam_dpsketch.transforms.batching import KeyBatch
+
+    p = beam.Pipeline(runner="FnApiRunner")
+    batches = p | beam.Create([KeyBatch(["a", "b"])]).with_output_types(KeyBatch)
+    with pytest.raises(ValueError, match="privacy_id_fn: a user-level DPCount"):
+        batches | DPCount(PrivacyBudget.pure(1.0), privacy_id_fn=lambda r: r)

@@ -83,9 +83,14 @@ def test_release_equals_the_single_machine_release(sketch, exact_cls, private_cl
     (released,) = dump.load()
     exact = exact_cls(W, D, 7).update(_all_keys())
     expected = private_cls.release(
-        exact, budget, t.aggregate.noise_source.stream(release_id_for("f", GlobalWindow(), 0))
+        exact,
+        budget,
+        t.aggregate.noise_source.stream(release_id_for("f", GlobalWindow(), 0)),
+        offset=False,
     )
     assert released == expected
+    # No public constant is added: an estimate is the minimum or median of noisy counters.
+    assert released.offset == 0
     with pytest.raises(TypeError):
         released.update([1])
 
@@ -122,7 +127,7 @@ def test_noise_is_added_once_however_many_bundles_on_two_workers():
     # 24 batches over 2 worker processes: many partial sketches, one release. If noise were added
     # per partial, the cell variance would be a multiple of sigma^2, far outside the band.
     budget = PrivacyBudget.pure(1.0)
-    cal = PrivateCountMinSketch.calibrate(WIDE, DEEP, budget)
+    cal = PrivateCountMinSketch.calibrate(WIDE, DEEP, budget, offset=False)
     options = PipelineOptions(["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
     with beam.Pipeline(runner=FnApiRunner(), options=options) as p:
         res = (
@@ -132,7 +137,12 @@ def test_noise_is_added_once_however_many_bundles_on_two_workers():
             | beam.FlatMap(_chunks)
             | "SpreadBatches" >> beam.Reshuffle()
             | DPFrequencies(
-                WIDE, DEEP, budget, seed=7, noise_source=NoiseSource.insecure_for_tests(4)
+                WIDE,
+                DEEP,
+                budget,
+                seed=7,
+                sketch="count-min",
+                noise_source=NoiseSource.insecure_for_tests(4),
             )
         )
         assert_that(res, NoiseVariance(cal.noise_variance))
@@ -148,6 +158,7 @@ def test_turnstile_insert_then_delete_equals_the_remainder(dump):
         W,
         D,
         budget,
+        sketch="count-min",
         key_fn=lambda r: r[0],
         weight_fn=lambda r: r[1],
         noise_source=source,
@@ -160,6 +171,7 @@ def test_turnstile_insert_then_delete_equals_the_remainder(dump):
         CountMinSketch(W, D, 0).update(keep),
         budget,
         t.aggregate.noise_source.stream(release_id_for("turnstile", GlobalWindow(), 0)),
+        offset=False,
     )
     assert released == expected
 
@@ -248,8 +260,9 @@ def test_released_sketch_is_queryable_as_a_side_input(dump):
         )
         assert_that(lookups, dump)
     got = dict(dump.load())
-    expected = PrivateCountMinSketch.release(
-        CountMinSketch(W, D, 0).update(["a"] * 500 + ["b"] * 50),
+    # The default sketch is Count Sketch.
+    expected = PrivateCountSketch.release(
+        CountSketch(W, D, 0).update(["a"] * 500 + ["b"] * 50),
         budget,
         transform.aggregate.noise_source.stream(release_id_for("side", GlobalWindow(), 0)),
     )
@@ -313,9 +326,9 @@ def test_streaming_empty_on_time_pane_of_dpfrequencies_is_released_with_noise(du
     panes = {r.pane_index: r for r in dump.load()}
     assert sorted(panes) == [0, 1, 2] and panes[2].pane_timing == "ON_TIME"
     (released,) = panes[2].records
-    assert [released] == _empty_pane_release(t, CountMinSketch(W, D, 3))
-    # Noise only: an empty pane's cells are not all the public offset.
-    assert np.any(released.table != released.offset)
+    assert [released] == _empty_pane_release(t, CountSketch(W, D, 3))
+    # Noise only: an empty pane's cells are not all zero.
+    assert released.offset == 0 and np.any(released.table != 0)
 
 
 def test_streaming_empty_on_time_pane_of_dpquantiles_is_released_with_noise(dump):
@@ -338,3 +351,97 @@ def test_streaming_empty_on_time_pane_of_dpquantiles_is_released_with_noise(dump
     assert sorted(panes) == [0, 1, 2] and panes[2].pane_timing == "ON_TIME"
     expected = _empty_pane_release(t, DyadicCountSketch(0, 255, 16, 3, 0, clamp=True))
     assert list(panes[2].records) == expected and len(expected) == 2
+
+
+# --------------------------------------------------------------------------------------------
+# Declared public keys: exact counts + noise, every declared key released
+# --------------------------------------------------------------------------------------------
+
+
+def test_query_keys_release_exact_counts_of_every_declared_key(dump):
+    from beam_dpsketch.sketches.linear.key_counts import KeyCountIndex, PrivateKeyCounts
+
+    source = NoiseSource.insecure_for_tests(31)
+    budget = PrivacyBudget.approx(1.0, 1e-6)
+    declared = ["LAX-SFO", "JFK-BOS", "never-seen", 7]
+    data = ["LAX-SFO"] * 300 + ["JFK-BOS"] * 20 + ["ORD-DEN"] * 50 + [7, 7, 8]
+    t = DPFrequencies(budget=budget, query_keys=declared, noise_source=source, label="pk")
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        # Elements in several batches and bundles: the counts are exact however they arrive.
+        released = p | beam.Create(data, reshuffle=True) | t
+        assert_that(released, dump)
+    (got,) = dump.load()
+    index = KeyCountIndex(declared)
+    exact = index.add(index.zeros(), data)
+    assert exact.tolist() == [300, 20, 0, 2]
+    expected = PrivateKeyCounts.release(
+        index,
+        exact,
+        t.aggregate.per_release_budget,
+        t.aggregate.noise_source.stream(release_id_for("pk", GlobalWindow(), 0)),
+    )
+    assert got == expected
+    # Every declared key, zero counts included, nothing undeclared.
+    assert list(got.as_dict()) == declared
+    assert got.estimate(["never-seen"]).shape == (1,)
+    with pytest.raises(KeyError, match="keys: only declared query_keys"):
+        got.estimate(["ORD-DEN"])
+    # Noise for counting: sensitivity 1 (not a sketch's depth or sqrt(depth)); the approximate
+    # budget is spent by the discrete Laplace of scale 1/eps, which has the smaller variance.
+    assert got.calibration.sensitivity == 1.0 and got.neighbouring == "add_remove"
+    assert got.noise == "discrete_laplace" and got.scale == 1.0
+    assert t.accountant.spent.delta == 0.0
+    # P(|Z| > 3) = 2 e^-4 / (1 + e^-1) <= 0.05 < P(|Z| > 2) for the discrete Laplace of scale 1.
+    assert got.error_bound(0.95) == 3.0
+    report = t.explain()
+    assert "dp-counts/public-keys" in report and "none: exact counts" in report
+
+
+def test_query_keys_count_integer_batches_and_turnstile_records(dump):
+    from beam_dpsketch.sketches.linear.key_counts import KeyCountIndex, PrivateKeyCounts
+
+    source = NoiseSource.insecure_for_tests(32)
+    budget = PrivacyBudget.pure(1.0)
+    records = [(5, 1)] * 10 + [(6, 1)] * 4 + [(6, -1)] * 3 + [(9, 1)] * 2
+    t = DPFrequencies(
+        budget=budget,
+        query_keys=[5, 6],
+        key_fn=lambda r: r[0],
+        weight_fn=lambda r: r[1],
+        noise_source=source,
+        label="pk-turnstile",
+    )
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        assert_that(p | beam.Create(records) | t, dump)
+    (got,) = dump.load()
+    index = KeyCountIndex([5, 6])
+    stream = t.aggregate.noise_source.stream(release_id_for("pk-turnstile", GlobalWindow(), 0))
+    expected = PrivateKeyCounts.release(
+        index, np.array([10, 1]), budget, stream, neighbouring="add_remove"
+    )
+    assert got == expected
+    # Integer arrays are looked up without per-key Python: same counts as a list.
+    assert index.add(index.zeros(), np.array([5, 5, 6, 9])).tolist() == [2, 1]
+
+
+def test_query_keys_parameters_are_validated():
+    budget = PrivacyBudget.pure(1.0)
+    # The sketch shape is not used with declared keys; a sketch kind is refused.
+    assert DPFrequencies(64, 3, budget, query_keys=["a"]).mechanism.name == "dp-counts/public-keys"
+    with pytest.raises(ValueError, match="sketch: query_keys"):
+        DPFrequencies(budget=budget, query_keys=["a"], sketch="count-min")
+    with pytest.raises(ValueError, match="query_keys must hold at least one"):
+        DPFrequencies(budget=budget, query_keys=[])
+    with pytest.raises(TypeError, match="query_keys must be a sequence"):
+        DPFrequencies(budget=budget, query_keys="abc")
+    with pytest.raises(ValueError, match="width and depth are required"):
+        DPFrequencies(budget=budget)
+
+
+def test_default_sketch_is_count_sketch_without_offset():
+    t = DPFrequencies(W, D, PrivacyBudget.pure(1.0))
+    assert t.mechanism.sketch == "count-sketch"
+    facts = t.mechanism.describe(PrivacyBudget.pure(1.0))
+    assert facts["offset"] == 0 and facts["estimator"] == "median over rows"
+    cm = DPFrequencies(W, D, PrivacyBudget.pure(1.0), sketch="count-min").mechanism
+    assert cm.describe(PrivacyBudget.pure(1.0))["offset"] == 0

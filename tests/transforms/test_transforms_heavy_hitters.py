@@ -111,12 +111,16 @@ def test_heavy_hitters_are_found_and_counts_within_the_bound(dump):
     assert len(out) == 10
     counts = [c for _, c in out]
     assert counts == sorted(counts, reverse=True)  # largest first
-    # Design B: f(x) - n/(k+1) <= V/(k+1) <= f(x), plus discrete Laplace noise of scale 2/eps;
-    # |noise| > (2/eps) * ln(1/beta) has probability <= beta; with beta = 1e-9 per key the
-    # union over 10 keys fails with probability <= 1e-8.
-    noise_bound = 2 / EPS * math.log(1e9)
-    for key, noisy in out:
-        assert truth[key] - n / (k + 1) - noise_bound <= noisy <= truth[key] + noise_bound
+    # Design B with the count correction: f(x) <= (V + N)/(k+1) <= f(x) + n/(k+1), plus
+    # discrete Laplace noise of scale 2/eps_hh per key and (1/eps_c)/(k+1) from N_hat
+    # (eps_hh = 0.95 eps, eps_c = 0.05 eps); |noise| > scale * ln(1/beta) has probability
+    # <= beta; with beta = 1e-9 per draw the union over 11 draws fails w.p. <= 1.1e-8.
+    noise_bound = (2 / (0.95 * EPS) + 1 / (0.05 * EPS) / (k + 1)) * math.log(1e9)
+    for rec in out:
+        key, noisy = rec
+        assert truth[key] - noise_bound <= noisy <= truth[key] + n / (k + 1) + noise_bound
+        # The stated 95% interval is wider than the sketch's one-sided error.
+        assert rec.error_bound >= n / (k + 1)
     top5 = {key for key, _ in truth.most_common(5)}
     assert top5 <= {key for key, _ in out}
 
@@ -267,3 +271,64 @@ def test_merge_designs_on_multi_processing_with_two_workers(mechanism):
             )
         )
         assert_that(res, CheckAgainstTruth(k, _noise_bound(mechanism, k)))
+
+
+def test_design_b_metadata_records_carry_error_bounds_and_are_unbiased(dump):
+    # 50 distinct keys <= k: every accumulator's sketch is exact, so only noise remains.
+    keys = np.repeat(np.arange(50, dtype=np.int64), np.arange(50, 0, -1) * 40)
+    keys = np.random.default_rng(2).permutation(keys)
+    truth = Counter(keys.tolist())
+    t = DPHeavyHitters(
+        64, BUDGET, top=5, noise_source=NoiseSource.insecure_for_tests(8), with_metadata=True
+    )
+    (release,) = run_one_batch(t, keys, dump)
+    assert len(release.records) == 5
+    for rec in release.records:
+        key, count = rec
+        # Noise only: 2/eps_hh * ln(1e9) per key and (1/eps_c)/(k+1) * ln(1e9) from N_hat.
+        assert abs(count - truth[key]) <= (2 / 0.95 + 20 / 65) * math.log(1e9)
+        assert rec.confidence == 0.95 and rec.lower <= count <= rec.upper
+        assert rec.error_bound == max(count - rec.lower, rec.upper - count)
+    assert [k for k, _ in release.records] == [0, 1, 2, 3, 4]
+
+
+def test_explain_states_the_budget_split_estimate_and_memory():
+    p = beam.Pipeline(runner=FnApiRunner())
+    t = DPHeavyHitters(budget=BUDGET, noise_source=NoiseSource.insecure_for_tests(1))
+    _ = p | beam.Create([np.arange(3, dtype=np.int64)]) | t
+    assert t.k == 4096  # DEFAULT_K
+    text = t.explain()
+    assert "budget_split: epsilon 0.95 for the keys" in text and "0.05" in text
+    assert "count_noise_scale: 20" in text
+    assert "max_shards * k = 1,048,576 keys" in text
+    assert "error_bound: per key, with probability >= 0.95" in text
+    assert "noise scale: 2.10526" in text  # 2 / eps_hh
+
+
+def test_explain_states_the_user_level_contribution_bound():
+    p = beam.Pipeline(runner=FnApiRunner())
+    t = DPHistogram(
+        8,
+        BUDGET,
+        key_fn=lambda r: r[1],
+        privacy_id_fn=lambda r: r[0],
+        max_contributions=3,
+        noise_source=NoiseSource.insecure_for_tests(1),
+    )
+    _ = p | beam.Create([("u", "a")]) | t
+    assert "m=3" in t.explain() and "m=1" not in t.explain()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"count_fraction": 1.0}, "count_fraction must be in"),
+        ({"count_fraction": -0.5}, "count_fraction must be in"),
+        ({"count_fraction": 0.1, "mechanism": "sequential"}, "count_fraction applies"),
+        ({"count_fraction": 1e-7}, "count_fraction=1e-07 of epsilon"),
+    ],
+)
+def test_count_fraction_is_refused_at_construction(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        p = beam.Pipeline(runner=FnApiRunner())
+        _ = p | beam.Create([np.arange(3, dtype=np.int64)]) | DPHeavyHitters(10, BUDGET, **kwargs)

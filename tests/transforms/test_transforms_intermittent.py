@@ -30,6 +30,7 @@ from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, Privac
 from beam_dpsketch.sketches.intermittent.sketch import UseAndKeepSketch
 from beam_dpsketch.transforms import DPIntermittentQueries
 from beam_dpsketch.transforms.intermittent import (
+    CLOCKS,
     IntermittentRecord,
     QuerySchedule,
     intermittent_sketch_id,
@@ -71,7 +72,12 @@ def _expected(schedule, kind, source, label, pos, keys, with_metadata=False, eps
     all of it for the event-time clock.
     """
     core = UseAndKeepSketch(
-        W, D, epsilon, noise_source=source, sketch_id=intermittent_sketch_id(label), kind=kind
+        W,
+        D,
+        PrivacyBudget.pure(float(epsilon)),
+        noise_source=source,
+        sketch_id=intermittent_sketch_id(label),
+        kind=kind,
     )
     out = []
     previous = -np.inf
@@ -81,7 +87,19 @@ def _expected(schedule, kind, source, label, pos, keys, with_metadata=False, eps
         ans = core.answer(list(q), time=t)
         for j, key in enumerate(q):
             if with_metadata:
-                rec = IntermittentRecord(t, key, ans.estimates[j], ans.batch, ans.noise_std[j], 1.0)
+                mechanism = (
+                    f"use-and-keep cell noise (D3), {kind.replace('_', '-')}, discrete Laplace"
+                )
+                rec = IntermittentRecord(
+                    t,
+                    key,
+                    ans.estimates[j],
+                    ans.batch,
+                    ans.noise_std[j],
+                    1.0,
+                    mechanism,
+                    CLOCKS["positions"],
+                )
                 out.append(rec)
             else:
                 out.append((t, key, float(ans.estimates[j])))
@@ -330,7 +348,11 @@ def test_teststream_batches_at_event_times_with_late_data_equal_the_core(tmp_pat
     p.run().wait_until_finish()
 
     core = UseAndKeepSketch(
-        16, 3, 1.0, noise_source=t.noise_source, sketch_id=intermittent_sketch_id("stream")
+        16,
+        3,
+        PrivacyBudget.pure(1.0),
+        noise_source=t.noise_source,
+        sketch_id=intermittent_sketch_id("stream"),
     )
     expected = []
     for t_k, delta, q in [
@@ -498,6 +520,46 @@ def test_charged_once_to_a_shared_accountant_and_refused_over_budget():
         _ = data | "B" >> DPIntermittentQueries(
             W, D, EPS, queries=SCHEDULE, clock="positions", accountant=accountant, label="b"
         )
+
+
+def test_without_a_budget_takes_what_the_accountant_has_left(tmp_path):
+    # budget=None with an accountant: the accountant's remainder (here 1.0 of 1.5) is charged
+    # when the transform is applied, and the answers are those of the same transform with
+    # that budget; a non-pure remainder is refused at application.
+    accountant = PrivacyAccountant(PrivacyBudget.pure(1.5))
+    accountant.charge("earlier", "some release", PrivacyBudget.pure(0.5), 1, "element")
+    source = NoiseSource.insecure_for_tests(3)
+    out = DumpToFile(str(tmp_path / "out.pickle"))
+    t = DPIntermittentQueries(
+        W,
+        D,
+        queries=SCHEDULE,
+        clock="positions",
+        accountant=accountant,
+        noise_source=source,
+        label="iq",
+    )
+    assert t.noise_scale is None
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        assert_that(p | beam.Create([0, 1]) | beam.FlatMap(_chunks) | t, out)
+    assert accountant.remaining.epsilon == pytest.approx(0.0, abs=1e-12)
+    assert t.charge.per_release_cost.epsilon == pytest.approx(1.0)
+    explicit = DPIntermittentQueries(
+        W, D, EPS, queries=SCHEDULE, clock="positions", noise_source=source, label="iq"
+    )
+    assert t.noise_scale == explicit.noise_scale == 2 * D / 1.0
+    expected = _expected(SCHEDULE, "count_sketch", t.noise_source, "iq", *_stream())
+    assert sorted(out.load(), key=_key) == sorted(expected, key=_key)
+    approx = PrivacyAccountant(PrivacyBudget.approx(1.0, 1e-6))
+    p = beam.Pipeline(runner=FnApiRunner())
+    with pytest.raises(ValueError, match="pure"):
+        _ = (
+            p
+            | beam.Create([(1, 1)])
+            | DPIntermittentQueries(W, D, queries=SCHEDULE, clock="positions", accountant=approx)
+        )
+    with pytest.raises(ValueError, match="pass a PrivacyBudget, an accountant"):
+        DPIntermittentQueries(W, D, queries=SCHEDULE, clock="positions")
 
 
 def test_bad_data_elements_name_their_type():

@@ -39,7 +39,8 @@ from beam_dpsketch.transforms.readers import ordered_batches
 from beam_dpsketch.transforms.sliding import _SegmentTables, _SegmentWindows, _Stamp, _StepClock
 
 SEED = 20261122
-SHAPE = {"width": 64, "depth": 3, "seed": 5}
+WIDTH, DEPTH, SEED = 64, 3, 5
+SHAPE = {"width": WIDTH, "depth": DEPTH, "seed": SEED}
 # B = 10, alpha = 1/2: I = [10, 5, 3, 2, 1] (Wang, Wang and Chen, Algorithm 2; docs/algorithms.md#dpsw-checkpoints), segments cut at
 # {0, 1, 2, 3, 5, 7, 8, 9, 10}.
 CUTS = (0, 1, 2, 3, 5, 7, 8, 9, 10)
@@ -79,9 +80,17 @@ def test_count_mode_two_workers_equals_core(tmp_path):
     budget = PrivacyBudget.approx(1.0, 1e-6)
     queries = [0, 1, 2, 7, 29]
     transform = DPSlidingWindowFrequencies(
-        60, budget, every=7, query_keys=queries, noise_source=source(), label="sw2",
-        **SHAPE, **LAYOUT,
-    )  # fmt: skip
+        60,
+        WIDTH,
+        DEPTH,
+        budget,
+        release_every=7,
+        query_keys=queries,
+        noise_source=source(),
+        label="sw2",
+        seed=SEED,
+        **LAYOUT,
+    )
     options = PipelineOptions(
         [
             "--runner=FnApiRunner",
@@ -110,9 +119,20 @@ def test_count_mode_heavy_hitters_with_metadata_equals_core(tmp_path):
     budget = PrivacyBudget.zcdp(2.0)
     candidates = list(range(12)) + [99]
     transform = DPSlidingWindowFrequencies(
-        50, budget, every=25, candidates=candidates, gamma=0.3, hh_slack=0.05,
-        noise_source=source(), with_metadata=True, label="hh3", **SHAPE, **LAYOUT,
-    )  # fmt: skip
+        50,
+        WIDTH,
+        DEPTH,
+        budget,
+        release_every=25,
+        candidates=candidates,
+        gamma=0.3,
+        hh_slack=0.05,
+        noise_source=source(),
+        with_metadata=True,
+        label="hh3",
+        seed=SEED,
+        **LAYOUT,
+    )
     got = run(
         beam.Pipeline(runner="FnApiRunner"),
         lambda p: p | beam.Create([(t, k) for t, k in enumerate(keys, start=1)]) | transform,
@@ -132,6 +152,9 @@ def test_count_mode_heavy_hitters_with_metadata_equals_core(tmp_path):
         assert r.covered == (sel[0].start, sel[-1].end)
         assert (r.kind, r.mode, r.transform, r.time) == ("heavy_hitters", "count", "hh3", r.step)
         assert r.rho == 2.0 and r.epsilon is None
+        assert r.mechanism == transform.charge.mechanism
+        assert r.noise_scale == transform.charge.noise_scale == ref.level_sigmas()[0]
+        assert r.neighbouring_relation == transform.neighbouring_relation
         nonempty += bool(hh)
     # The oracle is not vacuous: the skewed stream has heavy hitters at most query times.
     assert nonempty >= 6
@@ -144,9 +167,17 @@ def test_queries_are_post_processing_same_values_whatever_the_schedule(tmp_path)
     runs = {}
     for every in (4, 6):
         transform = DPSlidingWindowFrequencies(
-            30, budget, every=every, query_keys=[0, 1, 2], noise_source=source(), label="pp",
-            **SHAPE, **LAYOUT,
-        )  # fmt: skip
+            30,
+            WIDTH,
+            DEPTH,
+            budget,
+            release_every=every,
+            query_keys=[0, 1, 2],
+            noise_source=source(),
+            label="pp",
+            seed=SEED,
+            **LAYOUT,
+        )
         runs[every] = run(
             beam.Pipeline(runner="FnApiRunner"),
             lambda p, tr_=transform: p | beam.Create(list(enumerate(keys, start=1))) | tr_,
@@ -167,9 +198,16 @@ def test_queries_are_post_processing_same_values_whatever_the_schedule(tmp_path)
 def test_count_mode_refuses_gaps_and_duplicates(tmp_path, positions, message):
     # The message names the rule (position_fn, each position once), never counts or positions.
     transform = DPSlidingWindowFrequencies(
-        20, PrivacyBudget.zcdp(1.0), every=10, query_keys=["a"], noise_source=source(),
-        **SHAPE, **LAYOUT,
-    )  # fmt: skip
+        20,
+        WIDTH,
+        DEPTH,
+        PrivacyBudget.zcdp(1.0),
+        release_every=10,
+        query_keys=["a"],
+        noise_source=source(),
+        seed=SEED,
+        **LAYOUT,
+    )
     with pytest.raises(Exception, match=message):
         run(
             beam.Pipeline(runner="FnApiRunner"),
@@ -196,9 +234,21 @@ def test_time_mode_teststream_equals_core_and_drops_late_data(tmp_path):
     keys = keys[: len(times)]
     n = len(times)
     transform = DPSlidingWindowFrequencies(
-        24, budget, every=5, query_keys=queries, mode="time", time_unit=0.5, origin=0.25,
-        noise_source=source(), label="time", **SHAPE, block=8, alpha="1/2",
-    )  # fmt: skip
+        24,
+        WIDTH,
+        DEPTH,
+        budget,
+        release_every=5,
+        query_keys=queries,
+        mode="time",
+        time_unit=0.5,
+        origin=0.25,
+        noise_source=source(),
+        label="time",
+        seed=SEED,
+        block=8,
+        alpha="1/2",
+    )
     # The watermark advances to the middle and to the end of every step (0.5 s), so a query
     # timer that fired before its range was complete would see a segment arrive after sealing.
     stream = ts.TestStream().advance_watermark_to(0)
@@ -287,13 +337,60 @@ def _applied(transform: DPSlidingWindowFrequencies) -> DPSlidingWindowFrequencie
     return transform
 
 
+def test_without_a_budget_takes_what_the_accountant_has_left(tmp_path):
+    # budget=None with an accountant: the transform charges the accountant's remainder when
+    # applied, and releases exactly what the same transform with that budget releases.
+    acc = PrivacyAccountant(PrivacyBudget.approx(1.5, 2e-6), name="pipe")
+    acc.charge("earlier", "some release", PrivacyBudget.approx(0.5, 1e-6), 1, "element")
+    keys = stream_data(120, 6, 4)
+    elements = [(t, k) for t, k in enumerate(keys, start=1)]
+
+    def release(budget, accountant, name):
+        t = DPSlidingWindowFrequencies(
+            30,
+            WIDTH,
+            DEPTH,
+            budget,
+            release_every=10,
+            query_keys=[0, 1, 2],
+            accountant=accountant,
+            noise_source=source(),
+            label="rest",
+            seed=SEED,
+            **LAYOUT,
+        )
+        assert t.rho is None if budget is None else t.rho is not None
+        got = run(
+            beam.Pipeline(runner="FnApiRunner"),
+            lambda p: p | beam.Create(elements) | t,
+            tmp_path / f"{name}.pickle",
+        )
+        return t, sorted(got)
+
+    t, got = release(None, acc, "rest")
+    assert acc.remaining.epsilon == pytest.approx(0.0, abs=1e-9)
+    assert (t.epsilon, t.delta) == (pytest.approx(1.0), pytest.approx(1e-6))
+    explicit, expected = release(PrivacyBudget.approx(t.epsilon, t.delta), None, "explicit")
+    assert t.rho == explicit.rho
+    assert got == expected
+
+
 def test_one_charge_of_the_whole_budget_however_many_queries():
     budget = PrivacyBudget.approx(1.0, 1e-6)
     acc = PrivacyAccountant(budget, name="pipe")
     t = DPSlidingWindowFrequencies(
-        100, budget, every=1, query_keys=["a"], accountant=acc, noise_source=source(),
-        label="one", **SHAPE, **LAYOUT,
-    )  # fmt: skip
+        100,
+        WIDTH,
+        DEPTH,
+        budget,
+        release_every=1,
+        query_keys=["a"],
+        accountant=acc,
+        noise_source=source(),
+        label="one",
+        seed=SEED,
+        **LAYOUT,
+    )
     # Nothing is charged at construction.
     assert acc.charges == ()
     with pytest.raises(RuntimeError, match="applied"):
@@ -307,35 +404,61 @@ def test_one_charge_of_the_whole_budget_however_many_queries():
     assert acc.remaining.epsilon == pytest.approx(0.0, abs=1e-9)
     assert "DPSW-Sketch" in t.explain()
     with pytest.raises(BudgetExceededError):
-        _applied(DPSlidingWindowFrequencies(
-            100, PrivacyBudget.approx(0.1, 1e-7), every=1, query_keys=["a"], accountant=acc,
-            noise_source=source(), label="two", **SHAPE, **LAYOUT,
-        ))  # fmt: skip
+        _applied(
+            DPSlidingWindowFrequencies(
+                100,
+                WIDTH,
+                DEPTH,
+                PrivacyBudget.approx(0.1, 1e-7),
+                release_every=1,
+                query_keys=["a"],
+                accountant=acc,
+                noise_source=source(),
+                label="two",
+                seed=SEED,
+                **LAYOUT,
+            )
+        )
     with pytest.raises(ValueError, match="already has a charge"):
-        _applied(DPSlidingWindowFrequencies(
-            100, budget, every=1, query_keys=["a"], accountant=acc, noise_source=source(),
-            label="one", **SHAPE, **LAYOUT,
-        ))  # fmt: skip
+        _applied(
+            DPSlidingWindowFrequencies(
+                100,
+                WIDTH,
+                DEPTH,
+                budget,
+                release_every=1,
+                query_keys=["a"],
+                accountant=acc,
+                noise_source=source(),
+                label="one",
+                seed=SEED,
+                **LAYOUT,
+            )
+        )
     assert len(acc.charges) == 1
 
 
 def _build(**overrides):
     kwargs = {
-        "every": 5,
+        "width": WIDTH,
+        "depth": DEPTH,
+        "budget": PrivacyBudget.zcdp(1.0),
+        "release_every": 5,
         "query_keys": ["a"],
         "noise_source": source(),
-        **SHAPE,
+        "seed": SEED,
         **LAYOUT,
     }
     kwargs.update(overrides)
-    return DPSlidingWindowFrequencies(20, PrivacyBudget.zcdp(1.0), **kwargs)
+    return DPSlidingWindowFrequencies(20, **kwargs)
 
 
 @pytest.mark.parametrize(
     ("overrides", "error", "message"),
     [
-        ({"every": 0}, ValueError, "every"),
-        ({"every": 2.5}, TypeError, "every"),
+        ({"release_every": 0}, ValueError, "release_every"),
+        ({"release_every": 2.5}, TypeError, "release_every"),
+        ({"budget": None}, ValueError, "pass a PrivacyBudget, an accountant"),
         ({"mode": "sessions"}, ValueError, "mode"),
         ({"candidates": ["a"]}, ValueError, "either query_keys or candidates"),
         ({"query_keys": None, "candidates": ["a"]}, ValueError, "gamma"),
@@ -361,22 +484,31 @@ def test_bad_parameters_name_the_parameter(overrides, error, message):
 def test_pure_budget_is_refused():
     with pytest.raises(ValueError, match="pure DP"):
         DPSlidingWindowFrequencies(
-            20, PrivacyBudget.pure(1.0), every=5, query_keys=["a"], noise_source=source(),
-            **SHAPE, **LAYOUT,
-        )  # fmt: skip
+            20,
+            WIDTH,
+            DEPTH,
+            PrivacyBudget.pure(1.0),
+            release_every=5,
+            query_keys=["a"],
+            noise_source=source(),
+            seed=SEED,
+            **LAYOUT,
+        )
 
 
 @pytest.mark.parametrize(
     ("windowing", "message"),
     [
         (
-            {"trigger": tr.AfterWatermark(early=tr.AfterCount(1)),
-             "accumulation_mode": tr.AccumulationMode.DISCARDING},
+            {
+                "trigger": tr.AfterWatermark(early=tr.AfterCount(1)),
+                "accumulation_mode": tr.AccumulationMode.DISCARDING,
+            },
             "trigger",
         ),
         ({"allowed_lateness": 30}, "allowed_lateness"),
     ],
-)  # fmt: skip
+)
 def test_early_triggers_and_lateness_are_refused_at_construction(windowing, message):
     transform = _build(mode="time")
     p = beam.Pipeline(runner="FnApiRunner")
@@ -411,9 +543,17 @@ def test_count_mode_batches_equal_rows_and_core(tmp_path):
 
     def transform():
         return DPSlidingWindowFrequencies(
-            60, budget, every=7, query_keys=queries, noise_source=source(), label="batches",
-            **SHAPE, **LAYOUT,
-        )  # fmt: skip
+            60,
+            WIDTH,
+            DEPTH,
+            budget,
+            release_every=7,
+            query_keys=queries,
+            noise_source=source(),
+            label="batches",
+            seed=SEED,
+            **LAYOUT,
+        )
 
     rng = np.random.default_rng(7)
     perm = rng.permutation(400)
@@ -460,10 +600,23 @@ def test_time_mode_batches_equal_rows_and_core(tmp_path):
 
     def transform():
         return DPSlidingWindowFrequencies(
-            24, budget, every=5, query_keys=queries, mode="time", time_unit=0.5, origin=0.25,
-            time_fn=lambda e: e[0], key_fn=lambda e: e[1], noise_source=source(),
-            label="tbatch", **SHAPE, block=8, alpha="1/2",
-        )  # fmt: skip
+            24,
+            WIDTH,
+            DEPTH,
+            budget,
+            release_every=5,
+            query_keys=queries,
+            mode="time",
+            time_unit=0.5,
+            origin=0.25,
+            time_fn=lambda e: e[0],
+            key_fn=lambda e: e[1],
+            noise_source=source(),
+            label="tbatch",
+            seed=SEED,
+            block=8,
+            alpha="1/2",
+        )
 
     order = np.argsort(times, kind="stable")
     arrays = [(times[:40].astype(np.int64), np.array(keys[:40]))]
@@ -563,9 +716,17 @@ def test_one_instance_is_applied_once(tmp_path):
     # application would release a second data set with the *same* noise (and no second charge),
     # so differences of the two outputs cancel the noise. It must be refused when applied.
     t = DPSlidingWindowFrequencies(
-        20, PrivacyBudget.approx(1.0, 1e-6), every=10, query_keys=[1], noise_source=source(),
-        label="once", **SHAPE, **LAYOUT,
-    )  # fmt: skip
+        20,
+        WIDTH,
+        DEPTH,
+        PrivacyBudget.approx(1.0, 1e-6),
+        release_every=10,
+        query_keys=[1],
+        noise_source=source(),
+        label="once",
+        seed=SEED,
+        **LAYOUT,
+    )
     p = beam.Pipeline()
     _ = p | "A" >> beam.Create([(i, 1) for i in range(1, 21)]) | "TA" >> t
     with pytest.raises(ValueError, match="applied once"):
@@ -578,9 +739,18 @@ def test_time_mode_charge_claims_replace_one_only(tmp_path):
     # all others adds releases: add/remove of an event is not covered, only substitution.
     def releases(times):
         t = DPSlidingWindowFrequencies(
-            20, PrivacyBudget.approx(1.0, 1e-6), every=5, query_keys=[0], mode="time",
-            noise_source=source(), label="time-rel", **SHAPE, **LAYOUT,
-        )  # fmt: skip
+            20,
+            WIDTH,
+            DEPTH,
+            PrivacyBudget.approx(1.0, 1e-6),
+            release_every=5,
+            query_keys=[0],
+            mode="time",
+            noise_source=source(),
+            label="time-rel",
+            seed=SEED,
+            **LAYOUT,
+        )
         got = run(
             beam.Pipeline(),
             lambda p: p | beam.Create([TimestampedValue(0, float(x)) for x in times]) | t,

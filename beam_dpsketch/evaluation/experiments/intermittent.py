@@ -77,6 +77,7 @@ from beam_dpsketch.evaluation.runner import (
 from beam_dpsketch.evaluation.tables import col, fmt, param_tag
 from beam_dpsketch.hashing import hash_keys, row_buckets, row_signs
 from beam_dpsketch.noise import NoiseSource, discrete_laplace
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
 from beam_dpsketch.sketches.intermittent.sketch import (
     UseAndKeepSketch,
@@ -170,23 +171,60 @@ class IntermittentConfig:
 
 MODES: dict[str, IntermittentConfig] = {
     "smoke": IntermittentConfig(
-        mode="smoke", n=2**16, domain=2**18, t0=1024, width=5000, total_queries=1000,
-        n_qs=(1, 100, 1000), us=(50, 5000), epsilons=(0.01, 1.0), depths=(3, 9), reps=1,
-        checkpoints=10, maxload_reps=200, privacy_trials=15, variance_width=1000, variance_uses=6,
+        mode="smoke",
+        n=2**16,
+        domain=2**18,
+        t0=1024,
+        width=5000,
+        total_queries=1000,
+        n_qs=(1, 100, 1000),
+        us=(50, 5000),
+        epsilons=(0.01, 1.0),
+        depths=(3, 9),
+        reps=1,
+        checkpoints=10,
+        maxload_reps=200,
+        privacy_trials=15,
+        variance_width=1000,
+        variance_uses=6,
     ),
     "quick": IntermittentConfig(
-        mode="quick", n=2**20, domain=2**22, t0=4096, width=5000, total_queries=10_000,
-        n_qs=(1, 100, 10_000), us=(50, 5000), epsilons=(0.01, 0.05, 1.0), depths=(3, 9, 15),
-        reps=2, checkpoints=20, maxload_reps=2000, privacy_trials=150, variance_width=5000,
+        mode="quick",
+        n=2**20,
+        domain=2**22,
+        t0=4096,
+        width=5000,
+        total_queries=10_000,
+        n_qs=(1, 100, 10_000),
+        us=(50, 5000),
+        epsilons=(0.01, 0.05, 1.0),
+        depths=(3, 9, 15),
+        reps=2,
+        checkpoints=20,
+        maxload_reps=2000,
+        privacy_trials=150,
+        variance_width=5000,
         variance_uses=12,
     ),
     "full": IntermittentConfig(
-        mode="full", n=2**24, domain=2**29, t0=2**16, width=5000, total_queries=1_000_000,
-        n_qs=(1, 1000, 10_000, 100_000, 1_000_000), us=(50, 5000, 500_000),
-        epsilons=(0.01, 0.05, 1.0), depths=(3, 9, 15), reps=4, checkpoints=20,
-        maxload_reps=2000, privacy_trials=300, variance_width=5000, variance_uses=12,
+        mode="full",
+        n=2**24,
+        domain=2**29,
+        t0=2**16,
+        width=5000,
+        total_queries=1_000_000,
+        n_qs=(1, 1000, 10_000, 100_000, 1_000_000),
+        us=(50, 5000, 500_000),
+        epsilons=(0.01, 0.05, 1.0),
+        depths=(3, 9, 15),
+        reps=4,
+        checkpoints=20,
+        maxload_reps=2000,
+        privacy_trials=300,
+        variance_width=5000,
+        variance_uses=12,
     ),
-}  # fmt: skip
+}
 """Presets. ``quick`` is [YKAE, Section VI, Figs. 3-4]'s CI configuration (N = 2**20, domain 2**22, T0 = 4096,
 10**4 queries, n_Q in {1, 100, 1e4}, u in {50, 5000}, 2 reps); ``full`` is the paper's grid
 ([YKAE, Section VI]: 10**6 queries, n_Q in {1, 1e3, 1e4, 1e5, 1e6}, u in {50, 5000, 5e5}, K = 2**29) on
@@ -195,21 +233,38 @@ reps (the paper: 20)."""
 
 # [YKAE, Fig. 1] (Monte Carlo, w = 5000): n_Q -> (E[m_i], one standard error).
 SPEC_FIG1: dict[int, tuple[float, float]] = {
-    1: (1.0, 0.0), 10: (1.0085, 0.002), 100: (1.659, 0.011), 1000: (3.243, 0.011),
-    10_000: (8.911, 0.018), 100_000: (38.39, 0.04), 1_000_000: (254.2, 0.3),
-}  # fmt: skip
+    1: (1.0, 0.0),
+    10: (1.0085, 0.002),
+    100: (1.659, 0.011),
+    1000: (3.243, 0.011),
+    10_000: (8.911, 0.018),
+    100_000: (38.39, 0.04),
+    1_000_000: (254.2, 0.3),
+}
 # [YKAE, Fig. 2]: E|fhat - 0| / b of S4 at u/b in FIG2_RATIOS, the limit, and the crossover u/b.
 FIG2_RATIOS = (0.0, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 50.0)
 SPEC_FIG2: dict[int, dict[str, Any]] = {
-    3: {"s4": (0.5833, 0.6155, 0.6822, 0.8180, 0.9085, 0.9809, 0.9998, 1.0000),
-        "limit": 1.0, "crossover": None},
-    5: {"s4": (0.4396, 0.4872, 0.5902, 0.8234, 1.0005, 1.1608, 1.2077, 1.2083),
-        "limit": 29 / 24, "crossover": 2.996},
-    9: {"s4": (0.3156, 0.3820, 0.5246, 0.8634, 1.1585, 1.4826, 1.5991, 1.6010),
-        "limit": 1.601042, "crossover": 2.430},
-    15: {"s4": (0.2370, 0.3215, 0.4963, 0.9027, 1.2820, 1.7869, 2.0209, 2.0256),
-         "limit": 2.025595, "crossover": 2.243},
-}  # fmt: skip
+    3: {
+        "s4": (0.5833, 0.6155, 0.6822, 0.8180, 0.9085, 0.9809, 0.9998, 1.0000),
+        "limit": 1.0,
+        "crossover": None,
+    },
+    5: {
+        "s4": (0.4396, 0.4872, 0.5902, 0.8234, 1.0005, 1.1608, 1.2077, 1.2083),
+        "limit": 29 / 24,
+        "crossover": 2.996,
+    },
+    9: {
+        "s4": (0.3156, 0.3820, 0.5246, 0.8634, 1.1585, 1.4826, 1.5991, 1.6010),
+        "limit": 1.601042,
+        "crossover": 2.430,
+    },
+    15: {
+        "s4": (0.2370, 0.3215, 0.4963, 0.9027, 1.2820, 1.7869, 2.0209, 2.0256),
+        "limit": 2.025595,
+        "crossover": 2.243,
+    },
+}
 # [YKAE, Theorem 5]: lambda_rho (None: no solution) for d in (3, 9, 15, 31), rho in SPEC_RHOS.
 SPEC_RHOS = (0.05, 0.10, 0.25, 0.50, 0.75)
 SPEC_LAMBDA_RHO: dict[int, tuple[float | None, ...]] = {
@@ -476,9 +531,9 @@ def use_and_keep_answers(
     pairs
         From :func:`query_pairs`, with at least ``depth`` rows.
     noise
-        ``"core"``: the draws of ``UseAndKeepSketch(width, depth, epsilon, noise_source,
-        sketch_id, seed).batch_draws`` (bit-identical answers; one sampler call per batch and
-        block touched). ``"pooled"``: i.i.d. draws of the same distribution from the one stream
+        ``"core"``: the draws of ``UseAndKeepSketch(width, depth, PrivacyBudget.pure(epsilon),
+        noise_source, sketch_id, seed).batch_draws`` (bit-identical answers; one sampler call
+        per batch and block touched). ``"pooled"``: i.i.d. draws of the same distribution from the one stream
         ``(sketch_id, "pooled")`` in ``(cell, batch)`` order (one sampler call).
 
     Returns
@@ -489,7 +544,12 @@ def use_and_keep_answers(
     if depth % 2 == 0 or depth > pairs.cols.shape[0]:
         raise ValueError(f"depth must be odd and <= {pairs.cols.shape[0]}, got {depth}")
     probe = UseAndKeepSketch(
-        width, depth, epsilon, noise_source=noise_source, sketch_id=sketch_id, seed=seed
+        width,
+        depth,
+        PrivacyBudget.pure(float(epsilon)),
+        noise_source=noise_source,
+        sketch_id=sketch_id,
+        seed=seed,
     )
     n_batches = int(pairs.batch.max()) + 1 if pairs.batch.size else 1
     flat = pairs.cols[:depth] + (np.arange(depth, dtype=np.int64) * width)[:, None]
@@ -675,8 +735,15 @@ def privacy_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
         deleted = int(rng.integers(0, 40))
         keep = np.arange(40) != deleted
         arrival = np.arange(1, 41)
-        sk = UseAndKeepSketch(width, depth, eps, noise_source=source, kind=kind, seed=trial,
-                              sketch_id=("r10", kind, adaptive, trial))  # fmt: skip
+        sk = UseAndKeepSketch(
+            width,
+            depth,
+            PrivacyBudget.pure(float(eps)),
+            noise_source=source,
+            kind=kind,
+            seed=trial,
+            sketch_id=("r10", kind, adaptive, trial),
+        )
         transcript, g_x, g_y, prev, last = [], [], [], 0, None
         for t in times.tolist():
             sk.update(stream[(arrival > prev) & (arrival <= t)])
@@ -723,13 +790,21 @@ def variance_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     """
     width, depth, eps, uses = int(params["width"]), 3, 1.0, int(params["uses"])
     source = NoiseSource.insecure_for_tests(seed)
-    keep = UseAndKeepSketch(width, depth, eps, noise_source=source, sketch_id=("r11", "keep"))
+    keep = UseAndKeepSketch(
+        width, depth, PrivacyBudget.pure(float(eps)), noise_source=source, sketch_id=("r11", "keep")
+    )
     eta = params["eta"]
     if params["strategy"] == "use_and_keep":
         sk = keep
     else:
-        sk = UseAndForgetCellSketch(width, depth, eps, eta=eta, noise_source=source,
-                                    sketch_id=("r11", "forget", str(eta)))  # fmt: skip
+        sk = UseAndForgetCellSketch(
+            width,
+            depth,
+            PrivacyBudget.pure(float(eps)),
+            eta=eta,
+            noise_source=source,
+            sketch_id=("r11", "forget", str(eta)),
+        )
     keys = np.arange(4 * width, dtype=np.int64)
     out: dict[str, float] = {}
     worst = 0.0
@@ -772,9 +847,12 @@ def crosscheck_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     source = NoiseSource.insecure_for_tests(seed)
     sid = ("crosscheck", seed)
     pairs = query_pairs(StreamCells(stream, width, depth, seed), times, queries)
-    fast = use_and_keep_answers(pairs, width, depth, eps, noise_source=source, sketch_id=sid,
-                                seed=seed, noise="core")[pairs.inverse]  # fmt: skip
-    sk = UseAndKeepSketch(width, depth, eps, noise_source=source, sketch_id=sid, seed=seed)
+    fast = use_and_keep_answers(
+        pairs, width, depth, eps, noise_source=source, sketch_id=sid, seed=seed, noise="core"
+    )[pairs.inverse]
+    sk = UseAndKeepSketch(
+        width, depth, PrivacyBudget.pure(float(eps)), noise_source=source, sketch_id=sid, seed=seed
+    )
     prev, core = 0, []
     for k, t in enumerate(times.tolist()):
         sk.update(stream[prev:t])
@@ -792,19 +870,33 @@ def build_experiments(config: IntermittentConfig) -> list[Experiment]:
     """The runs (R3-R9) and the core oracles (R1, R10, R11, cross-check)."""
     common = {"version": EXPERIMENT_VERSION, "seeds": (BASE_SEED,)}
     runs = [
-        {"rep": r, "n": config.n, "domain": config.domain, "t0": config.t0,
-         "width": config.width, "total": config.total_queries, "n_q": n_q, "u": u,
-         "epsilons": ",".join(f"{e:g}" for e in config.epsilons),
-         "depths": ",".join(str(d) for d in config.depths),
-         "checkpoints": config.checkpoints}
-        for r in range(config.reps) for n_q in config.n_qs for u in config.us
-    ]  # fmt: skip
+        {
+            "rep": r,
+            "n": config.n,
+            "domain": config.domain,
+            "t0": config.t0,
+            "width": config.width,
+            "total": config.total_queries,
+            "n_q": n_q,
+            "u": u,
+            "epsilons": ",".join(f"{e:g}" for e in config.epsilons),
+            "depths": ",".join(str(d) for d in config.depths),
+            "checkpoints": config.checkpoints,
+        }
+        for r in range(config.reps)
+        for n_q in config.n_qs
+        for u in config.us
+    ]
     loads = [
-        {"n_q": n_q, "width": 5000, "depth": 15,
-         "reps": config.maxload_reps if n_q < 10**6 else max(30, config.maxload_reps * 3 // 20),
-         "core_reps": 3 if n_q < 10**6 else 1}
+        {
+            "n_q": n_q,
+            "width": 5000,
+            "depth": 15,
+            "reps": config.maxload_reps if n_q < 10**6 else max(30, config.maxload_reps * 3 // 20),
+            "core_reps": 3 if n_q < 10**6 else 1,
+        }
         for n_q in SPEC_FIG1
-    ]  # fmt: skip
+    ]
     priv = [
         {"kind": kind, "adaptive": adaptive, "n_trials": config.privacy_trials}
         for kind in ("count_sketch", "count_min")
@@ -817,21 +909,47 @@ def build_experiments(config: IntermittentConfig) -> list[Experiment]:
     uses = range(1, config.variance_uses + 1)
     var_metrics = [f"{m}_r{r}" for r in uses for m in ("ratio", "tol", "var")]
     return [
-        Experiment("intermittent-runs", run_cell, runs, run_metrics(config), **common,
-                   description="D3 on the Zipf stream: MRE and CSRE per (eps, d)"),
-        Experiment("intermittent-maxload", maxload_cell, loads,
-                   ["em_mean", "em_se", "core_mtilde"], **common,
-                   description="R1: expected max load and the core's mtilde_Q"),
-        Experiment("intermittent-privacy", privacy_cell, priv,
-                   ["max_abs_llr", "eps", "violations", "transcripts"], **common,
-                   description="R10: exact privacy loss of the core's transcripts"),
-        Experiment("intermittent-variance", variance_cell, var,
-                   [*var_metrics, "worst_dev_over_tol", "min_ratio_d2_d3"], **common,
-                   description="R11: noise variance against uses (D3, D2)"),
-        Experiment("intermittent-crosscheck", crosscheck_cell, [{"case": "small"}],
-                   ["max_abs_diff", "answers"], **common,
-                   description="vectorised path = core object"),
-    ]  # fmt: skip
+        Experiment(
+            "intermittent-runs",
+            run_cell,
+            runs,
+            run_metrics(config),
+            **common,
+            description="D3 on the Zipf stream: MRE and CSRE per (eps, d)",
+        ),
+        Experiment(
+            "intermittent-maxload",
+            maxload_cell,
+            loads,
+            ["em_mean", "em_se", "core_mtilde"],
+            **common,
+            description="R1: expected max load and the core's mtilde_Q",
+        ),
+        Experiment(
+            "intermittent-privacy",
+            privacy_cell,
+            priv,
+            ["max_abs_llr", "eps", "violations", "transcripts"],
+            **common,
+            description="R10: exact privacy loss of the core's transcripts",
+        ),
+        Experiment(
+            "intermittent-variance",
+            variance_cell,
+            var,
+            [*var_metrics, "worst_dev_over_tol", "min_ratio_d2_d3"],
+            **common,
+            description="R11: noise variance against uses (D3, D2)",
+        ),
+        Experiment(
+            "intermittent-crosscheck",
+            crosscheck_cell,
+            [{"case": "small"}],
+            ["max_abs_diff", "answers"],
+            **common,
+            description="vectorised path = core object",
+        ),
+    ]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -851,20 +969,28 @@ def _cube(runs: pa.Table, config: IntermittentConfig, metric: str) -> np.ndarray
 
 def _mre(runs: pa.Table, config: IntermittentConfig) -> np.ndarray:
     """MRE as ``[eps, d, n_q, u, rep]``."""
-    return np.stack([
-        np.stack([_cube(runs, config, f"mre_{_tag(e)}_d{d}") for d in config.depths])
-        for e in config.epsilons
-    ])  # fmt: skip
+    return np.stack(
+        [
+            np.stack([_cube(runs, config, f"mre_{_tag(e)}_d{d}") for d in config.depths])
+            for e in config.epsilons
+        ]
+    )
 
 
 def _csre(runs: pa.Table, config: IntermittentConfig) -> np.ndarray:
     """CSRE as ``[eps, d, n_q, u, rep, checkpoint]``."""
     g = range(1, config.checkpoints + 1)
-    return np.stack([
-        np.stack([np.stack([_cube(runs, config, f"csre_{_tag(e)}_d{d}_{i}") for i in g], axis=-1)
-                  for d in config.depths])
-        for e in config.epsilons
-    ])  # fmt: skip
+    return np.stack(
+        [
+            np.stack(
+                [
+                    np.stack([_cube(runs, config, f"csre_{_tag(e)}_d{d}_{i}") for i in g], axis=-1)
+                    for d in config.depths
+                ]
+            )
+            for e in config.epsilons
+        ]
+    )
 
 
 def _nanmean(x: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -896,17 +1022,30 @@ def _run_claims(runs: pa.Table, config: IntermittentConfig) -> tuple[list[Claim]
     # R3: MRE(0.01) > MRE(0.05) > MRE(1) for every (n_Q, d).
     order = np.argsort(eps_l)
     y = m_nq[order]  # [eps ascending, d, nq]
-    bad = [(nq_l[j], d_l[i]) for i in range(len(d_l)) for j in range(len(nq_l))
-           if not np.all(np.diff(y[:, i, j]) < 0)]  # fmt: skip
-    claims.append(Claim(
-        "R3", "Error grows as eps falls: MRE(0.01) > MRE(0.05) > MRE(1) for every (n_Q, d).",
-        src + " (Fig. 3); averaged over u and reps",
-        "MRE per eps " + "/".join(f"{eps_l[k]:g}" for k in order) + ": " + "; ".join(
-            f"n_Q={nq_l[j]:g}, d={d_l[i]}: {fmt(y[:, i, j])}"
-            for j in range(len(nq_l)) for i in range(len(d_l))) + ".",
-        *verdict(not bad, f"not strictly decreasing in eps at (n_Q, d) = {bad}"),
-        "summary_mre_nq.png",
-    ))  # fmt: skip
+    bad = [
+        (nq_l[j], d_l[i])
+        for i in range(len(d_l))
+        for j in range(len(nq_l))
+        if not np.all(np.diff(y[:, i, j]) < 0)
+    ]
+    claims.append(
+        Claim(
+            "R3",
+            "Error grows as eps falls: MRE(0.01) > MRE(0.05) > MRE(1) for every (n_Q, d).",
+            src + " (Fig. 3); averaged over u and reps",
+            "MRE per eps "
+            + "/".join(f"{eps_l[k]:g}" for k in order)
+            + ": "
+            + "; ".join(
+                f"n_Q={nq_l[j]:g}, d={d_l[i]}: {fmt(y[:, i, j])}"
+                for j in range(len(nq_l))
+                for i in range(len(d_l))
+            )
+            + ".",
+            *verdict(not bad, f"not strictly decreasing in eps at (n_Q, d) = {bad}"),
+            "summary_mre_nq.png",
+        )
+    )
 
     # R4: MRE non-increasing along n_Q (ties within 2 SE) for every (eps, d).
     def rises(y: np.ndarray) -> list[tuple[float, int]]:
@@ -932,16 +1071,23 @@ def _run_claims(runs: pa.Table, config: IntermittentConfig) -> tuple[list[Claim]
                 "hashing error grows like ||f||_2 / sqrt(w), i.e. linearly in t (see R9)"
             )
         )
-    claims.append(Claim(
-        "R4", "Error falls as n_Q grows (the same cell noise serves more queries): MRE "
-        "non-increasing along n_Q for every (eps, d), ties within 2 SE.",
-        src + " (Fig. 3)",
-        f"MRE along n_Q = {', '.join(f'{x:g}' for x in nq_l)}: " + "; ".join(
-            f"eps={eps_l[a]:g}, d={d_l[i]}: {fmt(m_nq[a, i])}"
-            for a in range(len(eps_l)) for i in range(len(d_l))) + ".",
-        *verdict(not bad, why),
-        "summary_mre_nq.png",
-    ))  # fmt: skip
+    claims.append(
+        Claim(
+            "R4",
+            "Error falls as n_Q grows (the same cell noise serves more queries): MRE "
+            "non-increasing along n_Q for every (eps, d), ties within 2 SE.",
+            src + " (Fig. 3)",
+            f"MRE along n_Q = {', '.join(f'{x:g}' for x in nq_l)}: "
+            + "; ".join(
+                f"eps={eps_l[a]:g}, d={d_l[i]}: {fmt(m_nq[a, i])}"
+                for a in range(len(eps_l))
+                for i in range(len(d_l))
+            )
+            + ".",
+            *verdict(not bad, why),
+            "summary_mre_nq.png",
+        )
+    )
 
     # R5: at the smallest eps, best d never increases as n_Q falls.
     a0 = int(np.argmin(eps_l))
@@ -949,16 +1095,25 @@ def _run_claims(runs: pa.Table, config: IntermittentConfig) -> tuple[list[Claim]
     robust = all(best[j] <= best[j + 1] for j in range(len(best) - 1))
     paper = {nq: PAPER_R5[nq] for nq in nq_l if nq in PAPER_R5 and set(d_l) == {3, 9, 15}}
     match = [nq for nq in paper if best[nq_l.index(nq)] == paper[nq]]
-    claims.append(Claim(
-        "R5", f"At eps = {eps_l[a0]:g} the best d never increases as n_Q falls (paper: 15 for "
-        "n_Q in {1e5, 1e6}, 9 at 1e4, 3 for {1, 1e3}).",
-        src + " (Fig. 3); the robust part decides, the exact boundaries may move (A1-A8)",
-        "argmin_d MRE per n_Q: " + ", ".join(f"{nq:g} -> {b}" for nq, b in zip(nq_l, best,
-        strict=True)) + (f"; agrees with the paper's d at {len(match)} of {len(paper)} n_Q "
-        f"values ({', '.join(f'{x:g}' for x in match) or 'none'})" if paper else "") + ".",
-        *verdict(robust, "the best d increases as n_Q falls somewhere"),
-        "summary_mre_nq.png",
-    ))  # fmt: skip
+    claims.append(
+        Claim(
+            "R5",
+            f"At eps = {eps_l[a0]:g} the best d never increases as n_Q falls (paper: 15 for "
+            "n_Q in {1e5, 1e6}, 9 at 1e4, 3 for {1, 1e3}).",
+            src + " (Fig. 3); the robust part decides, the exact boundaries may move (A1-A8)",
+            "argmin_d MRE per n_Q: "
+            + ", ".join(f"{nq:g} -> {b}" for nq, b in zip(nq_l, best, strict=True))
+            + (
+                f"; agrees with the paper's d at {len(match)} of {len(paper)} n_Q "
+                f"values ({', '.join(f'{x:g}' for x in match) or 'none'})"
+                if paper
+                else ""
+            )
+            + ".",
+            *verdict(robust, "the best d increases as n_Q falls somewhere"),
+            "summary_mre_nq.png",
+        )
+    )
 
     # R6: largest n_Q at which the smallest d is best, non-increasing in eps.
     dmin = int(np.argmin(d_l))
@@ -967,31 +1122,47 @@ def _run_claims(runs: pa.Table, config: IntermittentConfig) -> tuple[list[Claim]
         wins = [nq_l[j] for j in range(len(nq_l)) if int(np.argmin(m_nq[a, :, j])) == dmin]
         largest.append(max(wins) if wins else 0)
     ok = all(largest[k] >= largest[k + 1] for k in range(len(largest) - 1))
-    claims.append(Claim(
-        "R6", "The shift to small d happens earlier (at larger n_Q) for smaller eps: the "
-        f"largest n_Q at which d = {d_l[dmin]} is best does not increase with eps.",
-        src + " (Fig. 3)",
-        f"largest n_Q with d={d_l[dmin]} best, per eps "
-        + "/".join(f"{eps_l[k]:g}" for k in order)
-        + ": " + ", ".join(f"{x:g}" for x in largest) + " (0: never).",
-        *verdict(ok, "it increases with eps"),
-        "summary_mre_nq.png",
-    ))  # fmt: skip
+    claims.append(
+        Claim(
+            "R6",
+            "The shift to small d happens earlier (at larger n_Q) for smaller eps: the "
+            f"largest n_Q at which d = {d_l[dmin]} is best does not increase with eps.",
+            src + " (Fig. 3)",
+            f"largest n_Q with d={d_l[dmin]} best, per eps "
+            + "/".join(f"{eps_l[k]:g}" for k in order)
+            + ": "
+            + ", ".join(f"{x:g}" for x in largest)
+            + " (0: never).",
+            *verdict(ok, "it increases with eps"),
+            "summary_mre_nq.png",
+        )
+    )
 
     # R7: MRE(u=50) < MRE(5000) < MRE(500000) for every (eps, d).
     uo = np.argsort(u_l)
-    bad = [(eps_l[a], d_l[i]) for a in range(len(eps_l)) for i in range(len(d_l))
-           if not np.all(np.diff(m_u[a, i, uo]) > 0)]  # fmt: skip
-    claims.append(Claim(
-        "R7", "Relative error grows with u (a larger pool of top items): MRE increasing in u "
-        "for every (eps, d).",
-        src + " (Fig. 4); averaged over n_Q and reps",
-        f"MRE along u = {', '.join(f'{u_l[k]:g}' for k in uo)}: " + "; ".join(
-            f"eps={eps_l[a]:g}, d={d_l[i]}: {fmt(m_u[a, i, uo])}"
-            for a in range(len(eps_l)) for i in range(len(d_l))) + ".",
-        *verdict(not bad, f"not increasing in u at (eps, d) = {bad}"),
-        "summary_mre_u.png",
-    ))  # fmt: skip
+    bad = [
+        (eps_l[a], d_l[i])
+        for a in range(len(eps_l))
+        for i in range(len(d_l))
+        if not np.all(np.diff(m_u[a, i, uo]) > 0)
+    ]
+    claims.append(
+        Claim(
+            "R7",
+            "Relative error grows with u (a larger pool of top items): MRE increasing in u "
+            "for every (eps, d).",
+            src + " (Fig. 4); averaged over n_Q and reps",
+            f"MRE along u = {', '.join(f'{u_l[k]:g}' for k in uo)}: "
+            + "; ".join(
+                f"eps={eps_l[a]:g}, d={d_l[i]}: {fmt(m_u[a, i, uo])}"
+                for a in range(len(eps_l))
+                for i in range(len(d_l))
+            )
+            + ".",
+            *verdict(not bad, f"not increasing in u at (eps, d) = {bad}"),
+            "summary_mre_u.png",
+        )
+    )
 
     # R8: per u, argmin_d MRE non-increasing as eps falls.
     rows, ok = [], True
@@ -999,15 +1170,21 @@ def _run_claims(runs: pa.Table, config: IntermittentConfig) -> tuple[list[Claim]
         best_u = [d_l[int(np.argmin(m_u[a, :, k]))] for a in order]
         ok &= all(best_u[j] <= best_u[j + 1] for j in range(len(best_u) - 1))
         rows.append(f"u={u:g}: {', '.join(str(b) for b in best_u)}")
-    claims.append(Claim(
-        "R8", "Smaller d is better as cells get noisier: the best d never increases as eps "
-        "falls, per u.",
-        src + " (Fig. 4)",
-        "argmin_d MRE per eps " + "/".join(f"{eps_l[k]:g}" for k in order) + ": "
-        + "; ".join(rows) + ".",
-        *verdict(ok, "the best d increases as eps falls for some u"),
-        "summary_mre_u.png",
-    ))  # fmt: skip
+    claims.append(
+        Claim(
+            "R8",
+            "Smaller d is better as cells get noisier: the best d never increases as eps "
+            "falls, per u.",
+            src + " (Fig. 4)",
+            "argmin_d MRE per eps "
+            + "/".join(f"{eps_l[k]:g}" for k in order)
+            + ": "
+            + "; ".join(rows)
+            + ".",
+            *verdict(ok, "the best d increases as eps falls for some u"),
+            "summary_mre_u.png",
+        )
+    )
 
     # R9: log-log slope of CSRE(t) against t - T0 below 1.
     x = np.log(checkpoint_times(config.n, config.t0, config.checkpoints) - config.t0)
@@ -1044,19 +1221,27 @@ def _run_claims(runs: pa.Table, config: IntermittentConfig) -> tuple[list[Claim]
                 "||f||_2 / sqrt(w), linearly in t, so their relative error grows with t (the "
                 "derived argument for [YKAE, Theorem 5] assumes f_x grows linearly)"
             )
-    claims.append(Claim(
-        "R9", "The cumulative relative error grows sub-linearly in time: the log-log slope of "
-        "CSRE(t) against t - T0 is below 1.",
-        src + " (Figs. 3-4, docs/algorithms.md#int-a8); fitted on the checkpoints of every (eps, d, n_Q) with at least "
-        "4 distinct values, averaged over u and reps",
-        (f"{len(slopes)} curves; slopes min {min(slopes.values()):.3f}, median "
-         f"{float(np.median(list(slopes.values()))):.3f}, max {slopes[worst]:.3f} at (eps, d, "
-         f"n_Q) = {worst}; per u before averaging, median (max) slope: "
-         + ", ".join(f"u={u:g}: {u_med[u]:.2f} ({max(u_fits[u]):.2f})" for u in u_med) + "."
-         if slopes else "no curve with enough batches."),
-        *verdict(ok, why),
-        f"fig3_csre_{_tag(eps_l[a0])}.png",
-    ))  # fmt: skip
+    claims.append(
+        Claim(
+            "R9",
+            "The cumulative relative error grows sub-linearly in time: the log-log slope of "
+            "CSRE(t) against t - T0 is below 1.",
+            src
+            + " (Figs. 3-4, docs/algorithms.md#int-a8); fitted on the checkpoints of every (eps, d, n_Q) with at least "
+            "4 distinct values, averaged over u and reps",
+            (
+                f"{len(slopes)} curves; slopes min {min(slopes.values()):.3f}, median "
+                f"{float(np.median(list(slopes.values()))):.3f}, max {slopes[worst]:.3f} at (eps, d, "
+                f"n_Q) = {worst}; per u before averaging, median (max) slope: "
+                + ", ".join(f"u={u:g}: {u_med[u]:.2f} ({max(u_fits[u]):.2f})" for u in u_med)
+                + "."
+                if slopes
+                else "no curve with enough batches."
+            ),
+            *verdict(ok, why),
+            f"fig3_csre_{_tag(eps_l[a0])}.png",
+        )
+    )
     return claims, {"m_nq": m_nq, "m_u": m_u, "order": order}
 
 
@@ -1072,18 +1257,25 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
     within = bool(np.all((np.abs(em - spec) < 1e-12) | (z <= 4)))
     sub = bool(np.all(np.diff(em / nq) < 0))
     big = core[-1] / nq[-1]
-    claims.append(Claim(
-        "R1", "E[m_i] (hence E[mhat_Q]/d) grows sub-linearly in n_Q; mhat_Q << n_Q for large n_Q.",
-        "Yildirim et al. Fig. 1, Prop. 1; [YKAE, Fig. 1] table (w = 5000), within 4 SE",
-        "E[m_i] ours / reference per n_Q: " + "; ".join(
-            f"{int(n):g}: {a:.4g}+-{s:.2g} / {b:.4g}" for n, a, s, b in zip(nq, em, se, spec,
-                                                                             strict=True))
-        + f" (max |z| {np.max(z[np.isfinite(z)]):.2f}); E[m_i]/n_Q strictly decreasing: {sub}; "
-        f"core mtilde_Q (d = 15) at n_Q = {int(nq[-1]):g}: {core[-1]:.0f} = {big:.2%} of n_Q.",
-        *verdict(within and sub and big < 0.05,
-                  "outside 4 SE of the reference table" if not within else "not sub-linear"),
-        "r1_maxload.png",
-    ))  # fmt: skip
+    claims.append(
+        Claim(
+            "R1",
+            "E[m_i] (hence E[mhat_Q]/d) grows sub-linearly in n_Q; mhat_Q << n_Q for large n_Q.",
+            "Yildirim et al. Fig. 1, Prop. 1; [YKAE, Fig. 1] table (w = 5000), within 4 SE",
+            "E[m_i] ours / reference per n_Q: "
+            + "; ".join(
+                f"{int(n):g}: {a:.4g}+-{s:.2g} / {b:.4g}"
+                for n, a, s, b in zip(nq, em, se, spec, strict=True)
+            )
+            + f" (max |z| {np.max(z[np.isfinite(z)]):.2f}); E[m_i]/n_Q strictly decreasing: {sub}; "
+            f"core mtilde_Q (d = 15) at n_Q = {int(nq[-1]):g}: {core[-1]:.0f} = {big:.2%} of n_Q.",
+            *verdict(
+                within and sub and big < 0.05,
+                "outside 4 SE of the reference table" if not within else "not sub-linear",
+            ),
+            "r1_maxload.png",
+        )
+    )
     # R2.
     devs, cross = [], {}
     for d, ref in SPEC_FIG2.items():
@@ -1097,33 +1289,40 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
         for d, ref in SPEC_FIG2.items()
     )
     tab_ok = max(devs) <= 1e-4
-    claims.append(Claim(
-        "R2", "Neither S3 (median perturbation, m_Q = d) nor S4 (cell perturbation) is uniformly "
-        "better; S3 wins when the spread u is large (d >= 5).",
-        "Yildirim et al. Fig. 2; [YKAE, Fig. 2] (table within 1e-4, crossovers within 1e-3)",
-        f"largest deviation from the [YKAE, Fig. 2] table and limits {max(devs):.1e}; crossover u/b (S3 "
-        "wins above): " + ", ".join(
-            f"d={d}: {'none' if c is None else f'{c:.3f}'}" for d, c in cross.items())
-        + "; S3's error is 1.0 b at every u.",
-        *verdict(tab_ok and cross_ok and cross[5] is not None,
-                  "values or crossovers differ from the reference oracle"),
-        "r2_fig2.png",
-    ))  # fmt: skip
+    claims.append(
+        Claim(
+            "R2",
+            "Neither S3 (median perturbation, m_Q = d) nor S4 (cell perturbation) is uniformly "
+            "better; S3 wins when the spread u is large (d >= 5).",
+            "Yildirim et al. Fig. 2; [YKAE, Fig. 2] (table within 1e-4, crossovers within 1e-3)",
+            f"largest deviation from the [YKAE, Fig. 2] table and limits {max(devs):.1e}; crossover u/b (S3 "
+            "wins above): "
+            + ", ".join(f"d={d}: {'none' if c is None else f'{c:.3f}'}" for d, c in cross.items())
+            + "; S3's error is 1.0 b at every u.",
+            *verdict(
+                tab_ok and cross_ok and cross[5] is not None,
+                "values or crossovers differ from the reference oracle",
+            ),
+            "r2_fig2.png",
+        )
+    )
     # R10.
     pv = tables["intermittent-privacy"]
     worst = float(np.max(col(pv, "max_abs_llr")))
     viol = int(np.sum(col(pv, "violations")))
     trials = int(np.sum(col(pv, "transcripts")))
     eps = float(col(pv, "eps")[0])
-    claims.append(Claim(
-        "R10", "D3 is eps-DP: the exact log-likelihood ratio of every transcript of the core "
-        "object on random neighbours is at most eps (and reaches it).",
-        "Yildirim et al. Thm. 4, Lemma 1; [YKAE, Algorithm 4], derived identity",
-        f"{trials} random neighbour pairs (Count Sketch and Count-Min, fixed and adaptive "
-        f"batches), eps = {eps:g}: max |LLR| = {worst:.6f}, violations {viol}.",
-        *verdict(viol == 0 and worst <= eps + 1e-9,
-                  f"{viol} transcripts exceed eps"),
-    ))  # fmt: skip
+    claims.append(
+        Claim(
+            "R10",
+            "D3 is eps-DP: the exact log-likelihood ratio of every transcript of the core "
+            "object on random neighbours is at most eps (and reaches it).",
+            "Yildirim et al. Thm. 4, Lemma 1; [YKAE, Algorithm 4], derived identity",
+            f"{trials} random neighbour pairs (Count Sketch and Count-Min, fixed and adaptive "
+            f"batches), eps = {eps:g}: max |LLR| = {worst:.6f}, violations {viol}.",
+            *verdict(viol == 0 and worst <= eps + 1e-9, f"{viol} transcripts exceed eps"),
+        )
+    )
     # R11.
     va = tables["intermittent-variance"]
     uses = config.variance_uses
@@ -1134,37 +1333,53 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
     keep_var = [float(va[f"var_r{r}"][keep_row].as_py()) for r in (1, uses)]
     linear = abs(keep_var[1] - uses * keep_var[0]) < 1e-9 * uses * keep_var[0]
     fin = ratios[np.isfinite(ratios)]
-    claims.append(Claim(
-        "R11", "D3's noise variance is linear in the number of uses; D2's grows geometrically; "
-        "D3 < D2 for every use and eta.",
-        "Yildirim et al. [YKAE, Sections IV-B and VII], derived, docs/algorithms.md#int-oracles",
-        f"empirical/theoretical variance over {uses} uses for D3 and D2 (eta "
-        f"{', '.join(f'{e:g}' for e in etas if e is not None)}): largest |ratio - 1| is "
-        f"{worst_dev:.2f} of its alpha = 1e-6 tolerance; D3 variance after {uses} uses = "
-        f"{keep_var[1] / keep_var[0]:g} x one use; min over r of D2/D3 variance = "
-        f"{float(np.min(fin)):.3g}.",
-        *verdict(worst_dev <= 1 and linear and bool(np.all(fin > 1)),
-                  "empirical variance off its formula, or D2 not above D3"),
-        "r11_variance.png",
-    ))  # fmt: skip
+    claims.append(
+        Claim(
+            "R11",
+            "D3's noise variance is linear in the number of uses; D2's grows geometrically; "
+            "D3 < D2 for every use and eta.",
+            "Yildirim et al. [YKAE, Sections IV-B and VII], derived, docs/algorithms.md#int-oracles",
+            f"empirical/theoretical variance over {uses} uses for D3 and D2 (eta "
+            f"{', '.join(f'{e:g}' for e in etas if e is not None)}): largest |ratio - 1| is "
+            f"{worst_dev:.2f} of its alpha = 1e-6 tolerance; D3 variance after {uses} uses = "
+            f"{keep_var[1] / keep_var[0]:g} x one use; min over r of D2/D3 variance = "
+            f"{float(np.min(fin)):.3g}.",
+            *verdict(
+                worst_dev <= 1 and linear and bool(np.all(fin > 1)),
+                "empirical variance off its formula, or D2 not above D3",
+            ),
+            "r11_variance.png",
+        )
+    )
     # R12.
     ex = R12_EXAMPLE
     ds = np.arange(1, 101, 2)
     curves = {}
     for name, kw in (("paper", {"paper_constants": True}), ("corrected", {})):
-        curves[name] = np.array([theorem5_bound(ex["fnorm2_w"], ex["eps"], [1] * d, ex["kappa"],
-                                                **kw) for d in ds])  # fmt: skip
-    curves["core discrete"] = np.array([
-        theorem5_bound(ex["fnorm2_w"], ex["eps"], [1] * d, ex["kappa"],
-                       noise_variance=discrete_laplace_variance(Fraction(d) / Fraction(str(ex["eps"]))))
-        for d in ds])  # fmt: skip
+        curves[name] = np.array(
+            [theorem5_bound(ex["fnorm2_w"], ex["eps"], [1] * d, ex["kappa"], **kw) for d in ds]
+        )
+    curves["core discrete"] = np.array(
+        [
+            theorem5_bound(
+                ex["fnorm2_w"],
+                ex["eps"],
+                [1] * d,
+                ex["kappa"],
+                noise_variance=discrete_laplace_variance(Fraction(d) / Fraction(str(ex["eps"]))),
+            )
+            for d in ds
+        ]
+    )
     mins, interior = {}, True
     for name, c in curves.items():
         k = int(np.argmin(c))
         mins[name] = (int(ds[k]), float(c[k]))
         interior &= 0 < k < len(ds) - 1 and c[k] < c[0] and c[k] < 1
-    spec_ok = all(mins[n][0] == R12_SPEC_MIN[n][0] and abs(mins[n][1] - R12_SPEC_MIN[n][1]) < 5e-4
-                  for n in R12_SPEC_MIN)  # fmt: skip
+    spec_ok = all(
+        mins[n][0] == R12_SPEC_MIN[n][0] and abs(mins[n][1] - R12_SPEC_MIN[n][1]) < 5e-4
+        for n in R12_SPEC_MIN
+    )
     lam_dev = 0.0
     for d, row in SPEC_LAMBDA_RHO.items():
         for rho, ref in zip(SPEC_RHOS, row, strict=True):
@@ -1173,109 +1388,202 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
                 lam_dev = math.inf
             elif got is not None:
                 lam_dev = max(lam_dev, abs(got - ref))
-    claims.append(Claim(
-        "R12", "The Theorem 5 error bound is not monotone in d (it has an interior minimum).",
-        "Yildirim et al. Thm. 5 bullet 2; [YKAE, Theorem 5] worked example (||f||^2/w = 1e4, eps = 1, "
-        "u_i = 1, kappa = 200), docs/algorithms.md#int-e14, docs/algorithms.md#int-e15",
-        "argmin over odd d of g_d(lambda(d)): " + "; ".join(
-            f"{n}: d={m[0]} ({m[1]:.4f})" for n, m in mins.items())
-        + f" (reference: paper d=47 (0.2409), corrected d=33 (0.3655)); lambda_rho table of [YKAE, Theorem 5] "
-        f"reproduced within {lam_dev:.1e}.",
-        *verdict(interior and spec_ok and lam_dev <= 1e-5,
-                  "no interior minimum, or the reference minimisers / lambda_rho table differ"),
-        "r12_bound.png",
-    ))  # fmt: skip
+    claims.append(
+        Claim(
+            "R12",
+            "The Theorem 5 error bound is not monotone in d (it has an interior minimum).",
+            "Yildirim et al. Thm. 5 bullet 2; [YKAE, Theorem 5] worked example (||f||^2/w = 1e4, eps = 1, "
+            "u_i = 1, kappa = 200), docs/algorithms.md#int-e14, docs/algorithms.md#int-e15",
+            "argmin over odd d of g_d(lambda(d)): "
+            + "; ".join(f"{n}: d={m[0]} ({m[1]:.4f})" for n, m in mins.items())
+            + f" (reference: paper d=47 (0.2409), corrected d=33 (0.3655)); lambda_rho table of [YKAE, Theorem 5] "
+            f"reproduced within {lam_dev:.1e}.",
+            *verdict(
+                interior and spec_ok and lam_dev <= 1e-5,
+                "no interior minimum, or the reference minimisers / lambda_rho table differ",
+            ),
+            "r12_bound.png",
+        )
+    )
     # Cross-check of the evaluation path.
     cc = tables["intermittent-crosscheck"]
     diff = float(np.max(col(cc, "max_abs_diff")))
-    claims.append(Claim(
-        "V1", "The vectorised evaluation path answers exactly like the core UseAndKeepSketch "
-        "(same noise source, same ids, noise='core').",
-        "batched compute plan; this report's method",
-        f"{int(col(cc, 'answers')[0])} answers over 12 batches: max |difference| = {diff:g}.",
-        *verdict(diff == 0, "the vectorised path disagrees with the core object"),
-    ))  # fmt: skip
+    claims.append(
+        Claim(
+            "V1",
+            "The vectorised evaluation path answers exactly like the core UseAndKeepSketch "
+            "(same noise source, same ids, noise='core').",
+            "batched compute plan; this report's method",
+            f"{int(col(cc, 'answers')[0])} answers over 12 batches: max |difference| = {diff:g}.",
+            *verdict(diff == 0, "the vectorised path disagrees with the core object"),
+        )
+    )
     return claims
 
 
-def _plots(runs: pa.Table, tables: dict[str, pa.Table], config: IntermittentConfig, out: Path,
-           summ: dict) -> list[Figure]:  # fmt: skip
+def _plots(
+    runs: pa.Table, tables: dict[str, pa.Table], config: IntermittentConfig, out: Path, summ: dict
+) -> list[Figure]:
     figs: list[Figure] = []
     eps_l, d_l, nq_l, u_l = config.epsilons, config.depths, config.n_qs, config.us
     t = checkpoint_times(config.n, config.t0, config.checkpoints)
     csre = _csre(runs, config).mean(axis=4)  # [eps, d, nq, u, g]
     # Queries answered by each checkpoint, per n_Q (for CMRE = CSRE * total / answered).
-    answered = np.stack([
-        n_q * np.searchsorted(batch_times(config.n, config.t0, config.total_queries // n_q), t,
-                              side="right") for n_q in nq_l])  # fmt: skip
+    answered = np.stack(
+        [
+            n_q
+            * np.searchsorted(
+                batch_times(config.n, config.t0, config.total_queries // n_q), t, side="right"
+            )
+            for n_q in nq_l
+        ]
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
         cmre = csre * config.total_queries / answered[None, None, :, None, :]
     for kind, data in (("cmre", cmre), ("csre", csre)):
-        label = ("CMRE(t): running mean relative error" if kind == "cmre"
-                 else "CSRE(t): cumulative relative error / total queries")  # fmt: skip
+        label = (
+            "CMRE(t): running mean relative error"
+            if kind == "cmre"
+            else "CSRE(t): cumulative relative error / total queries"
+        )
         for a, eps in enumerate(eps_l):
             panels = []
             for j, n_q in enumerate(nq_l):
-                series = [Series(f"d={d}", t, _nanmean(data[a, i, j]), "-o", f"C{i}")
-                          for i, d in enumerate(d_l)]  # fmt: skip
+                series = [
+                    Series(f"d={d}", t, _nanmean(data[a, i, j]), "-o", f"C{i}")
+                    for i, d in enumerate(d_l)
+                ]
                 panels.append((f"eps={eps:g}, n_Q={n_q:g} (mean over u)", series))
             png = f"fig3_{kind}_{_tag(eps)}.png"
-            line_plot(out / png, panels, xlabel="time t (arrivals)", ylabel=kind.upper(),
-                      logy=True, suptitle=f"Fig. 3 style: {label}; eps = {eps:g}")  # fmt: skip
-            figs.append(Figure(png, f"Fig. 3 ({kind.upper()}), eps = {eps:g}: panels n_Q, one "
-                                    "curve per d, mean over u and reps."))  # fmt: skip
+            line_plot(
+                out / png,
+                panels,
+                xlabel="time t (arrivals)",
+                ylabel=kind.upper(),
+                logy=True,
+                suptitle=f"Fig. 3 style: {label}; eps = {eps:g}",
+            )
+            figs.append(
+                Figure(
+                    png,
+                    f"Fig. 3 ({kind.upper()}), eps = {eps:g}: panels n_Q, one "
+                    "curve per d, mean over u and reps.",
+                )
+            )
             panels = []
             for k, u in enumerate(u_l):
-                series = [Series(f"d={d}", t, _nanmean(data[a, i, :, k]), "-o", f"C{i}")
-                          for i, d in enumerate(d_l)]  # fmt: skip
+                series = [
+                    Series(f"d={d}", t, _nanmean(data[a, i, :, k]), "-o", f"C{i}")
+                    for i, d in enumerate(d_l)
+                ]
                 panels.append((f"eps={eps:g}, u={u:g} (mean over n_Q)", series))
             png = f"fig4_{kind}_{_tag(eps)}.png"
-            line_plot(out / png, panels, xlabel="time t (arrivals)", ylabel=kind.upper(),
-                      logy=True, suptitle=f"Fig. 4 style: {label}; eps = {eps:g}")  # fmt: skip
-            figs.append(Figure(png, f"Fig. 4 ({kind.upper()}), eps = {eps:g}: panels u, one "
-                                    "curve per d, mean over n_Q and reps."))  # fmt: skip
+            line_plot(
+                out / png,
+                panels,
+                xlabel="time t (arrivals)",
+                ylabel=kind.upper(),
+                logy=True,
+                suptitle=f"Fig. 4 style: {label}; eps = {eps:g}",
+            )
+            figs.append(
+                Figure(
+                    png,
+                    f"Fig. 4 ({kind.upper()}), eps = {eps:g}: panels u, one "
+                    "curve per d, mean over n_Q and reps.",
+                )
+            )
     np_mre = np.stack([_cube(runs, config, f"np_mre_d{d}") for d in d_l])  # [d, nq, u, rep]
     for name, m, axis_vals, xlabel, floor in (
-        ("summary_mre_nq.png", summ["m_nq"], nq_l, "queries per batch n_Q",
-         np_mre.mean(axis=(2, 3))),
-        ("summary_mre_u.png", summ["m_u"], u_l, "query pool u (top-u ranks)",
-         np_mre.mean(axis=(1, 3))),
-    ):  # fmt: skip
+        (
+            "summary_mre_nq.png",
+            summ["m_nq"],
+            nq_l,
+            "queries per batch n_Q",
+            np_mre.mean(axis=(2, 3)),
+        ),
+        (
+            "summary_mre_u.png",
+            summ["m_u"],
+            u_l,
+            "query pool u (top-u ranks)",
+            np_mre.mean(axis=(1, 3)),
+        ),
+    ):
         panels = []
         for a, eps in enumerate(eps_l):
-            series = [Series(f"d={d}", axis_vals, m[a, i], "-o", f"C{i}")
-                      for i, d in enumerate(d_l)]  # fmt: skip
-            series += [Series(f"d={d} non-private", axis_vals, floor[i], ":", f"C{i}")
-                       for i, d in enumerate(d_l)]  # fmt: skip
+            series = [
+                Series(f"d={d}", axis_vals, m[a, i], "-o", f"C{i}") for i, d in enumerate(d_l)
+            ]
+            series += [
+                Series(f"d={d} non-private", axis_vals, floor[i], ":", f"C{i}")
+                for i, d in enumerate(d_l)
+            ]
             panels.append((f"eps={eps:g}", series))
-        line_plot(out / name, panels, xlabel=xlabel, ylabel="MRE", logx=True, logy=True,
-                  suptitle="Final mean relative error (MRE = CSRE(N)); dotted: same sketch "
-                  "without noise")  # fmt: skip
+        line_plot(
+            out / name,
+            panels,
+            xlabel=xlabel,
+            ylabel="MRE",
+            logx=True,
+            logy=True,
+            suptitle="Final mean relative error (MRE = CSRE(N)); dotted: same sketch without noise",
+        )
         figs.append(Figure(name, f"MRE against {xlabel}, per eps, one curve per d."))
     # R1.
     ml = tables["intermittent-maxload"].sort_by("n_q")
     nq = col(ml, "n_q")
-    line_plot(out / "r1_maxload.png", [("E[m_i] against n_Q (w = 5000)", [
-        Series("ours (multinomial MC)", nq, col(ml, "em_mean"), "-o", "C0",
-               yerr=4 * col(ml, "em_se")),
-        Series("[YKAE, Fig. 1]", nq, [SPEC_FIG1[int(n)][0] for n in nq], "--x", "k"),
-        Series("core mtilde_Q / 15", nq, col(ml, "core_mtilde") / 15, ":s", "C1"),
-        Series("n_Q", nq, nq, ":", "0.6"),
-    ])], xlabel="n_Q", ylabel="E[m_i]", logx=True, logy=True,
-        suptitle="R1 (Fig. 1): max load of one row, error bars 4 SE")  # fmt: skip
+    line_plot(
+        out / "r1_maxload.png",
+        [
+            (
+                "E[m_i] against n_Q (w = 5000)",
+                [
+                    Series(
+                        "ours (multinomial MC)",
+                        nq,
+                        col(ml, "em_mean"),
+                        "-o",
+                        "C0",
+                        yerr=4 * col(ml, "em_se"),
+                    ),
+                    Series("[YKAE, Fig. 1]", nq, [SPEC_FIG1[int(n)][0] for n in nq], "--x", "k"),
+                    Series("core mtilde_Q / 15", nq, col(ml, "core_mtilde") / 15, ":s", "C1"),
+                    Series("n_Q", nq, nq, ":", "0.6"),
+                ],
+            )
+        ],
+        xlabel="n_Q",
+        ylabel="E[m_i]",
+        logx=True,
+        logy=True,
+        suptitle="R1 (Fig. 1): max load of one row, error bars 4 SE",
+    )
     figs.append(Figure("r1_maxload.png", "R1: expected max load against n_Q."))
     # R2.
     ratios = np.linspace(0, 12, 49)
     series = [Series("S3 (median perturbation)", ratios, np.ones_like(ratios), "--", "k")]
     for i, d in enumerate(SPEC_FIG2):
-        series.append(Series(f"S4 d={d}", ratios, [fig2_s4_error(d, r) for r in ratios], "-",
-                             f"C{i}"))  # fmt: skip
+        series.append(
+            Series(f"S4 d={d}", ratios, [fig2_s4_error(d, r) for r in ratios], "-", f"C{i}")
+        )
         keep = np.array(FIG2_RATIOS) <= 12
-        series.append(Series(f"reference d={d}", np.array(FIG2_RATIOS)[keep],
-                             np.array(SPEC_FIG2[d]["s4"])[keep], "x", f"C{i}"))  # fmt: skip
-    line_plot(out / "r2_fig2.png", [("E|fhat - 0| / b against u / b", series)],
-              xlabel="spread u / b", ylabel="E|error| / b",
-              suptitle="R2 (Fig. 2): S3 vs S4, exact integration")  # fmt: skip
+        series.append(
+            Series(
+                f"reference d={d}",
+                np.array(FIG2_RATIOS)[keep],
+                np.array(SPEC_FIG2[d]["s4"])[keep],
+                "x",
+                f"C{i}",
+            )
+        )
+    line_plot(
+        out / "r2_fig2.png",
+        [("E|fhat - 0| / b against u / b", series)],
+        xlabel="spread u / b",
+        ylabel="E|error| / b",
+        suptitle="R2 (Fig. 2): S3 vs S4, exact integration",
+    )
     figs.append(Figure("r2_fig2.png", "R2: median vs cell perturbation against the spread."))
     # R11.
     va = tables["intermittent-variance"]
@@ -1284,11 +1592,19 @@ def _plots(runs: pa.Table, tables: dict[str, pa.Table], config: IntermittentConf
     for row in va.to_pylist():
         name = "D3 use-and-keep" if row["eta"] is None else f"D2 eta={row['eta']:g}"
         series.append(Series(name, rs, [row[f"var_r{r}"] for r in rs], "-o"))
-        series.append(Series(f"{name} empirical", rs,
-                             [row[f"var_r{r}"] * row[f"ratio_r{r}"] for r in rs], "x"))  # fmt: skip
-    line_plot(out / "r11_variance.png", [("noise variance / one D3 draw", series)],
-              xlabel="use r of the cell", ylabel="variance (units of 2a/(1-a)^2)", logy=True,
-              suptitle="R11: D3 linear vs D2 geometric (d = 3, eps = 1)")  # fmt: skip
+        series.append(
+            Series(
+                f"{name} empirical", rs, [row[f"var_r{r}"] * row[f"ratio_r{r}"] for r in rs], "x"
+            )
+        )
+    line_plot(
+        out / "r11_variance.png",
+        [("noise variance / one D3 draw", series)],
+        xlabel="use r of the cell",
+        ylabel="variance (units of 2a/(1-a)^2)",
+        logy=True,
+        suptitle="R11: D3 linear vs D2 geometric (d = 3, eps = 1)",
+    )
     figs.append(Figure("r11_variance.png", "R11: noise variance against the number of uses."))
     # R12.
     ex, ds = R12_EXAMPLE, np.arange(1, 101, 2)
@@ -1297,12 +1613,23 @@ def _plots(runs: pa.Table, tables: dict[str, pa.Table], config: IntermittentConf
         ("paper constants", {"paper_constants": True}),
         ("corrected (docs/algorithms.md#int-e14)", {}),
     ):
-        series.append(Series(name, ds, [theorem5_bound(ex["fnorm2_w"], ex["eps"], [1] * d,
-                                                       ex["kappa"], **kw) for d in ds], "-"))  # fmt: skip
+        series.append(
+            Series(
+                name,
+                ds,
+                [theorem5_bound(ex["fnorm2_w"], ex["eps"], [1] * d, ex["kappa"], **kw) for d in ds],
+                "-",
+            )
+        )
     series.append(Series("floor (2/e)^(d/2)", ds, g_d(0.0, ds), ":", "0.6"))
-    line_plot(out / "r12_bound.png", [("Theorem 5 bound g_d(lambda(d))", series)],
-              xlabel="d (odd)", ylabel="P(|fhat - f| > kappa) bound", logy=True,
-              suptitle="R12: [YKAE, Theorem 5] example, kappa = 200")  # fmt: skip
+    line_plot(
+        out / "r12_bound.png",
+        [("Theorem 5 bound g_d(lambda(d))", series)],
+        xlabel="d (odd)",
+        ylabel="P(|fhat - f| > kappa) bound",
+        logy=True,
+        suptitle="R12: [YKAE, Theorem 5] example, kappa = 200",
+    )
     figs.append(Figure("r12_bound.png", "R12: the Theorem 5 bound against d."))
     return figs
 
@@ -1326,11 +1653,15 @@ def build_report(
     claims = [by_id[i] for i in ("R1", "R2", *[f"R{k}" for k in range(3, 13)], "V1")]
     figures = _plots(runs, tables, config, out, summ) if plots else []
     eps_l, d_l = config.epsilons, config.depths
-    agg = runs.group_by(["n_q", "u"]).aggregate(
-        [("n_zero", "mean"), ("batches", "mean"), ("pairs", "mean")]
-        + [(f"mre_{_tag(e)}_d{d}", "mean") for e in eps_l for d in d_l]
-        + [(f"np_mre_d{d}", "mean") for d in d_l]
-    ).sort_by([("n_q", "ascending"), ("u", "ascending")])  # fmt: skip
+    agg = (
+        runs.group_by(["n_q", "u"])
+        .aggregate(
+            [("n_zero", "mean"), ("batches", "mean"), ("pairs", "mean")]
+            + [(f"mre_{_tag(e)}_d{d}", "mean") for e in eps_l for d in d_l]
+            + [(f"np_mre_d{d}", "mean") for d in d_l]
+        )
+        .sort_by([("n_q", "ascending"), ("u", "ascending")])
+    )
     ml = tables["intermittent-maxload"].select(["n_q", "reps", "em_mean", "em_se", "core_mtilde"])
     notes = [
         "The figures of the paper are missing from its text copy (docs/algorithms.md#int-a9) and it reports no numbers: "
@@ -1375,7 +1706,7 @@ def build_report(
         tables=[
             ("MRE per (n_Q, u), mean over reps", agg),
             ("R1: expected max load (w = 5000)", ml),
-        ],  # fmt: skip
+        ],
         notes=notes,
         parameters={k: (str(v) if isinstance(v, tuple) else v) for k, v in asdict(config).items()}
         | {"noise": "pooled discrete Laplace (core scale)", "stream_seed": STREAM_SEED},

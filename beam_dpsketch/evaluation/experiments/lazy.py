@@ -76,6 +76,7 @@ from beam_dpsketch.evaluation.runner import (
 from beam_dpsketch.evaluation.tables import col, fmt, log_slope, matching, monotone
 from beam_dpsketch.hashing import hash_keys
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
 from beam_dpsketch.sketches.continual.sketch import LazySketch, PunctualSketch
 
@@ -315,8 +316,7 @@ def _new_sketch(
         width,
         depth,
         horizon,
-        epsilon,
-        delta,
+        PrivacyBudget.approx(epsilon, delta),
         release_prefix=release_prefix,
         kind=_kind(sketch),
         seed=hash_seed,
@@ -330,9 +330,17 @@ def model_memory_bytes(sketch: str, width: int, depth: int, horizon: int) -> int
     noise slots; Lazy: ``h_loc`` slots, exact total, update count and pending count per cell;
     Punctual: ``h`` slots, total and count; CMS/CS: the int64 table)."""
     probe = _new_sketch(
-        sketch, width, depth, horizon, 0.5, 1e-3, 0, NoiseSource.insecure_for_tests(0),
-        ("evaluate-lazy", "memory-model"), faithful=False,
-    )  # fmt: skip
+        sketch,
+        width,
+        depth,
+        horizon,
+        0.5,
+        1e-3,
+        0,
+        NoiseSource.insecure_for_tests(0),
+        ("evaluate-lazy", "memory-model"),
+        faithful=False,
+    )
     return int(probe.memory_bytes())
 
 
@@ -414,7 +422,7 @@ def accuracy_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     sketches = {
         s: _new_sketch(
             s, widths[s], depth, horizon, eps, delta, hash_seed, noise, (*rid, s), faithful=False
-        )  # fmt: skip
+        )
         for s in SKETCHES
     }
     counts = np.zeros(n_items + 1, dtype=np.int64)
@@ -485,10 +493,17 @@ def throughput_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     best, sk = math.inf, None
     for r in range(int(params["repeats"])):
         sk = _new_sketch(
-            sketch, width, depth, horizon, float(params["eps"]), float(params["delta"]),
-            seed % 2**32, noise, ("evaluate-lazy", "throughput", impl, width, depth, seed, r),
+            sketch,
+            width,
+            depth,
+            horizon,
+            float(params["eps"]),
+            float(params["delta"]),
+            seed % 2**32,
+            noise,
+            ("evaluate-lazy", "throughput", impl, width, depth, seed, r),
             faithful=impl != "lazy_cms_collapsed",
-        )  # fmt: skip
+        )
         update = sk.update if sketch in ("cms", "cs") else sk.update_batch
         start = time.perf_counter()
         for lo in range(0, n, batch):
@@ -510,8 +525,9 @@ def throughput_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
 # ------------------------------------------------------------------------------------------------
 
 
-def _accuracy_point(config: LazyConfig, *, memory_kb: float, depth: int, skew: float,
-                    eps: float) -> dict[str, Any]:  # fmt: skip
+def _accuracy_point(
+    config: LazyConfig, *, memory_kb: float, depth: int, skew: float, eps: float
+) -> dict[str, Any]:
     return {
         "horizon": config.horizon,
         "n_items": config.n_items,
@@ -527,8 +543,12 @@ def _accuracy_point(config: LazyConfig, *, memory_kb: float, depth: int, skew: f
 
 def accuracy_grid(config: LazyConfig) -> list[dict[str, Any]]:
     """The union of the R2-R6 sweeps, each distinct point once (they share the base point)."""
-    base = {"memory_kb": config.base_memory_kb, "depth": config.base_depth,
-            "skew": config.base_skew, "eps": config.base_eps}  # fmt: skip
+    base = {
+        "memory_kb": config.base_memory_kb,
+        "depth": config.base_depth,
+        "skew": config.base_skew,
+        "eps": config.base_eps,
+    }
     points = [{**base, "memory_kb": m} for m in config.memories_kb]
     points += [{**base, "depth": d} for d in config.depths]
     points += [{**base, "skew": s} for s in config.skews]
@@ -661,7 +681,7 @@ def build_report(
             ),
             ["depth"],
             acc_metrics,
-        ),  # fmt: skip
+        ),
         "skew": summarize(
             matching(
                 acc,
@@ -671,12 +691,14 @@ def build_report(
             ),
             ["skew"],
             acc_metrics,
-        ),  # fmt: skip
+        ),
     }
     for s in config.eps_skews:
         sweeps[f"eps{s:g}"] = summarize(
-            matching(acc, memory_kb=float(config.base_memory_kb), depth=config.base_depth,
-                    skew=s), ["eps"], acc_metrics)  # fmt: skip
+            matching(acc, memory_kb=float(config.base_memory_kb), depth=config.base_depth, skew=s),
+            ["eps"],
+            acc_metrics,
+        )
     figures = _Figures(plots)
     claims: list[Claim] = []
 
@@ -691,19 +713,39 @@ def build_report(
 
     are_cols = [f"{s}_are_{m}_mean" for m in ("end", "avg") for s in SKETCHES]
     tables_out = [
-        ("Figure 4(a): throughput (arrivals/s, best of runs)",
-         summarize(tp, ["impl", "width"], ["arrivals_per_s", "n_timed",
-                   "counter_updates_per_arrival", "noise_values_per_arrival", "model_bytes"])),
-        ("Figure 4(b): ARE against memory (width sweep; mean over trials)",
-         sweeps["memory"].select(["memory_kb", *are_cols, "n"])),
-        ("Figure 4(c): ARE against depth (24 KB widths)",
-         sweeps["depth"].select(["depth", *are_cols, "n"])),
+        (
+            "Figure 4(a): throughput (arrivals/s, best of runs)",
+            summarize(
+                tp,
+                ["impl", "width"],
+                [
+                    "arrivals_per_s",
+                    "n_timed",
+                    "counter_updates_per_arrival",
+                    "noise_values_per_arrival",
+                    "model_bytes",
+                ],
+            ),
+        ),
+        (
+            "Figure 4(b): ARE against memory (width sweep; mean over trials)",
+            sweeps["memory"].select(["memory_kb", *are_cols, "n"]),
+        ),
+        (
+            "Figure 4(c): ARE against depth (24 KB widths)",
+            sweeps["depth"].select(["depth", *are_cols, "n"]),
+        ),
         ("Figure 4(d): ARE against skew (24 KB)", sweeps["skew"].select(["skew", *are_cols, "n"])),
-        *[(f"Figure 4({'e' if s == lo else 'f'}): ARE against eps, skew {s:g} (24 KB)",
-           sweeps[f"eps{s:g}"].select(["eps", *are_cols,
-                                       *[f"{p}_bias_end_mean" for p in PRIVATE], "n"]))
-          for s in config.eps_skews],
-    ]  # fmt: skip
+        *[
+            (
+                f"Figure 4({'e' if s == lo else 'f'}): ARE against eps, skew {s:g} (24 KB)",
+                sweeps[f"eps{s:g}"].select(
+                    ["eps", *are_cols, *[f"{p}_bias_end_mean" for p in PRIVATE], "n"]
+                ),
+            )
+            for s in config.eps_skews
+        ],
+    ]
     notes = [
         "Implementation: Python/numpy, not the paper's C++. Throughput numbers are this "
         "machine's (2 cores shared with other jobs) and only their shapes and ratios are "
@@ -757,14 +799,27 @@ def _claim_r0(config: LazyConfig, out: Path, figures: _Figures) -> Claim:
     ours = {s: model_width(s, budget, d, horizon) for s in ("cms", "lazy_cms", "punctual_cms")}
     scaled = {f: paper_width(f, config.base_memory_kb) for f in PAPER_WIDTHS_24KB}
     per_counter = {
-        s: model_memory_bytes(s, w, d, horizon) / (d * w) for s, w in
-        (("cms", PAPER_WIDTHS_24KB["cms"]), ("lazy_cms", PAPER_WIDTHS_24KB["lazy"]),
-         ("punctual_cms", PAPER_WIDTHS_24KB["punctual"]))
-    }  # fmt: skip
-    h_lazy = LazySketch(PAPER_WIDTHS_24KB["lazy"], d, horizon, 0.5, 1e-3,
-                        release_prefix="memory-model").tree_height  # fmt: skip
-    h_punct = PunctualSketch(PAPER_WIDTHS_24KB["punctual"], d, horizon, 0.5, 1e-3,
-                             release_prefix="memory-model").tree_height  # fmt: skip
+        s: model_memory_bytes(s, w, d, horizon) / (d * w)
+        for s, w in (
+            ("cms", PAPER_WIDTHS_24KB["cms"]),
+            ("lazy_cms", PAPER_WIDTHS_24KB["lazy"]),
+            ("punctual_cms", PAPER_WIDTHS_24KB["punctual"]),
+        )
+    }
+    h_lazy = LazySketch(
+        PAPER_WIDTHS_24KB["lazy"],
+        d,
+        horizon,
+        PrivacyBudget.approx(0.5, 1e-3),
+        release_prefix="memory-model",
+    ).tree_height
+    h_punct = PunctualSketch(
+        PAPER_WIDTHS_24KB["punctual"],
+        d,
+        horizon,
+        PrivacyBudget.approx(0.5, 1e-3),
+        release_prefix="memory-model",
+    ).tree_height
     png = "r0_memory_model.png"
     widths = np.unique(np.geomspace(8, 4000, 24).astype(int))
     series = []
@@ -772,17 +827,29 @@ def _claim_r0(config: LazyConfig, out: Path, figures: _Figures) -> Claim:
         ours_b = [model_memory_bytes(s, int(w), d, horizon) / 1000 for w in widths]
         paper_b = [w * PAPER_MEMORY_KB / PAPER_WIDTHS_24KB[fam] for w in widths]
         series.append(Series(f"{LABELS[s]} (ours)", widths, ours_b, *_STYLE[s]))
-        series.append(Series(f"{LABELS[s]} (paper, scaled)", widths, paper_b, "--",
-                             _STYLE[s][1]))  # fmt: skip
+        series.append(Series(f"{LABELS[s]} (paper, scaled)", widths, paper_b, "--", _STYLE[s][1]))
 
     def hline(ax: Any, _i: int) -> None:
         ax.axhline(config.base_memory_kb, color="0.3", lw=0.8, ls=":")
 
-    _plot(figures, out / png, [("memory against width, d = 3", series)], xlabel="width w",
-              ylabel="memory (KB = 1000 B)", logx=True, logy=True, annotate=hline,
-              suptitle=f"R0: memory models (T = {horizon:,}); dotted: 24 KB")  # fmt: skip
-    figures.append(Figure(png, "R0: memory against width under the paper's implied per-counter "
-                               "budgets (dashed) and our objects' state (solid)."))  # fmt: skip
+    _plot(
+        figures,
+        out / png,
+        [("memory against width, d = 3", series)],
+        xlabel="width w",
+        ylabel="memory (KB = 1000 B)",
+        logx=True,
+        logy=True,
+        annotate=hline,
+        suptitle=f"R0: memory models (T = {horizon:,}); dotted: 24 KB",
+    )
+    figures.append(
+        Figure(
+            png,
+            "R0: memory against width under the paper's implied per-counter "
+            "budgets (dashed) and our objects' state (solid).",
+        )
+    )
     ratio_ours = ours["lazy_cms"] / max(ours["punctual_cms"], 1)
     ratio_paper = PAPER_WIDTHS_24KB["lazy"] / PAPER_WIDTHS_24KB["punctual"]
     held, failed = [], []
@@ -814,8 +881,11 @@ def _claim_r0(config: LazyConfig, out: Path, figures: _Figures) -> Claim:
 
 
 def _claim_r1(tp: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -> Claim:
-    agg = summarize(tp, ["impl", "width"], ["arrivals_per_s", "counter_updates_per_arrival",
-                                            "noise_values_per_arrival"])  # fmt: skip
+    agg = summarize(
+        tp,
+        ["impl", "width"],
+        ["arrivals_per_s", "counter_updates_per_arrival", "noise_values_per_arrival"],
+    )
     d = config.base_depth
     axis = sorted(config.tp_widths)
 
@@ -832,17 +902,40 @@ def _claim_r1(tp: pa.Table, config: LazyConfig, out: Path, figures: _Figures) ->
         mem_series.append(Series(LABELS[impl], mem, curve(impl, mw), *_STYLE[impl]))
         width_series.append(Series(LABELS[impl], axis, curve(impl, axis), *_STYLE[impl]))
     title = f"d = {d}, batches of {config.tp_batch:,} arrivals (hashing included)"
-    _plot(figures, out / png, [("memory via width (paper's widths scaled)", mem_series)],
-          xlabel="memory (KB)", ylabel="throughput (arrivals/s)", logy=True,
-          suptitle=f"Figure 4(a): update throughput, {title}")  # fmt: skip
-    figures.append(Figure(png, "Figure 4(a): arrivals per second against memory, each sketch "
-                               "at its own width. Lazy and Punctual draw one Gaussian per "
-                               "counter update (faithful=True)."))  # fmt: skip
-    _plot(figures, out / "r1_throughput_width.png", [("equal widths", width_series)],
-          xlabel="width w", ylabel="throughput (arrivals/s)", logx=True, logy=True,
-          suptitle=f"R1: throughput at equal widths, {title}")  # fmt: skip
-    figures.append(Figure("r1_throughput_width.png", "R1: arrivals per second at equal widths "
-                          "(Punctual's slope -1 on log-log axes is its linear cost in w)."))  # fmt: skip
+    _plot(
+        figures,
+        out / png,
+        [("memory via width (paper's widths scaled)", mem_series)],
+        xlabel="memory (KB)",
+        ylabel="throughput (arrivals/s)",
+        logy=True,
+        suptitle=f"Figure 4(a): update throughput, {title}",
+    )
+    figures.append(
+        Figure(
+            png,
+            "Figure 4(a): arrivals per second against memory, each sketch "
+            "at its own width. Lazy and Punctual draw one Gaussian per "
+            "counter update (faithful=True).",
+        )
+    )
+    _plot(
+        figures,
+        out / "r1_throughput_width.png",
+        [("equal widths", width_series)],
+        xlabel="width w",
+        ylabel="throughput (arrivals/s)",
+        logx=True,
+        logy=True,
+        suptitle=f"R1: throughput at equal widths, {title}",
+    )
+    figures.append(
+        Figure(
+            "r1_throughput_width.png",
+            "R1: arrivals per second at equal widths "
+            "(Punctual's slope -1 on log-log axes is its linear cost in w).",
+        )
+    )
 
     held, failed = [], []
     spreads = {}
@@ -853,13 +946,14 @@ def _claim_r1(tp: pa.Table, config: LazyConfig, out: Path, figures: _Figures) ->
     # A sketch that only gets faster with the width is not slowed by it; say so when it is the
     # reason the loose P2 band fails (Lazy draws its noise in blocks of max(1024, d*w) values,
     # so wider sketches amortise the exact sampler's per-call cost over more values).
-    speedup = [LABELS[k] for k in spreads
-               if spreads[k] > 3.0 and curve(k, axis)[0] <= 1.5 * curve(k, axis).min()]  # fmt: skip
+    speedup = [
+        LABELS[k]
+        for k in spreads
+        if spreads[k] > 3.0 and curve(k, axis)[0] <= 1.5 * curve(k, axis).min()
+    ]
     (held if flat else failed).append(
         "CMS, CS and Lazy flat in width (max/min throughput <= 3, docs/algorithms.md#lazy-oracles)"
-        + (
-            f" ({', '.join(speedup)} speed up with width rather than slow down)" if speedup else ""
-        )  # fmt: skip
+        + (f" ({', '.join(speedup)} speed up with width rather than slow down)" if speedup else "")
     )
     big = [w for w in axis if w >= 100]
     big = big if len(big) >= 2 else axis
@@ -875,8 +969,9 @@ def _claim_r1(tp: pa.Table, config: LazyConfig, out: Path, figures: _Figures) ->
         sub = matching(agg, impl=impl)
         w = np.asarray(sub["width"].to_pylist(), dtype=np.float64)
         want = d if impl.startswith("lazy") else d * w
-        counts_ok &= bool(np.allclose(col(sub, "counter_updates_per_arrival_mean"), want,
-                                      rtol=0.02))  # fmt: skip
+        counts_ok &= bool(
+            np.allclose(col(sub, "counter_updates_per_arrival_mean"), want, rtol=0.02)
+        )
     (held if counts_ok else failed).append("counter updates per arrival d (Lazy) vs d*w (Punctual)")
     ratio_w = curve("lazy_cms", axis) / curve("punctual_cms", axis)
     mw_l = paper_width("lazy", config.memories_kb[-1])
@@ -888,9 +983,10 @@ def _claim_r1(tp: pa.Table, config: LazyConfig, out: Path, figures: _Figures) ->
     (held if ratio_w[-1] >= PAPER_RATIO else failed).append(
         f"LazyCMS/PunctualCMS >= {PAPER_RATIO:g}x at the largest width"
     )
-    noise_pa = {impl: float(np.mean(col(matching(agg, impl=impl),
-                                         "noise_values_per_arrival_mean")))
-                for impl in ("lazy_cms", "lazy_cms_collapsed")}  # fmt: skip
+    noise_pa = {
+        impl: float(np.mean(col(matching(agg, impl=impl), "noise_values_per_arrival_mean")))
+        for impl in ("lazy_cms", "lazy_cms_collapsed")
+    }
     lz, pc_ = curve("lazy_cms", axis), curve("punctual_cms", axis)
     measured = (
         f"widths {axis}: LazyCMS {fmt(lz / 1e6)} M/s, PunctualCMS {fmt(pc_ / 1e3)} k/s; "
@@ -905,7 +1001,7 @@ def _claim_r1(tp: pa.Table, config: LazyConfig, out: Path, figures: _Figures) ->
             "KB at equal memory). "
             if reach
             else ""
-        )  # fmt: skip
+        )
         + f"Gaussian values per arrival: Lazy faithful {noise_pa['lazy_cms']:.2f}, collapsed "
         f"{noise_pa['lazy_cms_collapsed']:.3f}; counter updates/arrival exact: {counts_ok}."
     )
@@ -946,12 +1042,23 @@ def _both_metrics(check: Any) -> tuple[list[str], list[str]]:
 def _claim_r2(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -> Claim:
     x = col(agg, "memory_kb")
     png = "fig4b_are_memory.png"
-    _plot(figures, out / png, _are_panels(agg, x, "width sweep"), xlabel="memory (KB)",
-              ylabel="ARE over the true top-15", logy=True,
-              suptitle=f"Figure 4(b): eps = {config.base_eps}, skew = {config.base_skew}, "
-              f"d = {config.base_depth}, {config.trials} trial(s)")  # fmt: skip
-    figures.append(Figure(png, "Figure 4(b): ARE against memory (each sketch at its scaled "
-                               "width), at t = T (left) and averaged over time (right)."))  # fmt: skip
+    _plot(
+        figures,
+        out / png,
+        _are_panels(agg, x, "width sweep"),
+        xlabel="memory (KB)",
+        ylabel="ARE over the true top-15",
+        logy=True,
+        suptitle=f"Figure 4(b): eps = {config.base_eps}, skew = {config.base_skew}, "
+        f"d = {config.base_depth}, {config.trials} trial(s)",
+    )
+    figures.append(
+        Figure(
+            png,
+            "Figure 4(b): ARE against memory (each sketch at its scaled "
+            "width), at t = T (left) and averaged over time (right).",
+        )
+    )
 
     def check(metric: str) -> tuple[list[str], list[str]]:
         held, failed = [], []
@@ -969,12 +1076,13 @@ def _claim_r2(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
                 col(agg, f"punctual_{k}_are_{metric}_mean"),
             )
             ok = bool(np.all(lz < pu))
-            (held if ok else failed).append(f"Lazy{k.upper()} below Punctual{k.upper()} at every "
-                                            "memory")  # fmt: skip
+            (held if ok else failed).append(
+                f"Lazy{k.upper()} below Punctual{k.upper()} at every memory"
+            )
         return held, failed
 
     held, failed = _both_metrics(check)
-    measured = _are_listing(agg, SKETCHES) + f" (memory {fmt(x)} KB)."  # fmt: skip
+    measured = _are_listing(agg, SKETCHES) + f" (memory {fmt(x)} KB)."
     return Claim(
         "R2",
         "ARE over the top-15 falls as memory (width) grows for every sketch, and Lazy is below "
@@ -989,14 +1097,20 @@ def _claim_r2(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
 def _claim_r3(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -> Claim:
     x = col(agg, "depth")
     png = "fig4c_are_depth.png"
-    _plot(figures, out / png, _are_panels(agg, x, "depth sweep"),
-              xlabel=f"depth d (memory = {config.base_memory_kb:g} KB x d/3)",
-              ylabel="ARE over the true top-15", logy=True,
-              suptitle=f"Figure 4(c): 24 KB widths, eps = {config.base_eps}, skew = "
-              f"{config.base_skew}, {config.trials} trial(s)")  # fmt: skip
+    _plot(
+        figures,
+        out / png,
+        _are_panels(agg, x, "depth sweep"),
+        xlabel=f"depth d (memory = {config.base_memory_kb:g} KB x d/3)",
+        ylabel="ARE over the true top-15",
+        logy=True,
+        suptitle=f"Figure 4(c): 24 KB widths, eps = {config.base_eps}, skew = "
+        f"{config.base_skew}, {config.trials} trial(s)",
+    )
     figures.append(Figure(png, "Figure 4(c): ARE against depth (memory grows with d)."))
-    gains = {m: {s: _are(agg, s, m)[0] / _are(agg, s, m)[-1] for s in SKETCHES}
-             for m in ("end", "avg")}  # fmt: skip
+    gains = {
+        m: {s: _are(agg, s, m)[0] / _are(agg, s, m)[-1] for s in SKETCHES} for m in ("end", "avg")
+    }
 
     def check(metric: str) -> tuple[list[str], list[str]]:
         held, failed = [], []
@@ -1018,7 +1132,7 @@ def _claim_r3(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
                 if ok
                 else f" (the private sketches are {narrow:.0f}x or more narrower at 24 KB, so "
                 "collisions dominate their error at small d and extra rows help them more)"
-            )  # fmt: skip
+            )
         )
         return held, failed
 
@@ -1045,12 +1159,23 @@ def _claim_r3(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
 def _claim_r4(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -> Claim:
     x = col(agg, "skew")
     png = "fig4d_are_skew.png"
-    _plot(figures, out / png, _are_panels(agg, x, "skew sweep"), xlabel="Zipf skew s",
-              ylabel="ARE over the true top-15", logy=True,
-              suptitle=f"Figure 4(d): 24 KB, eps = {config.base_eps}, d = {config.base_depth}, "
-              f"{config.trials} trial(s)")  # fmt: skip
-    figures.append(Figure(png, "Figure 4(d): ARE against the Zipf exponent (larger = more "
-                               "skewed, docs/algorithms.md#lazy-e20)."))  # fmt: skip
+    _plot(
+        figures,
+        out / png,
+        _are_panels(agg, x, "skew sweep"),
+        xlabel="Zipf skew s",
+        ylabel="ARE over the true top-15",
+        logy=True,
+        suptitle=f"Figure 4(d): 24 KB, eps = {config.base_eps}, d = {config.base_depth}, "
+        f"{config.trials} trial(s)",
+    )
+    figures.append(
+        Figure(
+            png,
+            "Figure 4(d): ARE against the Zipf exponent (larger = more "
+            "skewed, docs/algorithms.md#lazy-e20).",
+        )
+    )
     half = max(1, len(x) // 2)
 
     def check(metric: str) -> tuple[list[str], list[str]]:
@@ -1081,13 +1206,15 @@ def _claim_r4(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
                 "sketches the collisions with the few giant items grow with skew)"
                 if rises
                 else ""
-            )  # fmt: skip
+            )
         )
         return held, failed
 
     held, failed = _both_metrics(check)
-    measured = _are_listing(agg, SKETCHES) + f" (skew {fmt(x)}; smallest true top-15 count at t = T: " \
-        f"{fmt(col(agg, 'top15_min_end_mean'), 4)})."  # fmt: skip
+    measured = (
+        _are_listing(agg, SKETCHES) + f" (skew {fmt(x)}; smallest true top-15 count at t = T: "
+        f"{fmt(col(agg, 'top15_min_end_mean'), 4)})."
+    )
     return Claim(
         "R4",
         "As the skew grows the ARE of the private sketches levels off: noise, not collisions, "
@@ -1099,33 +1226,51 @@ def _claim_r4(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures) -
     )
 
 
-def _eps_figure(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
-                skew: float, letter: str) -> np.ndarray:  # fmt: skip
+def _eps_figure(
+    agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures, skew: float, letter: str
+) -> np.ndarray:
     x = col(agg, "eps")
     png = f"fig4{letter}_are_eps_skew{skew:g}.png"
-    _plot(figures, out / png, _are_panels(agg, x, f"skew {skew:g}"), xlabel="epsilon",
-              ylabel="ARE over the true top-15", logx=True, logy=True,
-              suptitle=f"Figure 4({letter}): 24 KB, skew = {skew:g}, d = {config.base_depth}, "
-              f"{config.trials} trial(s)")  # fmt: skip
+    _plot(
+        figures,
+        out / png,
+        _are_panels(agg, x, f"skew {skew:g}"),
+        xlabel="epsilon",
+        ylabel="ARE over the true top-15",
+        logx=True,
+        logy=True,
+        suptitle=f"Figure 4({letter}): 24 KB, skew = {skew:g}, d = {config.base_depth}, "
+        f"{config.trials} trial(s)",
+    )
     figures.append(Figure(png, f"Figure 4({letter}): ARE against epsilon at skew {skew:g}."))
     return x
 
 
-def _claim_r5(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
-              skew: float) -> Claim:  # fmt: skip
+def _claim_r5(
+    agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures, skew: float
+) -> Claim:
     x = _eps_figure(agg, config, out, figures, skew, "e")
     png = f"fig4e_are_eps_skew{skew:g}.png"
 
     def check(metric: str) -> tuple[list[str], list[str]]:
         held, failed = [], []
-        spread = {s: float(np.max(col(agg, f"{s}_are_{metric}_mean"))
-                           / np.min(col(agg, f"{s}_are_{metric}_mean"))) for s in PRIVATE}  # fmt: skip
+        spread = {
+            s: float(
+                np.max(col(agg, f"{s}_are_{metric}_mean"))
+                / np.min(col(agg, f"{s}_are_{metric}_mean"))
+            )
+            for s in PRIVATE
+        }
         bad = [LABELS[s] for s, v in spread.items() if v > 2.0]
         (failed if bad else held).append(
-            "weak dependence on eps (max/min ARE <= 2)" + (f" (not: {', '.join(bad)})" if bad
-                                                          else ""))  # fmt: skip
-        dips = [LABELS[s] for s in ("lazy_cms", "punctual_cms")
-                if col(agg, f"{s}_are_{metric}_mean")[0] < col(agg, f"{s}_are_{metric}_mean")[-1]]  # fmt: skip
+            "weak dependence on eps (max/min ARE <= 2)"
+            + (f" (not: {', '.join(bad)})" if bad else "")
+        )
+        dips = [
+            LABELS[s]
+            for s in ("lazy_cms", "punctual_cms")
+            if col(agg, f"{s}_are_{metric}_mean")[0] < col(agg, f"{s}_are_{metric}_mean")[-1]
+        ]
         ok = len(dips) == 2
         (held if ok else failed).append(
             "LazyCMS and PunctualCMS lower ARE at the smallest eps than at the largest"
@@ -1134,9 +1279,15 @@ def _claim_r5(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
         return held, failed
 
     held, failed = _both_metrics(check)
-    measured = _are_listing(agg, PRIVATE) + f" (eps {fmt(x)}). Mean signed relative error at t = T (min picks negative noise): " + \
-        ", ".join(f"{LABELS[s]} {fmt(col(agg, f'{s}_bias_end_mean'))}"
-                  for s in ("lazy_cms", "punctual_cms")) + "."  # fmt: skip
+    measured = (
+        _are_listing(agg, PRIVATE)
+        + f" (eps {fmt(x)}). Mean signed relative error at t = T (min picks negative noise): "
+        + ", ".join(
+            f"{LABELS[s]} {fmt(col(agg, f'{s}_bias_end_mean'))}"
+            for s in ("lazy_cms", "punctual_cms")
+        )
+        + "."
+    )
     return Claim(
         "R5",
         f"At skew {skew:g} (collision-dominated) ARE depends only weakly on eps, and LazyCMS "
@@ -1149,8 +1300,9 @@ def _claim_r5(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
     )
 
 
-def _claim_r6(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
-              skew: float) -> Claim:  # fmt: skip
+def _claim_r6(
+    agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures, skew: float
+) -> Claim:
     x = _eps_figure(agg, config, out, figures, skew, "f")
     png = f"fig4f_are_eps_skew{skew:g}.png"
 
@@ -1177,10 +1329,19 @@ def _claim_r6(agg: pa.Table, config: LazyConfig, out: Path, figures: _Figures,
         return held, failed
 
     held, failed = _both_metrics(check)
-    slopes = {s: (log_slope(x[:2], col(agg, f"{s}_are_end_mean")[:2]),
-                  log_slope(x[-2:], col(agg, f"{s}_are_end_mean")[-2:])) for s in PRIVATE}  # fmt: skip
-    measured = _are_listing(agg, PRIVATE) + f" (eps {fmt(x)}). Log-log slopes first/last segment at t = T: " + ", ".join(
-        f"{LABELS[s]} {a:.2f}/{b:.2f}" for s, (a, b) in slopes.items()) + "."  # fmt: skip
+    slopes = {
+        s: (
+            log_slope(x[:2], col(agg, f"{s}_are_end_mean")[:2]),
+            log_slope(x[-2:], col(agg, f"{s}_are_end_mean")[-2:]),
+        )
+        for s in PRIVATE
+    }
+    measured = (
+        _are_listing(agg, PRIVATE)
+        + f" (eps {fmt(x)}). Log-log slopes first/last segment at t = T: "
+        + ", ".join(f"{LABELS[s]} {a:.2f}/{b:.2f}" for s, (a, b) in slopes.items())
+        + "."
+    )
     return Claim(
         "R6",
         f"At skew {skew:g} (noise-dominated) ARE falls clearly with eps, roughly as 1/eps at "

@@ -230,8 +230,9 @@ class GaussianBinaryMechanism:
     horizon
         Maximum number of updates of any counter (``T_cap``); more raise
         :class:`HorizonExceededError`.
-    epsilon, delta
-        Privacy parameters (``0 < delta < 1``; ``epsilon < 1`` for ``calibration="paper"``).
+    budget
+        ``PrivacyBudget.approx(epsilon, delta)`` (``0 < delta < 1``; ``epsilon < 1`` for
+        ``calibration="paper"``) covering every output of every counter at every time.
     m
         Number of counters one neighbouring change may affect ([Hol25, Problem 1 and Definition 2]).
     noise_source
@@ -278,8 +279,7 @@ class GaussianBinaryMechanism:
         self,
         n: int,
         horizon: int,
-        epsilon: float,
-        delta: float,
+        budget: PrivacyBudget,
         m: int = 1,
         *,
         noise_source: NoiseSource | None = None,
@@ -294,8 +294,16 @@ class GaussianBinaryMechanism:
         self.m = check_int(m, "m")
         self.max_contributions = check_int(max_contributions, "max_contributions")
         self.calibration = _check_calibration(calibration)
-        self.epsilon = check_epsilon(epsilon)
-        self.delta = check_delta(delta, allow_zero=False)
+        if not isinstance(budget, PrivacyBudget):
+            raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
+        if budget.kind != "approx" or not budget.delta:
+            raise ValueError(
+                "budget must be an (epsilon, delta) budget with delta > 0 "
+                "(PrivacyBudget.approx): the Gaussian binary mechanism is (epsilon, delta)-DP "
+                f"(Holland, Theorem 1), got {budget}"
+            )
+        self.epsilon = check_epsilon(budget.epsilon)
+        self.delta = check_delta(budget.delta, allow_zero=False)
         self.sigma = gaussbm_sigma(
             self.horizon,
             self.m,
@@ -561,8 +569,7 @@ class GaussianBinaryMechanism:
             mech = cls(
                 req(params, "n", int),
                 req(params, "horizon", int),
-                req(params, "epsilon", float),
-                req(params, "delta", float),
+                PrivacyBudget.approx(req(params, "epsilon", float), req(params, "delta", float)),
                 req(params, "m", int),
                 noise_source=noise_source,
                 release_prefix=prefix,

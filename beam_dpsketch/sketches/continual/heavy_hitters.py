@@ -142,7 +142,7 @@ class HierarchicalLazySketch:
         Keys are integers in ``[0, 2**domain_bits)``, ``domain_bits <= 62``.
     bits_per_level
         Prefix bits added per level, ``<= 20`` (the root level is enumerated in full).
-    width, depth, horizon, epsilon, delta, release_prefix, kind, seed, noise_source,
+    width, depth, horizon, budget, release_prefix, kind, seed, noise_source,
     calibration, max_contributions, faithful
         As :class:`~beam_dpsketch.sketches.continual.sketch.LazySketch` (shared by all levels).
     """
@@ -156,8 +156,7 @@ class HierarchicalLazySketch:
         width: int,
         depth: int,
         horizon: int,
-        epsilon: float,
-        delta: float,
+        budget: PrivacyBudget,
         *,
         release_prefix: Any,
         kind: Kind = "cms",
@@ -187,8 +186,7 @@ class HierarchicalLazySketch:
                 width,
                 depth,
                 horizon,
-                epsilon,
-                delta,
+                budget,
                 release_prefix=(release_prefix, self.KIND, level),
                 kind=self.kind,
                 seed=(self.seed + level) % (MAX_SEED + 1),
@@ -333,8 +331,7 @@ class HierarchicalLazySketch:
                 first.width,
                 first.depth,
                 first.horizon,
-                first.epsilon,
-                first.delta,
+                first.privacy_budget,
                 release_prefix=prefix,
                 kind=req(params, "kind", str),
                 seed=req(params, "seed", int),

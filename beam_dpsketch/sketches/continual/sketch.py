@@ -85,7 +85,8 @@ from beam_dpsketch.sketches.linear.countmin import CountMinSketch
 from beam_dpsketch.sketches.linear.countsketch import CountSketch
 
 __all__ = [
-    "CONTINUAL_SKETCHES",
+    "CONTINUAL_ALGORITHMS",
+    "CONTINUAL_SKETCH_KINDS",
     "CS_SENSITIVITIES",
     "KINDS",
     "LazySketch",
@@ -215,8 +216,7 @@ class _ContinualSketch(abc.ABC):
         width: int,
         depth: int,
         horizon: int,
-        epsilon: float,
-        delta: float,
+        budget: PrivacyBudget,
         *,
         release_prefix: Any,
         kind: Kind = "cms",
@@ -253,11 +253,11 @@ class _ContinualSketch(abc.ABC):
         self.max_contributions = check_int(max_contributions, "max_contributions")
         self.release_prefix = check_key_like(release_prefix, "release_prefix")
         self._t = 0
+        check_continual_budget(budget)
         self._mech = GaussianBinaryMechanism(
             self.depth * self.width,
             self._mech_horizon(),
-            epsilon,
-            delta,
+            budget,
             self.m,
             noise_source=noise_source,
             release_prefix=(release_prefix, self.KIND, self.kind),
@@ -509,8 +509,6 @@ class _ContinualSketch(abc.ABC):
                     ("width", int),
                     ("depth", int),
                     ("horizon", int),
-                    ("epsilon", float),
-                    ("delta", float),
                     ("kind", str),
                     ("seed", int),
                     ("calibration", str),
@@ -520,10 +518,15 @@ class _ContinualSketch(abc.ABC):
                     ("faithful", bool),
                 )
             }
+            budget = PrivacyBudget.approx(
+                req(params, "epsilon", float), req(params, "delta", float)
+            )
             prefix = decode_key(bytes.fromhex(req(params, "release_prefix", str)))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
-                sketch = cls(**ctor, release_prefix=prefix, noise_source=noise_source)
+                sketch = cls(
+                    **ctor, budget=budget, release_prefix=prefix, noise_source=noise_source
+                )
         except serialization.SketchFormatError:
             raise
         except (TypeError, ValueError) as exc:
@@ -602,8 +605,9 @@ class PunctualSketch(_ContinualSketch):
         Sketch shape (as :class:`CountMinSketch`).
     horizon
         ``T``: the number of time steps the privacy calibration covers.
-    epsilon, delta
-        Privacy parameters.
+    budget
+        ``PrivacyBudget.approx(epsilon, delta)`` (``delta > 0``) covering all releases at all
+        steps.
     release_prefix
         Release-id prefix of the noise (distinct for every sketch sharing a noise source).
     kind
@@ -658,7 +662,7 @@ class LazySketch(_ContinualSketch):
 
     Parameters
     ----------
-    width, depth, horizon, epsilon, delta, release_prefix, kind, seed
+    width, depth, horizon, budget, release_prefix, kind, seed
         As :class:`PunctualSketch`.
     noise_source, calibration, cs_sensitivity, m, max_contributions, faithful
         See the module docstring. ``m`` may be raised when the sketch is part of a larger
@@ -792,13 +796,12 @@ def _fold(counts: np.ndarray, n: int, signed: bool) -> np.ndarray:
     return counts[:n] - counts[n:] if signed else counts
 
 
-#: Sketch names: (core class, core kind).
-CONTINUAL_SKETCHES: dict[str, tuple[type, str]] = {
-    "lazy-cms": (LazySketch, "cms"),
-    "lazy-cs": (LazySketch, "cs"),
-    "punctual-cms": (PunctualSketch, "cms"),
-    "punctual-cs": (PunctualSketch, "cs"),
-}
+#: ``sketch`` names (as in the other DP transforms) and the core ``kind`` each maps to.
+CONTINUAL_SKETCH_KINDS: dict[str, str] = {"count-min": "cms", "count-sketch": "cs"}
+
+#: ``algorithm`` names and the core class each maps to: Lazy (Algorithm 5) or Punctual
+#: (Algorithms 3-4) [Hol25].
+CONTINUAL_ALGORITHMS: dict[str, type] = {"lazy": LazySketch, "punctual": PunctualSketch}
 
 
 def check_continual_budget(budget: Any) -> None:
@@ -813,36 +816,49 @@ def check_continual_budget(budget: Any) -> None:
 
 
 def new_continual_sketch(
-    sketch: str,
     width: int,
     depth: int,
     horizon: int,
     budget: PrivacyBudget,
     *,
     release_prefix: Any,
+    sketch: str = "count-min",
+    algorithm: str = "lazy",
     seed: int = 0,
     noise_source: NoiseSource | None = None,
     calibration: str = "paper",
     cs_sensitivity: str = "corrected_4d",
     max_contributions: int = 1,
 ) -> LazySketch | PunctualSketch:
-    """A fresh core sketch named by ``sketch`` (the one the Beam transform ``ContinualDPSketch`` builds).
+    """A fresh core sketch (the one the Beam transform ``ContinualDPSketch`` builds).
 
-    ``budget`` must be an approximate-DP budget (``delta > 0``): the Gaussian binary mechanism is
-    ``(epsilon, delta)``-DP (Holland, Algorithm 2 and Theorem 1).
+    Parameters
+    ----------
+    width, depth, horizon
+        Sketch shape and the declared number of time steps ``T``.
+    budget
+        An approximate-DP budget (``delta > 0``): the Gaussian binary mechanism is
+        ``(epsilon, delta)``-DP [Hol25, Algorithm 2 and Theorem 1].
+    sketch
+        ``"count-min"`` or ``"count-sketch"`` (:data:`CONTINUAL_SKETCH_KINDS`).
+    algorithm
+        ``"lazy"`` (:class:`LazySketch`) or ``"punctual"`` (:class:`PunctualSketch`).
+    release_prefix, seed, noise_source, calibration, cs_sensitivity, max_contributions
+        As for :class:`LazySketch`.
     """
-    if sketch not in CONTINUAL_SKETCHES:
-        raise ValueError(f"sketch must be one of {tuple(CONTINUAL_SKETCHES)}, got {sketch!r}")
-    check_continual_budget(budget)
-    cls, kind = CONTINUAL_SKETCHES[sketch]
-    return cls(
+    if sketch not in CONTINUAL_SKETCH_KINDS:
+        raise ValueError(f"sketch must be one of {tuple(CONTINUAL_SKETCH_KINDS)}, got {sketch!r}")
+    if algorithm not in CONTINUAL_ALGORITHMS:
+        raise ValueError(
+            f"algorithm must be one of {tuple(CONTINUAL_ALGORITHMS)}, got {algorithm!r}"
+        )
+    return CONTINUAL_ALGORITHMS[algorithm](
         width,
         depth,
         horizon,
-        budget.epsilon,
-        budget.delta,
+        budget,
         release_prefix=release_prefix,
-        kind=kind,
+        kind=CONTINUAL_SKETCH_KINDS[sketch],
         seed=seed,
         noise_source=noise_source,
         calibration=calibration,

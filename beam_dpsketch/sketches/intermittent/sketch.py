@@ -80,6 +80,7 @@ from beam_dpsketch.hashing import (
     row_signs,
 )
 from beam_dpsketch.noise import NoiseSource, discrete_laplace
+from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.privacy.calibration import discrete_laplace_scale, rational_epsilon_floor
 from beam_dpsketch.sketches.linear.base import LinearSketch
 from beam_dpsketch.sketches.linear.calibration import noise_variance
@@ -296,6 +297,43 @@ def parse_fraction(text: Any, name: str) -> Fraction:
 # --------------------------------------------------------------------------------------------
 
 
+#: Neighbouring relations of a budget, and the factor between each and the add/remove epsilon
+#: the cells are calibrated to.
+_SPLIT = {"add_remove": 1, "replace": 2}
+
+
+def pure_budget_epsilon(budget: Any) -> Fraction:
+    """The epsilon of a pure budget, rounded down to an exact rational.
+
+    Raises
+    ------
+    TypeError
+        If ``budget`` is not a :class:`~beam_dpsketch.privacy.PrivacyBudget`.
+    ValueError
+        If it is not pure DP: every strategy here is pure ``epsilon``-DP (discrete Laplace).
+    """
+    if not isinstance(budget, PrivacyBudget):
+        raise TypeError(
+            f"budget must be a PrivacyBudget (PrivacyBudget.pure(eps)), got {type(budget).__name__}"
+        )
+    if budget.kind != "pure":
+        raise ValueError(
+            "budget must be pure DP (PrivacyBudget.pure(eps)): the intermittent sketches are "
+            f"pure eps-DP (Yildirim et al., Theorem 4), got {budget}"
+        )
+    return rational_epsilon_floor(budget.epsilon)  # type: ignore[arg-type]
+
+
+def _check_neighbouring(neighbouring: Any, cls: type) -> str:
+    if neighbouring not in _SPLIT:
+        raise ValueError(f"neighbouring must be one of {tuple(_SPLIT)}, got {neighbouring!r}")
+    if neighbouring == "replace" and not cls.REPLACE_ONE:  # type: ignore[attr-defined]
+        raise ValueError(
+            f"neighbouring: 'replace' is analysed for UseAndKeepSketch only, not {cls.__name__}"
+        )
+    return neighbouring
+
+
 class IntermittentSketch(abc.ABC):
     """Shared machinery of every intermittent-query strategy (not instantiated directly).
 
@@ -307,10 +345,10 @@ class IntermittentSketch(abc.ABC):
         Rows ``d`` in ``[1, 64]``. Count Sketch with an even depth answers with the mean of the two
         middle rows (docs/algorithms.md#int-a11) and warns; output-perturbation strategies require an odd depth
         for Count Sketch.
-    epsilon
-        Total pure-DP budget (float, decimal string or ``Fraction``), rounded **down** to a
-        rational with denominator ``<= 10**6`` (:func:`~beam_dpsketch.privacy.calibration.
-        rational_epsilon_floor`): more noise, never less.
+    budget
+        ``PrivacyBudget.pure(epsilon)``: the strategy's pure-DP budget. ``epsilon`` is rounded
+        **down** to a rational with denominator ``<= 10**6`` (:func:`~beam_dpsketch.privacy.
+        calibration.rational_epsilon_floor`): more noise, never less.
     noise_source
         The :class:`~beam_dpsketch.noise.NoiseSource` all noise comes from. Beam and CLI paths
         must pass it through :func:`~beam_dpsketch.noise.check_release_source`.
@@ -322,23 +360,31 @@ class IntermittentSketch(abc.ABC):
         ``"count_min"`` (minimum of cells; [YKAE, Section VII]: same noise scales).
     seed
         Public hash seed in ``[0, 2**32)``, fixed before any data is seen (docs/algorithms.md#int-beam).
+    neighbouring
+        The neighbouring relation ``budget`` is for: ``"add_remove"`` (default; one element
+        added or removed, every other element's time unchanged) or ``"replace"`` (one element's
+        key replaced at a fixed time; :class:`UseAndKeepSketch` only, which then calibrates its
+        cells for ``epsilon / 2`` under add/remove).
     """
 
     STRATEGY: ClassVar[str] = ""
     KIND: ClassVar[str] = ""
     #: Whether noise is on cells (answers are post-processing) rather than on answers.
     CELL_NOISE: ClassVar[bool] = True
+    #: Whether ``neighbouring="replace"`` is analysed for this strategy.
+    REPLACE_ONE: ClassVar[bool] = False
 
     def __init__(
         self,
         width: int,
         depth: int,
-        epsilon: float | str | Fraction,
+        budget: PrivacyBudget,
         *,
         noise_source: NoiseSource,
         sketch_id: Any,
         kind: str = "count_sketch",
         seed: int = 0,
+        neighbouring: str = "add_remove",
     ) -> None:
         if kind not in SKETCH_KINDS:
             raise ValueError(f"kind must be one of {sorted(SKETCH_KINDS)}, got {kind!r}")
@@ -347,7 +393,10 @@ class IntermittentSketch(abc.ABC):
             raise ValueError(f"width must be >= 2 (docs/algorithms.md#int-beam), got {width}")
         self._exact = exact
         self._kind = kind
-        self._epsilon = rational_epsilon_floor(epsilon)
+        self._neighbouring = _check_neighbouring(neighbouring, type(self))
+        # The add/remove epsilon the noise is calibrated to: a replacement is one removal plus
+        # one addition, so "replace" halves it (exactly, as a rational).
+        self._epsilon = pure_budget_epsilon(budget) / _SPLIT[self._neighbouring]
         self._source = _check_source(noise_source)
         self._sketch_id = check_key_like(sketch_id, "sketch_id")
         self._batches = 0
@@ -394,8 +443,14 @@ class IntermittentSketch(abc.ABC):
 
     @property
     def epsilon(self) -> Fraction:
-        """The total budget as the exact rational the noise is calibrated to."""
+        """The add/remove budget as the exact rational the noise is calibrated to: the budget's
+        epsilon rounded down, halved for ``neighbouring="replace"``."""
         return self._epsilon
+
+    @property
+    def neighbouring(self) -> str:
+        """The neighbouring relation of the budget (``"add_remove"`` or ``"replace"``)."""
+        return self._neighbouring
 
     @property
     def sketch_id(self) -> Any:
@@ -434,6 +489,7 @@ class IntermittentSketch(abc.ABC):
             "depth": self.depth,
             "seed": self.seed,
             "epsilon": float(self._epsilon),
+            "neighbouring": self._neighbouring,
             "epsilon_spent": self.epsilon_spent(),
             "batches": self._batches,
             "last_time": self._last_time,
@@ -685,6 +741,7 @@ class IntermittentSketch(abc.ABC):
             "strategy": self.STRATEGY,
             "kind": self._kind,
             "epsilon": fraction_str(self._epsilon),
+            "neighbouring": self._neighbouring,
             "sketch_id": encode_key(self._sketch_id).hex(),
             "source_check": _source_check(self._source, self._sketch_id),
             "batches": self._batches,
@@ -723,6 +780,10 @@ class IntermittentSketch(abc.ABC):
         epsilon = parse_fraction(params.get("epsilon"), "epsilon")
         if not epsilon > 0:
             raise err("epsilon must be > 0")
+        try:
+            neighbouring = _check_neighbouring(params.get("neighbouring", "add_remove"), cls)
+        except ValueError as exc:
+            raise err(str(exc)) from None
         batches = req(params, "batches", int)
         if batches < 0:
             raise err("batches must be >= 0")
@@ -747,6 +808,7 @@ class IntermittentSketch(abc.ABC):
             )
         obj = cls.__new__(cls)
         obj._exact, obj._kind, obj._epsilon = exact, kind, epsilon
+        obj._neighbouring = neighbouring
         obj._source, obj._sketch_id = source, sketch_id
         obj._batches, obj._last_time, obj._ingest = batches, last_time, ingest
         obj._restore_state(params, arrays)
@@ -922,9 +984,10 @@ class UseAndKeepSketch(KeptNoiseSketch):
     element crosses every later batch boundary and the loss grows with the number of batches.
     Positions support replace-one instead: a replaced element changes the increment of one
     interval by ``-1`` on its old key's ``d`` cells and ``+1`` on the new key's, so an object
-    built with ``epsilon / 2`` is ``epsilon``-DP under replacement of one element at a fixed
-    position (what :class:`~beam_dpsketch.transforms.intermittent.DPIntermittentQueries` does
-    for ``clock="positions"``).
+    calibrated for ``epsilon / 2`` under add/remove is ``epsilon``-DP under replacement of one
+    element at a fixed position: ``neighbouring="replace"`` does that (and
+    :class:`~beam_dpsketch.transforms.intermittent.DPIntermittentQueries` with
+    ``clock="positions"``).
 
     Utility ([YKAE, Theorem 5], corrected docs/algorithms.md#int-e14: the paper drops a factor 2): the row-``i`` value of
     query ``x`` is ``f_x`` + hashing error + the sum of ``u_i`` draws, so (Count Sketch, over the
@@ -939,6 +1002,7 @@ class UseAndKeepSketch(KeptNoiseSketch):
 
     STRATEGY = "use_and_keep"
     KIND = "IntermittentUseAndKeep"
+    REPLACE_ONE = True
 
     def cell_noise_variance(self, uses: Any) -> Any:
         """Variance of a cell's kept noise after ``uses`` uses: ``uses * 2a/(1-a)^2`` (docs/algorithms.md#int-oracles)."""

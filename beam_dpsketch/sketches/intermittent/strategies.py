@@ -39,6 +39,7 @@ import numpy as np
 from beam_dpsketch import serialization
 from beam_dpsketch.hashing import row_buckets, row_signs
 from beam_dpsketch.noise import NoiseSource, discrete_laplace
+from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.privacy.calibration import geometric_split_epsilon
 from beam_dpsketch.sketches.intermittent.sketch import (
     CellNoiseSketch,
@@ -86,19 +87,26 @@ class _GeometricMixin:
         self,
         width: int,
         depth: int,
-        epsilon: float | str | Fraction,
+        budget: PrivacyBudget,
         *,
         eta: float | str | Fraction,
         noise_source: NoiseSource,
         sketch_id: Any,
         kind: str = "count_sketch",
         seed: int = 0,
+        neighbouring: str = "add_remove",
     ) -> None:
         self._eta = _check_eta(eta)
         super().__init__(
-            width, depth, epsilon, noise_source=noise_source, sketch_id=sketch_id, kind=kind,
+            width,
+            depth,
+            budget,
+            noise_source=noise_source,
+            sketch_id=sketch_id,
+            kind=kind,
             seed=seed,
-        )  # fmt: skip
+            neighbouring=neighbouring,
+        )
 
     @property
     def eta(self) -> Fraction:
@@ -410,13 +418,14 @@ STRATEGIES: dict[str, type[IntermittentSketch]] = {
 
 
 def make_intermittent_sketch(
-    strategy: str, width: int, depth: int, epsilon: float | str | Fraction, **kwargs: Any
+    strategy: str, width: int, depth: int, budget: PrivacyBudget, **kwargs: Any
 ) -> IntermittentSketch:
-    """Build the strategy named ``strategy`` (a key of :data:`STRATEGIES`).
+    """Build the strategy named ``strategy`` (a key of :data:`STRATEGIES`) with the pure budget
+    ``budget`` (``PrivacyBudget.pure(eps)``).
 
     Keyword arguments are those of the class: ``noise_source``, ``sketch_id``, ``kind``,
     ``seed``, and ``eta`` for the use-and-forget strategies.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {sorted(STRATEGIES)}, got {strategy!r}")
-    return STRATEGIES[strategy](width, depth, epsilon, **kwargs)
+    return STRATEGIES[strategy](width, depth, budget, **kwargs)

@@ -8,6 +8,8 @@ with noise calibrated to its exact sensitivity, following Zhao et al. [ZQR+22]. 
 * :mod:`.base`: the table machinery shared by both sketches;
 * :mod:`.countmin`, :mod:`.countsketch`: the exact sketches;
 * :mod:`.private`: the private release;
+* :mod:`.key_counts`: exact counts of declared public keys and their private release (no
+  sketch error);
 * :mod:`.calibration`: neighbouring relations, sensitivities and noise scales, shared with the
   dyadic quantile sketch of :mod:`beam_dpsketch.sketches.quantiles`.
 
@@ -18,13 +20,16 @@ from beam_dpsketch.sketches.linear.base import LinearSketch
 from beam_dpsketch.sketches.linear.calibration import LinearCalibration
 from beam_dpsketch.sketches.linear.countmin import CountMinSketch
 from beam_dpsketch.sketches.linear.countsketch import CountSketch
+from beam_dpsketch.sketches.linear.key_counts import KeyCountIndex, PrivateKeyCounts
 from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
 
 __all__ = [
     "CountMinSketch",
     "CountSketch",
+    "KeyCountIndex",
     "LinearCalibration",
     "LinearSketch",
     "PrivateCountMinSketch",
     "PrivateCountSketch",
+    "PrivateKeyCounts",
 ]

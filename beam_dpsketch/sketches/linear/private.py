@@ -8,7 +8,8 @@ Design ([ZQR+22, Section 3] and docs/algorithms.md#exact-partials): shards build
 (:class:`~beam_dpsketch.sketches.linear.countmin.CountMinSketch`,
 :class:`~beam_dpsketch.sketches.linear.countsketch.CountSketch`) and merge them by addition; the trusted
 aggregator then calls :meth:`PrivateCountMinSketch.release` / :meth:`PrivateCountSketch.release`
-**once**, which adds independent noise to every cell (plus the public Count-Min offset). The
+**once**, which adds independent noise to every cell (plus, by default, the public Count-Min
+offset of Algorithm 3; ``offset=False`` leaves it out, docs/algorithms.md#lin-offset). The
 output has exactly the distribution of Algorithm 3 run on one machine over all the data (the
 noise is added at the end instead of at initialisation, [ZQR+22, Section 3]), so:
 
@@ -67,6 +68,7 @@ from beam_dpsketch.sketches.linear.calibration import (
     check_stream,
     draw_noise,
     linear_sensitivity,
+    noise_tail_bound,
     parse_neighbouring,
     user_level,
 )
@@ -78,6 +80,7 @@ __all__ = [
     "LinearCalibration",
     "PrivateCountMinSketch",
     "PrivateCountSketch",
+    "check_confidence",
     "linear_sensitivity",
     "linear_shape",
     "parse_neighbouring",
@@ -104,6 +107,40 @@ def linear_shape(gamma: float, beta: float, preset: str = "paper") -> tuple[int,
     if preset == "textbook":
         return math.ceil(math.e / g), max(1, math.ceil(math.log(1.0 / b)))
     raise ValueError(f"preset must be 'paper', 'reference_code' or 'textbook', got {preset!r}")
+
+
+def check_confidence(confidence: Any) -> float:
+    """A confidence level in ``(0, 1)`` (``ValueError`` naming ``confidence`` otherwise)."""
+    if isinstance(confidence, bool) or not isinstance(confidence, int | float | np.floating):
+        raise ValueError(f"confidence must be a number in (0, 1), got {confidence!r}")
+    if not 0.0 < float(confidence) < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    return float(confidence)
+
+
+def _row_failure_probability(depth: int, beta: float) -> float:
+    """Largest per-row failure probability ``p`` with ``P(Bin(depth, p) >= ceil(depth/2)) <= beta``.
+
+    The binomial upper tail is increasing in ``p``; bisection to a relative precision of 1e-12
+    (rounded down, so the tail stays ``<= beta``).
+    """
+    need = (depth + 1) // 2
+
+    def tail(p: float) -> float:
+        return sum(
+            math.comb(depth, j) * p**j * (1.0 - p) ** (depth - j) for j in range(need, depth + 1)
+        )
+
+    lo, hi = 0.0, 1.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if tail(mid) <= beta:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return lo
 
 
 def _released_error(name: str, what: str) -> TypeError:
@@ -148,6 +185,17 @@ class _PrivateLinearSketch(abc.ABC):
     # ---------------------------------------------------------------- calibration and release
 
     @classmethod
+    def _check_offset(cls, offset: Any) -> bool:
+        """Whether a release adds the public offset ``ceil(E)`` (``None``: the class default)."""
+        if offset is None:
+            return cls.OFFSET
+        if not isinstance(offset, bool):
+            raise ValueError(f"offset must be None or a bool, got {offset!r}")
+        if offset and not cls.OFFSET:
+            raise ValueError(f"offset: {cls.__name__} has no offset (its noise is zero-mean)")
+        return offset
+
+    @classmethod
     def calibrate(
         cls,
         width: int,
@@ -159,11 +207,13 @@ class _PrivateLinearSketch(abc.ABC):
         beta_noise: float | None = None,
         paper_compat: bool = False,
         gamma: float | None = None,
+        offset: bool | None = None,
     ) -> LinearCalibration:
         """The calibration :meth:`release` would use for a ``depth x width`` sketch (no noise drawn).
 
         Useful at pipeline construction (reports, accounting). Parameters as in :meth:`release`.
         """
+        with_offset = cls._check_offset(offset)
         if isinstance(width, bool) or not isinstance(width, int | np.integer):
             raise TypeError(f"width must be an int, got {type(width).__name__}")
         if not 1 <= int(width) <= MAX_WIDTH:
@@ -183,7 +233,7 @@ class _PrivateLinearSketch(abc.ABC):
             neighbouring=neighbouring,
             counters=int(width) * int(depth),
             beta_noise=bn,
-            offset=cls.OFFSET,
+            offset=with_offset,
             paper_compat=paper_compat,
             beta=beta,
             gamma=gamma,
@@ -202,6 +252,7 @@ class _PrivateLinearSketch(abc.ABC):
         paper_compat: bool = False,
         gamma: float | None = None,
         publish_total: bool | None = None,
+        offset: bool | None = None,
     ) -> Self:
         """Release ``sketch`` once: every cell gets independent noise (and the public offset).
 
@@ -239,6 +290,13 @@ class _PrivateLinearSketch(abc.ABC):
             calibrated for replacement but ``N`` is not public (e.g. a pane that can lose one
             element and gain another, or lose one only). ``True`` is accepted only with
             ``"replace"``.
+        offset
+            Whether every cell also gets the public constant ``ceil(E)``. ``None`` (default):
+            the class default, i.e. Algorithm 3 as in [ZQR+22] (Count-Min: yes, so that its
+            estimates never underestimate with probability ``>= 1 - beta_noise``, each estimate
+            then carrying ``+offset``; Count Sketch: no). ``False`` releases ``C + Z`` only:
+            the Count-Min estimate is then the minimum over the noisy rows, with no constant
+            added. ``True`` is refused for Count Sketch.
 
         Returns
         -------
@@ -265,6 +323,7 @@ class _PrivateLinearSketch(abc.ABC):
             beta_noise=beta_noise,
             paper_compat=paper_compat,
             gamma=gamma,
+            offset=offset,
         )
         publish = check_publish_total(publish_total, cal.neighbouring)
         shape = (sketch.depth, sketch.width)
@@ -450,6 +509,39 @@ class _PrivateLinearSketch(abc.ABC):
         order = _top_order(keys, est, top)
         return [(keys[i], float(est[i])) for i in order]
 
+    # ---------------------------------------------------------------- error bounds
+
+    def noise_quantile(self, confidence: float = 0.95) -> float:
+        """Bound on the noise part of one point estimate, from the public calibration only.
+
+        For any one key fixed in advance, the estimate moves by at most ``max_r |Z_r|`` over its
+        ``depth`` noisy counters (the minimum and the median are 1-Lipschitz in the largest
+        coordinate change), and ``max_r |Z_r| <= noise_quantile(c)`` with probability ``>= c``
+        (union bound over the ``depth`` counters, :func:`~.calibration.noise_tail_bound`).
+        The public offset is not included (see :meth:`error_bound`).
+        """
+        beta = 1.0 - check_confidence(confidence)
+        return noise_tail_bound(self.noise, self.scale, self.depth, beta)
+
+    def error_bound(self, confidence: float = 0.95) -> float:
+        """Half-width ``B`` with ``|estimate(x) - f(x)| <= B`` with probability ``>= confidence``.
+
+        Per point query, for any one key fixed in advance (not simultaneously for all keys).
+        ``B = offset + noise_quantile + hashing term``: the failure probability
+        ``1 - confidence`` is split evenly between the noise (:meth:`noise_quantile`) and the
+        hash collisions (the sketch error of the exact sketch; see the subclass). Everything is
+        computed from the public calibration and the released table, so it is post-processing
+        and costs no privacy. The hashing term treats the ``depth`` rows as independent hash
+        functions (the library derives them by double hashing, docs/algorithms.md#lin-hashing).
+        """
+        beta = 1.0 - check_confidence(confidence)
+        noise = noise_tail_bound(self.noise, self.scale, self.depth, beta / 2.0)
+        return float(self.offset + noise + self._hashing_bound(beta / 2.0))
+
+    @abc.abstractmethod
+    def _hashing_bound(self, beta: float) -> float:
+        """Sketch (hash-collision) error of one point query, exceeded w.p. ``<= beta``."""
+
     def total(self) -> float:
         """Total weight ``N``: exact when published (declared replace-one model).
 
@@ -534,8 +626,10 @@ class PrivateCountMinSketch(_PrivateLinearSketch):
 
     Build it with :meth:`release` (Algorithm 3 of Zhao et al., private Count-Min, with the
     strict calibration of docs/algorithms.md#lin-strict). Cell ``(r, c)`` holds ``C[r, c] + offset + Z[r, c]``,
-    ``offset = ceil(E)`` (a public constant) and ``Z`` i.i.d. exact discrete Laplace (pure
-    budget) or discrete Gaussian (zCDP / approximate budget) noise.
+    ``offset = ceil(E)`` (a public constant; 0 when released with ``offset=False``, as
+    ``DPFrequencies`` does, docs/algorithms.md#lin-offset) and ``Z`` i.i.d. exact discrete
+    Laplace (pure budget) or discrete Gaussian (zCDP / approximate budget) noise. Every point
+    estimate includes ``+offset``; :meth:`error_bound` states the per-estimate error.
 
     Guarantee: ``epsilon``-DP or ``rho``-zCDP (``(epsilon, delta)``-DP for an approximate
     budget) under :attr:`neighbouring`, for any number of queries (Theorem 3.1; [ZQR+22, Section 3] and docs/algorithms.md#lin-sensitivity and docs/algorithms.md#lin-strict). Utility ([ZQR+22, Theorems 3.1 and 3.2], docs/algorithms.md#lin-e4, docs/algorithms.md#lin-e16): with probability ``>= 1 - beta_noise``,
@@ -577,6 +671,22 @@ class PrivateCountMinSketch(_PrivateLinearSketch):
             return 0.0
         return self.width * self.noise_variance / self.depth
 
+    def _hashing_bound(self, beta: float) -> float:
+        # Count-Min (Cormode and Muthukrishnan 2005, Theorem 1): in each row the collision mass
+        # on a key's counter is >= 0 with mean <= N / width, so by Markov it exceeds t with
+        # probability <= N / (width t); the minimum exceeds t only if all ``depth`` independent
+        # rows do, so t = (N / width) beta^(-1/depth). N is public when published; otherwise
+        # an upper confidence bound from the released total (unbiased, variance
+        # total_variance()), by Cantelli's inequality with half of beta. Strict turnstile only
+        # (docs/algorithms.md#lin-e17).
+        if self.public_total is not None:
+            n_up = float(max(self.public_total, 0))
+        else:
+            beta = beta / 2.0
+            spread = math.sqrt(self.total_variance() * (1.0 - beta) / beta)
+            n_up = max(self.total(), 0.0) + spread
+        return n_up / self.width * beta ** (-1.0 / self.depth)
+
 
 class PrivateCountSketch(_PrivateLinearSketch):
     """A released DP Count Sketch: exact signed counts + independent zero-mean noise per cell.
@@ -604,6 +714,17 @@ class PrivateCountSketch(_PrivateLinearSketch):
 
     def _combine_rows(self, values: np.ndarray) -> np.ndarray:
         return np.median(values, axis=0)
+
+    def _hashing_bound(self, beta: float) -> float:
+        # Count Sketch (Charikar, Chen and Farach-Colton 2002, Lemma 2): each row's collision
+        # error is zero-mean with variance <= ||f||_2^2 / width, so by Chebyshev it exceeds t in
+        # absolute value with probability <= p = ||f||_2^2 / (width t^2); the median is that far
+        # off only if at least ceil(depth/2) independent rows are, which has probability
+        # P(Binomial(depth, p) >= ceil(depth/2)) <= beta for the p solved below. ||f||_2 is the
+        # released estimate l2_norm() (a plug-in: the noise term of error_bound is exact, the
+        # hashing term uses the estimated norm in place of the true one).
+        p = _row_failure_probability(self.depth, beta)
+        return math.sqrt(max(self.squared_l2(), 0.0) / (self.width * p))
 
     def _check_same_hashes(self, other: Any) -> None:
         if not isinstance(other, PrivateCountSketch):

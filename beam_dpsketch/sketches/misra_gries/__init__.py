@@ -9,20 +9,37 @@ and the baselines of [LT23, Section 4]), each stating its guarantee. Modules:
 * :mod:`.sketch`: the exact summary;
 * :mod:`.core`: the release object, noise helpers and thresholds shared by the releases;
 * :mod:`.single`, :mod:`.merged`, :mod:`.user`, :mod:`.baselines`: the releases by pipeline shape;
-* :mod:`.private`: every release in one place, with the table of which release fits which sketch.
+* :mod:`.private`: every release in one place, with the table of which release fits which sketch;
+* :mod:`.sizing`: counters from an error target or a memory budget (:func:`suggest_k`).
 
 Citation keys are those of ``docs/algorithms.md#references``; ``docs/algorithms.md#misra-gries``
 explains every deviation from the paper.
 """
 
-from beam_dpsketch.sketches.misra_gries.core import HeavyHitterRelease, NoiseSpec, Universe
+from beam_dpsketch.sketches.misra_gries.core import (
+    ErrorBound,
+    HeavyHitterEstimate,
+    HeavyHitterRelease,
+    NoiseSpec,
+    Universe,
+)
 from beam_dpsketch.sketches.misra_gries.merged import GSHMParameters, MergedRecommendation
 from beam_dpsketch.sketches.misra_gries.single import PostProcessedSum
+from beam_dpsketch.sketches.misra_gries.sizing import (
+    DEFAULT_K,
+    apriori_error,
+    k_for_memory,
+    memory_bytes,
+    suggest_k,
+)
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 from beam_dpsketch.sketches.misra_gries.user import PAMGSketch
 
 __all__ = [
+    "DEFAULT_K",
+    "ErrorBound",
     "GSHMParameters",
+    "HeavyHitterEstimate",
     "HeavyHitterRelease",
     "MergedRecommendation",
     "MisraGries",
@@ -30,4 +47,8 @@ __all__ = [
     "PAMGSketch",
     "PostProcessedSum",
     "Universe",
+    "apriori_error",
+    "k_for_memory",
+    "memory_bytes",
+    "suggest_k",
 ]

@@ -43,9 +43,12 @@ from beam_dpsketch.privacy.budget import PrivacyBudget, check_delta, check_epsil
 from beam_dpsketch.privacy.calibration import discrete_laplace_scale
 
 __all__ = [
+    "ERROR_CONFIDENCE",
     "NEIGHBOURING_ELEMENT",
     "NEIGHBOURING_SHARDED",
     "NOISE_KINDS",
+    "ErrorBound",
+    "HeavyHitterEstimate",
     "HeavyHitterRelease",
     "NoiseSpec",
     "Universe",
@@ -91,6 +94,81 @@ class NoiseSpec:
     shared_scale: float | None = None
 
 
+#: Confidence of the per-value error bounds a release reports (each value separately).
+ERROR_CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class ErrorBound:
+    """How far a released count can be from the true count, at a stated confidence.
+
+    For every released key ``x``, separately, with probability at least ``confidence`` over the
+    noise: ``estimate - below <= f(x) <= estimate + above``. Both margins are computed from
+    public parameters and released (noisy) values only, so the bound is itself a release.
+
+    Attributes
+    ----------
+    below
+        How far the true count may lie below the estimate (sketch error plus noise quantile).
+    above
+        How far the true count may lie above the estimate (noise quantile).
+    confidence
+        Probability, per released value, that the interval holds.
+    """
+
+    below: float
+    above: float
+    confidence: float
+
+    @property
+    def half_width(self) -> float:
+        """``max(below, above)``: ``|estimate - f(x)| <= half_width`` at ``confidence``."""
+        return max(self.below, self.above)
+
+
+class HeavyHitterEstimate(tuple):
+    """A released ``(key, count)`` pair that also carries the count's error bound.
+
+    It is a 2-tuple (``key, count = estimate`` and comparisons with plain tuples work), with
+    the attributes ``lower`` and ``upper`` (``lower <= f(key) <= upper``), ``confidence`` (the
+    probability of that statement, for this key alone) and :attr:`error_bound`. Every attribute
+    is a function of released values and public parameters.
+    """
+
+    lower: float
+    upper: float
+    confidence: float
+
+    def __new__(
+        cls, key: Any, count: int | float, lower: float, upper: float, confidence: float
+    ) -> HeavyHitterEstimate:
+        self = super().__new__(cls, (key, count))
+        self.lower, self.upper, self.confidence = float(lower), float(upper), float(confidence)
+        return self
+
+    @property
+    def key(self) -> Any:
+        return self[0]
+
+    @property
+    def count(self) -> int | float:
+        return self[1]
+
+    @property
+    def error_bound(self) -> float:
+        """``max(count - lower, upper - count)``: ``|count - f(key)| <= error_bound``."""
+        return max(float(self[1]) - self.lower, self.upper - float(self[1]))
+
+    def __reduce__(self):
+        return (HeavyHitterEstimate, (self[0], self[1], self.lower, self.upper, self.confidence))
+
+    def __repr__(self) -> str:
+        return (
+            f"HeavyHitterEstimate(key={self[0]!r}, count={self[1]!r}, lower={self.lower!r}, "
+            f"upper={self.upper!r}, confidence={self.confidence!r})"
+        )
+
+
 @dataclass(frozen=True)
 class HeavyHitterRelease:
     """A differentially private heavy-hitter / sparse-histogram release.
@@ -121,7 +199,15 @@ class HeavyHitterRelease:
     privacy_unit
         ``"element"`` or ``"user"`` (with the contribution bound in ``neighbouring``).
     details
-        Further public parameters (effective epsilon, GSHM ``sigma``/``tau``, pure-DP cutoff, ...).
+        Further public parameters (effective epsilon, GSHM ``sigma``/``tau``, pure-DP cutoff,
+        budget split, ...).
+    noisy_count
+        A differentially private count of the stream's elements that the release spent part of
+        its budget on (Design B's count correction), or ``None``.
+    error
+        The per-value :class:`ErrorBound` shared by every released key, or ``None`` when the
+        release cannot state one from released values (it would need the unreleased stream
+        length). :meth:`estimates` attaches it to every item.
     """
 
     items: tuple[tuple[Any, int | float], ...]
@@ -134,6 +220,8 @@ class HeavyHitterRelease:
     neighbouring: str
     privacy_unit: str
     details: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    noisy_count: int | None = None
+    error: ErrorBound | None = None
 
     def __post_init__(self) -> None:
         items = tuple((key, value) for key, value in self.items)
@@ -158,6 +246,8 @@ class HeavyHitterRelease:
                 self.neighbouring,
                 self.privacy_unit,
                 dict(self.details),
+                self.noisy_count,
+                self.error,
             ),
         )
 
@@ -178,6 +268,19 @@ class HeavyHitterRelease:
         if self.delta == 0.0:
             return PrivacyBudget.pure(self.epsilon)
         return PrivacyBudget.approx(self.epsilon, self.delta)
+
+    def estimates(self) -> list[tuple[Any, int | float]]:
+        """The items as :class:`HeavyHitterEstimate` (with error bounds) when :attr:`error` is
+        known, else as plain ``(key, count)`` pairs; canonical key order."""
+        if self.error is None:
+            return list(self.items)
+        e = self.error
+        return [
+            HeavyHitterEstimate(
+                key, value, max(0.0, float(value) - e.below), float(value) + e.above, e.confidence
+            )
+            for key, value in self.items
+        ]
 
     def to_records(self) -> list[dict[str, Any]]:
         """The release as ``[{"key": key, "count": noisy_count}, ...]`` in canonical key order."""
@@ -211,6 +314,8 @@ class HeavyHitterRelease:
             self.neighbouring,
             self.privacy_unit,
             details,
+            self.noisy_count,
+            self.error,
         )
 
 
@@ -226,6 +331,8 @@ def make_release(
     neighbouring: str = NEIGHBOURING_ELEMENT,
     privacy_unit: str = "element",
     details: Mapping[str, Any] | None = None,
+    noisy_count: int | None = None,
+    error: ErrorBound | None = None,
 ) -> HeavyHitterRelease:
     """Sort ``pairs`` canonically and wrap them (internal helper of the mechanisms)."""
     items = sorted(pairs, key=lambda kv: encode_key(kv[0]))
@@ -240,6 +347,8 @@ def make_release(
         neighbouring,
         privacy_unit,
         dict(details or {}),
+        noisy_count,
+        error,
     )
 
 
@@ -312,6 +421,26 @@ def geometric_union_tail(scale: Fraction, delta: float, draws: int) -> int:
     while t > 0 and log_mass(t - 1) <= target:
         t -= 1
     while log_mass(t) > target:
+        t += 1
+    return t
+
+
+def geometric_two_sided_quantile(scale: Fraction, failure: float) -> int:
+    """Smallest integer ``t >= 0`` with ``P[|Geo2(exp(-1/scale))| > t] <= failure``.
+
+    ``P[|Z| > t] = 2 a**(t+1) / (1 + a)`` with ``a = exp(-1/scale)`` ([LT23, Section 3]), so
+    ``|Z| <= t`` with probability at least ``1 - failure``. Used for stated error bounds.
+    """
+    if not 0.0 < failure < 1.0:
+        raise ValueError(f"failure must be in (0, 1), got {failure!r}")
+    b = float(scale)
+    log_a = -1.0 / b
+    log_const = math.log(2.0) - math.log1p(math.exp(log_a))
+    target = math.log(failure)
+    t = max(0, math.ceil((log_const - target) * b) - 1)
+    while t > 0 and log_const + t * log_a <= target:
+        t -= 1
+    while log_const + (t + 1) * log_a > target:
         t += 1
     return t
 

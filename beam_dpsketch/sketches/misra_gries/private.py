@@ -57,8 +57,11 @@ from beam_dpsketch.sketches.misra_gries.baselines import (
     stability_histogram,
 )
 from beam_dpsketch.sketches.misra_gries.core import (
+    ERROR_CONFIDENCE,
     NEIGHBOURING_ELEMENT,
     NEIGHBOURING_SHARDED,
+    ErrorBound,
+    HeavyHitterEstimate,
     HeavyHitterRelease,
     NoiseSpec,
     Universe,
@@ -75,6 +78,7 @@ from beam_dpsketch.sketches.misra_gries.merged import (
     recommend_merged_mechanism,
 )
 from beam_dpsketch.sketches.misra_gries.single import (
+    DEFAULT_COUNT_FRACTION,
     PostProcessedSum,
     approx_pp,
     pmg,
@@ -90,9 +94,13 @@ from beam_dpsketch.sketches.misra_gries.user import (
 )
 
 __all__ = [
+    "DEFAULT_COUNT_FRACTION",
+    "ERROR_CONFIDENCE",
     "NEIGHBOURING_ELEMENT",
     "NEIGHBOURING_SHARDED",
+    "ErrorBound",
     "GSHMParameters",
+    "HeavyHitterEstimate",
     "HeavyHitterRelease",
     "MergedRecommendation",
     "NoiseSpec",

@@ -18,10 +18,13 @@ import numpy as np
 from beam_dpsketch import serialization
 from beam_dpsketch.hashing import decode_key, encode_key
 from beam_dpsketch.noise import NoiseStream, discrete_laplace
+from beam_dpsketch.privacy.calibration import rational_epsilon_floor
 from beam_dpsketch.sketches.misra_gries.calibration import pmg_geometric_threshold_paper
 from beam_dpsketch.sketches.misra_gries.core import (
+    ERROR_CONFIDENCE,
     NEIGHBOURING_ELEMENT,
     NEIGHBOURING_SHARDED,
+    ErrorBound,
     HeavyHitterRelease,
     NoiseSpec,
     Universe,
@@ -31,6 +34,7 @@ from beam_dpsketch.sketches.misra_gries.core import (
     check_positive_int,
     check_stream,
     draw,
+    geometric_two_sided_quantile,
     geometric_union_tail,
     laplace_scale_exact,
     laplace_union_tail,
@@ -42,6 +46,7 @@ from beam_dpsketch.sketches.misra_gries.core import (
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 
 __all__ = [
+    "DEFAULT_COUNT_FRACTION",
     "PostProcessedSum",
     "approx_pp",
     "pmg",
@@ -279,12 +284,15 @@ class PostProcessedSum:
     """
 
     KIND = "PostProcessedSum"
-    __slots__ = ("k", "max_shards", "shards", "_scaled")
+    __slots__ = ("k", "max_shards", "shards", "n", "_scaled")
 
     def __init__(self, k: int, *, max_shards: int) -> None:
         self.k = check_positive_int(k, "k")
         self.max_shards = check_positive_int(max_shards, "max_shards")
         self.shards = 0
+        # Exact number of elements folded in: never released as is, only through the noisy
+        # count of approx_pp's count correction.
+        self.n = 0
         self._scaled: dict[Any, int] = {}
 
     @classmethod
@@ -316,6 +324,7 @@ class PostProcessedSum:
             if v > 0:
                 self._scaled[key] = self._scaled.get(key, 0) + v
         self.shards += 1
+        self.n += sketch.n
         return self
 
     def merge(self, other: PostProcessedSum) -> Self:
@@ -331,6 +340,7 @@ class PostProcessedSum:
         for key, v in other._scaled.items():
             self._scaled[key] = self._scaled.get(key, 0) + v
         self.shards += other.shards
+        self.n += other.n
         return self
 
     @property
@@ -353,10 +363,11 @@ class PostProcessedSum:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PostProcessedSum):
             return NotImplemented
-        return (self.k, self.max_shards, self.shards, self._scaled) == (
+        return (self.k, self.max_shards, self.shards, self.n, self._scaled) == (
             other.k,
             other.max_shards,
             other.shards,
+            other.n,
             other._scaled,
         )
 
@@ -372,6 +383,7 @@ class PostProcessedSum:
         """An independent copy."""
         out = PostProcessedSum(self.k, max_shards=self.max_shards)
         out.shards = self.shards
+        out.n = self.n
         out._scaled = dict(self._scaled)
         return out
 
@@ -386,7 +398,7 @@ class PostProcessedSum:
             "key_offsets": offsets,
             "scaled": np.array([v for _, v in items], dtype=np.int64),
         }
-        params = {"k": self.k, "max_shards": self.max_shards, "shards": self.shards}
+        params = {"k": self.k, "max_shards": self.max_shards, "shards": self.shards, "n": self.n}
         return serialization.dumps(self.KIND, params, arrays)
 
     @classmethod
@@ -396,13 +408,13 @@ class PostProcessedSum:
         _, params, arrays = serialization.loads(data, expected_kind=cls.KIND)
         req = serialization.require
         k, max_shards = req(params, "k", int), req(params, "max_shards", int)
-        shards = req(params, "shards", int)
+        shards, n = req(params, "shards", int), req(params, "n", int)
         encoded = serialization.unpack_bytes_list(
             serialization.require_array(arrays, "key_data", "|u1"),
             serialization.require_array(arrays, "key_offsets", "<i8"),
         )
         scaled = serialization.require_array(arrays, "scaled", "<i8", (len(encoded),))
-        if k < 1 or max_shards < 1 or not 0 <= shards <= max_shards:
+        if k < 1 or max_shards < 1 or not 0 <= shards <= max_shards or n < 0:
             raise err("impossible PostProcessedSum parameters")
         if len(encoded) > shards * k or (len(scaled) and scaled.min() < 1):
             raise err("malformed PostProcessedSum contents")
@@ -413,6 +425,7 @@ class PostProcessedSum:
             raise err(f"malformed key encoding ({type(exc).__name__})") from None
         out = cls(k, max_shards=max_shards)
         out.shards = shards
+        out.n = n
         out._scaled = dict(zip(keys, scaled.tolist(), strict=True))
         if len(out._scaled) != len(keys):
             raise err("duplicate keys in PostProcessedSum bytes")
@@ -459,6 +472,33 @@ def _pp_meta(pp: PostProcessedSum) -> tuple[str, dict[str, Any]]:
     return relation, {"max_shards": pp.max_shards}
 
 
+#: Default share of a Design B release's epsilon spent on the DP element count that removes
+#: Algorithm 3's offset (see :func:`approx_pp`).
+DEFAULT_COUNT_FRACTION = 0.05
+
+
+def check_count_fraction(count_fraction: Any, epsilon: float) -> float:
+    """``count_fraction`` as a float in ``[0, 1)`` whose slice of ``epsilon`` is usable.
+
+    Raises ``ValueError`` naming ``count_fraction`` otherwise: a positive slice below the
+    ``1e-6`` epsilon resolution of the exact samplers cannot be calibrated.
+    """
+    if isinstance(count_fraction, bool) or not isinstance(count_fraction, int | float):
+        raise ValueError(f"count_fraction must be a number in [0, 1), got {count_fraction!r}")
+    cf = float(count_fraction)
+    if not 0.0 <= cf < 1.0:
+        raise ValueError(f"count_fraction must be in [0, 1), got {count_fraction!r}")
+    micro = Fraction(1, 10**6)
+    total = rational_epsilon_floor(epsilon) if epsilon >= 1e-6 else Fraction(0)
+    share = (total * Fraction(cf) // micro) * micro
+    if cf > 0.0 and (share < micro or total - share < micro):
+        raise ValueError(
+            f"count_fraction={cf!r} of epsilon={epsilon!r} leaves a slice below 1e-6, which the "
+            "exact samplers cannot calibrate: raise epsilon or use count_fraction=0"
+        )
+    return cf
+
+
 def approx_pp(
     source: PostProcessedSum | MisraGries,
     epsilon: float,
@@ -466,21 +506,52 @@ def approx_pp(
     stream: NoiseStream,
     *,
     tight_sensitivity: bool = False,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+    error_confidence: float = ERROR_CONFIDENCE,
 ) -> HeavyHitterRelease:
-    """APPROX_PP: ``(epsilon, delta)`` release of the post-processed sketch (docs/algorithms.md#mg-pp-approx and docs/algorithms.md#mg-merged).
+    """APPROX_PP: ``(epsilon, delta)`` release of the post-processed sketch, offset removed.
 
-    On the integer scale ``V_x = (k+1) cbar_x`` every positive key gets exact discrete Laplace
-    noise of scale ``2(k+1)/eps`` (the paper's sensitivity 2; ``tight_sensitivity=True`` uses the
-    attained ``2k-1``, docs/algorithms.md#mg-e3) and is kept iff ``V_x + Z >= tau_int = k + t`` with ``t`` the
-    smallest integer such that ``k * P[Geo2 >= t] <= delta`` (docs/algorithms.md#mg-pp-approx: the
-    at most ``k`` one-sided keys have ``V <= k``). Released values are ``(V_x + Z)/(k+1)``.
-    Discrete noise is the only option: lattice noise added to multiples of ``1/(k+1)`` would
-    expose their residues.
+    Two mechanisms on independent noise (docs/algorithms.md#mg-pp-approx and
+    docs/algorithms.md#mg-merged):
 
-    Guarantee: ``(epsilon, delta)``-DP under add/remove of one element ([LT23, Definition 1]). For a
-    :class:`PostProcessedSum` of several shards (Design B), under assumption A-PART (docs/algorithms.md#mg-a-part:
-    one element changes one shard's stream). Paper: Section 6 (Algorithm 3, its Lemmas 1-2) and
-    the "(eps, delta)" remark; the threshold constant is derived in docs/algorithms.md#mg-pp-approx (not in the paper).
+    1. **Keys** (``eps_hh = (1 - count_fraction) * epsilon``, ``delta``). On the integer scale
+       ``V_x = (k+1) cbar_x`` of Algorithm 3 every positive key gets exact discrete Laplace
+       noise ``Z_x`` of scale ``2(k+1)/eps_hh`` (the paper's sensitivity 2;
+       ``tight_sensitivity=True`` uses the attained ``2k-1``, docs/algorithms.md#mg-e3) and is
+       kept iff ``V_x + Z_x >= tau_int = k + t`` with ``t`` the smallest integer such that
+       ``k * P[Geo2 >= t] <= delta`` (the at most ``k`` one-sided keys have ``V <= k``).
+    2. **Element count** (``eps_c = count_fraction * epsilon``, pure). ``N_hat = N + W`` with
+       ``N`` the number of elements summarised and ``W`` exact discrete Laplace of scale
+       ``1/eps_c``: adding or removing one element changes ``N`` by exactly 1.
+
+    Released values are ``(V_x + Z_x + max(N_hat, 0)) / (k+1)``. Algorithm 3 subtracts
+    ``n/(k+1)`` from every counter of a shard ([LT23, Algorithm 3, Section 6]), so
+    ``f(x) - N/(k+1) <= V_x/(k+1) <= f(x)`` for the sum over shards (Section 7); adding the
+    noisy ``N/(k+1)`` back gives ``f(x) <= (V_x + N)/(k+1) <= f(x) + D`` with ``D <= N/(k+1)``
+    the total Misra-Gries decrement, which is 0 when every shard's sketch is exact (fewer
+    distinct keys than ``k``). The estimate is therefore not centred on the worst-case interval:
+    that would bias every exact count by ``N/(2(k+1))``.
+
+    The threshold stays on ``V_x + Z_x``: the ``delta`` argument bounds the probability that a
+    key present on one side only (``V <= k``) passes ``tau_int``, which a threshold on the
+    corrected value (``N_hat`` added) would not. The released key set, its values and
+    ``N_hat`` are all functions of the two mechanisms' outputs.
+
+    Guarantee: ``(epsilon, delta)``-DP under add/remove of one element ([LT23, Definition 1]).
+    Proof: mechanism 1 is ``(eps_hh, delta)``-DP ([LT23, Section 6, Algorithm 3 and its
+    Lemmas 1-2] with the "(eps, delta)" remark; the threshold constant is derived in
+    docs/algorithms.md#mg-pp-approx); mechanism 2 is ``eps_c``-DP (sensitivity 1, discrete
+    Laplace); their noise is independent, so by basic composition the pair is
+    ``(eps_hh + eps_c, delta) = (epsilon, delta)``-DP, and the released values are
+    post-processing of the pair. For a :class:`PostProcessedSum` of several shards (Design B,
+    [LT23, Section 7]) the relation is the sharded one, under assumption A-PART
+    (docs/algorithms.md#mg-a-part: one element changes one shard's stream and ``N`` by 1).
+
+    Error (``release.error``, per released key, with probability at least
+    ``error_confidence``): ``estimate - below <= f(x) <= estimate + above`` with
+    ``below = (max(N_hat, 0) + t_Z)/(k+1)`` and ``above = (t_Z + t_W)/(k+1)``, where ``t_Z`` and
+    ``t_W`` are the two-sided ``(1 - error_confidence)/2`` quantiles of ``|Z_x|`` and ``|W|``.
+    Only released values and public parameters enter it.
 
     Parameters
     ----------
@@ -488,35 +559,68 @@ def approx_pp(
         A :class:`PostProcessedSum` (Design B) or a single-stream ``MisraGries`` (post-processed
         here; merged sketches raise ``TypeError``).
     epsilon, delta
-        ``epsilon > 0``, ``0 < delta < 1``.
+        ``epsilon > 0``, ``0 < delta < 1``: the total for both mechanisms.
     stream
         The release's noise stream.
     tight_sensitivity
         Use ``2k - 1`` instead of ``2(k+1)`` (opt-in, docs/algorithms.md#mg-e3).
+    count_fraction
+        Share of ``epsilon`` spent on ``N_hat``, in ``[0, 1)`` (default 0.05). ``0`` releases
+        Algorithm 3's values unchanged (every count ``N/(k+1)`` low in the worst case, no
+        ``N_hat``, no error bound).
+    error_confidence
+        Confidence of the stated per-value error bound, in ``(0, 1)``.
     """
     pp = as_postprocessed(source)
     eps = check_eps(epsilon)
     dl = check_approx_delta(delta)
     check_stream(stream)
+    cf = check_count_fraction(count_fraction, eps)
+    if not 0.0 < float(error_confidence) < 1.0:
+        raise ValueError(f"error_confidence must be in (0, 1), got {error_confidence!r}")
     k, k1 = pp.k, pp.k + 1
-    scale = laplace_scale_exact(_pp_sensitivity(k, tight_sensitivity), eps)
+    # Split on the 1e-6 grid of the exact samplers, so the two slices add up to eps' exactly.
+    eps_total = rational_epsilon_floor(eps)
+    eps_c = rational_epsilon_floor(eps_total * Fraction(cf)) if cf > 0.0 else Fraction(0)
+    eps_hh = eps_total - eps_c
+    sensitivity = _pp_sensitivity(k, tight_sensitivity)
+    scale = laplace_scale_exact(sensitivity, eps_hh)
     tau_int = k + geometric_union_tail(scale, dl, k)
+    noisy_n: int | None = None
+    if cf > 0.0:
+        # Drawn first, from a fixed position of the stream, so its draw never depends on the
+        # number of keys below.
+        count_scale = laplace_scale_exact(1, eps_c)
+        noisy_n = pp.n + int(discrete_laplace(stream, count_scale, 1)[0])
     values = pp.scaled_counts()
     keys = list(values)
     # Draw for shards * k keys (the most there can be) so the amount of noise drawn does not
     # depend on the data; only the first len(keys) draws are used.
-    z = discrete_laplace(stream, scale, pp.shards * k)[: len(keys)].tolist()
-    pairs = []
-    for x, zi in zip(keys, z, strict=True):
-        y = values[x] + zi
-        if y >= tau_int:
-            pairs.append((x, y / k1))
+    z = discrete_laplace(stream, scale, pp.shards * k)[: len(keys)]
+    v = np.fromiter((values[x] for x in keys), dtype=np.int64, count=len(keys)) + z
+    kept = np.flatnonzero(v >= tau_int)
+    offset = 0 if noisy_n is None else max(noisy_n, 0)
+    pairs = [(keys[i], (int(v[i]) + offset) / k1) for i in kept.tolist()]
     relation, details = _pp_meta(pp)
     details.update(
-        epsilon_effective=float(_pp_sensitivity(k, tight_sensitivity) / scale),
+        epsilon_effective=float(sensitivity / scale),
         integer_scale=float(scale),
         integer_threshold=tau_int,
+        count_fraction=cf,
     )
+    error = None
+    if noisy_n is not None:
+        failure = (1.0 - float(error_confidence)) / 2.0
+        t_z = geometric_two_sided_quantile(scale, failure)
+        t_w = geometric_two_sided_quantile(count_scale, failure)
+        error = ErrorBound((offset + t_z) / k1, (t_z + t_w) / k1, float(error_confidence))
+        details.update(
+            epsilon_effective=float(sensitivity / scale + 1 / count_scale),
+            heavy_hitter_epsilon=float(eps_hh),
+            count_epsilon=float(eps_c),
+            count_noise_scale=float(count_scale),
+            threshold_applies_to="the Algorithm 3 value before the count correction",
+        )
     return make_release(
         pairs,
         mechanism="APPROX_PP",
@@ -527,6 +631,8 @@ def approx_pp(
         k=k,
         neighbouring=relation,
         details=details,
+        noisy_count=noisy_n,
+        error=error,
     )
 
 

@@ -15,10 +15,9 @@ import numpy as np
 from beam_dpsketch import serialization
 from beam_dpsketch.hashing import canonical_keys, decode_key, encode_key
 from beam_dpsketch.sketches.linear.base import validate_counts
+from beam_dpsketch.sketches.misra_gries.sizing import MAX_K, k_for_memory, suggest_k
 
 __all__ = ["MisraGries"]
-
-MAX_K = 1 << 24
 
 
 class _Dummy:
@@ -287,6 +286,20 @@ class MisraGries:
 
     def copy(self) -> MisraGries:
         return MisraGries.from_bytes(self.to_bytes())
+
+    # ---------------------------------------------------------------- sizing
+
+    @classmethod
+    def from_error(cls, max_error: float, n: int) -> MisraGries:
+        """An empty sketch whose error bound ``n/(k+1)`` is at most ``max_error`` for ``n``
+        elements (the smallest such ``k``, :func:`~.sizing.suggest_k`)."""
+        return cls(suggest_k(max_error=max_error, n=n))
+
+    @classmethod
+    def from_memory(cls, memory: int) -> MisraGries:
+        """An empty sketch with the most counters that fit in ``memory`` bytes
+        (:func:`~.sizing.k_for_memory`, an estimate for short keys)."""
+        return cls(k_for_memory(memory))
 
     # ---------------------------------------------------------------- identity, size, bytes
 

@@ -38,7 +38,7 @@ from beam_dpsketch.hashing import (
     row_buckets,
 )
 from beam_dpsketch.noise import NoiseSource, laplace
-from beam_dpsketch.privacy.budget import check_epsilon
+from beam_dpsketch.privacy.budget import PrivacyBudget, check_epsilon
 from beam_dpsketch.sketches.misra_gries.baselines import chan_pure
 from beam_dpsketch.sketches.misra_gries.core import Universe
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
@@ -446,8 +446,10 @@ class PCCMG:
 
     Parameters
     ----------
-    window, epsilon
-        Window length and total pure-DP budget.
+    window
+        Window length.
+    budget
+        ``PrivacyBudget.pure(epsilon)``: the total budget of the stream and all queries.
     lam
         The tree parameter ``lambda`` in (0, 1) (the paper tunes it in 0.025..0.125).
     universe
@@ -458,7 +460,7 @@ class PCCMG:
     def __init__(
         self,
         window: int,
-        epsilon: float,
+        budget: PrivacyBudget,
         *,
         lam: float,
         universe: Any,
@@ -466,7 +468,14 @@ class PCCMG:
         label: str = "pccmg",
     ) -> None:
         self.window = check_int(window, "window", 1, MAX_INDEX)
-        self.epsilon = check_epsilon(epsilon)
+        if not isinstance(budget, PrivacyBudget):
+            raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
+        if budget.kind != "pure":
+            raise ValueError(
+                "budget must be pure DP (PrivacyBudget.pure(eps)): PCC-MG releases discrete "
+                f"Laplace noise, got {budget}"
+            )
+        self.epsilon = check_epsilon(budget.epsilon)
         self.lam = check_probability(lam, "lam")
         self.levels = math.ceil(math.log2(4 / self.lam))
         self.w0 = math.ceil(self.lam * self.window / 4)

@@ -11,6 +11,7 @@ from scipy import stats
 
 from beam_dpsketch import serialization
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.privacy.calibration import gaussian_delta
 from beam_dpsketch.serialization import SketchFormatError
 from beam_dpsketch.sketches.continual.binary_mechanism import (
@@ -31,7 +32,7 @@ GBM_KIND = "GaussianBinaryMechanism"
 def _gbm(n=4, horizon=20, eps=0.5, delta=1e-3, m=1, **kw):
     kw.setdefault("noise_source", SRC)
     kw.setdefault("release_prefix", "test-gbm")
-    return GaussianBinaryMechanism(n, horizon, eps, delta, m, **kw)
+    return GaussianBinaryMechanism(n, horizon, PrivacyBudget.approx(eps, delta), m, **kw)
 
 
 # ------------------------------------------------------------------ G1: golden values

@@ -13,6 +13,7 @@ from scipy import stats
 from beam_dpsketch import serialization
 from beam_dpsketch.hashing import hash_keys, row_buckets, row_signs
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.privacy.calibration import gaussian_delta
 from beam_dpsketch.serialization import SketchFormatError
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
@@ -35,7 +36,7 @@ BOTH = [(cls, kind) for cls in (LazySketch, PunctualSketch) for kind in ("cms", 
 def _sketch(cls, kind="cms", width=7, depth=3, horizon=400, eps=0.5, delta=1e-3, **kw):
     kw.setdefault("noise_source", SRC)
     kw.setdefault("release_prefix", "test-continual")
-    return cls(width, depth, horizon, eps, delta, kind=kind, **kw)
+    return cls(width, depth, horizon, PrivacyBudget.approx(eps, delta), kind=kind, **kw)
 
 
 def _stream(n, universe=60, seed=0):
@@ -122,9 +123,15 @@ def test_s6_cs_needs_m_4d():
         assert gaussian_delta(d_true, s.sigma, 0.3) <= delta
     with pytest.warns(UserWarning, match="NOT formally"):
         paper = _sketch(
-            LazySketch, "cs", width=55, depth=3, horizon=2**20, eps=0.3, delta=1e-6,
+            LazySketch,
+            "cs",
+            width=55,
+            depth=3,
+            horizon=2**20,
+            eps=0.3,
+            delta=1e-6,
             cs_sensitivity="paper_2d",
-        )  # fmt: skip
+        )
     assert not paper.formally_private and paper.m == 6
     exact = gaussian_delta(math.sqrt(12 * paper.tree_height), paper.sigma, 0.3)
     assert exact == pytest.approx(2.0e-6, rel=0.05) and exact > 1e-6

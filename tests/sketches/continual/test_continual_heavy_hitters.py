@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.serialization import SketchFormatError
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.continual.binary_mechanism import gaussbm_sigma
@@ -32,7 +33,9 @@ def _stream(n, seed=0):
 def _hier(horizon=20_000, width=64, depth=3, kind="cms", **kw):
     kw.setdefault("noise_source", SRC)
     kw.setdefault("release_prefix", "hh")
-    return HierarchicalLazySketch(32, 8, width, depth, horizon, 0.5, 1e-3, kind=kind, **kw)
+    return HierarchicalLazySketch(
+        32, 8, width, depth, horizon, PrivacyBudget.approx(0.5, 1e-3), kind=kind, **kw
+    )
 
 
 # ------------------------------------------------------------------ calibration
@@ -47,7 +50,9 @@ def test_hierarchy_is_one_n_counters_instance(kind, per_row):
     t_loc = -(-20_000 // 64)
     assert h.sigma == pytest.approx(gaussbm_sigma(t_loc, per_row * 3 * 4, 0.5, 1e-3))
     # Twice the levels' sigma of a single LazySketch: sqrt(4) more sensitivity.
-    single = LazySketch(64, 3, 20_000, 0.5, 1e-3, kind=kind, release_prefix="x")
+    single = LazySketch(
+        64, 3, 20_000, PrivacyBudget.approx(0.5, 1e-3), kind=kind, release_prefix="x"
+    )
     assert h.sigma == pytest.approx(2 * single.sigma)
     assert all(lv.sigma == h.sigma for lv in h.levels)
     assert len({lv.seed for lv in h.levels}) == 4
@@ -157,9 +162,13 @@ def test_key_validation(keys, exc, match):
 
 def test_parameter_errors():
     with pytest.raises(ValueError, match="bits_per_level"):
-        HierarchicalLazySketch(32, 24, 64, 3, 100, 0.5, 1e-3, release_prefix="x")
+        HierarchicalLazySketch(
+            32, 24, 64, 3, 100, PrivacyBudget.approx(0.5, 1e-3), release_prefix="x"
+        )
     with pytest.raises(ValueError, match="domain_bits"):
-        HierarchicalLazySketch(63, 8, 64, 3, 100, 0.5, 1e-3, release_prefix="x")
+        HierarchicalLazySketch(
+            63, 8, 64, 3, 100, PrivacyBudget.approx(0.5, 1e-3), release_prefix="x"
+        )
     h = _hier()
     with pytest.raises(ValueError, match="exactly one"):
         h.heavy_hitters()
@@ -177,7 +186,15 @@ def test_candidate_domain_is_post_processing(cls, kind):
     rng = np.random.default_rng(6)
     words = [f"item{i}" for i in range(40)]
     stream = [words[i] for i in (rng.zipf(1.5, 2_000) % 40)]
-    sketch = cls(32, 3, 2_000, 0.5, 1e-3, kind=kind, release_prefix="cand", noise_source=SRC)
+    sketch = cls(
+        32,
+        3,
+        2_000,
+        PrivacyBudget.approx(0.5, 1e-3),
+        kind=kind,
+        release_prefix="cand",
+        noise_source=SRC,
+    )
     sketch.update_batch(stream)
     hh = CandidateHeavyHitters(sketch, words)
     est = sketch.estimate(words)
@@ -193,7 +210,9 @@ def test_candidate_domain_is_post_processing(cls, kind):
 
 
 def test_candidate_domain_errors():
-    sketch = LazySketch(8, 3, 100, 0.5, 1e-3, release_prefix="c", noise_source=SRC)
+    sketch = LazySketch(
+        8, 3, 100, PrivacyBudget.approx(0.5, 1e-3), release_prefix="c", noise_source=SRC
+    )
     with pytest.raises(TypeError, match="sketch"):
         CandidateHeavyHitters(CountMinSketch(8, 3), [1])
     with pytest.raises(ValueError, match="empty"):

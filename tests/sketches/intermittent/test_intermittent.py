@@ -20,6 +20,7 @@ import pytest
 
 from beam_dpsketch.hashing import hash_keys, row_buckets
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.privacy.calibration import geometric_split_epsilon
 from beam_dpsketch.serialization import SketchFormatError
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
@@ -51,7 +52,13 @@ def make(strategy: str, width=64, depth=5, eps=1.0, source=SRC, sid=None, **kw):
     if strategy in FORGET:
         kw.setdefault("eta", 0.5)
     return make_intermittent_sketch(
-        strategy, width, depth, eps, noise_source=source, sketch_id=sid or ("t", strategy), **kw
+        strategy,
+        width,
+        depth,
+        PrivacyBudget.pure(float(eps)),
+        noise_source=source,
+        sketch_id=sid or ("t", strategy),
+        **kw,
     )
 
 
@@ -376,7 +383,9 @@ def test_per_row_variance_formula():
     m4 = h4 + 6 * h2_ * v2 + v4
     rows = np.empty((trials, d))
     for t in range(trials):
-        sk = UseAndKeepSketch(8, d, eps, noise_source=SRC, sketch_id=("row-var", t), seed=t)
+        sk = UseAndKeepSketch(
+            8, d, PrivacyBudget.pure(float(eps)), noise_source=SRC, sketch_id=("row-var", t), seed=t
+        )
         sk.update(np.arange(4), counts)
         for _ in range(u):
             ans = sk.answer([0], details=True)
@@ -680,31 +689,37 @@ def test_parameter_errors():
     with pytest.raises(ValueError, match="epsilon"):
         make("use_and_keep", eps=float("inf"))
     with pytest.raises(ValueError, match="strategy"):
-        make_intermittent_sketch("d3", 8, 3, 1.0, noise_source=SRC, sketch_id=1)
+        make_intermittent_sketch("d3", 8, 3, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id=1)
     with pytest.raises(TypeError, match="noise_source"):
-        UseAndKeepSketch(8, 3, 1.0, noise_source=b"key", sketch_id=1)
+        UseAndKeepSketch(8, 3, PrivacyBudget.pure(1.0), noise_source=b"key", sketch_id=1)
     with pytest.raises(TypeError, match="sketch_id"):
-        UseAndKeepSketch(8, 3, 1.0, noise_source=SRC, sketch_id=[1])
+        UseAndKeepSketch(8, 3, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id=[1])
     with pytest.raises(TypeError, match="eta"):
         # no default (docs/algorithms.md#int-a12)
-        UseAndForgetCellSketch(8, 3, 1.0, noise_source=SRC, sketch_id=1)
+        UseAndForgetCellSketch(8, 3, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id=1)
     for bad in (0, 1, 1.2):
         with pytest.raises(ValueError, match="eta"):
-            UseAndForgetMedianSketch(8, 3, 1.0, eta=bad, noise_source=SRC, sketch_id=1)
+            UseAndForgetMedianSketch(
+                8, 3, PrivacyBudget.pure(1.0), eta=bad, noise_source=SRC, sketch_id=1
+            )
     for cls in (SingleQuerySketch, BatchNaiveSketch, BatchSensitiveSketch):
         with pytest.raises(ValueError, match="depth must be odd"):
-            cls(8, 4, 1.0, noise_source=SRC, sketch_id=1)
-        cls(8, 4, 1.0, noise_source=SRC, sketch_id=1, kind="count_min")  # min is an integer
+            cls(8, 4, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id=1)
+        cls(
+            8, 4, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id=1, kind="count_min"
+        )  # min is an integer
     with pytest.warns(UserWarning, match="even"):
-        UseAndKeepSketch(8, 4, 1.0, noise_source=SRC, sketch_id=1)
+        UseAndKeepSketch(8, 4, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id=1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        UseAndKeepSketch(8, 4, 1.0, noise_source=SRC, sketch_id=1, kind="count_min")
+        UseAndKeepSketch(
+            8, 4, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id=1, kind="count_min"
+        )
 
 
 def test_even_depth_median_is_mean_of_middle_rows():
     with pytest.warns(UserWarning):
-        sk = UseAndKeepSketch(16, 4, 1.0, noise_source=SRC, sketch_id="even")
+        sk = UseAndKeepSketch(16, 4, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id="even")
     sk.update(zipf_keys(500, 11))
     ans = sk.answer(np.arange(8), details=True)
     np.testing.assert_array_equal(ans.estimates, np.median(ans.row_values, axis=0))
@@ -719,3 +734,26 @@ def test_describe_and_repr():
     assert sk.eta == Fraction(9, 10)
     assert "UseAndForgetCellSketch" in repr(sk) and "key" not in repr(sk).lower()
     assert sk.memory_bytes() >= 5 * 64 * 12
+
+
+def test_replace_one_budget_halves_the_add_remove_epsilon_exactly():
+    # neighbouring="replace": a replacement is one removal plus one addition in one increment,
+    # so the cells are calibrated for epsilon / 2 under add/remove (noise scale 2 d / eps).
+    budget = PrivacyBudget.pure(0.5)
+    add_remove = UseAndKeepSketch(8, 3, budget, noise_source=SRC, sketch_id="r")
+    replace = UseAndKeepSketch(
+        8, 3, budget, noise_source=SRC, sketch_id="r", neighbouring="replace"
+    )
+    assert (add_remove.neighbouring, replace.neighbouring) == ("add_remove", "replace")
+    assert replace.epsilon == add_remove.epsilon / 2
+    assert replace.noise_scale == 2 * add_remove.noise_scale
+    restored = UseAndKeepSketch.from_bytes(replace.to_bytes(), SRC)
+    assert (restored.neighbouring, restored.epsilon) == ("replace", replace.epsilon)
+    with pytest.raises(ValueError, match="neighbouring: 'replace' is analysed for UseAndKeep"):
+        UseAndForgetCellSketch(
+            8, 3, budget, eta=0.5, noise_source=SRC, sketch_id=1, neighbouring="replace"
+        )
+    with pytest.raises(ValueError, match="neighbouring must be one of"):
+        UseAndKeepSketch(8, 3, budget, noise_source=SRC, sketch_id=1, neighbouring="swap")
+    with pytest.raises(ValueError, match="pure DP"):
+        UseAndKeepSketch(8, 3, PrivacyBudget.approx(1.0, 1e-6), noise_source=SRC, sketch_id=1)

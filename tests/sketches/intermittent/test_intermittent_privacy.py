@@ -21,6 +21,7 @@ import pytest
 
 from beam_dpsketch.hashing import hash_keys, row_buckets
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
 from beam_dpsketch.sketches.intermittent.sketch import UseAndKeepSketch
 from beam_dpsketch.sketches.intermittent.strategies import (
@@ -107,9 +108,14 @@ def test_use_and_keep_privacy_loss_at_most_epsilon(kind, adaptive):
         keep = np.ones(stream.size, dtype=bool)
         keep[j] = False
         sk = UseAndKeepSketch(
-            width, depth, eps, noise_source=SRC, sketch_id=("llr", kind, adaptive, trial),
-            kind=kind, seed=trial,
-        )  # fmt: skip
+            width,
+            depth,
+            PrivacyBudget.pure(float(eps)),
+            noise_source=SRC,
+            sketch_id=("llr", kind, adaptive, trial),
+            kind=kind,
+            seed=trial,
+        )
         transcript = run_cells(sk, stream, arrival, times, queries, adaptive)
         g_x = exact_tables(kind, width, depth, trial, stream, arrival, times)
         g_y = exact_tables(kind, width, depth, trial, stream[keep], arrival[keep], times)
@@ -140,7 +146,13 @@ def test_use_and_forget_cell_privacy_loss():
         keep = np.ones(stream.size, dtype=bool)
         keep[j] = False
         sk = UseAndForgetCellSketch(
-            width, depth, eps, eta=0.5, noise_source=SRC, sketch_id=("d2", trial), seed=trial
+            width,
+            depth,
+            PrivacyBudget.pure(float(eps)),
+            eta=0.5,
+            noise_source=SRC,
+            sketch_id=("d2", trial),
+            seed=trial,
         )
         uses = np.zeros(width * depth, dtype=np.int64)
         transcript = run_cells(sk, stream, arrival, times, queries)
@@ -193,7 +205,12 @@ def test_batch_sensitive_privacy_loss():
         stream, _, _, j = random_instance(rng, n=30)
         q = np.unique(rng.integers(0, 8, rng.integers(1, 7)))
         sk = BatchSensitiveSketch(
-            width, depth, eps, noise_source=SRC, sketch_id=("s3", trial), seed=trial
+            width,
+            depth,
+            PrivacyBudget.pure(float(eps)),
+            noise_source=SRC,
+            sketch_id=("s3", trial),
+            seed=trial,
         )
         sk.update(stream)
         released = sk.answer(q).estimates
@@ -214,8 +231,12 @@ def test_single_batch_use_and_keep_equals_static_lazy(kind):
     # Appendix B item 6: with one batch, D3 is S4-lazy; both take the same keyed draws.
     data = np.random.default_rng(4).integers(0, 300, 5000)
     q = np.arange(0, 300, 7)
-    d3 = UseAndKeepSketch(32, 5, 0.3, noise_source=SRC, sketch_id="same", kind=kind)
-    s4 = StaticCellSketch(32, 5, 0.3, noise_source=SRC, sketch_id="same", kind=kind)
+    d3 = UseAndKeepSketch(
+        32, 5, PrivacyBudget.pure(0.3), noise_source=SRC, sketch_id="same", kind=kind
+    )
+    s4 = StaticCellSketch(
+        32, 5, PrivacyBudget.pure(0.3), noise_source=SRC, sketch_id="same", kind=kind
+    )
     d3.update(data)
     s4.update(data)
     a, b = d3.answer(q, details=True), s4.answer(q, details=True)

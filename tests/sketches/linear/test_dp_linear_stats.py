@@ -191,3 +191,47 @@ def test_count_min_total_is_unbiased_under_add_remove():
         rel = PrivateCountMinSketch.release(exact, PrivacyBudget.pure(1.0), SRC.stream(("n", t)))
         totals.append(rel.total())
     assert abs(np.mean(totals) - 4000) <= Z_MAX * math.sqrt(rel.total_variance() / trials)
+
+
+@pytest.mark.parametrize(
+    ("private_cls", "exact_cls", "offset"),
+    [
+        (PrivateCountSketch, CountSketch, None),
+        (PrivateCountMinSketch, CountMinSketch, False),
+        (PrivateCountMinSketch, CountMinSketch, None),
+    ],
+)
+def test_error_bound_covers_point_queries_at_its_confidence(private_cls, exact_cls, offset):
+    # T independent releases (fresh hash seed and noise stream each) of skewed data; for a
+    # heavy and a light probe key, |estimate - f| > error_bound(0.9) must happen in at most
+    # binom.isf(1e-6, T, 0.1) releases (the bound's failure probability is <= 0.1 per query).
+    trials, confidence = 300, 0.9
+    rng = np.random.default_rng(5)
+    data = rng.zipf(1.4, 20_000).astype(np.int64) % 3000
+    truth = np.bincount(data, minlength=3000)
+    probes = np.array([int(np.argmax(truth)), int(np.flatnonzero(truth == 1)[0])])
+    budget = PrivacyBudget.approx(1.0, 1e-6)
+    misses = np.zeros(2, dtype=np.int64)
+    for t in range(trials):
+        exact = exact_cls(256, 5, 1000 + t).update(data)
+        rel = private_cls.release(exact, budget, SRC.stream(("bound", t)), offset=offset)
+        err = np.abs(rel.estimate(probes) - truth[probes])
+        misses += err > rel.error_bound(confidence)
+    limit = stats.binom.isf(FALSE_FAILURE, trials, 1 - confidence)
+    assert np.all(misses <= limit), (misses, limit)
+
+
+def test_offset_is_optional_for_count_min_and_refused_for_count_sketch():
+    budget = PrivacyBudget.pure(1.0)
+    exact = CountMinSketch(64, 3, 0).update(["a"] * 10)
+    plain = PrivateCountMinSketch.release(exact, budget, SRC.stream("off"), offset=False)
+    paper = PrivateCountMinSketch.release(exact, budget, SRC.stream("off"))
+    assert plain.offset == 0 and paper.offset > 0
+    # The same noise; the paper's form only adds the public constant.
+    assert np.array_equal(paper.table - paper.offset, plain.table)
+    assert paper.estimate(["a"])[0] - plain.estimate(["a"])[0] == paper.offset
+    assert paper.error_bound() - plain.error_bound() == pytest.approx(paper.offset)
+    with pytest.raises(ValueError, match="offset: PrivateCountSketch has no offset"):
+        PrivateCountSketch.release(CountSketch(64, 3, 0), budget, SRC.stream("off"), offset=True)
+    with pytest.raises(ValueError, match="confidence must be in"):
+        plain.error_bound(1.0)

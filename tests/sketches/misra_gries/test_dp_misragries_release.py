@@ -390,10 +390,16 @@ def test_design_b_release_metadata():
     # Only the declared bound: how many non-empty shards were folded in depends on the data.
     assert "shards" not in rel.details and rel.details["max_shards"] == 3
     assert rel.threshold == rel.details["integer_threshold"] / 5
-    assert rel.noise.scale == pytest.approx(2.0)  # 2/eps in count units
+    # 2/eps_hh in count units, eps_hh = (1 - count_fraction) eps for the keys.
+    assert rel.details["count_fraction"] == 0.05
+    assert rel.noise.scale == pytest.approx(2.0 / 0.95)
     assert 1 in rel.keys()
     tight = approx_pp(acc, 1.0, 1e-6, stream("designb"), tight_sensitivity=True)
-    assert tight.noise.scale == pytest.approx(7 / 5)  # (2k-1)/((k+1) eps), docs/algorithms.md#mg-e3
+    # (2k-1)/((k+1) eps_hh), docs/algorithms.md#mg-e3
+    assert tight.noise.scale == pytest.approx(7 / 5 / 0.95)
+    uncorrected = approx_pp(acc, 1.0, 1e-6, stream("designb"), count_fraction=0)
+    assert uncorrected.noise.scale == pytest.approx(2.0)  # the whole epsilon on the keys
+    assert uncorrected.noisy_count is None and uncorrected.error is None
     # tau_int = k + t with k * P[Geo2 >= t] <= delta (docs/algorithms.md#mg-pp-approx, discrete version).
     b = rel.details["integer_scale"]
     t = rel.details["integer_threshold"] - 4

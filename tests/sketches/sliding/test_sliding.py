@@ -254,16 +254,28 @@ def test_t6_queries_never_touch_unsealed_sketches():
 
 
 APPENDIX_A = {
-    137: [(4, "Q", 3, 38, 40), *[(k, "F", 1, 10 * k - 9, 10 * k) for k in range(5, 14)],
-          (14, "P", 2, 131, 135)],
-    134: [(4, "F", 1, 31, 40), *[(k, "F", 1, 10 * k - 9, 10 * k) for k in range(5, 14)],
-          (14, "P", 3, 131, 133)],
-    140: [(5, "F", 1, 41, 50), *[(k, "F", 1, 10 * k - 9, 10 * k) for k in range(6, 14)],
-          (14, "F", 1, 131, 140)],
-    55: [(1, "F", 1, 1, 10), *[(k, "F", 1, 10 * k - 9, 10 * k) for k in range(2, 6)],
-         (6, "P", 2, 51, 55)],
+    137: [
+        (4, "Q", 3, 38, 40),
+        *[(k, "F", 1, 10 * k - 9, 10 * k) for k in range(5, 14)],
+        (14, "P", 2, 131, 135),
+    ],
+    134: [
+        (4, "F", 1, 31, 40),
+        *[(k, "F", 1, 10 * k - 9, 10 * k) for k in range(5, 14)],
+        (14, "P", 3, 131, 133),
+    ],
+    140: [
+        (5, "F", 1, 41, 50),
+        *[(k, "F", 1, 10 * k - 9, 10 * k) for k in range(6, 14)],
+        (14, "F", 1, 131, 140),
+    ],
+    55: [
+        (1, "F", 1, 1, 10),
+        *[(k, "F", 1, 10 * k - 9, 10 * k) for k in range(2, 6)],
+        (6, "P", 2, 51, 55),
+    ],
     7: [(1, "P", 2, 1, 5)],
-}  # fmt: skip
+}
 
 
 def test_appendix_a_worked_example():
@@ -284,9 +296,16 @@ def _prefix_counts(stream: np.ndarray, m: int) -> np.ndarray:
 
 @pytest.mark.parametrize(
     ("w", "b", "alpha"),
-    [(20, 5, "1/2"), (23, 5, "1/2"), (10, 10, "3/4"), (7, 1, "1/2"), (1, 1, "1/2"),
-     (30, 7, "1/4"), (16, 4, "9/10")],
-)  # fmt: skip
+    [
+        (20, 5, "1/2"),
+        (23, 5, "1/2"),
+        (10, 10, "3/4"),
+        (7, 1, "1/2"),
+        (1, 1, "1/2"),
+        (30, 7, "1/4"),
+        (16, 4, "9/10"),
+    ],
+)
 def test_t5_t14_noise_free_selection_equals_exact_range_count(w, b, alpha):
     """Zero noise, collision-free hashing: estimate == count over [u, v] at every t."""
     m, width, depth = 6, 256, 2
@@ -295,8 +314,9 @@ def test_t5_t14_noise_free_selection_equals_exact_range_count(w, b, alpha):
     n = 3 * w + 2 * b
     stream = rng.integers(0, m, n)
     pref = _prefix_counts(stream, m)
-    sk = DPSWSketch(w, zc(), width=width, depth=depth, block=b, alpha=alpha, seed=seed,
-                    noise_source=ZERO())  # fmt: skip
+    sk = DPSWSketch(
+        w, zc(), width=width, depth=depth, block=b, alpha=alpha, seed=seed, noise_source=ZERO()
+    )
     cps = sk.checkpoints
     keys = np.arange(m)
     for t in range(1, n + 1):
@@ -327,8 +347,9 @@ def test_noise_free_equals_exact_sliding_window_every_step():
     rng = np.random.default_rng(3)
     stream = rng.integers(0, m, 120)
     for w in (1, 7, 16):
-        sk = DPSWSketch(w, zc(), width=width, depth=depth, block=1, alpha="1/2", seed=seed,
-                        noise_source=ZERO())  # fmt: skip
+        sk = DPSWSketch(
+            w, zc(), width=width, depth=depth, block=1, alpha="1/2", seed=seed, noise_source=ZERO()
+        )
         exact = ExactSlidingWindow(w)
         for x in stream.tolist():
             sk.update(x)
@@ -339,8 +360,17 @@ def test_noise_free_equals_exact_sliding_window_every_step():
 def test_zero_noise_sealed_sketch_equals_countmin_of_its_range():
     rng = np.random.default_rng(4)
     stream = rng.integers(0, 1000, 5000)
-    sk = DPSWSketch(2000, zc(), width=50, depth=4, block=500, alpha="1/2", seed=9,
-                    noise_source=ZERO(), free_prefixes=False)  # fmt: skip
+    sk = DPSWSketch(
+        2000,
+        zc(),
+        width=50,
+        depth=4,
+        block=500,
+        alpha="1/2",
+        seed=9,
+        noise_source=ZERO(),
+        free_prefixes=False,
+    )
     sk.update_batch(stream)
     for kb, kind, j in sk.sealed_keys():
         lo, hi = sk.layout.range_of(kind, j)
@@ -356,8 +386,9 @@ def test_time_based_mode():
     rng = np.random.default_rng(5)
     steps = np.sort(rng.integers(1, 200, 700))  # gaps and bursts
     keys = rng.integers(0, m, 700)
-    sk = DPSWSketch(40, zc(), width=width, depth=depth, block=8, alpha="1/2", seed=seed,
-                    noise_source=ZERO())  # fmt: skip
+    sk = DPSWSketch(
+        40, zc(), width=width, depth=depth, block=8, alpha="1/2", seed=seed, noise_source=ZERO()
+    )
     for t in range(1, 200):
         sel = steps == t
         sk.update_at(keys[sel], steps[sel])
@@ -396,8 +427,16 @@ def test_t7_retention_and_memory():
 
 
 def _build(seed_noise=1, hash_seed=0, chunks=None, stream=None):
-    sk = DPSWSketch(300, zc(0.5), width=32, depth=3, block=40, alpha="1/2", seed=hash_seed,
-                    noise_source=NoiseSource.insecure_for_tests(seed_noise))  # fmt: skip
+    sk = DPSWSketch(
+        300,
+        zc(0.5),
+        width=32,
+        depth=3,
+        block=40,
+        alpha="1/2",
+        seed=hash_seed,
+        noise_source=NoiseSource.insecure_for_tests(seed_noise),
+    )
     if chunks is None:
         sk.update_batch(stream)
     else:
@@ -436,8 +475,15 @@ def test_t9_shard_merge_equivalence():
     stream = rng.integers(0, 500, 1200)
     single = _build(stream=stream)
     for shards in (2, 5):
-        merged = DPSWSketch(300, zc(0.5), width=32, depth=3, block=40, alpha="1/2",
-                            noise_source=NoiseSource.insecure_for_tests(1))  # fmt: skip
+        merged = DPSWSketch(
+            300,
+            zc(0.5),
+            width=32,
+            depth=3,
+            block=40,
+            alpha="1/2",
+            noise_source=NoiseSource.insecure_for_tests(1),
+        )
         owner = rng.integers(0, shards, len(stream))
         pos = np.arange(1, len(stream) + 1)
         kb, seg = merged.locate(pos)
@@ -512,15 +558,26 @@ def test_from_bytes_rejects_malformed():
 
 def test_t10_noise_law_on_empty_stream():
     rho = 0.25
-    sk = DPSWSketch(600, zc(rho), width=2000, depth=5, block=100, alpha="1/2",
-                    noise_source=NoiseSource.insecure_for_tests(10), free_prefixes=False)  # fmt: skip
+    sk = DPSWSketch(
+        600,
+        zc(rho),
+        width=2000,
+        depth=5,
+        block=100,
+        alpha="1/2",
+        noise_source=NoiseSource.insecure_for_tests(10),
+        free_prefixes=False,
+    )
     sk.advance_to(800)
     for j in (1, 2):
         kinds = ["F"] if j == 1 else ["P", "Q"]
         vals = np.concatenate(
-            [sk.sealed_sketch(*key).ravel() for key in sk.sealed_keys()
-             if key[2] == j and key[1] in kinds]
-        )  # fmt: skip
+            [
+                sk.sealed_sketch(*key).ravel()
+                for key in sk.sealed_keys()
+                if key[2] == j and key[1] in kinds
+            ]
+        )
         n = len(vals)
         assert n >= 50_000
         var = 5 / sk.levels[j - 1]
@@ -570,8 +627,16 @@ def test_t13_exact_estimator_law_collision_free():
     diffs = []
     exact = None
     for r in range(runs):
-        sk = DPSWSketch(10, zc(2.0), width=width, depth=1, block=5, alpha="1/2", seed=seed,
-                        noise_source=NoiseSource.insecure_for_tests(1000 + r))  # fmt: skip
+        sk = DPSWSketch(
+            10,
+            zc(2.0),
+            width=width,
+            depth=1,
+            block=5,
+            alpha="1/2",
+            seed=seed,
+            noise_source=NoiseSource.insecure_for_tests(1000 + r),
+        )
         sk.update_batch(stream)
         sels = sk.selection()
         if exact is None:
@@ -602,9 +667,17 @@ def test_t18_heavy_hitters_planted():
     gamma = 0.1
     thr = gamma * w
     for r in range(5):
-        sk = DPSWSketch(w, zc(200.0), width=width, depth=depth, block=b, alpha="1/2",
-                        seed=seed, hh_slack=0.0,
-                        noise_source=NoiseSource.insecure_for_tests(50 + r))  # fmt: skip
+        sk = DPSWSketch(
+            w,
+            zc(200.0),
+            width=width,
+            depth=depth,
+            block=b,
+            alpha="1/2",
+            seed=seed,
+            hh_slack=0.0,
+            noise_source=NoiseSource.insecure_for_tests(50 + r),
+        )
         sk.update_batch(stream)
         sels = sk.selection()
         u, v = sels[0].start, sels[-1].end
@@ -658,8 +731,16 @@ def test_errors_name_parameters(kwargs, exc, match):
 
 
 def test_discrete_gaussian_option_and_report():
-    sk = DPSWSketch(100, PrivacyBudget.approx(1.0, 1e-6), width=8, depth=2, block=10, alpha="1/2",
-                    noise="discrete_gaussian", noise_source=NoiseSource.insecure_for_tests(0))  # fmt: skip
+    sk = DPSWSketch(
+        100,
+        PrivacyBudget.approx(1.0, 1e-6),
+        width=8,
+        depth=2,
+        block=10,
+        alpha="1/2",
+        noise="discrete_gaussian",
+        noise_source=NoiseSource.insecure_for_tests(0),
+    )
     sk.update_batch(np.arange(50))
     arr = sk.sealed_sketch(*sk.sealed_keys()[0])
     assert np.array_equal(arr, np.round(arr))

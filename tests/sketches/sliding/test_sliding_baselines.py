@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding.baselines import (
     PCCMG,
@@ -99,8 +100,14 @@ def test_usketch_repeated_queries_identical_and_accounted():
 def test_usketch_noise_scale_t20():
     """Noise is Laplace(2 ceil(sqrt(w)) / eps): empirical variance 2 b^2 (T20)."""
     m = 200_000
-    us = USketch(10_000, 0.5, width=8, depth=2, noise_source=NoiseSource.insecure_for_tests(5),
-                 domain=range(m))  # fmt: skip
+    us = USketch(
+        10_000,
+        0.5,
+        width=8,
+        depth=2,
+        noise_source=NoiseSource.insecure_for_tests(5),
+        domain=range(m),
+    )
     noise = us.estimate(np.arange(m))  # empty stream: pure noise
     b = 2 * 100 / 0.5
     assert us.scale == b
@@ -111,7 +118,7 @@ def test_usketch_noise_scale_t20():
 
 
 def test_pccmg_structure_t20():
-    p = PCCMG(10_000, 1.0, lam=0.05, universe=range(100), noise_source=ZERO())
+    p = PCCMG(10_000, PrivacyBudget.pure(1.0), lam=0.05, universe=range(100), noise_source=ZERO())
     assert p.levels == math.ceil(math.log2(4 / 0.05)) == 7
     assert p.w0 == math.ceil(0.05 * 10_000 / 4) == 125
     assert p.block_lengths == tuple(2**i * 125 for i in range(8))
@@ -143,18 +150,26 @@ def test_pccmg_structure_t20():
 def test_pccmg_noisy_release_is_deterministic_and_refuses_bad_params():
     stream = np.random.default_rng(7).integers(0, 50, 5000)
     a = PCCMG(
-        2000, 1.0, lam=0.1, universe=range(50), noise_source=NoiseSource.insecure_for_tests(1)
+        2000,
+        PrivacyBudget.pure(1.0),
+        lam=0.1,
+        universe=range(50),
+        noise_source=NoiseSource.insecure_for_tests(1),
     )
     b = PCCMG(
-        2000, 1.0, lam=0.1, universe=range(50), noise_source=NoiseSource.insecure_for_tests(1)
+        2000,
+        PrivacyBudget.pure(1.0),
+        lam=0.1,
+        universe=range(50),
+        noise_source=NoiseSource.insecure_for_tests(1),
     )
     a.update_batch(stream)
     b.update_batch(stream[:1234]).update_batch(stream[1234:])
     assert np.array_equal(a.estimate(np.arange(50)), b.estimate(np.arange(50)))
     assert np.array_equal(a.estimate(np.arange(50)), a.estimate(np.arange(50)))
     with pytest.raises(ValueError, match="lam"):
-        PCCMG(100, 1.0, lam=1.5, universe=range(5))
+        PCCMG(100, PrivacyBudget.pure(1.0), lam=1.5, universe=range(5))
     with pytest.raises(ValueError, match="epsilon"):
-        PCCMG(100, -1.0, lam=0.1, universe=range(5))
+        PCCMG(100, PrivacyBudget.pure(-1.0), lam=0.1, universe=range(5))
     with pytest.raises(ValueError, match="blocks_per_window"):
         USketch(10, 1.0, width=4, depth=1, blocks_per_window=11)

@@ -1,0 +1,513 @@
+"""Beam shapes of two heavy-hitter releases: select-then-count and user-level exact counts.
+
+Used by :class:`~beam_dpsketch.transforms.DPHistogram` and
+:class:`~beam_dpsketch.transforms.DPHeavyHitters` as ``mechanism="select-then-count"`` and
+``mechanism="user-exact"``; the calibration and release functions are Beam-free, in
+:mod:`beam_dpsketch.sketches.misra_gries.select_count` and
+:mod:`beam_dpsketch.sketches.misra_gries.exact`.
+
+``"select-then-count"`` (element or user level, memory ``O(k)`` per window)
+    Two releases per window over the same input, accounted as one charge of the whole budget
+    (basic composition; :meth:`explain` states both parts). The **selection** (budget share
+    ``selection_fraction``) is the Design B release of Misra-Gries sketches (Lebeda and Tětek,
+    PODS 2023, Sections 6-7), cut to its ``k`` largest noisy estimates; at user level it runs at
+    ``(eps/m, delta/(m e^eps))`` so that group privacy of size ``m`` covers one unit. The
+    released key set reaches a second pass over the same window as a windowed side input; that
+    pass counts exactly those keys (a dict of at most ``k`` counters) and the **count** release
+    (the rest of epsilon) adds discrete Laplace noise of scale ``1/eps_count`` (element level)
+    or ``m/eps_count`` (user level) to every candidate, zero counts included. The selected keys
+    themselves are carried to the count release as one public marker element per window, so the
+    count release exists exactly when the selection is released.
+``"user-exact"`` (user level, memory ``O(distinct keys)`` per window)
+    Exact per-key counts of bounded units (each unit a set of at most ``m`` distinct keys) and
+    GSHM at ``l = m`` (Lebeda and Tětek, Section 8, Theorem 5): noise grows with ``sqrt(m)``,
+    not with ``k``.
+
+Windowing: select-then-count needs the side input of a window to be complete when that window's
+data are counted, so it accepts the global window and fixed windows with a trigger that fires
+once per window (``ValueError`` at application otherwise, naming the ``mechanism``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.transforms import window as beam_window
+
+from beam_dpsketch.hashing import encode_key
+from beam_dpsketch.noise import NoiseSource, NoiseStream
+from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy.accountant import Charge
+from beam_dpsketch.privacy.windowing import max_trigger_firings
+from beam_dpsketch.sketches.misra_gries.exact import exact_user_gshm
+from beam_dpsketch.sketches.misra_gries.merged import calibrate_gshm
+from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum, approx_pp
+from beam_dpsketch.sketches.misra_gries.select_count import (
+    DEFAULT_SELECTION_FRACTION,
+    CandidateIndex,
+    check_selection_fraction,
+    count_release,
+    select_count_relation,
+    selection_parameters,
+    split_budget,
+)
+from beam_dpsketch.transforms.base import same_windowing
+from beam_dpsketch.transforms.release import ReleaseMechanism, ReleaseStep
+
+__all__ = [
+    "SELECT_COUNT",
+    "USER_EXACT",
+    "CandidateCountCombineFn",
+    "ExactCountCombineFn",
+    "SelectThenCount",
+    "SelectionMechanism",
+    "SelectedCountMechanism",
+    "UserExactMechanism",
+    "unit_key_set",
+]
+
+SELECT_COUNT = "select-then-count"
+USER_EXACT = "user-exact"
+
+
+def _check_approx(name: str, budget: PrivacyBudget) -> None:
+    if budget.kind != "approx" or not budget.delta:
+        raise ValueError(
+            f"{name} is (epsilon, delta)-DP: pass PrivacyBudget.approx(eps, delta) with delta > 0 "
+            f"(got a {budget.kind} budget); the selection needs delta to hide keys"
+        )
+
+
+def _split_note(fraction: float) -> str:
+    return (
+        f"selection_fraction={fraction:.6g}: selection (eps * {fraction:.6g}, delta), count "
+        f"(eps * {1.0 - fraction:.6g}, 0); basic composition gives (eps, delta)"
+    )
+
+
+def unit_key_set(grouped: tuple[Any, Iterable[Any]]) -> list[Any]:
+    """One privacy unit's bounded keys as a list of distinct keys in canonical order.
+
+    Counting each key once per unit is what gives the count vector L1 sensitivity ``m`` and
+    L2 sensitivity ``sqrt(m)``; the canonical order keeps the unit's segment of the selection's
+    Misra-Gries stream independent of arrival order.
+    """
+    return sorted(set(grouped[1]), key=encode_key)
+
+
+# --------------------------------------------------------------------------------------------
+# Exact aggregation (no noise)
+# --------------------------------------------------------------------------------------------
+
+
+class ExactCountCombineFn(beam.CombineFn):
+    """``{key: number of units}`` from per-unit key lists (exact; memory: distinct keys)."""
+
+    def create_accumulator(self) -> dict[Any, int]:
+        return {}
+
+    def add_input(self, acc: dict[Any, int], element: Iterable[Any]) -> dict[Any, int]:
+        get = acc.get
+        for key in element:
+            acc[key] = get(key, 0) + 1
+        return acc
+
+    def merge_accumulators(self, accumulators: Iterable[dict[Any, int]]) -> dict[Any, int]:
+        it = iter(accumulators)
+        first = next(it, None)
+        if first is None:
+            return {}
+        for acc in it:
+            get = first.get
+            for key, count in acc.items():
+                first[key] = get(key, 0) + count
+        return first
+
+    def extract_output(self, acc: dict[Any, int]) -> dict[Any, int]:
+        return acc
+
+
+class _Candidates:
+    """The selection's released key set for one window: public (a DP output)."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, keys: tuple[Any, ...]) -> None:
+        self.keys = keys
+
+    def __reduce__(self):
+        return (_Candidates, (self.keys,))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Candidates) and self.keys == other.keys
+
+    def __hash__(self) -> int:
+        return hash(("candidates", len(self.keys)))
+
+
+class CandidateCountCombineFn(beam.CombineFn):
+    """Exact counts of the selected candidates: at most ``k`` counters per window.
+
+    Inputs are the partial counts of :class:`_CountCandidates` (dicts over candidates) and the
+    window's :class:`_Candidates` marker, which registers every candidate with count 0 so that
+    the release covers all of them.
+    """
+
+    def create_accumulator(self) -> dict[Any, int]:
+        return {}
+
+    def add_input(self, acc: dict[Any, int], element: Any) -> dict[Any, int]:
+        if isinstance(element, _Candidates):
+            for key in element.keys:
+                acc.setdefault(key, 0)
+            return acc
+        get = acc.get
+        for key, count in element.items():
+            acc[key] = get(key, 0) + count
+        return acc
+
+    merge_accumulators = ExactCountCombineFn.merge_accumulators
+
+    def extract_output(self, acc: dict[Any, int]) -> dict[Any, int]:
+        return acc
+
+
+class _CountCandidates(beam.DoFn):
+    """Exact counts of the window's candidates in one input element (a batch or a unit's keys).
+
+    Emits nothing when nothing matches, so the output carries no per-element information
+    beyond the counts of public candidate keys.
+    """
+
+    def __init__(self) -> None:
+        self._side: Any = None
+        self._index: CandidateIndex | None = None
+
+    def process(self, element: Any, selected: list[_Candidates]):
+        if selected is not self._side:
+            # The side input is one list per window; rebuild the index only when it changes.
+            self._side = selected
+            self._index = CandidateIndex(key for c in selected for key in c.keys)
+        index = self._index
+        if index is None or not len(index):
+            return
+        counts = index.count(element)
+        if counts:
+            yield counts
+
+
+# --------------------------------------------------------------------------------------------
+# Release mechanisms
+# --------------------------------------------------------------------------------------------
+
+
+class SelectionMechanism(ReleaseMechanism):
+    """The selection of select-then-count: Design B (APPROX_PP), top ``k`` keys as a marker.
+
+    It receives the whole per-release budget ``(eps, delta)`` of the transform and spends
+    ``(selection_fraction * eps, delta)`` of it (the count spends the rest); at user level it
+    runs APPROX_PP at the group-privacy budget of :func:`selection_parameters`.
+
+    Parameters
+    ----------
+    k
+        Misra-Gries counters per segment and maximum number of candidates.
+    max_shards
+        Declared maximum number of Design B segments per window.
+    m
+        ``None`` at element level; the contribution bound at user level (group privacy).
+    selection_fraction
+        Share of epsilon spent here, in ``(0, 1)``.
+    """
+
+    def __init__(
+        self,
+        k: int,
+        max_shards: int,
+        m: int | None,
+        selection_fraction: float = DEFAULT_SELECTION_FRACTION,
+    ) -> None:
+        self.k = k
+        self.max_shards = max_shards
+        self.m = m
+        self.selection_fraction = check_selection_fraction(selection_fraction)
+        self.name = f"dp-misra-gries/{SELECT_COUNT}: selection (design-b)"
+
+    def check_budget(self, budget: PrivacyBudget) -> None:
+        _check_approx(self.name, budget)
+
+    def parameters(self, budget: PrivacyBudget) -> tuple[float, float]:
+        """``(eps0, delta0)`` at which APPROX_PP runs for the transform's ``budget``."""
+        eps_sel, _ = split_budget(budget.epsilon, self.selection_fraction)  # type: ignore[arg-type]
+        return selection_parameters(eps_sel, budget.delta, self.m)
+
+    def _release(self, acc: PostProcessedSum, budget: PrivacyBudget, stream: NoiseStream) -> Any:
+        eps0, delta0 = self.parameters(budget)
+        # count_fraction=0: the selection only ranks keys, and a common offset changes no rank.
+        return approx_pp(acc, eps0, delta0, stream, count_fraction=0.0).top(self.k)
+
+    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
+        # One marker per released pane, empty or not: the count release then exists exactly
+        # when this one does.
+        return [_Candidates(tuple(self._release(accumulator, budget, stream).keys()))]
+
+    def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
+        probe = self._release(
+            PostProcessedSum(self.k, max_shards=self.max_shards),
+            budget,
+            NoiseSource.insecure_for_tests(0).stream("describe"),
+        )
+        eps0, delta0 = self.parameters(budget)
+        out = {
+            "noise": probe.noise.distribution,
+            "noise_scale": float(probe.noise.scale),
+            "threshold": float(probe.threshold),
+            "sensitivity": "Lebeda and Tetek, Algorithm 3 (Section 6): L1 sensitivity 2 per "
+            "element; candidates: the k largest noisy estimates (post-processing)",
+            "neighbouring_relation": select_count_relation(self.m),
+        }
+        if self.m is not None:
+            out["group_privacy"] = (
+                f"APPROX_PP run at (eps_sel/m, delta/(m e^eps_sel)) = ({eps0:.6g}, "
+                f"{delta0:.6g}) for m={self.m}"
+            )
+        return out
+
+
+class SelectedCountMechanism(ReleaseMechanism):
+    """Select-then-count as one accounted release: the count, with the selection's facts.
+
+    The count step of the transform: discrete Laplace noise on every candidate's exact count,
+    spending ``((1 - selection_fraction) * eps, 0)`` of the per-release budget ``(eps, delta)``
+    it receives. The selection (a separate release step with its own noise stream, spending the
+    rest) is accounted here: :meth:`privacy_cost` is the whole ``(eps, delta)`` by basic
+    composition, and :meth:`describe` states both parts.
+
+    Parameters
+    ----------
+    k
+        Maximum number of candidates.
+    top
+        If given, only the ``top`` largest noisy counts are emitted (post-processing).
+    m
+        ``None`` at element level (L1 sensitivity 1); the contribution bound at user level
+        (L1 sensitivity ``m``).
+    selection
+        The selection mechanism (for :meth:`describe` and the budget split).
+    """
+
+    def __init__(
+        self, k: int, top: int | None, m: int | None, selection: SelectionMechanism
+    ) -> None:
+        self.k = k
+        self.top = top
+        self.m = m
+        self.selection = selection
+        self.name = f"dp-misra-gries/{SELECT_COUNT}"
+
+    @property
+    def sensitivity(self) -> int:
+        """L1 sensitivity of the candidate count vector."""
+        return 1 if self.m is None else self.m
+
+    def check_budget(self, budget: PrivacyBudget) -> None:
+        _check_approx(self.name, budget)
+
+    def count_epsilon(self, budget: PrivacyBudget) -> float:
+        """The count's share of ``budget.epsilon``."""
+        return split_budget(budget.epsilon, self.selection.selection_fraction)[1]  # type: ignore[arg-type]
+
+    def _release(self, acc: dict[Any, int], budget: PrivacyBudget, stream: NoiseStream) -> Any:
+        return count_release(
+            acc,
+            acc.keys(),
+            self.count_epsilon(budget),
+            stream,
+            k=self.k,
+            sensitivity=self.sensitivity,
+            relation=select_count_relation(self.m),
+            privacy_unit="element" if self.m is None else "user",
+        )
+
+    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
+        released = self._release(accumulator, budget, stream)
+        if self.top is None:
+            return list(released.items)
+        return sorted(released.top(self.top).items, key=lambda kv: -kv[1])
+
+    def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
+        probe = self._release({}, budget, NoiseSource.insecure_for_tests(0).stream("describe"))
+        sel = self.selection.describe(budget)
+        unit = (
+            "one element changes one count by 1"
+            if self.m is None
+            else f"one unit adds 1 to at most m={self.m} distinct candidates"
+        )
+        out = {
+            "noise": f"count: {probe.noise.distribution}; selection: {sel['noise']}",
+            "noise_scale": float(probe.noise.scale),
+            "threshold": None,
+            "selection_noise_scale": sel["noise_scale"],
+            "selection_threshold": sel["threshold"],
+            "sensitivity": f"count: L1 = {self.sensitivity} ({unit}), every candidate released, "
+            "zero counts included, so which keys appear depends only on the selection; "
+            f"selection: {sel['sensitivity']}",
+            "neighbouring_relation": select_count_relation(self.m),
+            "budget_split": _split_note(self.selection.selection_fraction),
+            "memory": f"O(k): at most k = {self.k} candidate counters per window; selection "
+            f"at most max_shards * k = {self.selection.max_shards * self.k} keys",
+        }
+        if "group_privacy" in sel:
+            out["group_privacy"] = sel["group_privacy"]
+        return out
+
+
+class UserExactMechanism(ReleaseMechanism):
+    """GSHM at ``l = m`` on exact per-key unit counts (:func:`exact_user_gshm`).
+
+    Parameters
+    ----------
+    m
+        Contribution bound (distinct keys per unit and window).
+    top
+        If given, only the ``top`` largest noisy counts are emitted (post-processing).
+    """
+
+    def __init__(self, m: int, top: int | None) -> None:
+        self.m = m
+        self.top = top
+        self.name = f"dp-misra-gries/{USER_EXACT} (GSHM at l=m)"
+
+    def check_budget(self, budget: PrivacyBudget) -> None:
+        _check_approx(self.name, budget)
+
+    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
+        released = exact_user_gshm(accumulator, self.m, budget.epsilon, budget.delta, stream)  # type: ignore[arg-type]
+        if self.top is None:
+            return list(released.items)
+        return sorted(released.top(self.top).items, key=lambda kv: -kv[1])
+
+    def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
+        params = calibrate_gshm(self.m, budget.epsilon, budget.delta)  # type: ignore[arg-type]
+        return {
+            "noise": "gaussian",
+            "noise_scale": float(params.sigma),
+            "threshold": float(params.threshold),
+            "sensitivity": f"one unit changes at most l = m = {self.m} counts by 1, one "
+            "direction (Lebeda and Tetek, Section 8, Theorem 5)",
+            "neighbouring_relation": (
+                f"add/remove one privacy unit, whose contribution is a set of at most "
+                f"m={self.m} distinct keys per window"
+            ),
+            "memory": "grows with the number of distinct keys per window (exact histogram)",
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# The two-release shape
+# --------------------------------------------------------------------------------------------
+
+
+class _FixedBudget:
+    """The owner seen by the selection step: a fixed budget, on a private accountant."""
+
+    def __init__(self, budget: PrivacyBudget) -> None:
+        self._budget = budget
+
+    def check_label_free(self, name: str) -> None:
+        """The selection's accountant is private to one application: nothing to check."""
+
+    def budget_for(self, name: str) -> PrivacyBudget:
+        return self._budget
+
+
+class _ApplyStep(beam.PTransform):
+    def __init__(self, step: ReleaseStep) -> None:
+        super().__init__()
+        self._step = step
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        return self._step.expand(pcoll)
+
+
+class SelectThenCount:
+    """The selection step and the count step of one select-then-count transform.
+
+    The count step is the owner's accounted step: it charges the owner's accountant once for
+    the whole mechanism (basic composition of both parts, see
+    :class:`SelectedCountMechanism`). The selection step is planned with the same budget on a
+    private accountant (it only needs the per-release budget, which it splits the same way),
+    and releases under the label ``<name>/selection`` so that its noise stream is its own.
+
+    Parameters
+    ----------
+    count_step
+        The owner's release step (:class:`CandidateCountCombineFn` and
+        :class:`SelectedCountMechanism`); its options (privacy unit, panes, windows, range) are
+        the selection's too.
+    selection_combine
+        The Design B ``CombineFn`` of the owner.
+    """
+
+    def __init__(self, count_step: ReleaseStep, selection_combine: beam.CombineFn) -> None:
+        if not isinstance(count_step.mechanism, SelectedCountMechanism):
+            raise TypeError("count_step must release with a SelectedCountMechanism")
+        self.count = count_step
+        self._selection_combine = selection_combine
+        self.selection: ReleaseStep | None = None
+
+    def plan(self, windowing: Any, name: str, owner: Any) -> Charge:
+        """Check the windowing, plan the selection and charge the whole mechanism once.
+
+        Raises
+        ------
+        ValueError
+            For a window function other than global or fixed windows, or a trigger that can
+            fire more than once per window (the message names ``mechanism``).
+        """
+        if not isinstance(windowing.windowfn, beam_window.GlobalWindows | beam_window.FixedWindows):
+            raise ValueError(
+                f"{name}: mechanism {SELECT_COUNT!r} counts each window against the key set "
+                "selected in that same window, through a side input whose window mapping is "
+                "exact for GlobalWindows and FixedWindows only; got "
+                f"{type(windowing.windowfn).__name__}"
+            )
+        if max_trigger_firings(windowing.triggerfn, windowing.allowed_lateness) != 1:
+            raise ValueError(
+                f"{name}: mechanism {SELECT_COUNT!r} needs a trigger that fires once per window "
+                "(the selection of a window must be final before its data are counted); got "
+                f"{windowing.triggerfn!r} with allowed lateness {windowing.allowed_lateness}"
+            )
+        owner.check_label_free(name)
+        total = owner.budget_for(name)
+        count = self.count
+        selection = ReleaseStep(
+            self._selection_combine,
+            count.mechanism.selection,  # type: ignore[attr-defined]
+            accountant=PrivacyAccountant(total, name=f"{name}/selection"),
+            noise_source=count.noise_source,
+            privacy_unit=count.privacy_unit,
+            max_panes_per_window=count.max_panes_per_window,
+            max_windows_per_unit=count.max_windows_per_unit,
+            data_independent_panes=count.data_independent_panes,
+            with_metadata=False,
+            release_range=count.release_range,
+        )
+        selection.plan_for(windowing, f"{name}/selection", _FixedBudget(total))
+        charge = count.plan_for(windowing, name, owner)
+        self.selection = selection
+        return charge
+
+    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        """Select, count the selected keys in the same window, release the counts."""
+        if self.selection is None:
+            raise RuntimeError("select-then-count is expanded only after plan()")
+        selected = pcoll | "Selection" >> _ApplyStep(self.selection)
+        counts = pcoll | "CountCandidates" >> beam.ParDo(
+            _CountCandidates(), beam.pvalue.AsList(selected)
+        )
+        markers = selected | "CandidateWindows" >> same_windowing(pcoll.windowing)
+        both = (counts, markers) | "WithCandidates" >> beam.Flatten()
+        return both | "Count" >> _ApplyStep(self.count)
