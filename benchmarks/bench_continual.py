@@ -24,6 +24,7 @@ from __future__ import annotations
 import sys
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
 from beam_dpsketch.sketches.continual.sketch import LazySketch, PunctualSketch
 from benchmarks.run import bench_main, best_time, update_in_batches, zipf_keys
@@ -83,8 +84,7 @@ def run(quick: bool = False) -> list[dict]:
                     w,
                     DEPTH,
                     HORIZON,
-                    EPSILON,
-                    DELTA,
+                    PrivacyBudget.approx(EPSILON, DELTA),
                     kind=k,
                     release_prefix=("bench", cls.__name__, k, w),
                     noise_source=source,

@@ -23,6 +23,7 @@ import numpy as np
 from beam_dpsketch.evaluation.datasets import zipf_stream
 from beam_dpsketch.hashing import hash_keys
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.intermittent.strategies import make_intermittent_sketch
 from benchmarks.run import bench_main, best_time
 
@@ -45,7 +46,7 @@ def _sketch(strategy: str, width: int, depth: int, kind: str, sid: object):
         strategy,
         width,
         depth,
-        1.0,
+        PrivacyBudget.pure(1.0),
         noise_source=NoiseSource.insecure_for_tests(0),
         sketch_id=sid,
         kind=kind,

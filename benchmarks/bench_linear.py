@@ -163,9 +163,13 @@ def _beam_ours(path: str, epsilon: float) -> None:
     from beam_dpsketch.transforms import DPQuantiles, ReadKeyBatches
 
     t = DPQuantiles(
-        [p / 100 for p in PERCENTILES], *DELAY_DOMAIN, PrivacyBudget.pure(epsilon),
-        width=1024, depth=5, clamp=True,
-    )  # fmt: skip
+        [p / 100 for p in PERCENTILES],
+        *DELAY_DOMAIN,
+        PrivacyBudget.pure(epsilon),
+        width=1024,
+        depth=5,
+        clamp=True,
+    )
     with beam.Pipeline(runner=FnApiRunner()) as p:
         _ = (
             p
@@ -219,17 +223,23 @@ def bench_quantiles(quick: bool) -> list[dict]:
                 if impl.startswith("beam"):
                     out = _ours_quantiles(values, eps, source.stream(f"bench-q/{eps}/{t}"))
                 else:
-                    res = pipelinedp_percentiles(values.tolist(), PERCENTILES, eps,
-                                                 *DELAY_DOMAIN)  # fmt: skip
+                    res = pipelinedp_percentiles(values.tolist(), PERCENTILES, eps, *DELAY_DOMAIN)
                     out = np.array([res[p] for p in PERCENTILES])
                 secs += time.perf_counter() - start
-                errs.extend(rank_error(ordered, v, p / 100)
-                            for v, p in zip(out, PERCENTILES, strict=True))  # fmt: skip
-            rows.append({
-                "benchmark": "quantiles: rank error", "impl": impl, "dataset": label,
-                "epsilon": eps, "metric": f"mean rank error (fraction of N), {trials} trials",
-                "value": float(np.mean(errs)), "seconds": secs / trials,
-            })  # fmt: skip
+                errs.extend(
+                    rank_error(ordered, v, p / 100) for v, p in zip(out, PERCENTILES, strict=True)
+                )
+            rows.append(
+                {
+                    "benchmark": "quantiles: rank error",
+                    "impl": impl,
+                    "dataset": label,
+                    "epsilon": eps,
+                    "metric": f"mean rank error (fraction of N), {trials} trials",
+                    "value": float(np.mean(errs)),
+                    "seconds": secs / trials,
+                }
+            )
             print(f"  {impl:<36} eps={eps:<4} rank err {np.mean(errs):.5f}", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "delay.parquet")
@@ -241,11 +251,17 @@ def bench_quantiles(quick: bool) -> list[dict]:
             start = time.perf_counter()
             fn(path, 1.0)
             secs = time.perf_counter() - start
-            rows.append({
-                "benchmark": "quantiles: Beam throughput (FnApiRunner)", "impl": impl,
-                "dataset": label, "epsilon": 1.0, "metric": "items/s",
-                "value": len(values) / secs, "seconds": secs,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "benchmark": "quantiles: Beam throughput (FnApiRunner)",
+                    "impl": impl,
+                    "dataset": label,
+                    "epsilon": 1.0,
+                    "metric": "items/s",
+                    "value": len(values) / secs,
+                    "seconds": secs,
+                }
+            )
             print(f"  {impl:<44} {len(values) / secs / 1e3:9.1f} k items/s", file=sys.stderr)
     return rows
 
@@ -322,8 +338,10 @@ def bench_frequencies(quick: bool) -> list[dict]:
         top = items[np.argsort(-f, kind="stable")[:TOP]]
         rand = rng.choice(items, size=min(RANDOM_KEYS, len(items)), replace=False)
         f_of = dict(zip(items.tolist(), f.tolist(), strict=True))
-        truth = {name: np.array([f_of[x] for x in q], dtype=np.float64)
-                 for name, q in (("top", top), ("random", rand))}  # fmt: skip
+        truth = {
+            name: np.array([f_of[x] for x in q], dtype=np.float64)
+            for name, q in (("top", top), ("random", rand))
+        }
         for eps in (0.1, 1.0):
             acc: dict[str, dict[str, list[float]]] = {}
             for t in range(trials):
@@ -335,15 +353,26 @@ def bench_frequencies(quick: bool) -> list[dict]:
                         e = np.asarray(est(q), dtype=np.float64)
                         a[name].append(float(np.mean(np.abs(e - truth[name]))))
             for impl, a in acc.items():
-                for name, text in (("top", f"MAE true top-{TOP}"),
-                                   ("random", f"MAE {len(rand)} random keys")):  # fmt: skip
-                    rows.append({
-                        "benchmark": f"frequencies: {COUNTERS} counters, delta={DELTA:g}",
-                        "impl": impl, "dataset": ds, "epsilon": eps, "metric": text,
-                        "value": float(np.mean(a[name])), "seconds": float(np.mean(a["s"])),
-                    })  # fmt: skip
-                print(f"  {impl:<36} {ds[:24]:<24} eps={eps:<4} top {np.mean(a['top']):9.1f} "
-                      f"random {np.mean(a['random']):9.1f}", file=sys.stderr)  # fmt: skip
+                for name, text in (
+                    ("top", f"MAE true top-{TOP}"),
+                    ("random", f"MAE {len(rand)} random keys"),
+                ):
+                    rows.append(
+                        {
+                            "benchmark": f"frequencies: {COUNTERS} counters, delta={DELTA:g}",
+                            "impl": impl,
+                            "dataset": ds,
+                            "epsilon": eps,
+                            "metric": text,
+                            "value": float(np.mean(a[name])),
+                            "seconds": float(np.mean(a["s"])),
+                        }
+                    )
+                print(
+                    f"  {impl:<36} {ds[:24]:<24} eps={eps:<4} top {np.mean(a['top']):9.1f} "
+                    f"random {np.mean(a['random']):9.1f}",
+                    file=sys.stderr,
+                )
     return rows
 
 

@@ -80,7 +80,13 @@ def _impls(window: int) -> list[tuple[str, Callable[[], object], str]]:
         ),
         (
             "pcc-mg",
-            lambda: PCCMG(window, 1.0, lam=0.05, universe=range(1, DOMAIN + 1), noise_source=src),
+            lambda: PCCMG(
+                window,
+                PrivacyBudget.pure(1.0),
+                lam=0.05,
+                universe=range(1, DOMAIN + 1),
+                noise_source=src,
+            ),
             "lambda=0.05; pure-DP release of every block over the 25,600-key universe",
         ),
         (
