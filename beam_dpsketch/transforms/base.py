@@ -26,6 +26,9 @@ base carries what they share, so that each states it once:
 
 Constructor convention
 ----------------------
+Required shape parameters come first and positionally (``k``; ``width, depth``; ``quantiles,
+lower, upper``; ``window, width, depth``), then ``budget`` (optional when an ``accountant`` is given:
+the transform then takes what the accountant has left); every other parameter is keyword-only.
 The same names mean the same things in every transform:
 
 ``budget``
@@ -40,6 +43,11 @@ The same names mean the same things in every transform:
     Emit release records with their public metadata instead of the bare answers.
 ``width``, ``depth``, ``seed``
     Shape and public hash seed of a Count-Min / Count Sketch.
+``sketch``
+    ``"count-min"`` or ``"count-sketch"`` (and ``algorithm="lazy" | "punctual"`` for continual
+    observation).
+``release_every``
+    A public release schedule: release after every ``release_every`` steps.
 ``key_fn``, ``value_fn``, ``weight_fn``, ``time_fn``, ``position_fn``, ``privacy_id_fn``
     Extractors: a callable of the element, or the name of a field of a ``dict`` or ``beam.Row``
     element (:func:`as_extractor`).

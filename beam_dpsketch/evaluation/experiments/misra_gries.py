@@ -476,7 +476,9 @@ def release(
     if mechanism == "pmg":
         rel = pmg(sk.sequential, epsilon, delta, stream)
     elif mechanism == "design_b":
-        rel = approx_pp(sk.design_b, epsilon, delta, stream)
+        # The paper's Algorithm 3 as published (no DP count of N added back), so that the
+        # figures and the privacy-error metric of :func:`_input` measure the same release.
+        rel = approx_pp(sk.design_b, epsilon, delta, stream, count_fraction=0)
     elif mechanism == "pure_pp":
         if universe is None:
             raise ValueError("pure_pp needs a declared universe")
