@@ -7,7 +7,10 @@ Writes ``benchmarks/RESULTS.md`` with the machine, the command and the date. Sec
    in the same run;
 2. noise samplers (``benchmarks/bench_noise.py``);
 3. an end-to-end Beam pipeline sketching keys read from Parquet with 2 workers, next to Beam's own
-   ``Count.PerElement()`` + ``Top.Of(k)`` on the same file (``benchmarks/bench_beam.py``).
+   ``Count.PerElement()`` + ``Top.Of(k)`` on the same file (``benchmarks/bench_beam.py``);
+4. DP heavy hitters, linear sketches, continual, sliding-window and intermittent releases (one
+   module each), and the accuracy of every element-level heavy-hitter release and point query
+   against PipelineDP (``benchmarks/bench_accuracy.py``; ``--only "Accuracy vs PipelineDP"``).
 """
 
 from __future__ import annotations
@@ -82,8 +85,11 @@ def print_rows(rows: list[dict], columns: Sequence[tuple[str, str, str]]) -> Non
         print(" ".join(cell(row[k], spec, i == last) for i, (k, _, spec) in enumerate(columns)))
 
 
-def bench_main(run: Callable[..., list[dict]], columns: Sequence[tuple[str, str, str]],
-               argv: list[str] | None = None) -> None:  # fmt: skip
+def bench_main(
+    run: Callable[..., list[dict]],
+    columns: Sequence[tuple[str, str, str]],
+    argv: list[str] | None = None,
+) -> None:
     """``main`` of a benchmark module: ``run(quick="--quick" in argv)``, printed by
     :func:`print_rows`."""
     argv = sys.argv[1:] if argv is None else argv
@@ -237,6 +243,12 @@ SECTIONS = (
         "benchmarks.bench_intermittent:run",
         ["benchmark", "impl", "width", "depth", "n", "items_per_s", "notes"],
     ),
+    # Returns its own Markdown (goals, tables, plot); the columns are unused.
+    (
+        "Accuracy vs PipelineDP 0.3.1: heavy hitters and point queries",
+        "benchmarks.bench_accuracy:run",
+        [],
+    ),
 )
 
 
@@ -261,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     command = "python -m benchmarks.run" + (" --quick" if args.quick else "")
+    if args.only:
+        command += f" --only {args.only!r}"
     parts = [
         "# Benchmark results",
         "",
@@ -275,14 +289,16 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"== {title}", file=sys.stderr)
         module, func = target.split(":")
-        rows = getattr(importlib.import_module(module), func)(args.quick)
+        result = getattr(importlib.import_module(module), func)(args.quick)
+        # A section returns rows for a table, or its own Markdown body.
+        body = result.rstrip() if isinstance(result, str) else _table(result, columns)
         sections[title] = "\n".join(
             [
                 f"## {title}",
                 "",
                 f"Command: `{command}`, {dt.date.today().isoformat()}.",
                 "",
-                _table(rows, columns),
+                body,
                 "",
             ]
         )
