@@ -155,7 +155,12 @@ def _k_from_args(args: argparse.Namespace) -> int:
 
 
 def shortfall_message(
-    released: int, top: int, k: int, epsilon: float, threshold: float | None
+    released: int,
+    top: int,
+    k: int,
+    epsilon: float,
+    threshold: float | None,
+    mechanism: str | None = None,
 ) -> str:
     """Why fewer than ``top`` keys were released, from public values and the released count.
 
@@ -169,6 +174,12 @@ def shortfall_message(
         f"exceeds about rows/(k+1) + threshold (k={k}, epsilon={epsilon:g}); every other key "
         "stays hidden. To release more keys raise --k (or --max-error/--memory; memory grows "
         "with max-shards * k) or --epsilon."
+        + (
+            " At user level, --mechanism user-exact adds noise that grows with "
+            "--max-contributions instead of k (its memory grows with the distinct keys)."
+            if mechanism == "pamg-gshm"
+            else ""
+        )
     )
 
 
@@ -252,6 +263,7 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
                 release.parameters["k"],
                 args.epsilon,
                 release.parameters.get("threshold"),
+                args.mechanism or ("pamg-gshm" if args.privacy_id is not None else "design-b"),
             ),
             file=sys.stderr,
         )

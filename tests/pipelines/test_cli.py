@@ -326,6 +326,8 @@ def test_heavy_hitters_user_level_bounds_contributions(tmp_path, capsys):
     released = {r["key"]: r["estimate"] for r in envelope["rows"]}
     assert "spam" not in released and "news" in released  # one bot = one contribution
     assert "privacy unit: user" in envelope["guarantee"]
+    # Fewer keys than --top (8): the message points to the release whose noise follows m, not k.
+    assert "--mechanism user-exact" in err
 
 
 def test_heavy_hitters_user_level_explain_states_the_contribution_bound(tmp_path, capsys):
@@ -374,6 +376,7 @@ def test_heavy_hitters_says_why_fewer_keys_than_top_were_released(tmp_path, caps
     threshold = json.loads(out)["parameters"]["threshold"]
     assert "1 of the 5 requested keys were released" in err
     assert f"threshold {threshold:.4g}" in err and "k=10" in err and "raise --k" in err
+    assert "user-exact" not in err  # element level: no user-level advice
 
 
 def test_heavy_hitters_sizes_k_from_an_error_target_or_memory(tmp_path, capsys):
