@@ -276,3 +276,21 @@ def test_hypothesis_random_text(strs, seed):
 def test_hypothesis_random_bytes(byts, seed):
     assert_same(hash_keys(pa.array(byts, pa.binary()), seed), byts, seed)
     assert_same(hash_keys(pa.array(byts, pa.large_binary())[1:], seed), byts[1:], seed)
+
+
+@given(
+    st.lists(
+        st.one_of(st.text(max_size=40), st.sampled_from(["", MULTIBYTE])), min_size=1, max_size=12
+    ),
+    st.lists(st.integers(0, 11), min_size=1, max_size=80),
+    st.sampled_from(SEEDS),
+)
+def test_hypothesis_dictionary_encoded_batches_with_repeats(pool, picks, seed):
+    """Dictionary-encoded str/bytes batches (each distinct value hashed once) equal per-value hashes."""
+    strs = [pool[i % len(pool)] for i in picks]
+    byts = [s.encode() for s in strs]
+    for keys, typ in ((strs, pa.string()), (strs, pa.large_string()), (byts, pa.binary())):
+        encoded = pa.array(keys, typ).dictionary_encode()
+        assert_same(hash_keys(encoded, seed), keys, seed)
+        assert_same(hash_keys(encoded[1:], seed), keys[1:], seed)
+        assert_same(hash_keys(pa.chunked_array([encoded[:5], encoded[5:]]), seed), keys, seed)
