@@ -138,13 +138,8 @@ class _Candidates:
         self.keys = keys
 
     def __reduce__(self):
+        # __slots__ without __dict__: pickle through the constructor.
         return (_Candidates, (self.keys,))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Candidates) and self.keys == other.keys
-
-    def __hash__(self) -> int:
-        return hash(("candidates", len(self.keys)))
 
 
 class CandidateCountCombineFn(beam.CombineFn):
