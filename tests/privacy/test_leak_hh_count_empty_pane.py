@@ -9,7 +9,6 @@ DirectRunner with ``--streaming``; pipelines that are refused fail at constructi
 
 from __future__ import annotations
 
-import pickle
 from operator import itemgetter
 
 import apache_beam as beam
@@ -20,6 +19,7 @@ from apache_beam.testing.util import assert_that
 from apache_beam.transforms import trigger as tr
 from apache_beam.transforms.combiners import CountCombineFn
 from apache_beam.transforms.window import FixedWindows, TimestampedValue
+from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
@@ -58,21 +58,6 @@ def two_elements_then_watermark() -> ts.TestStream:
         .add_elements([TimestampedValue("b", 2)])
         .advance_watermark_to_infinity()
     )
-
-
-class Dump:
-    """assert_that matcher writing the output to a file (Beam pickles matchers)."""
-
-    def __init__(self, path) -> None:
-        self.path = str(path)
-
-    def __call__(self, actual) -> None:
-        with open(self.path, "wb") as f:
-            pickle.dump(list(actual), f)
-
-    def load(self) -> list:
-        with open(self.path, "rb") as f:
-            return pickle.load(f)
 
 
 def panes(releases: list[Release]) -> list[tuple[int, str]]:
@@ -118,7 +103,7 @@ def test_count_combiner_merges_no_accumulators_into_zero():
 
 
 def test_heavy_hitters_default_design_releases_the_empty_on_time_pane(tmp_path):
-    dump = Dump(tmp_path / "hh.pickle")
+    dump = DumpToFile(tmp_path / "hh.pickle")
     dp = DPHeavyHitters(
         4,
         APPROX,
@@ -142,7 +127,7 @@ def test_heavy_hitters_default_design_releases_the_empty_on_time_pane(tmp_path):
 
 
 def test_count_releases_the_empty_on_time_pane(tmp_path):
-    dump = Dump(tmp_path / "count.pickle")
+    dump = DumpToFile(tmp_path / "count.pickle")
     dp = DPCount(
         PrivacyBudget.pure(1.0),
         max_panes_per_window=3,

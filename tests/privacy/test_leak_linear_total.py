@@ -16,7 +16,6 @@ ACCUMULATING). Noise keys are insecure seeded test keys, so every assertion is d
 from __future__ import annotations
 
 import math
-import pickle
 
 import apache_beam as beam
 import numpy as np
@@ -26,6 +25,7 @@ from apache_beam.testing import test_stream as ts
 from apache_beam.testing.util import assert_that
 from apache_beam.transforms import trigger as tr
 from apache_beam.transforms.window import FixedWindows, GlobalWindows, TimestampedValue
+from collect import DumpToFile
 
 from beam_dpsketch import serialization
 from beam_dpsketch.noise import NoiseSource
@@ -38,21 +38,6 @@ from beam_dpsketch.transforms.quantiles import QuantileMechanism
 
 RHO = PrivacyBudget.zcdp(1.0)
 KEYS = [f"k{i}" for i in range(8)]  # the 8-element side of an 8 / 7 pair of neighbours
-
-
-class Dump:
-    """assert_that matcher storing the output in a file (Beam pickles matchers)."""
-
-    def __init__(self, path):
-        self.path = str(path)
-
-    def __call__(self, actual):
-        with open(self.path, "wb") as f:
-            pickle.dump(list(actual), f)
-
-    def load(self):
-        with open(self.path, "rb") as f:
-            return pickle.load(f)
 
 
 @pytest.fixture
@@ -166,7 +151,10 @@ def test_pane_replacement_with_signed_weights_is_calibrated_for_a_sign_flip(quan
 def test_batch_multi_pane_trigger_releases_no_exact_total(tmp_path, quantile_totals):
     # FnApiRunner, global window, early firing after every element, ACCUMULATING: the planner
     # calibrates for replacement. Two panes per application, each a release.
-    freq_out, quant_out = Dump(tmp_path / "freq.pickle"), Dump(tmp_path / "quant.pickle")
+    freq_out, quant_out = (
+        DumpToFile(tmp_path / "freq.pickle"),
+        DumpToFile(tmp_path / "quant.pickle"),
+    )
     freq = DPFrequencies(
         64,
         3,
@@ -217,7 +205,7 @@ def test_streaming_early_firings_release_no_exact_total(tmp_path):
     # The reproduction: 8 elements in FixedWindows(10), AfterWatermark(early=AfterCount(1)),
     # ACCUMULATING, 2 panes per window, released by two applications with different noise keys.
     # A total that only depends on the data would be equal (and 8) in both.
-    outs = [Dump(tmp_path / f"out{i}.pickle") for i in range(2)]
+    outs = [DumpToFile(tmp_path / f"out{i}.pickle") for i in range(2)]
     stream = (
         ts.TestStream()
         .advance_watermark_to(0)

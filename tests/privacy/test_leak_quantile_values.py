@@ -14,12 +14,12 @@ same label in both runs of a comparison, so equal inputs give equal outputs.
 from __future__ import annotations
 
 import json
-import pickle
 
 import apache_beam as beam
 import numpy as np
 import pytest
 from apache_beam.testing.util import assert_that
+from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.cli import main
@@ -32,24 +32,9 @@ QS = [0.0, 0.25, 0.5, 0.75, 1.0]
 SECRET = 987654321  # a record value that must never appear in a message
 
 
-class Dump:
-    """assert_that matcher storing the output in a file (Beam pickles matchers)."""
-
-    def __init__(self, path):
-        self.path = str(path)
-
-    def __call__(self, actual):
-        with open(self.path, "wb") as f:
-            pickle.dump(list(actual), f)
-
-    def load(self):
-        with open(self.path, "rb") as f:
-            return pickle.load(f)
-
-
 def _quantiles(tmp_path, name, data, lower=0, upper=255, **kwargs):
     """DPQuantiles of ``data`` on the FnApiRunner, with seed 7 and label "q" in every run."""
-    out = Dump(tmp_path / f"{name}.pickle")
+    out = DumpToFile(tmp_path / f"{name}.pickle")
     transform = DPQuantiles(
         QS,
         lower,

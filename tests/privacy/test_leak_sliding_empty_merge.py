@@ -11,8 +11,6 @@ windows fire once, on time. Streaming tests run TestStream on the DirectRunner w
 
 from __future__ import annotations
 
-import pickle
-
 import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -20,6 +18,7 @@ from apache_beam.testing import test_stream as ts
 from apache_beam.testing.util import assert_that
 from apache_beam.transforms import trigger as tr
 from apache_beam.transforms.window import FixedWindows, GlobalWindows, TimestampedValue
+from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
@@ -28,21 +27,6 @@ from beam_dpsketch.transforms import DPSlidingWindowFrequencies
 from beam_dpsketch.transforms.sliding import _SegmentCombineFn
 
 SHAPE = (16, 2, 5)
-
-
-class Dump:
-    """assert_that matcher writing the output to a file (Beam pickles matchers)."""
-
-    def __init__(self, path) -> None:
-        self.path = str(path)
-
-    def __call__(self, actual) -> None:
-        with open(self.path, "wb") as f:
-            pickle.dump(list(actual), f)
-
-    def load(self) -> list:
-        with open(self.path, "rb") as f:
-            return pickle.load(f)
 
 
 def streaming() -> beam.Pipeline:
@@ -79,7 +63,7 @@ def test_merging_no_accumulators_gives_the_empty_table():
 
 
 def test_segment_combiner_survives_an_empty_on_time_pane(tmp_path):
-    dump = Dump(tmp_path / "panes.pickle")
+    dump = DumpToFile(tmp_path / "panes.pickle")
     p = streaming()
     tables = (
         p

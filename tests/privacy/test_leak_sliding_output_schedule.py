@@ -11,14 +11,13 @@ Batch runs use the FnApiRunner; the streaming run uses TestStream on the DirectR
 
 from __future__ import annotations
 
-import pickle
-
 import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing import test_stream as ts
 from apache_beam.testing.util import assert_that
 from apache_beam.transforms.window import TimestampedValue
+from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
@@ -28,21 +27,6 @@ from beam_dpsketch.transforms import DPSlidingWindowFrequencies
 # window of a query at 15..40 (length 10) is empty.
 TIMES = [0.5, 1.5, 40.5]
 QUERY_TIMES = [5, 10, 15, 20, 25, 30, 35, 40]
-
-
-class Dump:
-    """assert_that matcher writing the output to a file (Beam pickles matchers)."""
-
-    def __init__(self, path) -> None:
-        self.path = str(path)
-
-    def __call__(self, actual) -> None:
-        with open(self.path, "wb") as f:
-            pickle.dump(list(actual), f)
-
-    def load(self) -> list:
-        with open(self.path, "rb") as f:
-            return pickle.load(f)
 
 
 def transform(name: str, **kwargs) -> DPSlidingWindowFrequencies:
@@ -68,7 +52,7 @@ def run_batch(branches: dict, out_dir) -> dict:
     dumps = {}
     for name, (keys, dp) in branches.items():
         rows = [TimestampedValue(k, t) for k, t in zip(keys, TIMES, strict=True)]
-        dumps[name] = Dump(out_dir / f"{name}.pickle")
+        dumps[name] = DumpToFile(out_dir / f"{name}.pickle")
         out = p | f"Create{name}" >> beam.Create(rows) | f"DP{name}" >> dp
         assert_that(out, dumps[name], label=f"Check{name}")
     p.run().wait_until_finish()
@@ -111,7 +95,7 @@ def test_streaming_answers_queries_over_empty_windows(tmp_path):
         .advance_watermark_to(60)
         .advance_watermark_to_infinity()
     )
-    dump = Dump(tmp_path / "stream.pickle")
+    dump = DumpToFile(tmp_path / "stream.pickle")
     p = beam.Pipeline(options=PipelineOptions(["--streaming"]))
     assert_that(p | stream | transform("stream"), dump)
     p.run().wait_until_finish()
@@ -134,7 +118,7 @@ def test_count_mode_answers_every_scheduled_position(tmp_path, every):
         noise_source=NoiseSource.insecure_for_tests(11),
         label=f"count-{every}",
     )
-    dump = Dump(tmp_path / "count.pickle")
+    dump = DumpToFile(tmp_path / "count.pickle")
     p = beam.Pipeline(runner="FnApiRunner")
     assert_that(p | beam.Create([(i, "a") for i in range(1, n + 1)]) | dp, dump)
     p.run().wait_until_finish()

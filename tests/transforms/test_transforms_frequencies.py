@@ -9,7 +9,6 @@ sketch and that noise was added exactly once.
 from __future__ import annotations
 
 import os
-import pickle
 
 import apache_beam as beam
 import numpy as np
@@ -25,6 +24,7 @@ from apache_beam.transforms.window import (
     IntervalWindow,
     TimestampedValue,
 )
+from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
@@ -38,24 +38,9 @@ W, D = 256, 4
 WIDE, DEEP = 1024, 8  # 8192 cells: enough to pin the noise variance to +-15%
 
 
-class Dump:
-    """assert_that matcher storing the output in a file (Beam pickles matchers)."""
-
-    def __init__(self, path):
-        self.path = str(path)
-
-    def __call__(self, actual):
-        with open(self.path, "wb") as f:
-            pickle.dump(list(actual), f)
-
-    def load(self):
-        with open(self.path, "rb") as f:
-            return pickle.load(f)
-
-
 @pytest.fixture
 def dump(tmp_path):
-    return Dump(tmp_path / "out.pickle")
+    return DumpToFile(tmp_path / "out.pickle")
 
 
 def _chunks(seed: int) -> list[np.ndarray]:

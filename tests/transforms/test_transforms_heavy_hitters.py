@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import pickle
 from collections import Counter
 
 import apache_beam as beam
@@ -19,6 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that
 from apache_beam.transforms.window import FixedWindows, GlobalWindow, TimestampedValue
+from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
@@ -42,28 +42,12 @@ def zipf_keys(n: int, seed: int, items: int = 2000, s: float = 1.2) -> np.ndarra
     return np.random.default_rng(seed).choice(items, size=n, p=pmf).astype(np.int64)
 
 
-class Dump:
-    """assert_that matcher that stores the output in a file: Beam pickles matchers, so
-    appending to a list in the test would only fill a copy (on every runner)."""
-
-    def __init__(self, path):
-        self.path = str(path)
-
-    def __call__(self, actual):
-        with open(self.path, "wb") as f:
-            pickle.dump(list(actual), f)
-
-    def load(self) -> list:
-        with open(self.path, "rb") as f:
-            return pickle.load(f)
-
-
 @pytest.fixture
 def dump(tmp_path):
-    return Dump(tmp_path / "output.pickle")
+    return DumpToFile(tmp_path / "output.pickle")
 
 
-def run_one_batch(transform: beam.PTransform, keys: np.ndarray, dump: Dump) -> list:
+def run_one_batch(transform: beam.PTransform, keys: np.ndarray, dump: DumpToFile) -> list:
     """Run ``transform`` on one pre-batched array (a single bundle, a single segment)."""
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create([keys], reshuffle=False) | transform, dump)

@@ -8,7 +8,6 @@ recomputed from the core release functions with the same keyed streams (``releas
 from __future__ import annotations
 
 import json
-import pickle
 from collections import Counter
 
 import apache_beam as beam
@@ -29,6 +28,7 @@ from apache_beam.transforms.window import (
     SlidingWindows,
     TimestampedValue,
 )
+from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.cli import main
@@ -54,24 +54,9 @@ def zipf_keys(n: int, seed: int, items: int = 300, s: float = 1.3) -> np.ndarray
     return np.random.default_rng(seed).choice(items, size=n, p=pmf).astype(np.int64)
 
 
-class Dump:
-    """Matcher storing the output in a file (Beam pickles matchers)."""
-
-    def __init__(self, path):
-        self.path = str(path)
-
-    def __call__(self, actual):
-        with open(self.path, "wb") as f:
-            pickle.dump(list(actual), f)
-
-    def load(self) -> list:
-        with open(self.path, "rb") as f:
-            return pickle.load(f)
-
-
 @pytest.fixture
 def dump(tmp_path):
-    return Dump(tmp_path / "output.pickle")
+    return DumpToFile(tmp_path / "output.pickle")
 
 
 def expected_stc(t, keys, window, m=None, units=None, fraction=0.5):
