@@ -40,11 +40,25 @@ from beam_dpsketch.sketches.misra_gries.sizing import DEFAULT_K, k_for_memory, s
 from beam_dpsketch.transforms import DPHeavyHitters, ReadKeyBatches
 from beam_dpsketch.transforms.heavy_hitters import MECHANISMS
 from beam_dpsketch.transforms.readers import ReadKeyPairs
+from beam_dpsketch.transforms.select_count import SELECT_COUNT, USER_EXACT
 
-__all__ = ["DEFAULT_TOP", "heavy_hitters", "register", "run", "shortfall_message"]
+__all__ = [
+    "CLI_DEFAULT_MECHANISM",
+    "DEFAULT_TOP",
+    "heavy_hitters",
+    "register",
+    "run",
+    "shortfall_message",
+]
 
 #: Keys printed when ``--top`` is not given (at most ``--k``).
 DEFAULT_TOP = 100
+
+#: The release when ``--mechanism`` is not given, at element and user level: its counts carry
+#: only noise error (no sketch error) and, at user level, noise that grows with
+#: ``--max-contributions`` rather than ``--k``. The command reads files (one global window), so
+#: the once-per-window trigger it needs always holds.
+CLI_DEFAULT_MECHANISM = SELECT_COUNT
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -105,10 +119,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument(
         "--mechanism",
         choices=MECHANISMS,
-        help="release (default design-b; pamg-gshm with --privacy-id). select-then-count "
-        "(either level): DP selection of --k keys, then their noisy exact counts; user-exact "
-        "(with --privacy-id): exact counts with GSHM at l=--max-contributions, memory grows "
-        "with the distinct keys",
+        help="release (default select-then-count, either level: DP selection of at most --k "
+        "keys, then their noisy exact counts in a second pass, O(k) memory). design-b: one "
+        "pass, any windowing; user-exact (with --privacy-id): exact counts with GSHM at "
+        "l=--max-contributions, memory grows with the distinct keys",
     )
     group.add_argument(
         "--selection-fraction",
@@ -141,6 +155,11 @@ def _rows(record: tuple[Any, Any]) -> Iterator[dict[str, Any]]:
     }
 
 
+def mechanism_of(args: argparse.Namespace) -> str:
+    """``--mechanism``, or the command's default at either level: select-then-count."""
+    return args.mechanism or CLI_DEFAULT_MECHANISM
+
+
 def _k_from_args(args: argparse.Namespace) -> int:
     """``--k``, or the k that ``--max-error``/``--memory`` ask for, or the default."""
     if args.expected_rows is not None and args.max_error is None:
@@ -161,6 +180,8 @@ def shortfall_message(
     epsilon: float,
     threshold: float | None,
     mechanism: str | None = None,
+    *,
+    user_level: bool = False,
 ) -> str:
     """Why fewer than ``top`` keys were released, from public values and the released count.
 
@@ -168,16 +189,20 @@ def shortfall_message(
     public threshold enter it: nothing about the unreleased keys.
     """
     cut = "the noise threshold" if threshold is None else f"the threshold {threshold:.4g}"
+    stage = "selection estimate (the first pass)" if mechanism == SELECT_COUNT else "sketch count"
     return (
         f"# heavy-hitters: {released} of the {top} requested keys were released. A key is "
-        f"released only when its noisy sketch count passes {cut}, i.e. when its true count "
+        f"released only when its noisy {stage} passes {cut}, i.e. when its true count "
         f"exceeds about rows/(k+1) + threshold (k={k}, epsilon={epsilon:g}); every other key "
         "stays hidden. To release more keys raise --k (or --max-error/--memory; memory grows "
         "with max-shards * k) or --epsilon."
         + (
-            " At user level, --mechanism user-exact adds noise that grows with "
-            "--max-contributions instead of k (its memory grows with the distinct keys)."
+            " At user level, --mechanism select-then-count (the default) adds noise that "
+            "grows with --max-contributions instead of k."
             if mechanism == "pamg-gshm"
+            else " At user level, --mechanism user-exact selects with noise that grows with "
+            "the square root of --max-contributions (its memory grows with the distinct keys)."
+            if user_level and mechanism != USER_EXACT
             else ""
         )
     )
@@ -192,13 +217,14 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
     if args.max_contributions is not None and args.privacy_id is None:
         raise ValueError("--max-contributions applies with --privacy-id only")
     budget = budget_from_args(args)
+    chosen = mechanism_of(args)
     options: dict[str, Any] = {
         "top": top,
-        "mechanism": args.mechanism,
+        "mechanism": chosen,
         "noise_source": noise_source_from_args(args),
         "label": "heavy-hitters",
     }
-    if args.mechanism in (None, "design-b", "select-then-count"):
+    if chosen in ("design-b", SELECT_COUNT):
         options["max_shards"] = args.max_shards
     if args.selection_fraction is not None:
         options["selection_fraction"] = args.selection_fraction
@@ -228,12 +254,16 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
     parameters: dict[str, Any] = {"column": args.column, "k": k, "top": top}
     if args.privacy_id is not None:
         parameters.update(privacy_id=args.privacy_id, max_contributions=args.max_contributions or 1)
-    if args.mechanism in (None, "design-b"):
+    if chosen == "design-b":
         parameters["max_shards"] = args.max_shards
         if args.privacy_id is None:
             parameters["error_confidence"] = ERROR_CONFIDENCE
-    if args.mechanism == "select-then-count":
+    if chosen == SELECT_COUNT:
         parameters["max_shards"] = args.max_shards
+        parameters["error_confidence"] = ERROR_CONFIDENCE
+        # Public calibration of the selection, which decides which keys are counted.
+        details = transform.accountant.all_charges()[-1][1].details
+        parameters["selection_threshold"] = details["selection_threshold"]
         parameters["selection_fraction"] = (
             transform.aggregate.mechanism.selection.selection_fraction
         )
@@ -262,8 +292,9 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
                 top,
                 release.parameters["k"],
                 args.epsilon,
-                release.parameters.get("threshold"),
-                args.mechanism or ("pamg-gshm" if args.privacy_id is not None else "design-b"),
+                release.parameters.get("threshold", release.parameters.get("selection_threshold")),
+                mechanism_of(args),
+                user_level=args.privacy_id is not None,
             ),
             file=sys.stderr,
         )

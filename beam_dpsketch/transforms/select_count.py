@@ -329,8 +329,8 @@ class SelectedCountMechanism(ReleaseMechanism):
     def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
         released = self._release(accumulator, budget, stream)
         if self.top is None:
-            return list(released.items)
-        return sorted(released.top(self.top).items, key=lambda kv: -kv[1])
+            return released.estimates()
+        return sorted(released.top(self.top).estimates(), key=lambda kv: -kv[1])
 
     def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
         probe = self._release({}, budget, NoiseSource.insecure_for_tests(0).stream("describe"))

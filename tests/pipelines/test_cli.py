@@ -266,6 +266,8 @@ def test_heavy_hitters_json_on_csv_finds_the_heavy_key(tmp_path, capsys):
             "browser",
             "--k",
             "10",
+            "--mechanism",
+            "design-b",
             "--epsilon",
             "1",
             "--format",
@@ -364,16 +366,26 @@ def _few_keys_csv(tmp_path):
     return path
 
 
-def test_heavy_hitters_says_why_fewer_keys_than_top_were_released(tmp_path, capsys):
+@pytest.mark.parametrize(
+    ("mechanism", "threshold_field", "stage"),
+    [
+        ([], "selection_threshold", "selection estimate"),  # the default: select-then-count
+        (["--mechanism", "design-b"], "threshold", "sketch count"),
+    ],
+)
+def test_heavy_hitters_says_why_fewer_keys_than_top_were_released(
+    tmp_path, capsys, mechanism, threshold_field, stage
+):
     # k=10 over 301 distinct names of 20 rows each: only "ann" (500 rows) clears
     # rows/(k+1) + threshold; the command says so on stderr and still exits 0.
     args = ["heavy-hitters", "--input", str(_few_keys_csv(tmp_path)), "--column", "name"]
-    args += ["--k", "10", "--top", "5", "--epsilon", "1", "--format", "json"]
+    args += ["--k", "10", "--top", "5", "--epsilon", "1", "--format", "json", *mechanism]
     code, out, err = run_cli([*args, "--insecure-test-seed", "2"], capsys)
     assert code == 0, err
     rows = json.loads(out)["rows"]
     assert [r["key"] for r in rows] == ["ann"]
-    threshold = json.loads(out)["parameters"]["threshold"]
+    threshold = json.loads(out)["parameters"][threshold_field]
+    assert f"noisy {stage}" in err
     assert "1 of the 5 requested keys were released" in err
     assert f"threshold {threshold:.4g}" in err and "k=10" in err and "raise --k" in err
     assert "user-exact" not in err  # element level: no user-level advice

@@ -49,12 +49,15 @@ import numpy as np
 from beam_dpsketch.hashing import canonical_keys, encode_key
 from beam_dpsketch.noise import NoiseStream, discrete_laplace
 from beam_dpsketch.sketches.misra_gries.core import (
+    ERROR_CONFIDENCE,
+    ErrorBound,
     HeavyHitterRelease,
     NoiseSpec,
     check_approx_delta,
     check_eps,
     check_positive_int,
     check_stream,
+    geometric_two_sided_quantile,
     laplace_scale_exact,
     make_release,
 )
@@ -212,7 +215,9 @@ def count_release(
     Returns
     -------
     HeavyHitterRelease
-        Every candidate with its integer noisy count (no threshold), canonical key order.
+        Every candidate with its integer noisy count (no threshold), canonical key order. Its
+        ``error`` is the two-sided ``ERROR_CONFIDENCE`` quantile of the noise (the count itself
+        is exact, so there is no sketch term): ``release.estimates()`` carries it per key.
 
     Notes
     -----
@@ -235,6 +240,8 @@ def count_release(
     # Always k draws, so the amount of noise drawn does not depend on the data.
     z = discrete_laplace(stream, scale, kk)[: len(cands)].tolist()
     pairs = [(x, int(counts.get(x, 0)) + int(zi)) for x, zi in zip(cands, z, strict=True)]
+    # Public: a quantile of the noise distribution, the same for every key and every input.
+    t = geometric_two_sided_quantile(scale, 1.0 - ERROR_CONFIDENCE)
     return make_release(
         pairs,
         mechanism="SELECT-THEN-COUNT",
@@ -246,4 +253,5 @@ def count_release(
         neighbouring=relation or select_count_relation(None if privacy_unit == "element" else sens),
         privacy_unit=privacy_unit,
         details={"sensitivity_l1": sens, "epsilon_effective": float(sens / scale)},
+        error=ErrorBound(float(t), float(t), ERROR_CONFIDENCE),
     )
