@@ -110,3 +110,23 @@ def test_exact_user_gshm_noise_grows_with_m_not_k():
     assert sigmas[0] < sigmas[1] < sigmas[2]
     # GSHM at l = k = 100 (PAMG) has far larger sigma than at l = m = 1.
     assert calibrate_gshm(100, 1.0, 1e-6).sigma > 5 * sigmas[0]
+
+
+def test_count_release_error_bound_covers_the_true_count_at_its_confidence():
+    # The count is exact, so the stated bound is the noise's two-sided quantile: over many
+    # seeded releases, |estimate - true| <= error_bound holds for at least 95% of the values
+    # and fails for some (the bound is a quantile, not a worst case).
+    eps, k, true = 0.5, 200, {"a": 40, "b": 7}
+    inside = total = 0
+    for seed in range(50):
+        rel = count_release(true, ["a", "b", "c"], eps, stream(seed), k=k, sensitivity=2)
+        for est in rel.estimates():
+            assert est.confidence == 0.95
+            assert est.upper - est.count == est.error_bound  # a true count is never negative:
+            assert est.lower == max(0.0, est.count - est.error_bound)
+            inside += abs(est.count - true.get(est.key, 0)) <= est.error_bound
+            total += 1
+    bound = rel.estimates()[0].error_bound
+    # Scale 2/0.5 = 4: P(|Z| > t) = 2 a^(t+1) / (1 + a), a = exp(-1/4), first <= 0.05 at t = 12.
+    assert bound == 12
+    assert 0.93 <= inside / total < 1.0
