@@ -142,8 +142,6 @@ def _cli_args(command: str, extra: Sequence[str] = ()) -> argparse.Namespace:
 def cli_heavy_hitter_defaults() -> dict[str, Any]:
     """``k``, ``max_shards`` and the default mechanism of ``beam-dpsketch heavy-hitters``."""
     from beam_dpsketch.pipelines import heavy_hitters as cli
-    from beam_dpsketch.privacy import PrivacyBudget
-    from beam_dpsketch.transforms import DPHeavyHitters
 
     args = _cli_args("heavy-hitters")
     # Without --k (nor a sizing option) the command uses its module's DEFAULT_K.
@@ -153,9 +151,7 @@ def cli_heavy_hitter_defaults() -> dict[str, Any]:
             f"the heavy-hitters CLI has no fixed default --k (got {k!r}): update "
             "cli_heavy_hitter_defaults for its sizing rule"
         )
-    mechanism = args.mechanism
-    if mechanism is None:  # the transform's own default at element level
-        mechanism = DPHeavyHitters(k, PrivacyBudget.approx(1.0, DELTA)).mechanism_name
+    mechanism = cli.mechanism_of(args)
     return {"k": k, "max_shards": getattr(args, "max_shards", None), "mechanism": mechanism}
 
 

@@ -44,6 +44,7 @@ from beam_dpsketch.transforms.select_count import SELECT_COUNT, USER_EXACT
 
 __all__ = [
     "CLI_DEFAULT_MECHANISM",
+    "CLI_DEFAULT_USER_MECHANISM",
     "DEFAULT_TOP",
     "heavy_hitters",
     "register",
@@ -54,11 +55,13 @@ __all__ = [
 #: Keys printed when ``--top`` is not given (at most ``--k``).
 DEFAULT_TOP = 100
 
-#: The release when ``--mechanism`` is not given, at element and user level: its counts carry
-#: only noise error (no sketch error) and, at user level, noise that grows with
-#: ``--max-contributions`` rather than ``--k``. The command reads files (one global window), so
+#: The release when ``--mechanism`` is not given, at element level: its counts carry only noise
+#: error (no sketch error) in ``O(k)`` memory. The command reads files (one global window), so
 #: the once-per-window trigger it needs always holds.
 CLI_DEFAULT_MECHANISM = SELECT_COUNT
+#: At user level: exact bounded counts, noise that grows with ``sqrt(--max-contributions)``; its
+#: memory grows with the distinct keys, as PipelineDP's does.
+CLI_DEFAULT_USER_MECHANISM = USER_EXACT
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -119,10 +122,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument(
         "--mechanism",
         choices=MECHANISMS,
-        help="release (default select-then-count, either level: DP selection of at most --k "
-        "keys, then their noisy exact counts in a second pass, O(k) memory). design-b: one "
-        "pass, any windowing; user-exact (with --privacy-id): exact counts with GSHM at "
-        "l=--max-contributions, memory grows with the distinct keys",
+        help="release. Default select-then-count (DP selection of at most --k keys, then "
+        "their noisy exact counts in a second pass, O(k) memory); with --privacy-id, default "
+        "user-exact (exact bounded counts with GSHM at l=--max-contributions: noise grows with "
+        "its square root; memory grows with the distinct keys). design-b: one pass, any "
+        "windowing",
     )
     group.add_argument(
         "--selection-fraction",
@@ -156,8 +160,10 @@ def _rows(record: tuple[Any, Any]) -> Iterator[dict[str, Any]]:
 
 
 def mechanism_of(args: argparse.Namespace) -> str:
-    """``--mechanism``, or the command's default at either level: select-then-count."""
-    return args.mechanism or CLI_DEFAULT_MECHANISM
+    """``--mechanism``, or the command's default at its level."""
+    if args.mechanism is not None:
+        return args.mechanism
+    return CLI_DEFAULT_MECHANISM if args.privacy_id is None else CLI_DEFAULT_USER_MECHANISM
 
 
 def _k_from_args(args: argparse.Namespace) -> int:
@@ -197,11 +203,9 @@ def shortfall_message(
         "stays hidden. To release more keys raise --k (or --max-error/--memory; memory grows "
         "with max-shards * k) or --epsilon."
         + (
-            " At user level, --mechanism select-then-count (the default) adds noise that "
-            "grows with --max-contributions instead of k."
-            if mechanism == "pamg-gshm"
-            else " At user level, --mechanism user-exact selects with noise that grows with "
-            "the square root of --max-contributions (its memory grows with the distinct keys)."
+            " At user level, --mechanism user-exact (the default) selects with noise that "
+            "grows with the square root of --max-contributions instead of k or "
+            "--max-contributions (its memory grows with the distinct keys)."
             if user_level and mechanism != USER_EXACT
             else ""
         )

@@ -328,8 +328,15 @@ def test_heavy_hitters_user_level_bounds_contributions(tmp_path, capsys):
     released = {r["key"]: r["estimate"] for r in envelope["rows"]}
     assert "spam" not in released and "news" in released  # one bot = one contribution
     assert "privacy unit: user" in envelope["guarantee"]
-    # Fewer keys than --top (8): the message points to the release whose noise follows m, not k.
-    assert "--mechanism user-exact" in err
+    assert envelope["mechanism"].startswith("dp-misra-gries/user-exact")  # user-level default
+    assert "--mechanism user-exact" not in err  # no advice to pick what already ran
+    # Fewer keys than --top (8) with a release whose noise follows k: the message points to the
+    # one whose noise follows sqrt(m).
+    args = ["heavy-hitters", "--input", str(path), "--column", "site", "--privacy-id", "user"]
+    args += ["--k", "8", "--epsilon", "1", "--mechanism", "pamg-gshm", "--format", "json"]
+    code, out, err = run_cli([*args, "--insecure-test-seed", "1"], capsys)
+    assert code == 0, err
+    assert "--mechanism user-exact (the default)" in err
 
 
 def test_heavy_hitters_user_level_explain_states_the_contribution_bound(tmp_path, capsys):
