@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint format clean
+.PHONY: demo test bench lint format clean prism
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 demo: $(STAMP)
 	$(BIN)/beam-dpsketch demo --out reports/demo
 
-test: $(STAMP)
+# Prism, Beam's portable runner in Go, for tests/engines: `go install` once into
+# ~/.cache/beam-dpsketch (about 1.5 min cold, a no-op later). Without Go the Prism tests skip.
+prism:
+	@bash scripts/prism.sh
+
+test: $(STAMP) $(if $(shell command -v go),prism)
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -70,11 +71,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+# Dask's ``distributed`` sets its loggers' levels from its configuration when it is imported,
+# which it reads from the environment: in this process and in the worker processes a local Dask
+# cluster spawns. The variable is set only when the user has not set it.
+_DASK_LOG_LEVEL = "DASK_LOGGING__DISTRIBUTED"
+_dask_level_set_here = False
+
+
 def _configure_logging(verbose: bool) -> None:
+    """INFO with ``-v``; else ERROR, for Beam, Dask and the runners' worker processes.
+
+    The FnApiRunner's ``multi_processing`` workers follow the ``apache_beam`` level
+    (:class:`~beam_dpsketch.pipelines.options.FnApiRunnerWorkerLogging`).
+    """
+    global _dask_level_set_here
     level = logging.INFO if verbose else logging.ERROR
     logging.basicConfig(level=level)
     logging.getLogger().setLevel(level)
-    logging.getLogger("apache_beam").setLevel(level)
+    for name in ("apache_beam", "distributed"):
+        logging.getLogger(name).setLevel(level)
+    if not verbose and _DASK_LOG_LEVEL not in os.environ:
+        os.environ[_DASK_LOG_LEVEL] = "error"
+        _dask_level_set_here = True
+    elif verbose and _dask_level_set_here:
+        os.environ.pop(_DASK_LOG_LEVEL, None)
+        _dask_level_set_here = False
 
 
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)\b.*:")

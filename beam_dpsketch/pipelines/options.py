@@ -5,13 +5,22 @@ in-process ``FnApiRunner`` unless ``--runner`` is given. The default ``DirectRun
 try to download the Prism runner (offline machines wait for it to fail), and the FnApiRunner's
 ``multi_threading`` mode is refused because on Beam 2.77 it loses elements around large
 GroupByKeys; ``--direct_running_mode=multi_processing --direct_num_workers=N`` is the way to use
-several cores locally.
+several cores locally. Its SDK worker processes then log at this process's level for Beam
+(:class:`FnApiRunnerWorkerLogging`).
+
+Options of every runner Beam defines are recognised, including those declared next to a runner
+rather than in ``apache_beam.options.pipeline_options`` (``--dask_client_address`` of the
+``DaskRunner``): the chosen runner's module is imported before the options are checked. The
+``DaskRunner`` itself is refused (:func:`pipeline_options`): the command line's outputs leave the
+pipeline through ``WriteToText``, which it completes without writing the elements.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import importlib
+import logging
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -19,7 +28,11 @@ from typing import Any, TextIO
 
 import apache_beam as beam
 from apache_beam.options import pipeline_options as beam_pipeline_options
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.portability.api import beam_provision_api_pb2
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.runners.portability.fn_api_runner.fn_runner import ExtendedProvisionInfo
+from google.protobuf import struct_pb2
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
@@ -27,6 +40,7 @@ from beam_dpsketch.transforms.readers import INPUT_FORMATS, KEY_TYPES, ReadOrder
 
 __all__ = [
     "DEFAULT_RUNNER",
+    "FnApiRunnerWorkerLogging",
     "add_input_arguments",
     "add_privacy_arguments",
     "budget_from_args",
@@ -242,10 +256,53 @@ def _flag_value(args: Sequence[str], name: str) -> str | None:
     return value
 
 
+def _runner_path(runner: str) -> str | None:
+    """The ``module.Class`` path of a ``--runner`` value (a path, or a name Beam knows)."""
+    if "." in runner:
+        return runner
+    wanted = runner.lower()
+    for path in StandardOptions.ALL_KNOWN_RUNNERS:
+        name = path.rsplit(".", 1)[-1].lower()
+        if wanted in (name, name.removesuffix("runner")):
+            return path
+    return None
+
+
+def _import_runner(beam_args: Sequence[str]) -> str | None:
+    """Import the module of the chosen runner, so that its own options classes exist.
+
+    Returns the runner's ``module.Class`` path (``None`` if unknown). A runner that cannot be
+    imported is left for Beam to report when it builds the pipeline.
+    """
+    runner = _flag_value(beam_args, "--runner")
+    path = _runner_path(runner) if runner else None
+    if path is not None:
+        try:
+            importlib.import_module(path.rsplit(".", 1)[0])
+        except Exception:  # Beam reports it, with its own message, when it creates the runner
+            pass
+    return path
+
+
+def _without_flag(args: Sequence[str], name: str) -> list[str]:
+    """``args`` without every ``name=value`` and ``name value`` occurrence."""
+    out: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == name:
+            skip = True
+        elif not a.startswith(name + "="):
+            out.append(a)
+    return out
+
+
 def _warn_unknown(beam_args: Sequence[str], known: Iterable[str], stderr: TextIO) -> None:
     """Warn about options neither this CLI nor Beam knows: Beam ignores them silently."""
     # The same parser Beam builds in PipelineOptions.get_all_options (private, but it is how
-    # Beam itself decides which arguments it will discard).
+    # Beam itself decides which arguments it will discard). The options classes are the
+    # subclasses of PipelineOptions imported so far: the caller imports the runner's module first.
     parser = beam_pipeline_options._BeamArgumentParser(allow_abbrev=False)  # noqa: SLF001
     classes: dict[str, type] = {}
     for cls in PipelineOptions.__subclasses__():
@@ -267,6 +324,43 @@ def _warn_unknown(beam_args: Sequence[str], known: Iterable[str], stderr: TextIO
         )
 
 
+class FnApiRunnerWorkerLogging(FnApiRunner):
+    """Beam's FnApiRunner, whose SDK worker processes log at this process's level for Beam.
+
+    The FnApiRunner starts its ``multi_processing`` workers with no pipeline options, so they log
+    at INFO (about twenty lines each) whatever the caller configured. This runner gives them
+    ``default_sdk_harness_log_level``: the effective level of the ``apache_beam`` logger when the
+    runner is created (``ERROR`` for the command line without ``-v``). A worker still prints
+    what it logs before it reads its options (one line, and Beam's import-time warnings).
+    Everything else is the FnApiRunner's.
+    """
+
+    def __init__(self) -> None:
+        level = logging.getLevelName(logging.getLogger("apache_beam").getEffectiveLevel())
+        options = struct_pb2.Struct()
+        options.update({"beam:option:default_sdk_harness_log_level:v1": level})
+        info = beam_provision_api_pb2.ProvisionInfo(
+            retrieval_token="unused-retrieval-token", pipeline_options=options
+        )
+        super().__init__(provision_info=ExtendedProvisionInfo(info))
+
+
+_FN_API_RUNNERS = (
+    "apache_beam.runners.portability.fn_api_runner.FnApiRunner",
+    "apache_beam.runners.portability.fn_api_runner.fn_runner.FnApiRunner",
+)
+_WORKER_LOGGING_RUNNER = f"{__name__}.{FnApiRunnerWorkerLogging.__name__}"
+# Runners the command line refuses, with the reason (measured on Beam 2.77).
+_REFUSED_RUNNERS = {
+    "apache_beam.runners.dask.dask_runner.DaskRunner": (
+        "the command line's results leave the pipeline through WriteToText, which DaskRunner "
+        "completes without writing the elements (the output would be empty), and DaskRunner "
+        "computes only the last of several outputs. Apply the DP transforms in a Python "
+        "pipeline with one sink (docs/deploying.md), or choose another runner"
+    ),
+}
+
+
 def pipeline_options(
     beam_args: Sequence[str] | None = None,
     *,
@@ -274,6 +368,9 @@ def pipeline_options(
     stderr: TextIO | None = None,
 ) -> PipelineOptions:
     """Beam pipeline options from the pass-through arguments, defaulting to the FnApiRunner.
+
+    The FnApiRunner in ``multi_processing`` mode becomes :class:`FnApiRunnerWorkerLogging`
+    (the same runner, with workers that log at this process's level for Beam).
 
     Parameters
     ----------
@@ -287,7 +384,8 @@ def pipeline_options(
     Raises
     ------
     ValueError
-        For ``--direct_running_mode=multi_threading``, which loses data on this Beam version.
+        For ``--direct_running_mode=multi_threading``, which loses data on this Beam version,
+        and for a runner the command line cannot get its results back from (the DaskRunner).
     """
     args = list(beam_args or ())
     if _flag_value(args, "--direct_running_mode") == "multi_threading":
@@ -297,7 +395,13 @@ def pipeline_options(
         )
     if not _has_flag(args, "--runner"):
         args = [f"--runner={DEFAULT_RUNNER}", *args]
+    path = _import_runner(args)
     _warn_unknown(args, known_options, stderr or sys.stderr)
+    if path in _REFUSED_RUNNERS:
+        name = path.rsplit(".", 1)[-1]
+        raise ValueError(f"--runner {name}: {_REFUSED_RUNNERS[path]}")
+    if path in _FN_API_RUNNERS and _flag_value(args, "--direct_running_mode") == "multi_processing":
+        args = [f"--runner={_WORKER_LOGGING_RUNNER}", *_without_flag(args, "--runner")]
     return PipelineOptions(args)
 
 

@@ -16,6 +16,10 @@ base carries what they share, so that each states it once:
   with different labels apply in one pipeline, and :meth:`DPTransform.default_label` is the class
   name. The *release label*, which names the accountant entry and keys every noise stream, is
   that label when one is given, else the applied transform's full label (unique in a pipeline);
+* **runner check**: :meth:`DPTransform.expand` first refuses a runner that would run the
+  transform with other semantics than its guarantee assumes (a stateful transform, or windowed
+  input, on a runner without state or windows: :mod:`~beam_dpsketch.transforms.engines`);
+  subclasses that use per-key state and timers set :attr:`DPTransform.needs_state_and_timers`;
 * **release planning**: :meth:`DPTransform.expand` names the release, calls the subclass's
   :meth:`DPTransform.plan_release` (which validates the input's windowing and charges the
   accountant, exactly once, before anything runs) and then
@@ -71,6 +75,7 @@ from apache_beam.transforms.display import DisplayDataItem
 from beam_dpsketch.noise import NoiseSource, application_source
 from beam_dpsketch.privacy.accountant import BudgetExceededError, Charge, PrivacyAccountant
 from beam_dpsketch.privacy.budget import PrivacyBudget
+from beam_dpsketch.transforms.engines import check_runner
 
 __all__ = [
     "DPTransform",
@@ -274,6 +279,11 @@ class DPTransform(beam.PTransform, abc.ABC):
     releases never share a label on one accountant (they would share noise).
     """
 
+    #: Whether the transform keeps per-key state or sets timers (a stateful ``DoFn``). A runner
+    #: without state and timers (:mod:`~beam_dpsketch.transforms.engines`) refuses it when it
+    #: is applied. A subclass whose need depends on its parameters sets it per instance.
+    needs_state_and_timers: bool = False
+
     def __init__(
         self,
         budget: PrivacyBudget | None = None,
@@ -346,6 +356,8 @@ class DPTransform(beam.PTransform, abc.ABC):
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
         name = self.release_name(pcoll)
+        # Before planning: a refused transform must charge nothing.
+        check_runner(self, pcoll, name)
         charge = self.plan_release(pcoll, name)
         if not isinstance(charge, Charge):
             raise TypeError(
