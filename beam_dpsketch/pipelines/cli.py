@@ -18,6 +18,8 @@ import re
 import sys
 from collections.abc import Sequence
 
+from beam_dpsketch.pipelines.arguments import accept_negative_numbers
+
 __all__ = ["main", "SUBCOMMAND_MODULES"]
 
 # Order is the order of `beam-dpsketch --help`.
@@ -50,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    # Every subcommand reads "-1e18" or "-inf" as a value, never as an option.
+    for sub in subparsers.choices.values():
+        accept_negative_numbers(sub)
     return parser
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import apache_beam as beam
 
+from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 from beam_dpsketch.pipelines.options import (
     add_input_arguments,
     add_privacy_arguments,
@@ -74,6 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "is not covered (it shifts later positions). The order must be public."
         ),
     )
+    accept_negative_numbers(cmd)
     add_input_arguments(cmd)
     group = cmd.add_argument_group("release")
     group.add_argument(

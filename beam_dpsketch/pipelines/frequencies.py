@@ -18,6 +18,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 from beam_dpsketch.pipelines.options import (
     add_input_arguments,
     add_privacy_arguments,
@@ -39,6 +40,7 @@ from beam_dpsketch.pipelines.output import (
 )
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles, ReadKeyBatches
 from beam_dpsketch.transforms.frequencies import DEFAULT_SKETCH, ERROR_BOUND_CONFIDENCE
+from beam_dpsketch.transforms.readers import NUMBERS
 
 __all__ = [
     "frequency_rows",
@@ -72,6 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "row."
         ),
     )
+    accept_negative_numbers(freq)
     add_input_arguments(freq)
     group = freq.add_argument_group("release")
     group.add_argument(
@@ -109,11 +112,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Release differentially private quantiles of one numeric column with a private "
             "dyadic Count Sketch over the declared public range [--lower, --upper] (Zhao et al. "
             "2022, Section 4.2). Integer columns are used as they are; declare "
-            "--resolution for fractional values. Every value is mapped into the bounds before it "
-            "is counted: values below --lower count as --lower, above --upper (and NaN) as "
-            "--upper, so no value can make the run fail."
+            "--resolution for fractional values (without it a fraction counts as its floor). "
+            "Integer and float columns are read as numbers, CSV and text cells parsed as "
+            "numbers of any size (1.5, 1e3, 18446744073709551615, nan). Every value is mapped "
+            "into the bounds before it is counted: values below --lower count as --lower, "
+            "above --upper (and NaN) as --upper, so no number can make the run fail (a cell "
+            "that is not a number fails naming its file and row)."
         ),
     )
+    accept_negative_numbers(quant)
     add_input_arguments(quant)
     group = quant.add_argument_group("release")
     group.add_argument("--q", type=float, nargs="+", required=True, help="quantiles in [0, 1]")
@@ -279,7 +286,9 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
 def run_quantiles(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Run the ``quantiles`` subcommand; returns the exit status."""
     check_output_arguments(args)
-    reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type="int")
+    # Numbers, not keys: ints and floats of any size reach DPQuantiles, which maps each one
+    # into [lower, upper] (clamping, NaN to upper, floor without --resolution).
+    reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type=NUMBERS)
     transform = DPQuantiles(
         args.q,
         args.lower,

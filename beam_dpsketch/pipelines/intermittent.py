@@ -42,6 +42,7 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
+from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 from beam_dpsketch.pipelines.options import (
     add_input_arguments,
     add_privacy_arguments,
@@ -89,6 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "form one batch. Queries must not be chosen from the data."
         ),
     )
+    accept_negative_numbers(sub)
     add_input_arguments(sub)
     sub.add_argument(
         "--time-column",

@@ -72,10 +72,13 @@ import argparse
 import csv
 import io
 import json
+import logging
+import re
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -280,6 +283,54 @@ class StagingArea:
         return out
 
 
+# Loggers through which Beam's runners log a failed element's exception with its traceback.
+_WORKER_ERROR_LOGGERS = (
+    "apache_beam.runners.common",
+    "apache_beam.runners.worker.bundle_processor",
+    "apache_beam.runners.worker.sdk_worker",
+)
+_STEP_NAME = re.compile(r" \[while running '[^']*'\]")
+
+
+class _DropErrorTracebacks(logging.Filter):
+    """Drop log records that carry an exception: the run re-raises it, and the command line
+    reports it in one line (with ``--verbose``, Beam's INFO logging, the records stay)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.exc_info
+
+
+@contextmanager
+def _worker_errors_not_logged() -> Iterator[None]:
+    """While a pipeline runs, keep Beam from logging the traceback of a failure that is about
+    to be raised, unless Beam's INFO logging is on (``--verbose``)."""
+    if logging.getLogger("apache_beam").isEnabledFor(logging.INFO):
+        yield
+        return
+    quiet = _DropErrorTracebacks()
+    loggers = [logging.getLogger(name) for name in _WORKER_ERROR_LOGGERS]
+    for logger in loggers:
+        logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(quiet)
+
+
+def _without_step_name(exc: BaseException) -> BaseException | None:
+    """``exc`` without the `` [while running 'Step']`` that Beam appends to a failure's
+    message (the message of an input error ends with the file and row it names); ``None``
+    when there is nothing to remove or the exception cannot be rebuilt."""
+    args = exc.args
+    if not args or not isinstance(args[0], str) or not _STEP_NAME.search(args[0]):
+        return None
+    try:
+        return type(exc)(_STEP_NAME.sub("", args[0]), *args[1:])
+    except Exception:  # noqa: BLE001 - an exception type with another signature: keep it
+        return None
+
+
 @dataclass
 class ReleaseRun:
     """The rows of a release run, in display order, and any named side outputs."""
@@ -330,6 +381,14 @@ def run_release(
         Named transforms applied to the transform's output, returned the same way.
     known_options
         The subcommand's own option strings (for suggestions on mistyped Beam options).
+
+    Raises
+    ------
+    Exception
+        A failure inside the pipeline (a damaged input file, ...) is re-raised as it was raised
+        in the worker, without the `` [while running 'Step']`` Beam appends, so the command line
+        prints the one line that names the file and row; Beam does not log its traceback
+        unless its INFO logging is on (``--verbose``).
     """
     options = pipeline_options(beam_args, known_options=known_options)
     with StagingArea(options) as staging:
@@ -344,7 +403,14 @@ def run_release(
             staging.write(origin | f"Side{name}" >> side, f"side-{name}")
         if explain:
             print(transform.explain(), file=sys.stderr)
-        pipeline.run().wait_until_finish()
+        try:
+            with _worker_errors_not_logged():
+                pipeline.run().wait_until_finish()
+        except Exception as exc:
+            clean = _without_step_name(exc)
+            if clean is None:
+                raise
+            raise clean from None
         return ReleaseRun(
             _ordered(staging.read("rows")),
             {name: staging.read(f"side-{name}") for name in named},

@@ -21,6 +21,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from beam_dpsketch.hashing import encode_key
+from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 from beam_dpsketch.pipelines.options import (
     add_input_arguments,
     convert_query_keys,
@@ -108,6 +109,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "FnApiRunner in-process)."
         ),
     )
+    accept_negative_numbers(parser)
     add_input_arguments(parser)
     group = parser.add_argument_group("sketch")
     group.add_argument(

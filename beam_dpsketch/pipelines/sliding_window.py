@@ -40,6 +40,7 @@ from typing import Any
 
 import apache_beam as beam
 
+from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 from beam_dpsketch.pipelines.options import (
     add_input_arguments,
     add_privacy_arguments,
@@ -82,6 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "not covered."
         ),
     )
+    accept_negative_numbers(sub)
     add_input_arguments(sub)
     win = sub.add_argument_group("window")
     win.add_argument(

@@ -1,23 +1,45 @@
 """Read one key column of Parquet, CSV, JSON Lines or text files as batches of keys.
 
-Columnar formats never go through per-element Python (Beam costs microseconds per element):
-Parquet row groups, CSV blocks (``pyarrow.csv.open_csv``) and JSON Lines blocks (``pyarrow.json.open_json``)
-become one pyarrow ``Array`` each, which the sketches hash as a whole. Text files are read with
-``beam.io.ReadFromText`` (one key per line) and batched by :class:`BatchKeys`.
+No format goes through per-element Python (Beam costs microseconds per element): Parquet row
+groups, CSV blocks (``pyarrow.csv.open_csv``), JSON Lines blocks (``pyarrow.json.open_json``) and
+blocks of text lines become one pyarrow ``Array`` each, which the sketches hash as a whole.
+
+One input layer
+---------------
+Every reader here (:class:`ReadKeyBatches`, :class:`ReadKeyPairs`, :class:`ReadOrderedKeys`), and
+so every ``beam-dpsketch`` subcommand, opens files the same way (:func:`_open`):
+
+* **Compression** by extension (``.gz``, ``.bz2``, ``.xz``/``.lzma``, ``.zst``/``.zstd``,
+  ``.deflate``), decompressed strictly: a truncated or corrupt file fails (Beam's own
+  decompression stops silently where a cut file ends). Concatenated gzip members are read.
+* **Decoding**: CSV, JSON Lines and text must be UTF-8; a UTF-8 byte order mark at the start of
+  a file is dropped.
+* **Lines** of text files end at ``\n`` or ``\r\n`` only (:func:`_split_lines`): a lone ``\r``,
+  U+2028, U+0085, form feeds and the other characters of ``str.splitlines`` are part of the key.
+  A last line without a newline is a key. Each file is read by one worker.
+* **Empty input**: a zero-byte file (after decompression) is zero rows in every format, like a
+  CSV header alone; its column is not checked.
+* **Errors** are one line naming the file and, when one is at fault, the line (``line N``: the
+  N-th ``\n``-terminated line of the file) or the row (``row N``: the N-th record, the CSV header
+  not counted) and the column or parameter; never a value or a count from the data
+  (:class:`InputError` for damaged files).
 
 Key types
 ---------
 By default a column keeps the type the file gives it: Parquet and JSON integer columns give int
 keys, string columns str keys, binary columns bytes keys. CSV has no types, so CSV keys are
 strings (``"007"`` stays ``"007"``); text lines are strings. ``key_type="int"`` or ``"str"``
-converts. Anything else (floats, timestamps, nested values) is rejected with ``TypeError``
-naming the column and its type: a float is not a key.
+converts (a cell that is not a 64-bit integer fails naming its row). Anything else (floats,
+timestamps, nested values) is rejected with ``TypeError`` naming the column and its type: a float
+is not a key. ``key_type=NUMBERS`` reads numbers instead of keys (for quantiles): integer and
+float columns as they are, CSV and text cells parsed as integers (saturated to the int64 range,
+which any public bound lies in) or floats (``1.5``, ``1e3``, ``nan``, ``inf``).
 
 Missing values
 --------------
 A null in the key column (a JSON ``null`` or missing field, an empty CSV cell, a Parquet null)
-raises ``TypeError`` naming the column, or goes to the ``"invalid"`` output as ``(None, reason)``
-with ``dead_letter=True``. Quoted empty CSV cells (``""``) are the empty-string key.
+raises ``TypeError`` naming the column and the row, or goes to the ``"invalid"`` output as
+``(None, reason)`` with ``dead_letter=True``. Quoted empty CSV cells (``""``) are the empty-string key.
 
 Public order
 ------------
@@ -29,10 +51,15 @@ intermittent queries), whose guarantees need positions and times that do not dep
 
 from __future__ import annotations
 
+import bz2
+import codecs
 import io
+import json
+import lzma
 import os
 import re
-from collections.abc import Iterator, Sequence
+import zlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -44,7 +71,7 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 from apache_beam import pvalue
 from apache_beam.io import fileio
-from apache_beam.io.filesystem import CompressedFile, CompressionTypes
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from beam_dpsketch.transforms.batching import (
@@ -57,6 +84,8 @@ from beam_dpsketch.transforms.batching import (
 __all__ = [
     "INPUT_FORMATS",
     "KEY_TYPES",
+    "NUMBERS",
+    "InputError",
     "ReadKeyBatches",
     "ReadKeyPairs",
     "ReadOrderedKeys",
@@ -66,6 +95,8 @@ __all__ = [
 
 INPUT_FORMATS = ("parquet", "csv", "jsonl", "text")
 KEY_TYPES = ("int", "str")
+#: ``key_type`` that reads numbers (ints and floats, e.g. for quantiles) instead of keys.
+NUMBERS = "number"
 
 _EXTENSIONS = {
     ".parquet": "parquet",
@@ -132,24 +163,94 @@ def _bad_type(column: str, typ: pa.DataType, where: str) -> TypeError:
     )
 
 
-class _CompressedStream(io.RawIOBase):
-    """File-object view of Beam's ``CompressedFile`` for pyarrow.
+class InputError(ValueError):
+    """An input file that cannot be read as declared.
 
-    Beam 2.77's ``CompressedFile.closed`` is a method, not a property, so pyarrow sees a bound
-    method (truthy) and refuses the stream as closed.
+    The message is one line, ``"<file>[, line <n>]: <problem>"``: it names the file, the line
+    when one is known, and the column or parameter, never a value or a count from the data.
     """
 
-    def __init__(self, raw: CompressedFile):
+
+def _input_error(path: str, problem: str, line: int | None = None) -> InputError:
+    where = path if line is None else f"{path}, line {line}"
+    return InputError(f"{where}: {problem}")
+
+
+def _new_decompressor(kind: str) -> Any:
+    """A fresh incremental decompressor (with ``eof`` and ``unused_data``) for ``kind``."""
+    if kind == CompressionTypes.GZIP:
+        return zlib.decompressobj(zlib.MAX_WBITS | 16)
+    if kind == CompressionTypes.DEFLATE:
+        return zlib.decompressobj()
+    if kind == CompressionTypes.BZIP2:
+        return bz2.BZ2Decompressor()
+    if kind == CompressionTypes.LZMA:
+        return lzma.LZMADecompressor()
+    if kind == CompressionTypes.ZSTD:
+        import zstandard
+
+        return zstandard.ZstdDecompressor(max_window_size=1 << 31).decompressobj()
+    raise ValueError(f"unsupported compression {kind!r}")
+
+
+class _Decompressed(io.RawIOBase):
+    """Decompress a raw byte stream, failing on truncated or corrupt input.
+
+    Beam's ``CompressedFile`` stops silently where a truncated file ends (a gzip file cut in the
+    middle reads as a shorter file), so every compressed input goes through this stream instead:
+    the end of the raw bytes must also be the end of a complete compressed stream, and a corrupt
+    stream raises too, both as :class:`InputError` naming the file. Concatenated streams
+    (multi-member gzip) are read one after the other.
+    """
+
+    # Raw bytes per decompression step: small, so that one step of a highly compressed file
+    # (gzip expands up to about 1000x) stays small in memory.
+    _CHUNK = 1 << 16
+
+    def __init__(self, raw: Any, path: str, kind: str) -> None:
         super().__init__()
-        self._raw = raw
+        self._raw, self._path, self._kind = raw, path, kind
+        self._decompressor = _new_decompressor(kind)
+        self._started = False
+        self._pending = b""
+        self._offset = 0
+        self._done = False
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
-        data = self._raw.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
+    def _fail(self) -> InputError:
+        return _input_error(
+            self._path, f"the {self._kind} data is truncated or corrupt (cannot decompress)"
+        )
+
+    def _fill(self) -> None:
+        while not self._pending and not self._done:
+            data = self._raw.read(self._CHUNK)
+            if not data:
+                if self._started and not self._decompressor.eof:
+                    raise self._fail()
+                self._done = True
+                return
+            while data:
+                if self._decompressor.eof:
+                    # Another stream follows the complete one (multi-member gzip).
+                    self._decompressor = _new_decompressor(self._kind)
+                self._started = True
+                try:
+                    self._pending += self._decompressor.decompress(data)
+                except Exception:  # noqa: BLE001 - zlib, bz2, lzma and zstd errors differ
+                    raise self._fail() from None
+                data = self._decompressor.unused_data if self._decompressor.eof else b""
+
+    def readinto(self, buffer: Any) -> int:
+        self._fill()
+        n = min(len(buffer), len(self._pending) - self._offset)
+        buffer[:n] = self._pending[self._offset : self._offset + n]
+        self._offset += n
+        if self._offset == len(self._pending):
+            self._pending, self._offset = b"", 0
+        return n
 
     def close(self) -> None:
         if not self.closed:
@@ -157,20 +258,145 @@ class _CompressedStream(io.RawIOBase):
         super().close()
 
 
-def _open(path: str, compressed: bool = True):
-    compression = CompressionTypes.AUTO if compressed else CompressionTypes.UNCOMPRESSED
-    f = FileSystems.open(path, compression_type=compression)
-    return _CompressedStream(f) if isinstance(f, CompressedFile) else f
+_BOM = codecs.BOM_UTF8
 
 
-def _csv_convert_options(
-    column: str, key_type: str | None, extra: Sequence[str] = ()
-) -> pa_csv.ConvertOptions:
-    """Read ``column`` as keys (str, or int64 for ``key_type="int"``); ``extra`` columns (a time
-    column) keep pyarrow's inferred type."""
+class _CheckedText(io.RawIOBase):
+    """The bytes of a text file (CSV, JSON Lines, text), checked as UTF-8, without a BOM.
+
+    A UTF-8 byte order mark at the start of the file is dropped (it would stay glued to the
+    first key). Bytes that are not UTF-8 raise :class:`InputError` naming the file and the line
+    (1-based, counting ``\\n``), never the bytes.
+    """
+
+    _CHUNK = 1 << 20
+
+    def __init__(self, stream: Any, path: str) -> None:
+        super().__init__()
+        self._stream, self._path = stream, path
+        self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        self._lines = 0
+        self._first = True
+        self._pending = b""
+        self._offset = 0
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _check(self, data: bytes, final: bool) -> None:
+        try:
+            self._decoder.decode(data, final)
+        except UnicodeDecodeError as exc:
+            # exc.object is the decoder's held-back bytes (an incomplete character, no newline)
+            # followed by ``data``.
+            line = self._lines + exc.object[: exc.start].count(b"\n") + 1
+            raise _input_error(
+                self._path, "invalid UTF-8 (text input must be UTF-8)", line
+            ) from None
+        self._lines += data.count(b"\n")
+
+    def _fill(self) -> None:
+        while not self._pending and not self._done:
+            data = self._stream.read(self._CHUNK)
+            if self._first:
+                # The BOM may straddle reads of a stream that returns short reads.
+                while data and len(data) < len(_BOM) and _BOM.startswith(data):
+                    more = self._stream.read(self._CHUNK)
+                    if not more:
+                        break
+                    data += more
+                if data.startswith(_BOM):
+                    data = data[len(_BOM) :]
+                self._first = False
+            if not data:
+                self._check(b"", True)
+                self._done = True
+                return
+            self._check(data, False)
+            self._pending = data
+
+    def readinto(self, buffer: Any) -> int:
+        self._fill()
+        n = min(len(buffer), len(self._pending) - self._offset)
+        buffer[:n] = self._pending[self._offset : self._offset + n]
+        self._offset += n
+        if self._offset == len(self._pending):
+            self._pending, self._offset = b"", 0
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._stream.close()
+        super().close()
+
+
+def _open(path: str, fmt: str) -> Any:
+    """The readable bytes of ``path`` for format ``fmt``: the one way every reader opens input.
+
+    Parquet is read as it is (random access, compression inside the format). CSV, JSON Lines and
+    text are decompressed by extension (``.gz``, ``.bz2``, ``.xz``/``.lzma``, ``.zst``,
+    ``.deflate``), strictly (:class:`_Decompressed`), then checked as UTF-8 without a BOM
+    (:class:`_CheckedText`).
+    """
+    raw = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    if fmt == "parquet":
+        return raw
+    kind = CompressionTypes.detect_compression_type(path)
+    if kind != CompressionTypes.UNCOMPRESSED:
+        raw = _Decompressed(raw, path, kind)
+    return _CheckedText(raw, path)
+
+
+def _is_empty(path: str, fmt: str) -> bool:
+    """Whether a CSV, JSON Lines or text file holds no bytes at all (after decompression): an
+    input of zero rows in every format (a zero-byte file has no header or schema to check)."""
+    if fmt == "parquet":
+        return False
+    with _open(path, fmt) as f:
+        return not f.read(1)
+
+
+def _split_lines(text: str) -> list[str]:
+    """The lines of ``text``: split on ``\\n``, one ``\\r`` before it dropped (``\\r\\n``).
+
+    The one line splitting of every reader: no other character (``\\r`` alone, U+2028, U+0085,
+    form feed, ...) ends a line, unlike ``str.splitlines``. ``text`` must end at a line end
+    (the caller keeps the rest).
+    """
+    lines = text.split("\n")
+    lines.pop()  # after the final newline
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def _text_line_blocks(path: str, block: int = _BLOCK_SIZE) -> Iterator[tuple[int, list[str]]]:
+    """``(first line number, lines)`` blocks of a text file, each line one key (see
+    :func:`_split_lines`); a last line without a newline counts. Lines are 1-based."""
+    first = 1
+    rest = b""
+    with _open(path, "text") as f:
+        while True:
+            data = f.read(block)
+            if not data:
+                break
+            data = rest + data
+            cut = data.rfind(b"\n") + 1
+            rest = data[cut:]
+            if cut:
+                # Already checked as UTF-8, and a newline byte is always a character boundary.
+                lines = _split_lines(data[:cut].decode("utf-8"))
+                yield first, lines
+                first += len(lines)
+    if rest:
+        yield first, _split_lines(rest.decode("utf-8") + "\n")
+
+
+def _csv_convert_options(column: str, extra: Sequence[str] = ()) -> pa_csv.ConvertOptions:
+    """Read ``column`` as strings (converted by :meth:`_ColumnReader._batches`, which can name
+    the row of a bad cell); ``extra`` columns (a time column) keep pyarrow's inferred type."""
     return pa_csv.ConvertOptions(
         include_columns=[column, *extra],
-        column_types={column: pa.int64() if key_type == "int" else pa.string()},
+        column_types={column: pa.string()},
         # An empty cell is a missing key; "NA", "null", ... are legitimate keys.
         null_values=[""],
         strings_can_be_null=True,
@@ -179,12 +405,16 @@ def _csv_convert_options(
 
 
 def _csv_header(path: str) -> list[str]:
-    with _open(path) as f:
-        return pa_csv.open_csv(f, read_options=pa_csv.ReadOptions(block_size=1 << 16)).schema.names
+    with _open(path, "csv") as f:
+        try:
+            reader = pa_csv.open_csv(f, read_options=pa_csv.ReadOptions(block_size=1 << 16))
+        except pa.ArrowInvalid as exc:
+            raise _csv_error(path, exc) from None
+        return reader.schema.names
 
 
 def _read_json_probe(path: str) -> pa.Table:
-    with _open(path) as f:
+    with _open(path, "jsonl") as f:
         head = f.read(_JSON_PROBE_BYTES)
         if f.read(1):
             # More follows: parse whole lines only.
@@ -192,16 +422,13 @@ def _read_json_probe(path: str) -> pa.Table:
     try:
         return pa_json.read_json(io.BytesIO(head))
     except pa.ArrowInvalid as exc:
-        raise ValueError(
-            f"cannot parse {path} as JSON Lines (one JSON object per line): {_arrow_problem(exc)}"
-        ) from None
+        raise _json_error(path, None, None, exc) from None
 
 
 def _probe_column(path: str, fmt: str, column: str) -> pa.DataType:
     """Check that the first file has ``column`` and return its Arrow type."""
     if fmt == "parquet":
-        with _open(path, compressed=False) as f:
-            schema = pq.ParquetFile(f).schema_arrow
+        schema = _parquet_call(path, lambda pf: pf.schema_arrow)
     elif fmt == "csv":
         names = _csv_header(path)
         if column not in names:
@@ -214,35 +441,188 @@ def _probe_column(path: str, fmt: str, column: str) -> pa.DataType:
     return schema.field(column).type
 
 
+def _parquet_call(path: str, use: Callable[[pq.ParquetFile], Any]) -> Any:
+    """``use(ParquetFile)`` of the file at ``path``; an unreadable file raises
+    :class:`InputError` naming it."""
+    with _open(path, "parquet") as f:
+        try:
+            return use(pq.ParquetFile(f))
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise _input_error(path, f"cannot read as Parquet ({_arrow_problem(exc)})") from None
+
+
+def _json_kind(value: Any) -> str | None:
+    """The JSON type of a value (numbers are one type; ``None`` for null)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _arrow_json_kind(typ: pa.DataType | None) -> str | None:
+    if typ is None:
+        return None
+    if pa.types.is_boolean(typ):
+        return "boolean"
+    if pa.types.is_integer(typ) or pa.types.is_floating(typ):
+        return "number"
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return "string"
+    return None
+
+
+def _locate_json_problem(
+    path: str, column: str | None, typ: pa.DataType | None
+) -> tuple[int, str] | None:
+    """``(line, problem)`` of the first line of a JSON Lines file that is not a JSON object, or
+    where a field (``column``, or any field without one) changes JSON type (from ``typ``, or
+    from the earlier lines); ``None`` if no line is at fault.
+
+    Arrow's JSON reader numbers rows within one block, so the error path scans the file itself
+    to name the right line. The problem names the field and JSON types, never a value.
+    """
+    seen: dict[str, str] = {}
+    expected = _arrow_json_kind(typ)
+    if column is not None and expected is not None:
+        seen[column] = expected
+    for first, lines in _text_line_blocks(path):
+        for i, text in enumerate(lines):
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except ValueError:
+                return first + i, "not valid JSON (one JSON object per line)"
+            if not isinstance(obj, dict):
+                return first + i, "not a JSON object (one JSON object per line)"
+            for field in [column] if column is not None else list(obj):
+                kind = _json_kind(obj.get(field))
+                if kind is None:
+                    continue
+                before = seen.setdefault(field, kind)
+                if before != kind:
+                    return first + i, f"column {field!r} changes type from {before} to {kind}"
+    return None
+
+
+def _json_error(
+    path: str, column: str | None, typ: pa.DataType | None, exc: BaseException
+) -> InputError:
+    found = _locate_json_problem(path, column, typ)
+    if found is not None:
+        line, problem = found
+        return _input_error(path, problem, line)
+    what = f"column {column!r}" if column else "the file"
+    return _input_error(path, f"cannot read {what} as JSON Lines: {_arrow_problem(exc)}")
+
+
+def _locate_csv_problem(path: str) -> int | None:
+    """The line of the first CSV record whose number of fields differs from the header's."""
+    import csv
+
+    with _open(path, "csv") as f:
+        text = io.TextIOWrapper(f, encoding="utf-8", newline="")
+        reader = csv.reader(text)
+        try:
+            header = next(reader)
+            for record in reader:
+                if record and len(record) != len(header):
+                    return reader.line_num
+        except (csv.Error, StopIteration):
+            return reader.line_num or None
+    return None
+
+
+def _csv_error(path: str, exc: BaseException) -> InputError:
+    line = _locate_csv_problem(path)
+    problem = _arrow_problem(exc)
+    if line is not None and "columns" in problem:
+        return _input_error(
+            path, "the record has a different number of fields than the header", line
+        )
+    return _input_error(path, f"cannot parse as CSV: {problem}")
+
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _parse_number(text: str) -> int | float | None:
+    """A cell as a number (an int saturated to int64, else a float), or ``None``."""
+    try:
+        return min(max(int(text), _INT64_MIN), _INT64_MAX)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 class _ColumnReader(beam.DoFn):
-    """Base of the per-file readers: turn one Arrow column chunk into a validated key batch."""
+    """Base of the per-file readers: turn one Arrow column chunk into a validated batch.
+
+    ``key_type`` ``"int"``/``"str"`` converts keys; ``NUMBERS`` reads numbers (ints and
+    floats, for quantiles) instead of keys. ``first_row`` (1-based) locates a bad cell: the
+    message names the file, the column and the row, never the cell.
+    """
 
     def __init__(self, column: str, key_type: str | None, dead_letter: bool):
         self._column = column
         self._key_type = key_type
         self._dead_letter = dead_letter
 
-    def _batches(self, arr: Any, path: str) -> Iterator[Any]:
+    def _what(self) -> str:
+        return f"column {self._column!r}"
+
+    def _where(self, path: str, row: int | None) -> str:
+        """``"<what> of <path>[, row <n>]"``: the cell's place, never its value."""
+        return f"{self._what()} of {path}" + ("" if row is None else f", row {row}")
+
+    def _batches(self, arr: Any, path: str, first_row: int | None = None) -> Iterator[Any]:
         if isinstance(arr, pa.ChunkedArray):
             arr = arr.combine_chunks()
+        if pa.types.is_dictionary(arr.type):
+            arr = arr.dictionary_decode()
+        numbers = self._key_type == NUMBERS
         kind = _key_kind(arr.type)
-        if kind is None and not pa.types.is_null(arr.type):
-            exc = _bad_type(self._column, arr.type, path)
+        if numbers and pa.types.is_floating(arr.type):
+            kind = "number"
+        if (kind is None or (numbers and kind == "bytes")) and not pa.types.is_null(arr.type):
+            if numbers:
+                exc: Exception = TypeError(
+                    f"column {self._column!r} in {path} has type {arr.type}: quantile values "
+                    "must be numbers"
+                )
+            else:
+                exc = _bad_type(self._column, arr.type, path)
             if not self._dead_letter:
                 raise exc
             yield pvalue.TaggedOutput(INVALID_TAG, (arr, str(exc)))
             return
         if arr.null_count:
-            reason = (
-                f"None is not a valid key: column {self._column!r} in {path} has "
-                f"{arr.null_count} null value(s)"
-            )
+            first_null = None
+            if first_row is not None:
+                first_null = first_row + pc.index(pc.is_null(arr), True).as_py()
+            reason = f"None is not a valid key: {self._where(path, first_null)} is missing"
             if not self._dead_letter:
                 raise TypeError(reason)
             for _ in range(arr.null_count):
                 yield pvalue.TaggedOutput(INVALID_TAG, (None, reason))
             arr = arr.filter(pc.is_valid(arr))
         if not len(arr):
+            return
+        if numbers:
+            if kind == "str":
+                arr = self._strings_to_numbers(arr, path, first_row)
+            yield arr
+            return
+        if self._key_type == "int" and kind == "str":
+            yield from self._strings_to_ints(arr, path, first_row)
             return
         target = {"int": pa.int64(), "str": pa.string()}.get(self._key_type or "")
         if target is not None and kind != self._key_type:
@@ -255,59 +635,106 @@ class _ColumnReader(beam.DoFn):
                 ) from None
         yield arr
 
+    def _strings_to_ints(self, arr: pa.Array, path: str, first_row: int | None) -> Iterator[Any]:
+        try:
+            yield pc.cast(arr, pa.int64())
+            return
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        # The slow path finds the bad cells; it accepts what Python's int() accepts.
+        good: list[int] = []
+        for i, text in enumerate(arr.to_pylist()):
+            try:
+                value = int(text)
+                if not _INT64_MIN <= value <= _INT64_MAX:
+                    raise ValueError
+            except ValueError:
+                row = None if first_row is None else first_row + i
+                reason = f"{self._where(path, row)} is not a 64-bit integer key (key_type='int')"
+                if not self._dead_letter:
+                    raise InputError(reason) from None
+                yield pvalue.TaggedOutput(INVALID_TAG, (text, reason))
+                continue
+            good.append(value)
+        if good:
+            yield pa.array(good, pa.int64())
+
+    def _strings_to_numbers(self, arr: pa.Array, path: str, first_row: int | None) -> pa.Array:
+        for target in (pa.int64(), pa.float64()):
+            try:
+                return pc.cast(arr, target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                pass
+        values = []
+        for i, text in enumerate(arr.to_pylist()):
+            value = _parse_number(text)
+            if value is None:
+                row = None if first_row is None else first_row + i
+                raise InputError(f"{self._where(path, row)} is not a number")
+            values.append(value)
+        if all(isinstance(v, int) for v in values):
+            return pa.array(values, pa.int64())
+        return pa.array([float(v) for v in values], pa.float64())
+
 
 class _ParquetRowGroups(beam.DoFn):
-    """One ``(path, row_group)`` per row group, so a Reshuffle can spread a file's groups."""
+    """One ``(path, row_group, first_row)`` per row group, so a Reshuffle can spread a file's
+    groups."""
 
     def __init__(self, column: str):
         self._column = column
 
-    def process(self, metadata: Any) -> Iterator[tuple[str, int]]:
+    def process(self, metadata: Any) -> Iterator[tuple[str, int, int]]:
         path = metadata.path
-        with _open(path, compressed=False) as f:
-            pf = pq.ParquetFile(f)
-            names = pf.schema_arrow.names
-            if self._column not in names:
-                raise _missing_column(self._column, names, path)
-            n = pf.num_row_groups
-        for i in range(n):
-            yield path, i
+        names, sizes = _parquet_call(
+            path,
+            lambda pf: (
+                pf.schema_arrow.names,
+                [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)],
+            ),
+        )
+        if self._column not in names:
+            raise _missing_column(self._column, names, path)
+        first = 1
+        for i, size in enumerate(sizes):
+            yield path, i, first
+            first += size
 
 
 class _ReadParquetRowGroup(_ColumnReader):
-    def process(self, element: tuple[str, int]) -> Iterator[Any]:
-        path, index = element
-        with _open(path, compressed=False) as f:
-            table = pq.ParquetFile(f).read_row_group(index, columns=[self._column])
-        yield from self._batches(table.column(self._column), path)
+    def process(self, element: tuple[str, int, int]) -> Iterator[Any]:
+        path, index, first_row = element
+        table = _parquet_call(path, lambda pf: pf.read_row_group(index, columns=[self._column]))
+        yield from self._batches(table.column(self._column), path, first_row)
 
 
 class _ReadCsvColumn(_ColumnReader):
     def process(self, metadata: Any) -> Iterator[Any]:
         path = metadata.path
-        with _open(path) as f:
+        if _is_empty(path, "csv"):
+            return
+        with _open(path, "csv") as f:
             try:
                 reader = pa_csv.open_csv(
                     f,
                     read_options=pa_csv.ReadOptions(block_size=_BLOCK_SIZE),
-                    convert_options=_csv_convert_options(self._column, self._key_type),
+                    convert_options=_csv_convert_options(self._column),
                 )
             except (pa.ArrowInvalid, KeyError) as exc:
                 names = _csv_header(path)
                 if self._column not in names:
                     raise _missing_column(self._column, names, path) from None
-                raise ValueError(f"cannot read {path} as CSV: {_arrow_problem(exc)}") from None
+                raise _csv_error(path, exc) from None
+            first_row = 1
             while True:
                 try:
                     batch = reader.read_next_batch()
                 except StopIteration:
                     return
                 except pa.ArrowInvalid as exc:
-                    raise ValueError(
-                        f"cannot read column {self._column!r} of {path} as "
-                        f"{self._key_type or 'str'} keys: {_arrow_problem(exc)}"
-                    ) from None
-                yield from self._batches(batch.column(0), path)
+                    raise _csv_error(path, exc) from None
+                yield from self._batches(batch.column(0), path, first_row)
+                first_row += batch.num_rows
 
 
 class _ReadJsonColumn(_ColumnReader):
@@ -319,6 +746,8 @@ class _ReadJsonColumn(_ColumnReader):
 
     def process(self, metadata: Any) -> Iterator[Any]:
         path = metadata.path
+        if _is_empty(path, "jsonl"):
+            return
         parse = pa_json.ParseOptions()
         if self._arrow_type is not None:
             # Parse only the key column, with the type found at construction; later blocks of
@@ -327,7 +756,8 @@ class _ReadJsonColumn(_ColumnReader):
                 explicit_schema=pa.schema([(self._column, self._arrow_type)]),
                 unexpected_field_behavior="ignore",
             )
-        with _open(path) as f:
+        with _open(path, "jsonl") as f:
+            first_row = 1
             try:
                 reader = pa_json.open_json(
                     f, read_options=pa_json.ReadOptions(block_size=_BLOCK_SIZE), parse_options=parse
@@ -335,22 +765,38 @@ class _ReadJsonColumn(_ColumnReader):
                 for batch in reader:
                     if self._column not in batch.schema.names:
                         raise _missing_column(self._column, batch.schema.names, path)
-                    yield from self._batches(batch.column(self._column), path)
+                    yield from self._batches(batch.column(self._column), path, first_row)
+                    first_row += batch.num_rows
             except pa.ArrowInvalid as exc:
-                raise ValueError(
-                    f"cannot read column {self._column!r} of {path} as JSON Lines: {_arrow_problem(exc)}"
-                ) from None
+                raise _json_error(path, self._column, self._arrow_type, exc) from None
 
 
-def _parse_int_line(line: str) -> int:
-    try:
-        return int(line)
-    except ValueError:
-        # The line itself is data: the message names the parameter, never the value.
-        raise ValueError("a text line is not an integer key (key_type='int')") from None
+class _ReadTextLines(_ColumnReader):
+    """Text input: every line (see :func:`_split_lines`) is one key, in blocks of
+    ``batch_size`` lines."""
+
+    def __init__(self, key_type: str | None, dead_letter: bool, batch_size: int):
+        super().__init__("line", key_type, dead_letter)
+        self._batch_size = batch_size
+
+    def _what(self) -> str:
+        return "a text line"
+
+    def _where(self, path: str, row: int | None) -> str:
+        return f"a text line of {path}" if row is None else f"{path}, line {row}"
+
+    def process(self, metadata: Any) -> Iterator[Any]:
+        path = metadata.path
+        for first, lines in _text_line_blocks(path):
+            for start in range(0, len(lines), self._batch_size):
+                part = pa.array(lines[start : start + self._batch_size], pa.string())
+                yield from self._batches(part, path, first + start)
 
 
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+# Standalone numbers in Arrow's messages are counts or positions taken from the data ("Expected
+# 3 columns, got 2", block-relative "row 5"); type names such as int64 are kept.
+_NUMBER = re.compile(r"(?<![\w.])\d+(?![\w.])")
 
 
 def _arrow_problem(exc: BaseException) -> str:
@@ -358,10 +804,11 @@ def _arrow_problem(exc: BaseException) -> str:
 
     Arrow quotes the offending cell or row after the last colon ("invalid value 'x'", "Expected
     3 columns, got 2: a,b"); rows and cells are private data, so only the first two clauses are
-    kept, with every quoted string removed.
+    kept, with every quoted string and every standalone number removed.
     """
     clauses = str(exc).split(": ")[:2]
-    return ": ".join(_QUOTED.sub("<value>", c) for c in clauses).strip() or type(exc).__name__
+    text = ": ".join(_NUMBER.sub("N", _QUOTED.sub("<value>", c)) for c in clauses).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class ReadKeyBatches(beam.PTransform):
@@ -371,7 +818,8 @@ class ReadKeyBatches(beam.PTransform):
     ----------
     path_or_glob
         A file path or glob, on any filesystem Beam knows (local, ``gs://``, ...). Compressed
-        CSV, JSON Lines and text files (``.gz``, ``.bz2``, ...) are decompressed.
+        CSV, JSON Lines and text files (``.gz``, ``.bz2``, ...) are decompressed (strictly:
+        see "One input layer" in the module docstring).
     column
         The key column (required for Parquet, CSV and JSON Lines; must be ``None`` for text,
         where each line is a key).
@@ -379,12 +827,13 @@ class ReadKeyBatches(beam.PTransform):
         ``"parquet"``, ``"csv"``, ``"jsonl"`` or ``"text"``; by default from the extension
         (see :func:`infer_input_format`).
     key_type
-        ``None`` (keep the file's type; CSV and text give str), ``"int"`` or ``"str"``.
+        ``None`` (keep the file's type; CSV and text give str), ``"int"`` or ``"str"``; or
+        :data:`NUMBERS` to read numbers instead of keys.
     batch_size
         Keys per batch for text input (columnar formats batch per row group or block).
     dead_letter
-        If true, null keys and unconvertible text lines go to the ``"invalid"`` output instead
-        of failing the pipeline.
+        If true, null keys and cells or text lines that are not ``key_type="int"`` keys go to
+        the ``"invalid"`` output instead of failing the pipeline.
     validate
         Check at construction that files match and (from the first file) that the column
         exists with a key type. Turn off only when the files exist only on the workers.
@@ -392,9 +841,8 @@ class ReadKeyBatches(beam.PTransform):
     Returns
     -------
     PCollection
-        pyarrow ``Array`` batches (file formats) or :class:`~beam_dpsketch.transforms.BatchKeys`
-        batches (text). With ``dead_letter=True``, a tagged result: ``result["batches"]`` and
-        ``result["invalid"]``.
+        pyarrow ``Array`` batches. With ``dead_letter=True``, a tagged result:
+        ``result["batches"]`` and ``result["invalid"]``.
 
     Raises
     ------
@@ -403,6 +851,10 @@ class ReadKeyBatches(beam.PTransform):
     ValueError
         If the column is missing (the message lists the available columns) or the format or
         key type is unknown.
+    InputError
+        (A ``ValueError``) when a file is damaged: truncated or corrupt compression, bytes that
+        are not UTF-8, a CSV record with another number of fields than the header, a JSON Lines
+        line that is not a JSON object, a cell that is not an int key or a number.
     TypeError
         If the column holds values that are not keys (floats, ...) or nulls.
 
@@ -429,8 +881,10 @@ class ReadKeyBatches(beam.PTransform):
             raise ValueError(f"path_or_glob must be a non-empty string, got {path_or_glob!r}")
         self._pattern = path_or_glob
         self.input_format = _normalise_format(input_format, path_or_glob)
-        if key_type is not None and key_type not in KEY_TYPES:
-            raise ValueError(f"key_type must be None or one of {KEY_TYPES}, got {key_type!r}")
+        if key_type is not None and key_type not in (*KEY_TYPES, NUMBERS):
+            raise ValueError(
+                f"key_type must be None or one of {(*KEY_TYPES, NUMBERS)}, got {key_type!r}"
+            )
         if self.input_format == "text":
             if column is not None:
                 raise ValueError(
@@ -449,9 +903,7 @@ class ReadKeyBatches(beam.PTransform):
         else:
             self.key_type = key_type
         # Validates batch_size at construction for every format.
-        self._text_batcher = BatchKeys(
-            _parse_int_line if key_type == "int" else None, batch_size, dead_letter=dead_letter
-        )
+        BatchKeys(None, batch_size)
         if validate:
             self._validate()
 
@@ -461,9 +913,20 @@ class ReadKeyBatches(beam.PTransform):
             raise FileNotFoundError(f"no file matches {self._pattern!r}")
         if self.input_format == "text":
             return
-        first = sorted(m.path for m in matches)[0]
+        # Zero-byte files are inputs of zero rows: the first file with bytes has the schema.
+        paths = (m.path for m in sorted(matches, key=lambda m: m.path))
+        first = next((p for p in paths if not _is_empty(p, self.input_format)), None)
+        if first is None:
+            return
         arrow_type = _probe_column(first, self.input_format, self._column)
         kind = _key_kind(arrow_type)
+        if self._requested_key_type == NUMBERS:
+            if kind not in ("int", "str") and not pa.types.is_floating(arrow_type):
+                raise TypeError(
+                    f"column {self._column!r} in {first} has type {arrow_type}: quantile values "
+                    "must be numbers"
+                )
+            return
         if kind is None:
             raise _bad_type(self._column, arrow_type, first)
         if self.input_format == "jsonl":
@@ -471,16 +934,18 @@ class ReadKeyBatches(beam.PTransform):
         self.key_type = self._requested_key_type or kind
 
     def expand(self, pbegin):
-        if self.input_format == "text":
-            lines = pbegin | "ReadText" >> beam.io.ReadFromText(self._pattern, validate=False)
-            return lines | "BatchLines" >> self._text_batcher
         files = pbegin | "Match" >> fileio.MatchFiles(
             self._pattern, fileio.EmptyMatchTreatment.DISALLOW
         )
         args = (self._column, self._requested_key_type, self._dead_letter)
-        if self.input_format == "parquet":
+        if self.input_format == "text":
+            work = files
+            reader: beam.DoFn = _ReadTextLines(
+                self._requested_key_type, self._dead_letter, self._batch_size
+            )
+        elif self.input_format == "parquet":
             work = files | "RowGroups" >> beam.ParDo(_ParquetRowGroups(self._column))
-            reader: beam.DoFn = _ReadParquetRowGroup(*args)
+            reader = _ReadParquetRowGroup(*args)
         elif self.input_format == "csv":
             work = files
             reader = _ReadCsvColumn(*args)
@@ -495,6 +960,49 @@ class ReadKeyBatches(beam.PTransform):
         return work | "ReadColumn" >> read
 
 
+def _read_table(
+    path: str, fmt: str, columns: Sequence[str], strings: Sequence[str]
+) -> pa.Table | None:
+    """``columns`` of a whole Parquet, CSV or JSON Lines file (``None`` for a zero-byte file).
+
+    CSV ``strings`` columns are read as strings (the others keep pyarrow's inferred type). Every
+    failure raises an error naming the file (and the line, when it can be found).
+    """
+    if _is_empty(path, fmt):
+        return None
+    if fmt == "parquet":
+        names = _parquet_call(path, lambda pf: pf.schema_arrow.names)
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise _missing_column(missing[0], names, path)
+        return _parquet_call(path, lambda pf: pf.read(columns=list(columns)))
+    with _open(path, fmt) as f:
+        try:
+            if fmt == "csv":
+                options = pa_csv.ConvertOptions(
+                    include_columns=list(columns),
+                    column_types=dict.fromkeys(strings, pa.string()),
+                    null_values=[""],
+                    strings_can_be_null=True,
+                    quoted_strings_can_be_null=False,
+                )
+                table = pa_csv.read_csv(f, convert_options=options)
+            else:
+                table = pa_json.read_json(f)
+        except (pa.ArrowInvalid, KeyError) as exc:
+            if fmt == "jsonl":
+                raise _json_error(path, None, None, exc) from None
+            names = _csv_header(path)
+            missing = [c for c in columns if c not in names]
+            if missing:
+                raise _missing_column(missing[0], names, path) from None
+            raise _csv_error(path, exc) from None
+    for name in columns:
+        if name not in table.column_names:
+            raise _missing_column(name, table.column_names, path)
+    return table.select(list(columns))
+
+
 class _ReadPairs(beam.DoFn):
     """Read ``(privacy id, key)`` pairs from the two columns of one file."""
 
@@ -503,23 +1011,17 @@ class _ReadPairs(beam.DoFn):
 
     def process(self, metadata: Any) -> Iterator[tuple[Any, Any]]:
         path, columns = metadata.path, [self._id, self._key]
-        with _open(path, compressed=self._fmt != "parquet") as f:
-            if self._fmt == "parquet":
-                table = pq.read_table(f, columns=columns)
-            elif self._fmt == "csv":
-                options = pa_csv.ConvertOptions(
-                    include_columns=columns,
-                    column_types=dict.fromkeys(columns, pa.string()),
-                    null_values=[""],
-                    strings_can_be_null=True,
-                    quoted_strings_can_be_null=False,
-                )
-                table = pa_csv.read_csv(f, convert_options=options)
-            else:
-                table = pa_json.read_json(f).select(columns)
+        table = _read_table(path, self._fmt, columns, columns)
+        if table is None:
+            return
         for name in columns:
-            if table.column(name).null_count:
-                raise TypeError(f"column {name!r} of {path} has missing values (None)")
+            column = table.column(name)
+            if column.null_count:
+                row = pc.index(pc.is_null(column), True).as_py() + 1
+                raise TypeError(
+                    f"None is not a valid key: {path}: column {name!r}, row {row} has a missing "
+                    "value"
+                )
         yield from zip(
             table.column(self._id).to_pylist(), table.column(self._key).to_pylist(), strict=True
         )
@@ -605,29 +1107,23 @@ class _ReadInOrder(_ColumnReader):
         super().__init__(column, key_type, dead_letter=False)
         self._fmt, self._time_column, self._rows = fmt, time_column, rows
 
-    def _read_file(self, path: str) -> tuple[Any, Any]:
+    def _what(self) -> str:
+        return "a text line" if self._fmt == "text" else super()._what()
+
+    def _where(self, path: str, row: int | None) -> str:
         if self._fmt == "text":
-            with _open(path) as f:
-                lines = f.read().decode("utf-8").splitlines()
-            return pa.array(lines, pa.string()), None
+            return f"a text line of {path}" if row is None else f"{path}, line {row}"
+        return super()._where(path, row)
+
+    def _read_file(self, path: str) -> tuple[Any, Any]:
+        """``(keys, times or None)`` of one file; ``(None, None)`` for a file of no rows."""
+        if self._fmt == "text":
+            lines = [line for _, block in _text_line_blocks(path) for line in block]
+            return (pa.array(lines, pa.string()) if lines else None), None
         extra = [self._time_column] if self._time_column else []
-        columns = [self._column, *extra]
-        with _open(path, compressed=self._fmt != "parquet") as f:
-            try:
-                if self._fmt == "parquet":
-                    table = pq.read_table(f, columns=columns)
-                elif self._fmt == "csv":
-                    options = _csv_convert_options(self._column, self._key_type, extra)
-                    table = pa_csv.read_csv(f, convert_options=options)
-                else:
-                    table = pa_json.read_json(f)
-            except (pa.ArrowInvalid, KeyError) as exc:
-                raise ValueError(
-                    f"cannot read columns {columns} of {path}: {_arrow_problem(exc)}"
-                ) from None
-        for name in columns:
-            if name not in table.column_names:
-                raise _missing_column(name, table.column_names, path)
+        table = _read_table(path, self._fmt, [self._column, *extra], [self._column])
+        if table is None:
+            return None, None
         times = table.column(self._time_column) if self._time_column else None
         return table.column(self._column), times
 
@@ -638,7 +1134,9 @@ class _ReadInOrder(_ColumnReader):
         seconds: list[np.ndarray] = []
         for path in paths:
             arr, time_arr = self._read_file(path)
-            keys.extend(self._batches(arr, path))
+            if arr is None:
+                continue
+            keys.extend(self._batches(arr, path, 1))
             if time_arr is not None:
                 if time_arr.null_count:
                     raise TypeError(

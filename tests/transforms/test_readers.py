@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 
 import apache_beam as beam
 import numpy as np
@@ -16,7 +17,13 @@ from collect import DumpToFile
 
 from beam_dpsketch.sketches import CountMinSketch, MisraGries
 from beam_dpsketch.transforms import ReadKeyBatches, SketchGlobally
-from beam_dpsketch.transforms.readers import ReadOrderedKeys, infer_input_format, ordered_batches
+from beam_dpsketch.transforms.readers import (
+    NUMBERS,
+    InputError,
+    ReadOrderedKeys,
+    infer_input_format,
+    ordered_batches,
+)
 
 ROUTES = [f"R{i % 37:03d}" for i in range(2000)] + ["007"] * 50
 IDS = [int(x) for x in np.random.default_rng(3).integers(0, 90, len(ROUTES))]
@@ -170,9 +177,14 @@ def _jsonl_with_nulls(tmp_path):
 
 def test_nulls_are_rejected_naming_the_column(tmp_path):
     path = _jsonl_with_nulls(tmp_path)
-    with pytest.raises(TypeError, match=r"None is not a valid key: column 'user'.* 2 null"):
+    with pytest.raises(
+        TypeError,
+        match=r"None is not a valid key: column .user. of .*nulls.jsonl, row 2 is missing",
+    ) as info:
         with fnapi_pipeline() as p:
             _ = p | ReadKeyBatches(str(path), "user") | SketchGlobally.misra_gries(3)
+    # The row is named; the number of missing values (a count from the data) is not.
+    assert "null value" not in str(info.value)
     csv = tmp_path / "nulls.csv"
     csv.write_text("user,x\na,1\n,2\n")
     with pytest.raises(TypeError, match="column 'user'"):
@@ -270,7 +282,10 @@ def test_ordered_errors(tmp_path):
     (tmp_path / "a.txt").write_text("a\n")
     with pytest.raises(ValueError, match="time_column needs Parquet, CSV or JSON Lines"):
         ReadOrderedKeys(str(tmp_path / "a.txt"), time_column="t")
-    with pytest.raises(TypeError, match=r"None is not a valid key: column 'k'.* 1 null"):
+    # The row is named; the number of missing values (a count from the data) is not.
+    with pytest.raises(
+        TypeError, match=r"None is not a valid key: column 'k' of .*a.csv, row 2 is missing$"
+    ):
         ReadOrderedKeys(str(csv_path), "k").read()
     csv_path.write_text("k,t,tag\na,1,x\nb,2,y\n")
     with pytest.raises(TypeError, match=r"time column 'tag' .* type string"):
@@ -282,3 +297,139 @@ def test_ordered_errors(tmp_path):
         ReadOrderedKeys(str(tmp_path / "none*.csv"), "k")
     with pytest.raises(ValueError, match="rows must be"):
         ReadOrderedKeys(str(csv_path), "k", rows=0)
+
+
+# --------------------------------------------------------------------------------------------
+# The input layer: strict decompression, UTF-8, line splitting, errors naming file and row
+# --------------------------------------------------------------------------------------------
+
+TEXT = "".join(f"{r}\n" for r in ROUTES).encode()
+
+
+def _compressors():
+    import bz2
+    import lzma
+
+    import zstandard
+
+    return {
+        ".gz": gzip.compress,
+        ".bz2": bz2.compress,
+        ".xz": lzma.compress,
+        ".zst": zstandard.ZstdCompressor().compress,
+    }
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".zst"])
+def test_compressed_text_reads_whole_and_truncated_fails_naming_the_file(tmp_path, suffix):
+    compress = _compressors()[suffix]
+    whole = tmp_path / f"keys.txt{suffix}"
+    whole.write_bytes(compress(TEXT))
+    assert ReadOrderedKeys(str(whole)).read()[0].to_pylist() == ROUTES
+    cut = tmp_path / f"cut.txt{suffix}"
+    data = compress(TEXT)
+    cut.write_bytes(data[: int(len(data) * 0.6)])
+    # The ordered reader (continual, sliding-window, intermittent) and the batch reader (every
+    # other subcommand) share the stream: both refuse the cut file, naming it.
+    with pytest.raises(InputError, match=rf"^{re.escape(str(cut))}: the \w+ data is truncated"):
+        ReadOrderedKeys(str(cut)).read()
+    with pytest.raises(InputError, match=re.escape(str(cut))):
+        with fnapi_pipeline() as p:
+            _ = p | ReadKeyBatches(str(cut)) | SketchGlobally.count_min(128, 3, seed=1)
+
+
+def test_multi_member_gzip_reads_every_member(tmp_path):
+    path = tmp_path / "keys.txt.gz"
+    half = len(ROUTES) // 2
+    path.write_bytes(
+        gzip.compress("".join(f"{r}\n" for r in ROUTES[:half]).encode())
+        + gzip.compress("".join(f"{r}\n" for r in ROUTES[half:]).encode())
+    )
+    assert ReadOrderedKeys(str(path)).read()[0].to_pylist() == ROUTES
+
+
+@pytest.mark.parametrize(("name", "column"), [("k.txt", None), ("k.csv", "k"), ("k.jsonl", "k")])
+def test_invalid_utf8_names_the_file_and_line(tmp_path, name, column):
+    rows = [f"{r}" for r in ROUTES[:50]]
+    if name.endswith(".csv"):
+        lines = ["k", *rows]
+    elif name.endswith(".jsonl"):
+        lines = [json.dumps({"k": r}) for r in rows]
+    else:
+        lines = rows
+    data = "\n".join(lines).encode().split(b"\n")
+    data[29] = data[29].replace(b"R", b"\xff\xfeR")
+    path = tmp_path / name
+    path.write_bytes(b"\n".join(data) + b"\n")
+    expected = rf"^{re.escape(str(path))}, line 30: invalid UTF-8"
+    with pytest.raises(InputError, match=expected):
+        ReadOrderedKeys(str(path), column).read()
+    with pytest.raises(InputError, match=expected):
+        with fnapi_pipeline() as p:
+            _ = p | ReadKeyBatches(str(path), column, validate=False)
+
+
+def test_jsonl_errors_name_the_line_in_any_block(tmp_path, monkeypatch):
+    from beam_dpsketch.transforms import readers
+
+    # Small blocks: Arrow numbers rows within a block, the message must not.
+    monkeypatch.setattr(readers, "_BLOCK_SIZE", 256)
+    lines = [json.dumps({"k": r}) for r in ROUTES[:200]]
+    lines[150] = '{"k": "R001", '
+    path = tmp_path / "k.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=rf"^{re.escape(str(path))}, line 151: not valid JSON"):
+        with fnapi_pipeline() as p:
+            _ = p | ReadKeyBatches(str(path), "k")
+    lines[150] = json.dumps({"k": 7})
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r", line 151: column 'k' changes type"):
+        with fnapi_pipeline() as p:
+            _ = p | ReadKeyBatches(str(path), "k")
+
+
+def test_text_lines_split_on_newlines_only_and_lose_a_bom(tmp_path):
+    path = tmp_path / "k.txt"
+    path.write_bytes(b"\xef\xbb\xbfa\r\nb\xe2\x80\xa8c\nd\re\n\xc2\x85f\n\ng")
+    expected = ["a", "b\u2028c", "d\re", "\x85f", "", "g"]
+    assert ReadOrderedKeys(str(path)).read()[0].to_pylist() == expected
+    with fnapi_pipeline() as p:
+        keys = p | ReadKeyBatches(str(path)) | beam.FlatMap(lambda b: b.to_pylist())
+        assert_that(keys, equal_to(expected))
+    csv_path = tmp_path / "k.csv"
+    csv_path.write_bytes(b"\xef\xbb\xbfk\na\n")
+    assert ReadOrderedKeys(str(csv_path), "k").read()[0].to_pylist() == ["a"]
+
+
+@pytest.mark.parametrize(("name", "column"), [("e.txt", None), ("e.csv", "k"), ("e.jsonl", "k")])
+def test_zero_byte_files_are_zero_rows_in_every_format(tmp_path, name, column):
+    path = tmp_path / (name + ".gz")
+    path.write_bytes(gzip.compress(b""))
+    assert len(ReadOrderedKeys(str(path), column).read()[0]) == 0
+    with fnapi_pipeline() as p:
+        rows = p | ReadKeyBatches(str(path), column) | beam.Map(len)
+        assert_that(rows, equal_to([]))
+
+
+def test_corrupt_parquet_names_the_file(tmp_path):
+    path = tmp_path / "k.parquet"
+    path.write_bytes(b"PAR1" + b"SECRET" * 20)
+    with pytest.raises(InputError, match=rf"^{re.escape(str(path))}: cannot read as Parquet"):
+        ReadKeyBatches(str(path), "k")
+
+
+def test_int_keys_name_the_row_of_a_bad_cell(tmp_path):
+    path = tmp_path / "k.csv"
+    path.write_text("k\n1\n2\nSECRET\n")
+    with pytest.raises(InputError, match=r"column 'k' of .*k.csv, row 3 is not a 64-bit integer"):
+        ReadOrderedKeys(str(path), "k", key_type="int").read()
+
+
+def test_numbers_read_ints_of_any_size_and_floats(tmp_path):
+    path = tmp_path / "v.csv"
+    path.write_text("v\n18446744073709551615\n-5\n1.5\nnan\n")
+    values = ReadOrderedKeys(str(path), "v", key_type=NUMBERS).read()[0].to_pylist()
+    assert values[:3] == [1.8446744073709552e19, -5.0, 1.5] and values[3] != values[3]
+    path.write_text("v\n7\nseven\n")
+    with pytest.raises(InputError, match=r"column 'v' of .*v.csv, row 2 is not a number$"):
+        ReadOrderedKeys(str(path), "v", key_type=NUMBERS).read()
