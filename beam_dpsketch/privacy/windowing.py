@@ -73,6 +73,7 @@ from .budget import PrivacyBudget
 __all__ = [
     "PrivacyUnit",
     "ReleasePlan",
+    "check_element_count_trigger",
     "check_release_range",
     "max_trigger_firings",
     "plan_releases",
@@ -269,6 +270,44 @@ def _data_driven_reasons(trigger: Any, lateness: int) -> list[str]:
 
     walk(trigger, "")
     return reasons
+
+
+def check_element_count_trigger(windowing: Any, name: str) -> None:
+    """Refuse ``AfterCount(n)`` with ``n > 1`` where a transform triggers on its own batches.
+
+    A transform that packs its input into key batches before the aggregation it triggers
+    (DPHeavyHitters, DPFrequencies, DPQuantiles) reaches the trigger with batches, not rows:
+    ``AfterCount(n)`` would count batches of thousands of rows, so an early pane declared (and
+    charged) for every ``n`` rows would in practice almost never fire. ``AfterCount(1)`` fires on
+    every arrival either way and is accepted.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and the trigger (a public parameter).
+    """
+    from apache_beam.transforms import trigger as tr
+
+    def counts(t: Any) -> list[int]:
+        if isinstance(t, tr.AfterCount):
+            return [t.count]
+        found: list[int] = []
+        for attr in ("early", "late", "underlying"):
+            inner = getattr(t, attr, None)
+            if inner is not None:
+                found += counts(inner)
+        for inner in getattr(t, "triggers", None) or ():
+            found += counts(inner)
+        return found
+
+    trigger = windowing.triggerfn
+    if any(n > 1 for n in counts(trigger)):
+        raise ValueError(
+            f"{name}: the trigger {trigger!r} counts elements, but this transform batches its "
+            "input before the triggered aggregation, so AfterCount(n) would count batches of "
+            "rows and its panes would not fire as declared. Use AfterCount(1), a processing-time "
+            "or watermark trigger, or trigger a transform that receives rows"
+        )
 
 
 # --------------------------------------------------------------------------------------------

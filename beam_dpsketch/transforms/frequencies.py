@@ -23,6 +23,8 @@ import numpy as np
 
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy.accountant import Charge
+from beam_dpsketch.privacy.windowing import check_element_count_trigger
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
 from beam_dpsketch.sketches.linear.calibration import (
     noise_tail_bound,
@@ -496,6 +498,11 @@ class DPFrequencies(AccountedTransform):
             turnstile=m.turnstile,
         )
         return params
+
+    def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
+        if self._weight_fn is None:  # keys reach the trigger in batches
+            check_element_count_trigger(pcoll.windowing, name)
+        return super().plan_release(pcoll, name)
 
     def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
         if self._weight_fn is not None:

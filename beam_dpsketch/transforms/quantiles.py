@@ -18,6 +18,8 @@ import numpy as np
 
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy.accountant import Charge
+from beam_dpsketch.privacy.windowing import check_element_count_trigger
 from beam_dpsketch.sketches.linear.calibration import pane_calibration, pane_relation_text
 from beam_dpsketch.sketches.linear.private import parse_neighbouring
 from beam_dpsketch.sketches.quantiles.domain import FloatDomain
@@ -257,6 +259,10 @@ class DPQuantiles(AccountedTransform):
             turnstile=m.turnstile,
         )
         return params
+
+    def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
+        check_element_count_trigger(pcoll.windowing, name)  # values reach it in batches
+        return super().plan_release(pcoll, name)
 
     def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
         value_fn = self._value_fn or (lambda x: x)
