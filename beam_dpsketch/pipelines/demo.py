@@ -30,12 +30,13 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.pipelines.heavy_hitters import CLI_DEFAULT_MECHANISM
 from beam_dpsketch.pipelines.options import format_table, pipeline_options
 from beam_dpsketch.pipelines.output import StagingArea, plain
 from beam_dpsketch.pipelines.sketch import SaveSketch, load_sketch
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.misra_gries.core import ERROR_CONFIDENCE
-from beam_dpsketch.sketches.misra_gries.single import DEFAULT_COUNT_FRACTION
+from beam_dpsketch.sketches.misra_gries.select_count import DEFAULT_SELECTION_FRACTION
 from beam_dpsketch.sketches.misra_gries.sizing import DEFAULT_K
 from beam_dpsketch.transforms import DPHeavyHitters, ReadKeyBatches, SketchGlobally, SketchSpec
 
@@ -134,7 +135,15 @@ def run_demo(
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise ValueError(f"top must be a positive int, got {top!r}")
     budget = PrivacyBudget.approx(epsilon, delta)
-    dp = DPHeavyHitters(k, budget, top=top, noise_source=NoiseSource(), label="demo")
+    # The heavy-hitters command's default release: exact counts of a DP selection.
+    dp = DPHeavyHitters(
+        k,
+        budget,
+        top=top,
+        mechanism=CLI_DEFAULT_MECHANISM,
+        noise_source=NoiseSource(),
+        label="demo",
+    )
     mg_spec = SketchSpec.misra_gries(k)
     cms_spec = SketchSpec.count_min(width, depth, 0)
     path = data_path()
@@ -212,7 +221,7 @@ def run_demo(
             "delta": delta,
             "privacy_unit": "element (one flight)",
             "k": k,
-            "count_fraction": DEFAULT_COUNT_FRACTION,
+            "selection_fraction": DEFAULT_SELECTION_FRACTION,
             "error_confidence": ERROR_CONFIDENCE,
             "accounting": dp.explain(),
         },
@@ -237,15 +246,14 @@ def _summary_lines(results: dict[str, Any]) -> list[str]:
         f"Top {len(results['top_routes'])} routes of {results['flights']:,} flights "
         f"({results['distinct_routes']:,} distinct routes), by DP count: "
         f"({dp['epsilon']:g}, {dp['delta']:g})-DP, privacy unit {dp['privacy_unit']}, "
-        f"mechanism {dp['mechanism']} (DP Misra-Gries: the post-processed sketch of Lebeda and "
-        "Tetek, Section 6, Algorithm 3, per shard, summed over shards, plus a DP count of the "
-        f"flights on {dp['count_fraction']:g} of epsilon that removes Algorithm 3's offset).",
-        f"DP count = Algorithm 3 estimate + DP flight count/(k+1): in [exact, exact + n/(k+1)] "
-        f"= [exact, exact + {results['flights'] / (dp['k'] + 1):.0f}] before noise (exact when "
-        "k is at least the number of distinct routes), plus discrete Laplace noise of scale "
-        f"{2 / (dp['epsilon'] * (1 - dp['count_fraction'])):.3g}. The +/- column is each DP "
-        f"count's error bound at {dp['error_confidence']:g} confidence, computed from released "
-        "values only; larger --k shrinks it.",
+        f"mechanism {dp['mechanism']}: a DP Misra-Gries selection of at most k={dp['k']} routes "
+        f"on {dp['selection_fraction']:g} of epsilon (Lebeda and Tetek, Section 6, Algorithm 3 "
+        "per shard, summed over shards), then the exact count of each selected route in a "
+        "second pass, released with discrete Laplace noise of scale "
+        f"{1 / (dp['epsilon'] * (1 - dp['selection_fraction'])):.3g} (basic composition).",
+        "DP count = exact count + noise: there is no sketch error. The +/- column is each DP "
+        f"count's error bound at {dp['error_confidence']:g} confidence (a quantile of the "
+        "noise, computed from public parameters only).",
         f"Misra-Gries(k={mg['k']}): every estimate is in [exact - {mg['error_bound']}, exact].",
         f"Count-Min({cms['width']}x{cms['depth']}): every estimate is >= exact, and <= exact + "
         f"{cms['error_bound']:.1f} with probability >= {1 - cms['failure_probability']:.4f}.",
