@@ -211,28 +211,26 @@ def test_demo_writes_report(tmp_path, capsys):
     assert code == 0, err
     assert "DP heavy hitters" in out and "are NOT" in out  # exact columns labelled non-private
     assert "[1/4]" in err and "[4/4]" in err
-    assert "dp-misra-gries/design-b" in err  # the accounting is printed before the run
+    assert "dp-misra-gries/select-then-count" in err  # the accounting is printed before the run
     results = json.loads((out_dir / "results.json").read_text())
     assert results["flights"] == 300_000
     rows = results["top_routes"]
     assert len(rows) == 5 and [r["rank"] for r in rows] == [1, 2, 3, 4, 5]
     bound = results["misra_gries"]["error_bound"]
     dp = results["dp_release"]
-    assert (dp["epsilon"], dp["delta"], dp["mechanism"]) == (1.0, 1e-6, "design-b")
-    # Design B with the count correction: exact <= estimate <= exact + n/(k+1) before noise
-    # (k = 4096 >= the 3,356 distinct routes: exact), plus discrete Laplace noise of scale
-    # 2/eps_hh per key and (1/eps_c)/(k+1) from the DP flight count, each beyond
-    # scale * ln(1e9) with probability <= 1e-9 (6 draws: <= 6e-9).
-    offset = results["flights"] / (dp["k"] + 1)
-    eps_hh = dp["epsilon"] * (1 - dp["count_fraction"])
-    eps_c = dp["epsilon"] * dp["count_fraction"]
-    noise = (2 / eps_hh + 1 / eps_c / (dp["k"] + 1)) * math.log(1e9)
+    assert (dp["epsilon"], dp["delta"], dp["mechanism"]) == (1.0, 1e-6, "select-then-count")
+    # Select-then-count: each released count is the route's exact count plus discrete Laplace
+    # noise of scale 1/eps_count, beyond scale * ln(1e9) with probability <= 1e-9 per row.
+    eps_count = dp["epsilon"] * (1 - dp["selection_fraction"])
+    noise = math.log(1e9) / eps_count
+    # The 95% quantile of that noise: P(|Z| > t) = 2 a^(t+1) / (1 + a), a = exp(-eps_count).
+    a = math.exp(-eps_count)
+    t95 = next(t for t in range(1000) if 2 * a ** (t + 1) / (1 + a) <= 0.05)
     for row in rows:
         assert row["exact_count"] - bound <= row["mg_estimate"] <= row["exact_count"]
         assert row["cms_estimate"] >= row["exact_count"]
         assert row["exact_count"] - noise <= row["dp_count"] <= row["exact_count"] + noise
-        # Each DP count carries its 95% error bar, at least the sketch term n/(k+1).
-        assert row["dp_error_bound"] >= offset
+        assert row["dp_error_bound"] == t95  # each DP count carries its 95% error bar
     assert "+/- (95%)" in out
     report = (out_dir / "report.md").read_text()
     assert "differentially private" in report and rows[0]["route"] in report
