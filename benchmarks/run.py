@@ -11,6 +11,10 @@ Writes ``benchmarks/RESULTS.md`` with the machine, the command and the date. Sec
 4. DP heavy hitters, linear sketches, continual, sliding-window and intermittent releases (one
    module each), and the accuracy of every element-level heavy-hitter release and point query
    against PipelineDP (``benchmarks/bench_accuracy.py``; ``--only "Accuracy vs PipelineDP"``).
+5. user-level heavy hitters against PipelineDP on a ratings-shaped data set
+   (``benchmarks/bench_user_level.py``; ``--only "User level"``).
+6. speed of the hot paths next to DataSketches and PipelineDP in the same run
+   (``benchmarks/bench_speed.py``; ``--only Speed``).
 """
 
 from __future__ import annotations
@@ -248,6 +252,13 @@ SECTIONS = (
         "Accuracy vs PipelineDP 0.3.1: heavy hitters and point queries",
         "benchmarks.bench_accuracy:run",
         [],
+    ),
+    # Returns its own Markdown table; the columns are unused.
+    ("User level vs PipelineDP 0.3.1: heavy hitters", "benchmarks.bench_user_level:run", []),
+    (
+        "Speed",
+        "benchmarks.bench_speed:run",
+        ["benchmark", "impl", "keys", "n", "items_per_s", "notes"],
     ),
 )
 

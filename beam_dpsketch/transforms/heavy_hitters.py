@@ -28,7 +28,7 @@ Which release a pipeline shape allows follows from their Section 7 (merged sketc
     Beam merges raw sketches with the Agarwal merge (``MERGE_k``) and the result is released with
     the Gaussian sparse histogram mechanism at ``l = k`` or Laplace noise of scale ``k/eps``
     (Lebeda and Tětek, Section 7, Lemma 1 and Corollary 2): noise grows with ``k``.
-``"pamg-gshm"`` (user level: the default when ``privacy_id_fn`` is given)
+``"pamg-gshm"`` (user level)
     Each privacy unit contributes one set of at most ``max_contributions`` distinct keys per
     window (chosen by keyed hash, :class:`~beam_dpsketch.transforms.BoundContributions`), folded
     into a PAMG sketch (Algorithm 4) merged with ``MERGE_k``, released with GSHM at ``l = k``
@@ -39,7 +39,7 @@ Which release a pipeline shape allows follows from their Section 7 (merged sketc
     released with discrete Laplace noise of scale ``1/eps_count`` (``m/eps_count`` at user
     level), zero counts included; basic composition. Global or fixed windows, a trigger that
     fires once. See :mod:`beam_dpsketch.transforms.select_count`.
-``"user-exact"`` (user level, memory grows with the distinct keys of a window)
+``"user-exact"`` (user level, the default there; memory grows with the distinct keys of a window)
     Exact per-key counts of units bounded to ``m`` distinct keys, released with GSHM at
     ``l = m`` (Lebeda and Tětek, Section 8, Theorem 5): noise grows with ``sqrt(m)``, not ``k``.
 
@@ -61,7 +61,7 @@ from beam_dpsketch.hashing import canonical_key
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
-from beam_dpsketch.privacy.windowing import max_trigger_firings
+from beam_dpsketch.privacy.windowing import check_element_count_trigger, max_trigger_firings
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries.private import (
     DEFAULT_COUNT_FRACTION,
@@ -121,7 +121,13 @@ _USER_MECHANISMS = ("pamg-gshm", USER_EXACT, SELECT_COUNT)
 
 
 class _DesignBAccumulator:
-    """An open Algorithm-1 segment plus the exact sum of the already post-processed ones."""
+    """An open Algorithm-1 segment plus the exact sum of the already post-processed ones.
+
+    The open segment is sketched in arrival order, so an accumulator holds at most ``k``
+    counters whatever the number of distinct keys. (Sketching a segment in a fixed key order
+    from its exact counts, :class:`~beam_dpsketch.sketches.misra_gries.sketch.ShardCounts`, is
+    faster on skewed data but holds a counter per distinct key of the segment.)
+    """
 
     __slots__ = ("open", "closed")
 
@@ -396,8 +402,11 @@ class DPHistogram(AccountedTransform):
         keys per window (chosen by a secret keyed hash). Requires ``key_fn`` or key elements,
         and unbatched input.
     mechanism
-        One of :data:`MECHANISMS`; default ``"design-b"`` at element level and ``"pamg-gshm"`` at
-        user level (see the module docstring for when each is allowed). ``"sequential"`` and
+        One of :data:`MECHANISMS`; default ``"design-b"`` at element level (any windowing and
+        trigger) and ``"user-exact"`` at user level (noise that grows with the square root of
+        ``max_contributions``, not with ``k``; memory grows with the distinct keys of a window,
+        as in PipelineDP: pass ``"select-then-count"`` or ``"pamg-gshm"`` for memory bounded by
+        ``k``). See the module docstring for when each is allowed. ``"sequential"`` and
         the user-level release need a trigger that fires once per window; ``"design-b"`` and
         the merged releases accept early and late firings (declare ``max_panes_per_window``).
         ``"select-then-count"`` (either level) and ``"user-exact"`` (user level) are described
@@ -470,7 +479,11 @@ class DPHistogram(AccountedTransform):
         privacy_id_fn = as_extractor(privacy_id_fn, "privacy_id_fn")
         user_level = privacy_id_fn is not None
         if mechanism is None:
-            mechanism = "pamg-gshm" if user_level else "design-b"
+            # User level: user-exact's noise follows sqrt(m) (pamg-gshm's follows k, and
+            # select-then-count's selection follows m by group privacy), and it is the one that
+            # releases keys at the counts user-level data sets have (benchmarks/RESULTS.md, "User
+            # level"). Element level: design-b accepts every windowing and trigger.
+            mechanism = USER_EXACT if user_level else "design-b"
         if mechanism not in MECHANISMS:
             raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
         if mechanism not in (_USER_MECHANISMS if user_level else _ELEMENT_MECHANISMS):
@@ -558,6 +571,8 @@ class DPHistogram(AccountedTransform):
     def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
         if self._select_count is not None:
             return self._select_count.plan(pcoll.windowing, name, self)
+        if self._bound is None:  # element level: keys reach the trigger in batches
+            check_element_count_trigger(pcoll.windowing, name)
         if self.mechanism_name == "sequential":
             windowing = pcoll.windowing
             if max_trigger_firings(windowing.triggerfn, windowing.allowed_lateness) != 1:

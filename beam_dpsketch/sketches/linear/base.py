@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any, ClassVar, Self
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from beam_dpsketch import serialization
 from beam_dpsketch.checks import check_int
@@ -31,6 +33,10 @@ __all__ = ["LinearSketch", "validate_counts"]
 _CHUNK = 1 << 16
 # float64 bincount sums are exact while every partial sum stays below 2**53.
 _FLOAT_EXACT = float(1 << 53)
+# String batches longer than _PROBE are probed for repeats in their first (at most) _PROBE_MAX
+# values (see _distinct_strings).
+_PROBE = 1 << 12
+_PROBE_MAX = 1 << 16
 
 
 def validate_counts(counts: Any, n: int) -> np.ndarray | None:
@@ -47,6 +53,42 @@ def validate_counts(counts: Any, n: int) -> np.ndarray | None:
     if arr.shape != (n,):
         raise ValueError(f"counts must have one entry per key ({n}), got shape {arr.shape}")
     return arr.astype(np.int64, copy=False)
+
+
+def _distinct_strings(keys: Any) -> tuple[pa.Array, np.ndarray] | None:
+    """``(distinct values, counts)`` of a batch of strings or bytes (Arrow arrays, or a list
+    whose values are all ``str``), or ``None`` for any other batch.
+
+    Hashing a string costs far more than finding it in Arrow's hash table, so string batches
+    are counted first (``pyarrow.compute.value_counts``) whenever values repeat. A probe of the
+    first values decides: when most are distinct, counting would only add work.
+    """
+    if isinstance(keys, list) and len(keys) > _PROBE and type(keys[0]) is str:
+        try:
+            keys = pa.array(keys)
+        except (pa.ArrowException, TypeError, ValueError):
+            return None  # mixed types: the general path checks and reports them
+        if keys.type != pa.string():
+            return None  # str mixed with bytes infers binary: not these keys' encoding
+    if isinstance(keys, pa.ChunkedArray):
+        if keys.num_chunks == 0:
+            return None
+        keys = keys.combine_chunks() if keys.num_chunks > 1 else keys.chunk(0)
+    if not isinstance(keys, pa.Array) or len(keys) <= _PROBE or keys.null_count:
+        return None
+    typ = keys.type
+    if not (
+        pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_binary(typ)
+        or pa.types.is_large_binary(typ)
+    ):
+        return None
+    probe = min(len(keys), _PROBE_MAX)
+    if len(pc.unique(keys.slice(0, probe))) > probe // 2:
+        return None
+    counted = pc.value_counts(keys)
+    return counted.field("values"), counted.field("counts").to_numpy()
 
 
 class LinearSketch:
@@ -84,6 +126,14 @@ class LinearSketch:
         -------
         self
         """
+        if counts is None:
+            distinct = _distinct_strings(keys)
+            if distinct is not None:
+                # Hash each distinct value once and add it with its multiplicity: a linear sketch
+                # of the weighted distinct keys equals the sketch of the keys one by one.
+                values, weights = distinct
+                h1, h2 = hash_keys(values, self.seed)
+                return self.update_hashes(h1, h2, weights)
         if isinstance(keys, np.ndarray | list | tuple) and len(keys) > _CHUNK:
             counts = validate_counts(counts, len(keys))
             for start in range(0, len(keys), _CHUNK):

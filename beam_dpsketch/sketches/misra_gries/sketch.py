@@ -3,54 +3,49 @@
 No privacy here: the DP releases (PMG, pure DP, merged, user level) build on this class.
 Lebeda and Tetek (PODS 2023), cited as [LT23]: [LT23, Algorithm 1] (the variant), docs/algorithms.md#mg-implementation (efficient implementation),
 docs/algorithms.md#mg-weighted (weighted updates), [LT23, Section 7] (merge), docs/algorithms.md#mg-oracles (invariants, tested).
+
+Two update orders: :meth:`MisraGries.update` runs Algorithm 1 in arrival order (one Python step per
+key); :meth:`MisraGries.update_multiset` runs it on the batch sorted by the fixed key order, from
+each distinct key's total weight (numpy/Arrow counting, one Python step per distinct key), which
+is what a shard that is the unit of the privacy analysis may use (see its docstring).
+:class:`ShardCounts` accumulates a shard for it.
 """
 
 from __future__ import annotations
 
+import heapq
 import sys
+from collections import Counter
 from typing import Any, Self
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from beam_dpsketch import serialization
 from beam_dpsketch.hashing import canonical_keys, decode_key, encode_key
 from beam_dpsketch.sketches.linear.base import validate_counts
 from beam_dpsketch.sketches.misra_gries.sizing import MAX_K, k_for_memory, suggest_k
 
-__all__ = ["MisraGries"]
+__all__ = ["MisraGries", "multiset_counts"]
 
-
-class _Dummy:
-    """Placeholder key ``D_i``: never equal to a user key, ordered before every user key."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index: int):
-        self.index = index
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is _Dummy and other.index == self.index
-
-    def __hash__(self) -> int:
-        return self.index
-
-    def __repr__(self) -> str:
-        return f"D_{self.index}"
+_INT64_MAX = (1 << 63) - 1
+# float64 bincount sums are exact while every partial sum stays below 2**53.
+_FLOAT_EXACT = float(1 << 53)
 
 
 _TYPE_RANK = {int: 1, str: 2, bytes: 3}
 
 
 def _order(key: Any) -> tuple[int, Any]:
-    """The fixed, data-independent total order on keys used to pick the smallest zero key.
+    """The fixed, data-independent total order on user keys used to pick the smallest zero key.
 
-    Dummies come first (by index), then ints (numerically), strs (by code point, which is also
-    their UTF-8 byte order), bytes, and tuples (by canonical encoding). [LT23, Algorithm 1] allows any fixed
-    order that does not depend on the stream; this one sorts natively for homogeneous keys, which
-    docs/algorithms.md#mg-order's encoding-bytes order cannot (it was 60% of the update time).
+    ints (numerically), strs (by code point, which is also their UTF-8 byte order), bytes, then
+    tuples (by canonical encoding); the dummy slots come before every user key. [LT23, Algorithm 1]
+    allows any fixed order that does not depend on the stream; this one sorts natively for
+    homogeneous keys, which docs/algorithms.md#mg-order's encoding-bytes order cannot (it was 60%
+    of the update time).
     """
-    if type(key) is _Dummy:
-        return (0, key.index)
     rank = _TYPE_RANK.get(type(key))
     if rank is None:
         return (4, encode_key(key))
@@ -59,26 +54,207 @@ def _order(key: Any) -> tuple[int, Any]:
 
 def _sorted_real_keys(keys: list[Any]) -> list[Any]:
     """Sort user keys by :func:`_order`, natively when they all share one of int/str/bytes."""
-    if keys:
-        first = type(keys[0])
-        if first in _TYPE_RANK and all(type(x) is first for x in keys):
+    if keys and type(keys[0]) in _TYPE_RANK:
+        # Native order is :func:`_order` when all keys are ints, all strs or all bytes; a list
+        # mixing types always compares two of them (a sorted output compares every adjacent
+        # pair), and Python refuses that, so the fallback below runs.
+        try:
             return sorted(keys)
+        except TypeError:
+            pass
     return sorted(keys, key=_order)
+
+
+# Key types whose Python equality and hash agree with their canonical identity, so counting them
+# in a dict cannot merge two different canonical keys (a float 1.0 would merge into the int 1).
+_DICT_SAFE = frozenset((int, str, bytes))
+
+
+def multiset_counts(keys: Any, counts: Any = None) -> tuple[list[Any], list[int]]:
+    """The distinct canonical keys of a batch in the order of :func:`_order`, with their weights.
+
+    Every distinct key is encoded and compared once: integer numpy/Arrow arrays are counted with
+    ``bincount`` (compact ranges) or ``np.unique``, string and binary Arrow arrays with
+    ``pyarrow.compute.value_counts`` and a bytewise sort (bytewise UTF-8 order is code point
+    order), lists of ``str``/``int``/``bytes`` with a C-level dict count whose keys are checked
+    once each.
+
+    Parameters
+    ----------
+    keys
+        A batch of keys (numpy array, pyarrow array or sequence; see :meth:`MisraGries.update`).
+    counts
+        Optional positive integer weight per key.
+
+    Returns
+    -------
+    (distinct, weights)
+        Python lists: the distinct canonical keys in :func:`_order` and their total weights
+        (all ``>= 1``).
+
+    Raises
+    ------
+    TypeError
+        For unsupported keys (naming the type) or non-integer counts.
+    ValueError
+        For non-positive counts or a counts array of the wrong shape.
+    """
+    distinct, weights = _multiset(keys, counts)
+    return _as_list(distinct), weights
+
+
+# Distinct keys as returned by _multiset: a list, or an int64 numpy array / Arrow array of them.
+_Distinct = list[Any] | np.ndarray | pa.Array
+
+
+def _as_list(distinct: _Distinct) -> list[Any]:
+    if isinstance(distinct, list):
+        return distinct
+    if isinstance(distinct, np.ndarray):
+        return distinct.tolist()
+    return distinct.to_pylist()
+
+
+def _gather(distinct: _Distinct, ranks: list[int]) -> list[Any]:
+    """The keys at ``ranks`` of ``distinct``, as Python keys."""
+    if isinstance(distinct, list):
+        return [distinct[j] for j in ranks]
+    if isinstance(distinct, np.ndarray):
+        return distinct[np.array(ranks, dtype=np.int64)].tolist()
+    return distinct.take(pa.array(ranks, pa.int64())).to_pylist()
+
+
+def _multiset(keys: Any, counts: Any = None) -> tuple[_Distinct, list[int]]:
+    """:func:`multiset_counts`, with the distinct keys left in numpy or Arrow when they come
+    from there (converting them all to Python objects is needless when few are kept)."""
+    weights = None
+    if counts is not None:
+        n = len(keys) if not isinstance(keys, str | bytes) else 1
+        weights = validate_counts(counts, n)
+        if len(weights) and weights.min() < 1:
+            raise ValueError("Misra-Gries counts must be positive integers (insert-only)")
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
+    if isinstance(keys, pa.Array):
+        if keys.null_count:
+            raise TypeError("None is not a valid key: the input array has null values")
+        typ = keys.type
+        if pa.types.is_dictionary(typ):
+            # Count the indices, then weigh the dictionary entries they use (the dictionary may
+            # repeat a value: the weighted call sums those).
+            idx = keys.indices.to_numpy(zero_copy_only=False)
+            per_entry = np.bincount(idx, minlength=len(keys.dictionary))
+            if weights is not None:
+                per_entry = np.zeros(len(keys.dictionary), np.int64)
+                np.add.at(per_entry, idx, weights)
+            used = np.flatnonzero(per_entry)
+            return _multiset(keys.dictionary.take(pa.array(used)), per_entry[used])
+        is_int = pa.types.is_integer(typ) or pa.types.is_boolean(typ)
+        if is_int and not (
+            pa.types.is_uint64(typ) and len(keys) and pc.max(keys).as_py() > _INT64_MAX
+        ):
+            keys = keys.to_numpy(zero_copy_only=False).astype(np.int64)
+        elif (pa.types.is_string(typ) or pa.types.is_large_string(typ)) or (
+            pa.types.is_binary(typ) or pa.types.is_large_binary(typ)
+        ):
+            return _arrow_var_counts(keys, weights)
+    if isinstance(keys, np.ndarray) and keys.ndim == 1 and keys.dtype.kind in "iub":
+        if (
+            keys.dtype.kind != "u"
+            or keys.dtype.itemsize < 8
+            or not len(keys)
+            or (int(keys.max()) <= _INT64_MAX)
+        ):
+            return _int_counts(keys.astype(np.int64, copy=False), weights)
+    if isinstance(keys, list) and keys and type(keys[0]) is str:
+        # Arrow's hash table and sort beat a dict of str objects; Arrow infers ``string`` only
+        # when every value is a str (str mixed with bytes infers binary: not these keys).
+        try:
+            arr = pa.array(keys)
+        except (pa.ArrowException, TypeError, ValueError):
+            arr = None
+        if arr is not None and arr.type == pa.string() and not arr.null_count:
+            return _arrow_var_counts(arr, weights)
+    if isinstance(keys, list) and keys and weights is None and set(map(type, keys)) <= _DICT_SAFE:
+        # Counter's C loop; only the distinct keys need sorting (ints, strs and bytes never
+        # compare equal across types, so one dict holds them apart).
+        tally = Counter(keys)
+        distinct = _sorted_real_keys(list(tally))
+        return distinct, [tally[x] for x in distinct]
+    canon = canonical_keys(keys)
+    tally: dict[Any, int] = {}
+    if weights is None:
+        for x in canon:
+            tally[x] = tally.get(x, 0) + 1
+    else:
+        if len(weights) != len(canon):
+            raise ValueError(f"counts must have one entry per key ({len(canon)})")
+        for x, w in zip(canon, weights.tolist(), strict=True):
+            tally[x] = tally.get(x, 0) + w
+    distinct = _sorted_real_keys(list(tally))
+    return distinct, [tally[x] for x in distinct]
+
+
+def _int_counts(keys: np.ndarray, weights: np.ndarray | None) -> tuple[np.ndarray, list[int]]:
+    """:func:`multiset_counts` of an int64 array: ascending keys, exact int64 totals."""
+    if not len(keys):
+        return [], []
+    lo, hi = int(keys.min()), int(keys.max())
+    if hi - lo <= 2 * len(keys) + (1 << 16):
+        # bincount is O(n + range) and several times faster than np.unique's sort.
+        shifted = keys - lo
+        if weights is None:
+            tally = np.bincount(shifted)
+        elif int(weights.max()) * len(keys) < _FLOAT_EXACT:
+            tally = np.bincount(shifted, weights=weights).astype(np.int64)
+        else:
+            tally = np.zeros(hi - lo + 1, np.int64)
+            np.add.at(tally, shifted, weights)
+        present = np.flatnonzero(tally)
+        return present + lo, tally[present].tolist()
+    if weights is None:
+        distinct, tally = np.unique(keys, return_counts=True)
+        return distinct, tally.tolist()
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    tally = np.zeros(len(distinct), np.int64)
+    np.add.at(tally, inverse, weights)
+    return distinct, tally.tolist()
+
+
+def _arrow_var_counts(arr: pa.Array, weights: np.ndarray | None) -> tuple[pa.Array, list[int]]:
+    """:func:`multiset_counts` of a string or binary Arrow array (bytewise sorted keys)."""
+    if weights is None:
+        vc = pc.value_counts(arr)
+        values, tally = vc.field("values"), vc.field("counts")
+    else:
+        grouped = (
+            pa.table({"k": arr, "w": pa.array(weights, pa.int64())})
+            .group_by("k", use_threads=False)
+            .aggregate([("w", "sum")])
+        )
+        values, tally = grouped.column("k"), grouped.column("w_sum")
+    order = pc.sort_indices(values)
+    return values.take(order), tally.take(order).to_pylist()
 
 
 class MisraGries:
     """Misra-Gries with ``k`` counters in the variant of [LT23, Algorithm 1].
 
-    The sketch always holds exactly ``k`` (key, counter) pairs: it starts with ``k`` dummy keys
+    The sketch always holds exactly ``k`` (key, counter) slots: it starts with ``k`` dummy keys
     at count 0, keeps keys whose counter drops to 0, and when a slot is needed replaces the
-    *smallest* zero-count key in a fixed order (dummies first, then keys by canonical encoding).
+    *smallest* zero-count key in a fixed order (dummies first, then keys by :func:`_order`).
     Its estimates and its decrement count ``d`` equal standard Misra-Gries exactly, so for every
     key ``f(x) - d <= estimate(x) <= f(x)`` with ``d <= n / (k + 1)`` (Bose et al., Fact 1). The
     variant exists because it bounds how many keys neighbouring sketches differ in ([LT23, Section 5, Lemma 2]),
     which the private release uses.
 
-    Updates process a batch **in arrival order**, with the same result as one key at a time
-    (weighted updates per docs/algorithms.md#mg-weighted give the same state as repeated unit updates).
+    Dummy slots are not materialised: the sketch stores its real keys and the indices of the
+    remaining dummies as a range, so memory follows the keys that arrived, not ``k``.
+
+    :meth:`update` processes a batch **in arrival order**, with the same result as one key at a
+    time (weighted updates per docs/algorithms.md#mg-weighted give the same state as repeated
+    unit updates). :meth:`update_multiset` processes a batch as a multiset, in the fixed key
+    order: see there for when that is the right call.
 
     :meth:`merge` is the Agarwal et al. (2013) merge ([LT23, Section 7]): sum the positive counters, and
     if more than ``k`` keys remain subtract the ``(k+1)``-th largest value. It is commutative but
@@ -95,7 +271,7 @@ class MisraGries:
     """
 
     KIND = "MisraGries"
-    __slots__ = ("k", "n", "d", "merged", "_cnt", "_nzero", "_zero_list", "_zp")
+    __slots__ = ("k", "n", "d", "merged", "_cnt", "_dummies", "_nzero", "_zero_list", "_zp")
 
     def __init__(self, k: int):
         if isinstance(k, bool) or not isinstance(k, int | np.integer):
@@ -110,17 +286,24 @@ class MisraGries:
 
     def _reset_slots(self, positive: dict[Any, int]) -> None:
         """Hold ``positive`` (at most k keys, counts >= 1) and fill the other slots with dummies."""
-        cnt: dict[Any, int] = {_Dummy(i): 0 for i in range(self.k - len(positive))}
-        cnt.update(positive)
-        self._cnt = cnt
+        self._cnt = dict(positive)
+        self._dummies: range | list[int] = range(self.k - len(positive))
         self._rebuild_zero_list()
 
     def _rebuild_zero_list(self) -> None:
-        zeros = [y for y, c in self._cnt.items() if c == 0]
-        dummies = sorted((y for y in zeros if type(y) is _Dummy), key=_order)
-        self._zero_list = dummies + _sorted_real_keys([y for y in zeros if type(y) is not _Dummy])
+        """The zero-count real keys in the fixed order (the dummies are kept apart)."""
+        self._zero_list = _sorted_real_keys([y for y, c in self._cnt.items() if c == 0])
         self._zp = 0
         self._nzero = len(self._zero_list)
+
+    def _use_dummies(self, used: int) -> None:
+        """Replace the ``used`` smallest dummies (they are always the smallest zero keys)."""
+        if used:
+            dummies = self._dummies
+            if type(dummies) is range:
+                self._dummies = dummies[used:]
+            else:
+                del dummies[:used]
 
     # ---------------------------------------------------------------- updates
 
@@ -150,17 +333,227 @@ class MisraGries:
                 self._update_weighted(x, w)
         return self
 
+    def update_multiset(self, keys: Any, counts: Any = None) -> Self:
+        """Process a batch as a multiset: each distinct key once, with its total weight, in the
+        fixed key order :func:`_order`.
+
+        The result is exactly :meth:`update` on the batch **sorted by** :func:`_order` (stable
+        order is irrelevant: equal keys are interchangeable), i.e. Algorithm 1 run on the
+        canonically sorted stream. Why: the copies of one key are consecutive in the sorted
+        stream, and ``w`` consecutive unit updates of ``x`` equal one weighted update
+        (docs/algorithms.md#mg-weighted): if ``x`` is held its counter grows by ``w``; else if a
+        zero key exists, the first copy replaces the smallest one and the others increment it;
+        else each copy decrements every counter until one reaches 0 (``t = min(w, min counter)``
+        decrements, ``d += t``), and a copy left over after that takes the smallest new zero key.
+        The minimum counter comes from a heap over lazily offset counters, so one weighted update
+        costs ``O(log k)`` plus the keys that reach 0; on a sketch that holds no key yet (the
+        common case: one call per shard), no counter ever grows, and counters grouped by value
+        make it ``O(1)`` amortised.
+
+        The state therefore depends on the batch only through its multiset of keys, never on the
+        order in which they arrived. For the privacy analysis this matters where a *shard* (a
+        Beam accumulator's elements, a Design B segment, a merged design's leaf) is the unit: a
+        shard minus one element sorts to the sorted shard minus one element, so Algorithm 1's
+        neighbouring-stream lemmas ([LT23, Section 5, Lemma 2]) apply unchanged, under the same
+        partition assumption A-PART. Call it once per shard with the shard's whole multiset:
+        calling it on position-cut batches of a longer stream is *not* Algorithm 1 on a sorted
+        stream (removing an element moves others across batch boundaries), so a release that
+        treats that longer stream as one sequential sketch (PMG) must use :meth:`update`.
+
+        Parameters
+        ----------
+        keys
+            numpy array, pyarrow array or sequence of keys (str, bytes, int, bool, tuples).
+        counts
+            Optional positive integer weight per key.
+
+        Returns
+        -------
+        self
+        """
+        distinct, weights = _multiset(keys, counts)
+        if weights and not self._cnt:
+            self._sorted_runs_from_empty(distinct, weights)
+        elif weights:
+            self._update_sorted_runs(_as_list(distinct), weights)
+        return self
+
+    def _update_sorted_runs(self, keys: list[Any], weights: list[int]) -> None:
+        """Weighted updates of distinct ``keys`` in the given order (see :meth:`update_multiset`).
+
+        Counters are stored with a lazy offset: ``stored = counter + base``, so decrementing every
+        counter by ``t`` is ``base += t``. ``heap`` holds ``(stored, id, key)`` with one live
+        entry per held key (``ids[key] == id``); an entry whose stored value is stale (the key
+        grew since) is pushed again when it surfaces, so the top live entry is the minimum.
+        """
+        if not self._cnt:
+            self._sorted_runs_from_empty(keys, weights)
+            return
+        cnt = self._cnt
+        get = cnt.get
+        zero_list, zp, nzero = self._zero_list, self._zp, self._nzero
+        free = len(self._dummies)
+        free0 = free
+        base = 0
+        d = 0
+        seq = 0
+        ids: dict[Any, int] = {}
+        heap: list[tuple[int, int, Any]] = []
+        for y, c in cnt.items():
+            if c:
+                ids[y] = seq
+                heap.append((c, seq, y))
+                seq += 1
+        heapq.heapify(heap)
+        push, pop = heapq.heappush, heapq.heappop
+        for x, w in zip(keys, weights, strict=True):
+            c = get(x)
+            if c is not None:
+                if c == base:
+                    nzero -= 1
+                    ids[x] = seq
+                    push(heap, (c + w, seq, x))
+                    seq += 1
+                cnt[x] = c + w
+                continue
+            if free:
+                free -= 1
+            elif nzero:
+                while True:
+                    z = zero_list[zp]
+                    zp += 1
+                    if get(z) == base:
+                        break
+                del cnt[z]
+                nzero -= 1
+            else:
+                # Every counter is positive: t = min(w, min counter) decrements in a row.
+                while True:
+                    v, i, y = heap[0]
+                    if ids.get(y) != i:
+                        pop(heap)
+                    elif cnt[y] != v:
+                        pop(heap)
+                        push(heap, (cnt[y], i, y))
+                    else:
+                        break
+                t = min(w, v - base)
+                base += t
+                d += t
+                w -= t
+                if v != base:
+                    continue  # x is used up, every counter is still positive
+                zeros = []
+                while heap and heap[0][0] <= base:
+                    v, i, y = pop(heap)
+                    if ids.get(y) != i:
+                        continue
+                    if cnt[y] != v:
+                        push(heap, (cnt[y], i, y))
+                        continue
+                    del ids[y]
+                    zeros.append(y)
+                zero_list = _sorted_real_keys(zeros)
+                zp, nzero = 0, len(zero_list)
+                if not w:
+                    continue
+                z = zero_list[0]
+                zp = 1
+                del cnt[z]
+                nzero -= 1
+            cnt[x] = base + w
+            ids[x] = seq
+            push(heap, (base + w, seq, x))
+            seq += 1
+        if base:
+            for y in cnt:
+                cnt[y] -= base
+        self._zero_list, self._zp, self._nzero = zero_list, zp, nzero
+        self._use_dummies(free0 - free)
+        self.d += d
+        self.n += sum(weights)
+
+    def _sorted_runs_from_empty(self, keys: _Distinct, weights: list[int]) -> None:
+        """:meth:`_update_sorted_runs` when no key is held (every slot is a dummy).
+
+        Each key of the batch occurs once and none is held when it arrives, so no counter ever
+        grows: held counters only fall, all together, by the decrements. Keys are handled by
+        their position ``i`` in ``keys`` (their rank in the fixed order). Counters are stored
+        as ``counter + base``, grouped by stored value: ``buckets[v]`` lists the held ranks with
+        stored value ``v`` in increasing order (ranks arrive in increasing order), and ``values``
+        is a heap of the bucket values. The zero keys are the bucket ``v == base``, replaced in
+        rank order; only zero keys are ever replaced, so every other bucket holds live keys only.
+        """
+        n_keys = len(keys)
+        take = min(len(self._dummies), n_keys)
+        buckets: dict[int, list[int]] = {}
+        for i in range(take):  # the first keys fill the dummy slots, in order
+            w = weights[i]
+            bucket = buckets.get(w)
+            if bucket is None:
+                buckets[w] = [i]
+            else:
+                bucket.append(i)
+        values = list(buckets)
+        heapq.heapify(values)
+        push, pop = heapq.heappush, heapq.heappop
+        pool: list[int] = []
+        pp = 0
+        base = 0
+        d = 0
+        get = buckets.get
+        for i in range(take, n_keys):
+            w = weights[i]
+            if pp == len(pool):
+                # No zero slot: t = min(w, min counter) decrements in a row.
+                low = values[0]
+                t = min(w, low - base)
+                base += t
+                d += t
+                w -= t
+                if low != base:
+                    continue  # the key is used up and every counter is still positive
+                pop(values)
+                pool = buckets.pop(low)
+                pp = 0
+                if not w:
+                    continue
+            pp += 1  # the smallest zero key leaves; the key takes its slot
+            v = base + w
+            bucket = get(v)
+            if bucket is None:
+                buckets[v] = [i]
+                push(values, v)
+            else:
+                bucket.append(i)
+        ranks = [j for bucket in buckets.values() for j in bucket]
+        counts = [v - base for v, bucket in buckets.items() for _ in bucket]
+        held = dict(zip(_gather(keys, ranks), counts, strict=True))
+        zeros = _gather(keys, pool[pp:])
+        held.update(dict.fromkeys(zeros, 0))
+        self._cnt = held
+        self._zero_list, self._zp, self._nzero = zeros, 0, len(zeros)
+        self._use_dummies(take)
+        self.d += d
+        self.n += sum(weights)
+
     def _update_unit(self, keys: list[Any]) -> None:
         # The hot loop of docs/algorithms.md#mg-implementation: locals only, one dict lookup per hit.
         cnt = self._cnt
         get = cnt.get
         nzero, zero_list, zp, d = self._nzero, self._zero_list, self._zp, self.d
+        free = len(self._dummies)
+        free0 = free
         for x in keys:
             c = get(x)
             if c is not None:
                 if c == 0:
                     nzero -= 1
                 cnt[x] = c + 1
+            elif free:
+                # The dummies come first in the fixed order, smallest index first.
+                free -= 1
+                cnt[x] = 1
             elif nzero:
                 while True:
                     z = zero_list[zp]
@@ -171,7 +564,7 @@ class MisraGries:
                 cnt[x] = 1
                 nzero -= 1
             else:
-                # Branch 2 runs only when no counter is 0, so no dummy is left to sort.
+                # Branch 2 runs only when no counter is 0 (so no dummy is left either).
                 d += 1
                 zeros = []
                 for y in cnt:
@@ -183,15 +576,21 @@ class MisraGries:
                 zp = 0
                 nzero = len(zero_list)
         self._nzero, self._zero_list, self._zp, self.d = nzero, zero_list, zp, d
+        self._use_dummies(free0 - free)
         self.n += len(keys)
 
-    def _pop_smallest_zero(self) -> Any:
+    def _pop_smallest_zero(self) -> None:
+        """Free the smallest zero slot: a dummy if any is left, else the smallest zero key."""
+        if len(self._dummies):
+            self._use_dummies(1)
+            return
         while True:
             z = self._zero_list[self._zp]
             self._zp += 1
             if self._cnt.get(z) == 0:
                 self._nzero -= 1
-                return z
+                del self._cnt[z]
+                return
 
     def _update_weighted(self, x: Any, w: int) -> None:
         cnt = self._cnt
@@ -203,8 +602,8 @@ class MisraGries:
                     self._nzero -= 1
                 cnt[x] = c + w
                 return
-            if self._nzero:
-                del cnt[self._pop_smallest_zero()]
+            if self._nzero or len(self._dummies):
+                self._pop_smallest_zero()
                 cnt[x] = w
                 return
             # t decrements in a row, each consuming one copy of x (docs/algorithms.md#mg-weighted).
@@ -231,7 +630,7 @@ class MisraGries:
     def slots(self) -> list[tuple[Any, int]]:
         """All ``k`` (key, counter) pairs of Algorithm 1 in the fixed order; dummies are ``None``."""
         ordered = sorted(self._cnt.items(), key=lambda item: _order(item[0]))
-        return [(None if type(x) is _Dummy else x, c) for x, c in ordered]
+        return [(None, 0)] * len(self._dummies) + ordered
 
     def error_bound(self) -> int:
         """``d``: every key satisfies ``f(x) - d <= estimate(x) <= f(x)``, and ``d <= n/(k+1)``."""
@@ -266,6 +665,8 @@ class MisraGries:
         if self.is_empty():
             self.n, self.d, self.merged = other.n, other.d, other.merged
             self._cnt = dict(other._cnt)
+            dummies = other._dummies
+            self._dummies = dummies if type(dummies) is range else list(dummies)
             self._rebuild_zero_list()
             return self
         total = {x: c for x, c in self._cnt.items() if c > 0}
@@ -312,7 +713,13 @@ class MisraGries:
             other.d,
             other.merged,
             other._cnt,
-        )
+        ) and self._dummy_ids_equal(other)
+
+    def _dummy_ids_equal(self, other: MisraGries) -> bool:
+        mine, theirs = self._dummies, other._dummies
+        if type(mine) is type(theirs):
+            return mine == theirs
+        return len(mine) == len(theirs) and list(mine) == list(theirs)
 
     __hash__ = None  # mutable
 
@@ -321,23 +728,29 @@ class MisraGries:
         return f"MisraGries(k={self.k}, n={self.n}, d={self.d}, positive_keys={held}, merged={self.merged})"
 
     def memory_bytes(self) -> int:
-        """Approximate bytes held: the dict, its keys and counters, and the zero-key list."""
+        """Approximate bytes held: the dict, its keys and counters, and the zero-key list (the
+        dummy slots are a range: a constant)."""
         size = sys.getsizeof(self._cnt) + sys.getsizeof(self._zero_list)
+        size += sys.getsizeof(self._dummies)
         for x, c in self._cnt.items():
             size += sys.getsizeof(x) + sys.getsizeof(c)
         return size
 
     def to_bytes(self) -> bytes:
         """Serialize with the versioned format of :mod:`beam_dpsketch.serialization`."""
-        real = [(x, c) for x, c in self._cnt.items() if type(x) is not _Dummy]
-        real.sort(key=lambda item: encode_key(item[0]))
+        real = sorted(self._cnt.items(), key=lambda item: encode_key(item[0]))
         data, offsets = serialization.pack_bytes_list([encode_key(x) for x, _ in real])
-        dummies = sorted(x.index for x in self._cnt if type(x) is _Dummy)
+        dummies = self._dummies
+        ids = (
+            np.arange(dummies.start, dummies.stop, dtype=np.int64)
+            if type(dummies) is range
+            else np.array(dummies, dtype=np.int64)
+        )
         arrays = {
             "key_data": data,
             "key_offsets": offsets,
             "counts": np.array([c for _, c in real], dtype=np.int64),
-            "dummy_ids": np.array(dummies, dtype=np.int64),
+            "dummy_ids": ids,
         }
         params = {"k": self.k, "n": self.n, "d": self.d, "merged": self.merged}
         return serialization.dumps(self.KIND, params, arrays)
@@ -380,15 +793,114 @@ class MisraGries:
         except (ValueError, TypeError, RecursionError) as exc:
             # The decoder's message can quote the key's bytes: keep only its type.
             raise err(f"malformed key encoding ({type(exc).__name__})") from None
-        cnt: dict[Any, int] = {_Dummy(i): 0 for i in dummy_ids.tolist()}
-        cnt.update(zip(keys, counts.tolist(), strict=True))
-        if len(cnt) != k:
+        cnt: dict[Any, int] = dict(zip(keys, counts.tolist(), strict=True))
+        if len(cnt) != len(keys):
             raise err("duplicate keys in MisraGries bytes")
+        ids = np.sort(dummy_ids)
         sketch = cls.__new__(cls)
         sketch.k, sketch.n, sketch.d, sketch.merged = k, n, d, merged
         sketch._cnt = cnt
+        if not len(ids) or int(ids[-1]) - int(ids[0]) == len(ids) - 1:
+            sketch._dummies = range(int(ids[0]), int(ids[-1]) + 1) if len(ids) else range(0)
+        else:
+            sketch._dummies = ids.tolist()
         sketch._rebuild_zero_list()
         return sketch
 
     def __reduce__(self):
         return (MisraGries.from_bytes, (self.to_bytes(),))
+
+
+class ShardCounts:
+    """Exact weights of the distinct keys of one shard, sketched in the fixed key order at the end.
+
+    The accumulator of a shard whose Misra-Gries sketch is post-processed as a unit (a Design B
+    segment): :meth:`to_sketch` returns exactly ``MisraGries(k)`` run on the shard's elements
+    sorted by :func:`_order`, which :meth:`MisraGries.update_multiset` explains is Algorithm 1 on
+    a stream that depends on the shard's multiset only. Each batch is counted once
+    (:func:`multiset_counts`), so the per-element cost is numpy/Arrow work, not Python.
+
+    Memory is one counter per distinct key of the shard (at most the shard's element count),
+    not ``k``: the price of sorting the shard before sketching it.
+    """
+
+    __slots__ = ("n", "_tally", "_parts")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._tally: dict[Any, int] = {}
+        # Counted string/binary Arrow batches, (values, counts), summed only in to_sketch.
+        self._parts: list[tuple[pa.Array, pa.Array]] = []
+
+    def add(self, keys: Any, counts: Any = None) -> Self:
+        """Count a batch of keys (weight 1 each, or positive ``counts``); see :func:`multiset_counts`."""
+        arr = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+        if counts is None and isinstance(arr, pa.Array) and _is_var_type(arr.type):
+            if arr.null_count:
+                raise TypeError("None is not a valid key: the input array has null values")
+            if len(arr):
+                counted = pc.value_counts(arr)
+                self._parts.append((counted.field("values"), counted.field("counts")))
+                self.n += len(arr)
+            return self
+        distinct, weights = multiset_counts(keys, counts)
+        self._merge_into_tally(distinct, weights)
+        self.n += sum(weights)
+        return self
+
+    def _merge_into_tally(self, distinct: list[Any], weights: list[int]) -> None:
+        tally = self._tally
+        if not tally:
+            self._tally = dict(zip(distinct, weights, strict=True))
+        else:
+            get = tally.get
+            for x, w in zip(distinct, weights, strict=True):
+                tally[x] = get(x, 0) + w
+
+    def _distinct(self) -> tuple[list[Any], list[int]]:
+        """The shard's distinct keys in the fixed order and their weights."""
+        parts, self._parts = self._parts, []
+        if parts and not self._tally and len({v.type for v, _ in parts}) == 1:
+            if len(parts) == 1:
+                values, weights = parts[0]
+            else:
+                grouped = (
+                    pa.table(
+                        {
+                            "k": pa.concat_arrays([v for v, _ in parts]),
+                            "w": pa.concat_arrays([c for _, c in parts]),
+                        }
+                    )
+                    .group_by("k", use_threads=False)
+                    .aggregate([("w", "sum")])
+                )
+                values, weights = grouped.column("k"), grouped.column("w_sum")
+            order = pc.sort_indices(values)
+            distinct, counts = values.take(order).to_pylist(), weights.take(order).to_pylist()
+            self._tally = dict(zip(distinct, counts, strict=True))
+            return distinct, counts
+        for values, weights in parts:
+            self._merge_into_tally(values.to_pylist(), weights.to_pylist())
+        tally = self._tally
+        distinct = _sorted_real_keys(list(tally))
+        return distinct, [tally[x] for x in distinct]
+
+    def is_empty(self) -> bool:
+        return self.n == 0
+
+    def to_sketch(self, k: int) -> MisraGries:
+        """``MisraGries(k)`` of the shard's elements in the fixed key order."""
+        sketch = MisraGries(k)
+        if self.n:
+            sketch._update_sorted_runs(*self._distinct())
+        return sketch
+
+
+def _is_var_type(typ: pa.DataType) -> bool:
+    """String or binary Arrow type (plain, not dictionary-encoded)."""
+    return (
+        pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_binary(typ)
+        or pa.types.is_large_binary(typ)
+    )
