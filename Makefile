@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint format clean prism
+.PHONY: demo test bench lint format clean prism fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ prism:
 
 test: $(STAMP) $(if $(shell command -v go),prism)
 	$(BIN)/python -m pytest
+
+# The decoder fuzz test at 2 * 10^5 mutations per decoder (CI runs 10^4).
+fuzz: $(STAMP)
+	DPSKETCH_FUZZ_N=200000 $(BIN)/python -m pytest tests/test_fuzz_decoders.py -q
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run

@@ -33,9 +33,11 @@ __all__ = [
     "SketchFormatError",
     "dumps",
     "loads",
+    "array_length",
     "pack_bytes_list",
     "require",
     "require_array",
+    "require_size",
     "unpack_bytes_list",
 ]
 
@@ -217,3 +219,27 @@ def require_array(
     if shape is not None and arr.shape != shape:
         raise SketchFormatError(f"sketch array {name!r} has shape {arr.shape}, expected {shape}")
     return arr
+
+
+def array_length(arrays: Mapping[str, np.ndarray], name: str, axis: int = 0) -> int:
+    """Length along ``axis`` of a decoded array: a size the bytes actually hold.
+
+    Decoders compare size parameters with it before allocating anything from them.
+    """
+    arr = arrays.get(name)
+    if arr is None or arr.ndim <= axis:
+        raise SketchFormatError(f"sketch array {name!r} is missing or has too few dimensions")
+    return int(arr.shape[axis])
+
+
+def require_size(params: Mapping[str, Any], name: str, held: int, *, factor: int = 1) -> int:
+    """Fetch an int size parameter that must satisfy ``value * factor == held``.
+
+    ``held`` is a size implied by the decoded arrays (e.g. :func:`array_length`), so a forged
+    size field is refused before any allocation follows from it; ``factor`` is the product of
+    the other dimensions (checked already) that the parameter multiplies.
+    """
+    value = require(params, name, int)
+    if value < 1 or value * factor != held:
+        raise SketchFormatError(f"sketch parameter {name!r} does not match the size of its arrays")
+    return value

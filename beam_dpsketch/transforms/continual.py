@@ -69,6 +69,16 @@ release-id prefix :func:`continual_release_prefix` ``(label, window)`` (the tran
 the window bounds), so the same ``(noise source, label)`` reproduces identical releases, and a
 retried bundle (whose state change is rolled back) re-derives exactly the same noise instead of
 drawing fresh noise.
+
+Memory
+------
+The state of a window is its sketch (``width * depth`` counters, each with ``ceil(log2(T + 1))``
+noise slots, plus the lazy sketch's pending table), whatever the stream length, **plus** (element
+model) the batches that arrived before one of their predecessors: a batch is held until every
+lower position has been processed. Beam does not order elements, so that buffer is bounded by
+the runner's delivery disorder, not by the sketch: on a runner that delivers a bounded input
+far out of position order it can hold most of the input. Feed ordered inputs (one ordered
+reader, as the CLI does) or expect that bound.
 """
 
 from __future__ import annotations
@@ -605,6 +615,8 @@ class ContinualDPSketch(DPTransform):
     Which releases exist depends only on public facts: the positions and ``release_every``,
     ``T`` (element model), or nothing at all (pane model: the one step always exists).
     """
+
+    needs_state_and_timers = True  # one stateful DoFn per key (the continual release loop)
 
     def __init__(
         self,

@@ -413,26 +413,57 @@ class _AssignIntervals(beam.DoFn):
                 yield interval, KeyBatch(keys[i] for i in idx.tolist())
 
 
+class _SparseDelta:
+    """The exact delta of one interval as its non-zero cells (flat ``row * width + bucket``).
+
+    The owner receives one delta per interval and must hold them all until it can run the
+    batches in order; an interval's delta has at most ``rows * depth`` non-zero cells, so the
+    deltas cost O(min(input * depth, intervals * width * depth)) instead of
+    O(intervals * width * depth) (a dense table per interval, however few its rows).
+    """
+
+    __slots__ = ("cells", "counts", "total")
+
+    def __init__(self, delta: Any) -> None:
+        flat = delta.table.ravel()
+        self.cells = np.flatnonzero(flat).astype(np.int64)
+        self.counts = flat[self.cells]
+        self.total = int(delta.total_weight)
+
+    def dense(self, config: _CoreConfig) -> Any:
+        """The exact sketch again (of the transform's kind, width, depth and seed)."""
+        sketch = SKETCH_KINDS[config.kind](config.width, config.depth, config.seed)
+        sketch.table.ravel()[self.cells] = self.counts
+        sketch.total_weight = self.total
+        return sketch
+
+
+def _to_owner(kv: tuple[int, Any]) -> tuple[int, tuple[int, _SparseDelta]]:
+    k, delta = kv
+    return _SINGLE_KEY, (k, _SparseDelta(delta))
+
+
 class _RunSchedule(beam.DoFn):
-    """The D3 loop over the grouped deltas: add the delta of interval ``k``, answer batch ``k``."""
+    """The D3 loop over the grouped deltas: add the delta of interval ``k``, answer batch ``k``.
+
+    Memory: every interval's delta (sparse, see :class:`_SparseDelta`) until the loop reaches
+    it; only one dense table at a time.
+    """
 
     def __init__(self, config: _CoreConfig, schedule: QuerySchedule, with_metadata: bool) -> None:
         self._config, self._schedule, self._with_metadata = config, schedule, with_metadata
 
     def process(self, element: tuple[int, Iterable[tuple[int, Any]]]) -> Iterator[Any]:
         _, items = element
-        deltas: dict[int, Any] = {}
+        deltas: dict[int, list[_SparseDelta]] = {}
         for k, delta in items:
             if delta is None:  # the anchor: makes the loop run even without any data
                 continue
-            if k in deltas:
-                deltas[k].merge(delta)
-            else:
-                deltas[k] = delta
+            deltas.setdefault(k, []).append(delta)
         core = self._config.new()
         for k, (t, keys) in enumerate(self._schedule.batches, start=1):
-            if k in deltas:
-                core.add_counts(deltas.pop(k))
+            for part in deltas.pop(k, ()):
+                core.add_counts(part.dense(self._config))
             answer = core.answer(list(keys), time=t)
             yield from _records(answer, keys, t, self._with_metadata, self._config)
 
@@ -771,6 +802,7 @@ class DPIntermittentQueries(DPTransform):
                 f"of (time, keys), got {type(queries).__name__}"
             )
         super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
+        self.needs_state_and_timers = self._queries is not None  # event-time state and timers
         self._kind = SKETCHES[sketch]
         self._sketch = sketch
         self._clock = clock
@@ -892,7 +924,7 @@ class DPIntermittentQueries(DPTransform):
             | "AssignIntervals"
             >> beam.ParDo(_AssignIntervals(self._schedule.times, self._time_fn, self._key_fn))  # type: ignore[union-attr]
             | "ExactDeltas" >> beam.CombinePerKey(SketchCombineFn(spec))
-            | "ToOwner" >> beam.Map(lambda kv: (_SINGLE_KEY, kv))
+            | "ToOwner" >> beam.Map(_to_owner)
         )
         # Makes the loop run (and answer every batch) even when no data arrives at all.
         anchor = pcoll.pipeline | "Anchor" >> beam.Create([(_SINGLE_KEY, (0, None))])

@@ -22,14 +22,21 @@ A thin adapter over :class:`~beam_dpsketch.sketches.sliding.dpsw.DPSWSketch` (Wa
    with the default trigger (or ``AfterWatermark()`` without early or late firings) and
    ``allowed_lateness = 0``; any other input windowing is refused (``ValueError``) when the
    transform is applied.
-3. **Exact raw counts.** ``CombineGlobally`` per segment window builds an exact int64 Count-Min
-   table (``CountMinSketch`` with the sketch's ``(width, depth, seed)``); partial tables of
-   different bundles and workers add exactly (linearity). **No noise here** (assumption A3).
+3. **Exact raw counts.** A combine per segment window (keyed by the segment's public end)
+   builds an exact int64 Count-Min table (the cells of a ``CountMinSketch`` with the sketch's
+   ``(width, depth, seed)``); partial tables of different bundles and workers add exactly
+   (linearity). Tables travel and wait as their non-zero cells, so a segment costs
+   O(its rows * depth) bytes, not O(width * depth). **No noise here** (assumption A3).
    A pane that is not the single ``ON_TIME`` pane raises (assumption A2): nothing is released.
 4. **Seal and query.** One single-key stateful ``DoFn`` (the trusted aggregator, assumption A3)
-   holds a :class:`DPSWSketch` in state. It answers every declared query step
-   ``t = release_every, 2 release_every, ...`` (up to the last step holding an element), in order, from an
-   event-time timer at the end of the latest query step the data has reached: when it fires the
+   holds a :class:`DPSWSketch` in state, adds segment tables to it in batches and seals it as
+   soon as a range is known complete, so its state is bounded by the sketch and the window,
+   not by the stream or ``release_every`` (see :class:`_SealAndQuery` for the exact bound and
+   its one exception, time-based mode on a batch runner). It answers every declared query step
+   ``t = release_every, 2 release_every, ...`` (up to the last step holding an element), in order: in
+   count-based mode as soon as complete segments cover it (assumption A1), and in any case
+   from an event-time timer at the end of the latest query step the data has reached: when it
+   fires the
    watermark guarantees that every segment ending at or before each such ``t`` has arrived.
    For each ``t`` the DoFn adds those segment tables (:meth:`DPSWSketch.add_segment_counts`),
    seals with :meth:`DPSWSketch.advance_to` (noise drawn once per PCMS from
@@ -78,7 +85,7 @@ from apache_beam.utils.timestamp import Duration, Timestamp
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
 from beam_dpsketch.checks import check_int
-from beam_dpsketch.hashing import canonical_key, hash_keys
+from beam_dpsketch.hashing import canonical_key, hash_keys, row_buckets
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
@@ -262,16 +269,96 @@ class _SegmentWindows(NonMergingWindowFn):
 _PARTS = "segment_parts"
 
 
+def _sparse(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(flat cell indices, counts)`` of the non-zero cells of an int64 table."""
+    flat = table.ravel()
+    cells = np.flatnonzero(flat).astype(np.int64)
+    return cells, flat[cells]
+
+
+def _table_from_sparse(shape: tuple[int, int, int], total: int, cells: Any, counts: Any):
+    """The :class:`CountMinSketch` of shape ``(width, depth, seed)`` with those non-zero cells."""
+    sketch = CountMinSketch(*shape)
+    sketch.table.ravel()[cells] = counts
+    sketch.total_weight = total
+    return sketch
+
+
+def _sketch_reduce_args(sketch: CountMinSketch) -> tuple:
+    # A segment's table is mostly zeros (a segment may hold a single row): Beam moves and
+    # buffers it as its non-zero cells, so a step costs O(rows * depth) bytes, not O(width).
+    cells, counts = _sparse(sketch.table)
+    return (sketch.width, sketch.depth, sketch.seed), sketch.total_weight, cells, counts
+
+
+def _pack_cells(cells: np.ndarray, counts: np.ndarray) -> bytes:
+    """One bytes value holding the int64 ``cells`` then the int64 ``counts`` (same length)."""
+    return np.concatenate([cells, counts]).astype("<i8", copy=False).tobytes()
+
+
+def _unpack_cells(data: bytes, depth: int, width: int) -> np.ndarray:
+    """The dense int64 ``(depth, width)`` table of :func:`_pack_cells` bytes."""
+    both = np.frombuffer(data, dtype="<i8")
+    half = len(both) // 2
+    table = np.zeros(depth * width, dtype=np.int64)
+    table[both[:half]] = both[half:]
+    return table.reshape(depth, width)
+
+
+def _rebuild_part(shape: tuple[int, int, int], total: int, cells, counts, max_step: int):
+    return _SegmentPart(_table_from_sparse(shape, total, cells, counts), max_step)
+
+
 class _SegmentPart:
     """Exact Count-Min table of the rows of one batch that fall in one segment.
 
     ``max_step`` is the last step among those rows (the aggregator's query schedule needs it).
+    Pickled (hence moved and buffered by Beam) as its non-zero cells.
     """
 
     __slots__ = ("sketch", "max_step")
 
     def __init__(self, sketch: CountMinSketch, max_step: int) -> None:
         self.sketch, self.max_step = sketch, max_step
+
+    def __reduce__(self):
+        return _rebuild_part, (*_sketch_reduce_args(self.sketch), self.max_step)
+
+
+def _compact(cells: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sum the counts of equal cells: sorted distinct cells and their (non-zero) totals."""
+    if not len(cells):
+        return cells, counts
+    order = np.argsort(cells, kind="stable")
+    cells, counts = cells[order], counts[order]
+    starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]])
+    cells, counts = cells[starts], np.add.reduceat(counts, starts)
+    keep = counts != 0
+    return cells[keep], counts[keep]
+
+
+class _SegmentAccumulator:
+    """Exact Count-Min counts and last step of one segment being combined, held sparsely.
+
+    ``cells`` (flat ``row * width + bucket``, sorted, distinct) and ``counts`` are the non-zero
+    cells of the segment's ``CountMinSketch``: a segment may hold a single row, and a runner
+    may keep many segments' accumulators at once, so each costs O(rows * depth), not O(width).
+    """
+
+    __slots__ = ("cells", "counts", "total", "max_step")
+
+    def __init__(self) -> None:
+        self.cells = np.zeros(0, dtype=np.int64)
+        self.counts = np.zeros(0, dtype=np.int64)
+        self.total = 0
+        self.max_step = 0
+
+    def add(self, cells: np.ndarray, counts: np.ndarray, total: int, max_step: int) -> None:
+        self.cells, self.counts = _compact(
+            np.concatenate([self.cells, cells]), np.concatenate([self.counts, counts])
+        )
+        self.total += total
+        self.max_step = max(self.max_step, max_step)
 
 
 def _as_batch(element: Any) -> tuple[int | np.ndarray, Any, np.ndarray | None] | None:
@@ -426,40 +513,62 @@ class _SegmentCombineFn(beam.CombineFn):
     """Exact Count-Min table and last step of one segment, from batches of ``(step, key)`` rows
     or from :class:`_SegmentPart` partial tables.
 
-    The accumulator ``[CountMinSketch, max_step]`` is exact (no noise, assumption A3); partial
-    tables merge by addition whatever Beam's merge tree.
+    The accumulator (:class:`_SegmentAccumulator`, the non-zero cells; output
+    ``[CountMinSketch, max_step]``) is exact (no noise, assumption A3); partial tables merge by
+    addition whatever Beam's merge tree.
     """
 
     def __init__(self, width: int, depth: int, seed: int) -> None:
         self._shape = (width, depth, seed)
 
-    def create_accumulator(self) -> list:
-        return [CountMinSketch(*self._shape), 0]
+    def create_accumulator(self) -> _SegmentAccumulator:
+        return _SegmentAccumulator()
 
-    def add_input(self, mutable_accumulator: list, element: Any) -> list:
+    def add_input(self, mutable_accumulator: _SegmentAccumulator, element: Any):
+        acc = mutable_accumulator
         if isinstance(element, _SegmentPart):
-            mutable_accumulator[0].merge(element.sketch)
-            mutable_accumulator[1] = max(mutable_accumulator[1], element.max_step)
-            return mutable_accumulator
+            cells, counts = _sparse(element.sketch.table)
+            acc.add(cells, counts, element.sketch.total_weight, element.max_step)
+            return acc
         pairs = element if isinstance(element, list) else [element]
         if pairs:
-            mutable_accumulator[0].update([key for _, key in pairs])
-            mutable_accumulator[1] = max(mutable_accumulator[1], max(s for s, _ in pairs))
-        return mutable_accumulator
+            width, depth, seed = self._shape
+            # The cells CountMinSketch(width, depth, seed).update(keys) increments.
+            h1, h2 = hash_keys([key for _, key in pairs], seed)
+            buckets = row_buckets(h1, h2, depth, width)
+            buckets += (np.arange(depth, dtype=np.int64) * width)[:, None]
+            cells = buckets.ravel()
+            acc.add(
+                cells, np.ones(len(cells), dtype=np.int64), len(pairs), max(s for s, _ in pairs)
+            )
+        return acc
 
-    def merge_accumulators(self, accumulators: Any) -> list:
+    def merge_accumulators(self, accumulators: Any) -> _SegmentAccumulator:
         it = iter(accumulators)
         # Beam may merge nothing (e.g. an empty final pane): that is the empty table.
         first = next(it, None)
         if first is None:
             return self.create_accumulator()
-        for acc in it:
-            first[0].merge(acc[0])
-            first[1] = max(first[1], acc[1])
+        rest = list(it)
+        if rest:
+            first.cells, first.counts = _compact(
+                np.concatenate([first.cells, *(a.cells for a in rest)]),
+                np.concatenate([first.counts, *(a.counts for a in rest)]),
+            )
+            first.total += sum(a.total for a in rest)
+            first.max_step = max(first.max_step, *(a.max_step for a in rest))
         return first
 
-    def extract_output(self, accumulator: list) -> list:
-        return accumulator
+    def extract_output(self, accumulator: _SegmentAccumulator) -> list:
+        sketch = _table_from_sparse(
+            self._shape, accumulator.total, accumulator.cells, accumulator.counts
+        )
+        return [sketch, accumulator.max_step]
+
+
+def _by_segment(element: Any, window=beam.DoFn.WindowParam) -> tuple[int, Any]:
+    """``(end of the element's segment window in microseconds, element)``."""
+    return int(window.end.micros), element
 
 
 class _SegmentTables(beam.DoFn):
@@ -496,7 +605,9 @@ class _SegmentTables(beam.DoFn):
         if self._windows.segment_steps(lo + 1) != (lo, hi):
             raise RuntimeError(f"{self._label}: a window reaching the aggregator is not a segment")
         sketch, max_step = accumulator
-        yield self._label, (lo + 1, hi, int(max_step), int(sketch.total_weight), sketch.to_bytes())
+        # The table travels to the aggregator as its non-zero cells (a segment may hold one row).
+        cells = _pack_cells(*_sparse(sketch.table))
+        yield self._label, (lo + 1, hi, int(max_step), int(sketch.total_weight), cells)
 
 
 _SEGMENT_CODER = coders.TupleCoder(
@@ -504,6 +615,7 @@ _SEGMENT_CODER = coders.TupleCoder(
     + [coders.BytesCoder()]
 )
 _PROGRESS_CODER = coders.TupleCoder([coders.VarIntCoder()] * 5)
+_AHEAD_CODER = coders.IterableCoder(coders.TupleCoder([coders.VarIntCoder()] * 2))
 
 
 @dataclass(frozen=True)
@@ -518,28 +630,78 @@ class _Queries:
 _SEGMENTS_STATE = userstate.BagStateSpec("segments", _SEGMENT_CODER)
 _SKETCH_STATE = userstate.ReadModifyWriteStateSpec("sketch", coders.BytesCoder())
 _PROGRESS_STATE = userstate.ReadModifyWriteStateSpec("progress", _PROGRESS_CODER)
+_AHEAD_STATE = userstate.ReadModifyWriteStateSpec("ahead", _AHEAD_CODER)
 _QUERY_TIMER = userstate.TimerSpec("query", TimeDomain.WATERMARK)
 _SEGMENTS_PARAM = beam.DoFn.StateParam(_SEGMENTS_STATE)
 _SKETCH_PARAM = beam.DoFn.StateParam(_SKETCH_STATE)
 _PROGRESS_PARAM = beam.DoFn.StateParam(_PROGRESS_STATE)
+_AHEAD_PARAM = beam.DoFn.StateParam(_AHEAD_STATE)
 _QUERY_PARAM = beam.DoFn.TimerParam(_QUERY_TIMER)
+
+_GAP_MESSAGE = (
+    "a completed range of positions does not hold one element per position: position_fn "
+    "must give each position 1..n exactly once (assumption A1 of DPSW-beam)"
+)
+
+
+def _extend_frontier(
+    frontier: int, ahead: list[tuple[int, int]], first: int, last: int
+) -> tuple[int, list[tuple[int, int]]] | None:
+    """Add the full segment ``first..last`` to the gap-free prefix ``1..frontier``.
+
+    ``ahead`` holds the disjoint, sorted ranges of full segments beyond the prefix, merged when
+    adjacent. Returns the new ``(frontier, ahead)``, or ``None`` if the segment overlaps what is
+    already covered (a position given twice).
+    """
+    if first <= frontier or any(a <= last and first <= b for a, b in ahead):
+        return None
+    ranges = sorted([*ahead, (first, last)])
+    merged: list[tuple[int, int]] = []
+    for a, b in ranges:
+        if merged and merged[-1][1] + 1 == a:
+            merged[-1] = (merged[-1][0], b)
+        else:
+            merged.append((a, b))
+    if merged[0][0] == frontier + 1:
+        frontier = merged.pop(0)[1]
+    return frontier, merged
 
 
 class _SealAndQuery(beam.DoFn):
     """The single-key trusted aggregator: seals PCMSs once and answers the scheduled queries.
 
-    State: buffered segment tables (``(first step, last step, max step, items, table)``), the
-    :class:`DPSWSketch` bytes, and progress ``(next query step, max step seen, step of the armed
-    timer or 0, items in complete segments, last step of the earliest-ending buffered segment
-    or 0)``. Raw counts live only in the runner's state backend (assumption A3).
+    State: the :class:`DPSWSketch` bytes; a bag of segment tables not yet added to it
+    (``(first step, last step, max step, items, non-zero cells)``); progress ``(next query
+    step, max step seen, step of the armed timer or 0, gap-free prefix, cells in the bag)``; and
+    (count-based mode) the ranges of complete segments beyond the gap-free prefix. Raw counts
+    live only in the runner's state backend (assumption A3).
 
-    One event-time timer is armed at the end of the **latest** query step that data has reached
-    (``release_every * floor(max step seen / release_every)``). When it fires, the watermark has passed the end
-    of every query step up to it, so all those queries are answered in order in that one firing,
-    each exactly as if it had its own timer (same segments added, same ``advance_to(t)``, each
-    record timestamped at the end of its own step ``t``). One firing per catch-up instead of one
-    per query: a runner's per-timer cost (a bundle, state round trips) would otherwise dominate
-    a long schedule.
+    **Memory.** Segment tables are added to the sketch in batches, as soon as the bag holds as
+    many cells as :attr:`_fold_cells` (about the size of the sketch's held tables), and the
+    sketch is advanced (sealed, old blocks discarded) as soon as that is known to be safe: so
+    the state is the sketch plus a bag of bounded size, whatever the stream length or
+    ``release_every``. Sealing at ``s`` needs every segment ending at or before ``s`` and no
+    unanswered query at or before ``s``:
+
+    * count-based mode: a segment holding as many elements as positions is complete
+      (assumption A1), so the gap-free prefix ``1..frontier`` of complete segments is known
+      from the data that arrived, and every query inside it is answered and sealed at once.
+      Segments that arrive ahead of a missing one wait as raw counts in the sketch (pending
+      blocks): with out-of-order delivery the state grows with the disorder, at most one
+      ``(segments, depth, width)`` int64 table per block between the prefix and the last
+      step seen;
+    * time-based mode: only the watermark says that a range is complete, so the sketch is
+      sealed when the timer (armed at the last step seen) fires. In a streaming pipeline the
+      pending blocks span the watermark's lag; a batch runner advances the watermark once, at
+      the end, so it holds one such table per block of the input.
+
+    One event-time timer is armed at the end of the latest query step ``<= max step seen``
+    (time-based mode, when no query is due: at the max step seen, for the sealing). When it fires the watermark has passed the end of every step up to it, so all
+    queries up to it are answered in order in that one firing, each exactly as if it had its
+    own timer (same segments added, same ``advance_to(t)``, each record timestamped at the
+    end of its own step ``t``); in count-based mode a query whose range lacks a complete
+    segment then fails (assumption A1). Sealing earlier than a query time changes no value:
+    a sealed PCMS depends only on its range's counts and its keyed noise stream.
     """
 
     def __init__(self, transform: DPSlidingWindowFrequencies) -> None:
@@ -548,46 +710,71 @@ class _SealAndQuery(beam.DoFn):
         self._mode = transform.mode
         self._every = transform.release_every
         self._clock = transform._clock
+        self._windows = transform._windows
         self._queries = transform._queries
         self._label = transform.release_label
         self._with_metadata = transform.with_metadata
         self._guarantee = (transform.rho, transform.epsilon, transform.delta)
         self._facts = transform._release_facts
         self._hashes: tuple[np.ndarray, np.ndarray] | None = None
+        kw = self._factory.kwargs
+        self._depth, self._width = kw["depth"], kw["width"]
+        windows = self._windows
+        blocks = -(-transform.window // windows.block) + 1
+        #: Cells buffered before they are added to the sketch: about the sketch's own size, so
+        #: decoding and encoding the sketch costs O(1) per buffered cell.
+        self._fold_cells = blocks * (len(windows.cuts) - 1) * self._depth * self._width
 
     def setup(self) -> None:
         # Query keys are public and fixed: hash them once per worker, not per query.
         self._hashes = hash_keys(list(self._queries.keys), self._factory.kwargs["seed"])
 
     def _arm(self, timer: Any, next_q: int, seen: int, armed: int) -> int:
-        """Arm (or move later) the timer at the latest query step ``<= seen``; its step or 0."""
+        """Arm (or move later) the timer at the step the queries or the sealing wait for."""
         target = seen // self._every * self._every
         if target < next_q:
-            return 0
+            if self._mode == "count":
+                return 0
+            # Time-based mode: no query is due, the timer seals what the watermark completes.
+            target = seen
         if target != armed:
             timer.set(self._clock.end_of(target))
         return target
+
+    def _settled(self, t: int) -> int:
+        """The last step of the last segment ending at or before ``t``."""
+        lo, hi = self._windows.segment_steps(t)
+        return t if hi == t else lo
 
     def process(
         self,
         element: Any,
         segments=_SEGMENTS_PARAM,
+        sketch_state=_SKETCH_PARAM,
         progress=_PROGRESS_PARAM,
+        ahead_state=_AHEAD_PARAM,
         timer=_QUERY_PARAM,
     ):
-        _, (first, last, max_step, items, table) = element
+        _, (first, last, max_step, items, cells) = element
         if self._mode == "count" and items > last - first + 1:
             # Counts and positions come from the data: the message names the rule only.
             raise ValueError(
                 f"{self._label}: a segment holds more elements than positions: position_fn "
                 "must give each position 1..n exactly once (assumption A1 of DPSW-beam)"
             )
-        segments.add((first, last, max_step, items, table))
-        next_q, seen, armed, complete, due = progress.read() or (self._every, 0, 0, 0, 0)
+        segments.add((first, last, max_step, items, cells))
+        next_q, seen, armed, frontier, buffered = progress.read() or (self._every, 0, 0, 0, 0)
         seen = max(seen, max_step)
-        due = last if not due else min(due, last)
+        buffered += len(cells) // 16 + 1
+        released: list[Any] = []
+        if buffered >= self._fold_cells:
+            next_q, frontier = self._fold(
+                segments, sketch_state, ahead_state, next_q, seen, frontier, None, released
+            )
+            buffered = 0
         armed = self._arm(timer, next_q, seen, armed)
-        progress.write((next_q, seen, armed, complete, due))
+        progress.write((next_q, seen, armed, frontier, buffered))
+        yield from released
 
     @userstate.on_timer(_QUERY_TIMER)
     def on_query(
@@ -596,63 +783,115 @@ class _SealAndQuery(beam.DoFn):
         segments=_SEGMENTS_PARAM,
         sketch_state=_SKETCH_PARAM,
         progress=_PROGRESS_PARAM,
+        ahead_state=_AHEAD_PARAM,
         timer=_QUERY_PARAM,
     ):
-        next_q, seen, armed, complete, due = progress.read()
+        next_q, seen, armed, frontier, _ = progress.read()
         # The watermark has passed the end of the fired step (a runner that fires a timer it
-        # has since moved later gives an earlier step: only the queries up to it are due).
+        # has since moved later gives an earlier step: only what is up to it is complete).
         limit = min((int(fired.micros) - self._clock.origin) // self._clock.unit, seen)
-        steps = range(next_q, limit + 1, self._every)
         released: list[Any] = []
-        if steps:
-            data = sketch_state.read()
-            if data is None:
-                sketch = self._factory(self._noise_source)
-            else:
-                sketch = DPSWSketch.from_bytes(data, self._noise_source)
-            buffered: list | None = None
-            for t in steps:
-                # Every segment ending at or before t is here; later ones stay buffered (their
-                # sketches are not sealed yet). The bag is read only when one is due.
-                if due and due <= t:
-                    if buffered is None:
-                        buffered = list(segments.read())
-                    keep = []
-                    for seg in buffered:
-                        first, last, _, items, table = seg
-                        if last > t:
-                            keep.append(seg)
-                            continue
-                        sketch.add_range_counts(first, last, CountMinSketch.from_bytes(table).table)
-                        complete += items
-                    buffered = keep
-                    due = min((seg[1] for seg in keep), default=0)
-                if self._mode == "count":
-                    self._check_gap_free(sketch, t, complete)
-                sketch.advance_to(t)
-                when = self._clock.end_of(t)
-                released += [TimestampedValue(r, when) for r in self._answer(sketch, t)]
-            if buffered is not None:
-                segments.clear()
-                for seg in buffered:
-                    segments.add(seg)
-            sketch_state.write(sketch.to_bytes())
-            next_q = steps[-1] + self._every
-        armed = self._arm(timer, next_q, seen, 0)
-        progress.write((next_q, seen, armed, complete, due))
+        next_q, frontier = self._fold(
+            segments, sketch_state, ahead_state, next_q, seen, frontier, limit, released
+        )
+        if self._mode == "time" and limit >= seen:
+            # Everything seen is sealed: the timer waits for a later step.
+            armed = seen
+        else:
+            armed = self._arm(timer, next_q, seen, 0)
+        progress.write((next_q, seen, armed, frontier, 0))
         yield from released
 
-    def _check_gap_free(self, sketch: DPSWSketch, t: int, complete: int) -> None:
-        """Count-based mode: the positions of all complete segments up to ``t`` are ``1..e``."""
-        k, g = (int(v[0]) for v in sketch.locate([t]))
-        end = sketch.segment_end(k, g)
-        done = end if end == t else (k - 1) * sketch.block + sketch.layout.cuts[g]
-        if complete != done:
-            raise ValueError(
-                f"{self._label}: a completed range of positions does not hold one element per "
-                "position: position_fn must give each position 1..n exactly once (assumption "
-                "A1 of DPSW-beam)"
-            )
+    def _fold(
+        self,
+        segments: Any,
+        sketch_state: Any,
+        ahead_state: Any,
+        next_q: int,
+        seen: int,
+        frontier: int,
+        limit: int | None,
+        released: list[Any],
+    ) -> tuple[int, int]:
+        """Add the bagged tables to the sketch, answer the due queries, seal what is complete.
+
+        ``limit`` is the step the watermark has passed (timer) or ``None`` (an element: only
+        the count-based gap-free prefix is known complete). Returns ``(next query step,
+        gap-free prefix)``; records go to ``released``.
+        """
+        data = sketch_state.read()
+        if data is None:
+            sketch = self._factory(self._noise_source)
+        else:
+            sketch = DPSWSketch.from_bytes(data, self._noise_source)
+        count = self._mode == "count"
+        ahead = list(ahead_state.read() or ()) if count else []
+        # In step order, sealing as the tables go in: the sketch then holds raw counts for a
+        # few blocks at a time, not for every block the bag spans.
+        for first, last, _, items, cells in sorted(segments.read(), key=lambda seg: seg[0]):
+            if not count and limit is not None:
+                # Every segment ending before this one starts is in (sorted, and the
+                # watermark has passed them).
+                bound = min(limit, first - 1)
+                next_q = self._catch_up(sketch, next_q, seen, frontier, bound, released)
+            table = _unpack_cells(cells, self._depth, self._width)
+            sketch.add_range_counts(first, last, table)
+            if count and items == last - first + 1:
+                extended = _extend_frontier(frontier, ahead, first, last)
+                if extended is None:
+                    raise ValueError(f"{self._label}: {_GAP_MESSAGE}")
+                if extended[0] != frontier:
+                    frontier, ahead = extended
+                    next_q = self._catch_up(sketch, next_q, seen, frontier, None, released)
+                else:
+                    ahead = extended[1]
+        segments.clear()
+        next_q = self._catch_up(sketch, next_q, seen, frontier, limit, released, final=True)
+        sketch_state.write(sketch.to_bytes())
+        if count:
+            ahead_state.write(ahead)
+        return next_q, frontier
+
+    def _catch_up(
+        self,
+        sketch: DPSWSketch,
+        next_q: int,
+        seen: int,
+        frontier: int,
+        limit: int | None,
+        released: list[Any],
+        *,
+        final: bool = False,
+    ) -> int:
+        """Answer the queries that are due and seal what is complete; the next query step.
+
+        Count-based mode: everything up to the gap-free prefix ``frontier`` is complete; with
+        ``final`` and a ``limit`` (the watermark has passed it) a query up to ``limit`` whose
+        range the prefix does not cover fails (assumption A1). Time-based mode: everything up
+        to ``limit`` (``None``: nothing is known complete).
+        """
+        count = self._mode == "count"
+        if count:
+            bound, due = frontier, seen if limit is None else min(limit, seen)
+        elif limit is None:
+            return next_q
+        else:
+            bound, due = limit, min(limit, seen)
+        t = next_q
+        while t <= due:
+            if count and self._settled(t) > frontier:
+                if final and limit is not None:
+                    raise ValueError(f"{self._label}: {_GAP_MESSAGE}")
+                break
+            sketch.advance_to(t)
+            when = self._clock.end_of(t)
+            released += [TimestampedValue(r, when) for r in self._answer(sketch, t)]
+            t += self._every
+        # Seal everything known complete that no unanswered query still needs.
+        safe = min(bound, t - 1)
+        if safe > sketch.t:
+            sketch.advance_to(safe)
+        return t
 
     def _answer(self, sketch: DPSWSketch, t: int):
         h1, h2 = self._hashes  # type: ignore[misc]
@@ -835,6 +1074,8 @@ class DPSlidingWindowFrequencies(DPTransform):
     Workers, combiners and the runner's state backend see raw counts (central DP, assumption A3).
     An instance is applied once (its label keys the noise).
     """
+
+    needs_state_and_timers = True  # stateful DoFn: sealed segments and query timers
 
     def __init__(
         self,
@@ -1078,8 +1319,12 @@ class DPSlidingWindowFrequencies(DPTransform):
         tables = (
             (rows, parts)
             | "RowsAndParts" >> beam.Flatten()
-            | "ExactSegmentTables"
-            >> beam.CombineGlobally(_SegmentCombineFn(*self._shape())).without_defaults()
+            # Keyed by the segment's (public) end: a runner's grouping then handles one window
+            # per key, whereas one key holding every segment window costs time quadratic in
+            # their number on some runners (the FnApiRunner's trigger driver scans them all).
+            | "BySegment" >> beam.Map(_by_segment)
+            | "ExactSegmentTables" >> beam.CombinePerKey(_SegmentCombineFn(*self._shape()))
+            | "Tables" >> beam.Values()
             | "OnTimeOnly"
             >> beam.ParDo(_SegmentTables(self.release_label, self._windows)).with_output_types(
                 tuple[str, Any]

@@ -554,8 +554,8 @@ class GaussianBinaryMechanism:
 
     @classmethod
     def from_bytes(cls, data: bytes, noise_source: NoiseSource) -> Self:
-        """Inverse of :meth:`to_bytes`; ``SketchFormatError`` on malformed bytes, ``ValueError``
-        if ``noise_source`` is not the source the state was built with."""
+        """Inverse of :meth:`to_bytes`; ``SketchFormatError`` (a ``ValueError``) on malformed
+        bytes and if ``noise_source`` is not the source the state was built with."""
         _, params, arrays = serialization.loads(data, expected_kind=_KIND)
         return cls._restore(params, arrays, noise_source)
 
@@ -564,11 +564,18 @@ class GaussianBinaryMechanism:
         cls, params: dict[str, Any], arrays: dict[str, np.ndarray], noise_source: NoiseSource
     ) -> Self:
         req = serialization.require
+        # Sizes first, against the arrays present: nothing is allocated from a forged field.
+        n = serialization.require_size(params, "n", serialization.array_length(arrays, "k"))
+        horizon = req(params, "horizon", int)
+        if not 1 <= horizon <= _MAX_HORIZON or horizon.bit_length() != (
+            serialization.array_length(arrays, "slots", 1)
+        ):
+            raise serialization.SketchFormatError("horizon does not match the noise slots")
         try:
             prefix = decode_key(bytes.fromhex(req(params, "release_prefix", str)))
             mech = cls(
-                req(params, "n", int),
-                req(params, "horizon", int),
+                n,
+                horizon,
                 PrivacyBudget.approx(req(params, "epsilon", float), req(params, "delta", float)),
                 req(params, "m", int),
                 noise_source=noise_source,
@@ -583,7 +590,8 @@ class GaussianBinaryMechanism:
                 raise
             raise serialization.SketchFormatError(f"invalid mechanism parameters: {exc}") from None
         if req(params, "source_fingerprint", str) != mech._fingerprint():
-            raise ValueError(
+            # A SketchFormatError (a ValueError): decoders raise nothing else.
+            raise serialization.SketchFormatError(
                 "noise_source does not match the source this state was built with (or the "
                 "release_prefix differs): continuing would mix two noise keys"
             )

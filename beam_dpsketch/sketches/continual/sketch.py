@@ -498,10 +498,17 @@ class _ContinualSketch(abc.ABC):
 
     @classmethod
     def from_bytes(cls, data: bytes, noise_source: NoiseSource) -> Self:
-        """Inverse of :meth:`to_bytes`. Raises ``SketchFormatError`` on malformed bytes and
-        ``ValueError`` when ``noise_source`` is not the one the state was built with."""
+        """Inverse of :meth:`to_bytes`. Raises ``SketchFormatError`` (a ``ValueError``) on
+        malformed bytes and when ``noise_source`` is not the one the state was built with."""
         _, params, arrays = serialization.loads(data, expected_kind=cls.KIND)
         req = serialization.require
+        # The counters the arrays hold bound width * depth before the constructor allocates.
+        depth = req(params, "depth", int)
+        if depth < 1:
+            raise serialization.SketchFormatError("sketch parameter 'depth' must be >= 1")
+        serialization.require_size(
+            params, "width", serialization.array_length(arrays, "mech_k"), factor=depth
+        )
         try:
             ctor = {
                 name: req(params, name, typ)

@@ -759,7 +759,7 @@ class IntermittentSketch(abc.ABC):
     def from_bytes(cls, data: bytes, noise_source: NoiseSource) -> Self:
         """Inverse of :meth:`to_bytes`, continuing bit for bit with the same ``noise_source``.
 
-        Raises ``SketchFormatError`` on malformed or foreign bytes and ``ValueError`` when
+        Raises ``SketchFormatError`` (a ``ValueError``) on malformed or foreign bytes and when
         ``noise_source`` is not the source the state was created with.
         """
         err = serialization.SketchFormatError
@@ -782,7 +782,7 @@ class IntermittentSketch(abc.ABC):
             raise err("epsilon must be > 0")
         try:
             neighbouring = _check_neighbouring(params.get("neighbouring", "add_remove"), cls)
-        except ValueError as exc:
+        except (TypeError, ValueError) as exc:
             raise err(str(exc)) from None
         batches = req(params, "batches", int)
         if batches < 0:
@@ -802,7 +802,8 @@ class IntermittentSketch(abc.ABC):
         if exact.width < 2:
             raise err("width must be >= 2")
         if req(params, "source_check", str) != _source_check(source, sketch_id):
-            raise ValueError(
+            # A SketchFormatError (a ValueError): decoders raise nothing else.
+            raise err(
                 "noise_source is not the source this state was created with: continuing would "
                 "give the kept noise a second, unrelated noise process"
             )

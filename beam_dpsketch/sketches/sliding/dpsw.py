@@ -1055,7 +1055,7 @@ class DPSWSketch:
                 free_prefixes=req(params, "free_prefixes", bool),
             )
             t = check_int(req(params, "t", int), "t", 0, MAX_INDEX)
-        except (TypeError, ValueError, KeyError, ZeroDivisionError) as exc:
+        except (TypeError, ValueError, KeyError, ZeroDivisionError, OverflowError) as exc:
             if isinstance(exc, fmt):
                 raise
             raise fmt(f"invalid DPSWSketch parameters: {exc}") from None
