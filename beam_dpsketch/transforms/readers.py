@@ -541,7 +541,9 @@ def _locate_csv_problem(path: str) -> int | None:
 def _csv_error(path: str, exc: BaseException) -> InputError:
     line = _locate_csv_problem(path)
     problem = _arrow_problem(exc)
-    if line is not None and "columns" in problem:
+    # Arrow prefixes "Row #<n>: " when it parses serially (not with threads), which pushes the
+    # "Expected <n> columns" clause out of the kept summary: look for it in the whole message.
+    if line is not None and "columns" in str(exc):
         return _input_error(
             path, "the record has a different number of fields than the header", line
         )
