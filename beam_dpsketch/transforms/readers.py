@@ -193,7 +193,38 @@ def _new_decompressor(kind: str) -> Any:
     raise ValueError(f"unsupported compression {kind!r}")
 
 
-class _Decompressed(io.RawIOBase):
+class _PullStream(io.RawIOBase):
+    """A read-only byte stream whose subclass fills ``_pending`` from ``_source`` on demand."""
+
+    def __init__(self, source: Any) -> None:
+        super().__init__()
+        self._source = source
+        self._pending = b""
+        self._offset = 0
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _fill(self) -> None:
+        raise NotImplementedError
+
+    def readinto(self, buffer: Any) -> int:
+        self._fill()
+        n = min(len(buffer), len(self._pending) - self._offset)
+        buffer[:n] = self._pending[self._offset : self._offset + n]
+        self._offset += n
+        if self._offset == len(self._pending):
+            self._pending, self._offset = b"", 0
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._source.close()
+        super().close()
+
+
+class _Decompressed(_PullStream):
     """Decompress a raw byte stream, failing on truncated or corrupt input.
 
     Beam's ``CompressedFile`` stops silently where a truncated file ends (a gzip file cut in the
@@ -208,16 +239,10 @@ class _Decompressed(io.RawIOBase):
     _CHUNK = 1 << 16
 
     def __init__(self, raw: Any, path: str, kind: str) -> None:
-        super().__init__()
-        self._raw, self._path, self._kind = raw, path, kind
+        super().__init__(raw)
+        self._path, self._kind = path, kind
         self._decompressor = _new_decompressor(kind)
         self._started = False
-        self._pending = b""
-        self._offset = 0
-        self._done = False
-
-    def readable(self) -> bool:
-        return True
 
     def _fail(self) -> InputError:
         return _input_error(
@@ -226,7 +251,7 @@ class _Decompressed(io.RawIOBase):
 
     def _fill(self) -> None:
         while not self._pending and not self._done:
-            data = self._raw.read(self._CHUNK)
+            data = self._source.read(self._CHUNK)
             if not data:
                 if self._started and not self._decompressor.eof:
                     raise self._fail()
@@ -243,25 +268,11 @@ class _Decompressed(io.RawIOBase):
                     raise self._fail() from None
                 data = self._decompressor.unused_data if self._decompressor.eof else b""
 
-    def readinto(self, buffer: Any) -> int:
-        self._fill()
-        n = min(len(buffer), len(self._pending) - self._offset)
-        buffer[:n] = self._pending[self._offset : self._offset + n]
-        self._offset += n
-        if self._offset == len(self._pending):
-            self._pending, self._offset = b"", 0
-        return n
-
-    def close(self) -> None:
-        if not self.closed:
-            self._raw.close()
-        super().close()
-
 
 _BOM = codecs.BOM_UTF8
 
 
-class _CheckedText(io.RawIOBase):
+class _CheckedText(_PullStream):
     """The bytes of a text file (CSV, JSON Lines, text), checked as UTF-8, without a BOM.
 
     A UTF-8 byte order mark at the start of the file is dropped (it would stay glued to the
@@ -272,17 +283,11 @@ class _CheckedText(io.RawIOBase):
     _CHUNK = 1 << 20
 
     def __init__(self, stream: Any, path: str) -> None:
-        super().__init__()
-        self._stream, self._path = stream, path
+        super().__init__(stream)
+        self._path = path
         self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
         self._lines = 0
         self._first = True
-        self._pending = b""
-        self._offset = 0
-        self._done = False
-
-    def readable(self) -> bool:
-        return True
 
     def _check(self, data: bytes, final: bool) -> None:
         try:
@@ -298,11 +303,11 @@ class _CheckedText(io.RawIOBase):
 
     def _fill(self) -> None:
         while not self._pending and not self._done:
-            data = self._stream.read(self._CHUNK)
+            data = self._source.read(self._CHUNK)
             if self._first:
                 # The BOM may straddle reads of a stream that returns short reads.
                 while data and len(data) < len(_BOM) and _BOM.startswith(data):
-                    more = self._stream.read(self._CHUNK)
+                    more = self._source.read(self._CHUNK)
                     if not more:
                         break
                     data += more
@@ -315,20 +320,6 @@ class _CheckedText(io.RawIOBase):
                 return
             self._check(data, False)
             self._pending = data
-
-    def readinto(self, buffer: Any) -> int:
-        self._fill()
-        n = min(len(buffer), len(self._pending) - self._offset)
-        buffer[:n] = self._pending[self._offset : self._offset + n]
-        self._offset += n
-        if self._offset == len(self._pending):
-            self._pending, self._offset = b"", 0
-        return n
-
-    def close(self) -> None:
-        if not self.closed:
-            self._stream.close()
-        super().close()
 
 
 def _open(path: str, fmt: str) -> Any:
