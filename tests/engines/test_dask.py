@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
@@ -38,10 +37,15 @@ import numpy as np
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-from apache_beam.testing.util import assert_that
 from apache_beam.transforms import trigger, userstate, window
-from collect import DumpToFile
 from dask_cluster import DASK_RUNNER, dask_options
+from matrix import (
+    assert_equal_and_nonempty,
+    frequency_chunks,
+    on_both,
+    spread_chunks,
+    zipf_keys,
+)
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
@@ -70,50 +74,6 @@ APPROX = PrivacyBudget.approx(1.0, 1e-6)
 PURE = PrivacyBudget.pure(1.0)
 # For the accountants of the refusal tests (the continual release needs epsilon < 1).
 SMALL = PrivacyBudget.approx(0.5, 1e-6)
-Build = Callable[[beam.Pipeline], beam.PCollection]
-
-
-def run(pipeline: beam.Pipeline, build: Build, path: Path) -> list:
-    out = DumpToFile(str(path))
-    assert_that(build(pipeline), out)
-    result = pipeline.run()
-    try:
-        result.wait_until_finish()
-    finally:
-        # The DaskRunner opens a client per run and leaves it open.
-        client = getattr(result, "client", None)
-        if client is not None:
-            client.close()
-    return out.load()
-
-
-def on_both(build: Build, tmp_path: Path, address: str) -> tuple[list, list]:
-    """``build`` run on the FnApiRunner and on Dask: both outputs, in a canonical order."""
-    ref = run(beam.Pipeline(runner=FnApiRunner()), build, tmp_path / "fnapi.pickle")
-    dask = beam.Pipeline(options=PipelineOptions(dask_options(address)))
-    got = run(dask, build, tmp_path / "dask.pickle")
-    return sorted(ref, key=repr), sorted(got, key=repr)
-
-
-def assert_equal_and_nonempty(ref: list, got: list) -> None:
-    assert ref, "the FnApiRunner released nothing: the comparison would be vacuous"
-    assert got == ref
-
-
-def zipf_keys(n: int, seed: int, items: int = 2000, s: float = 1.2) -> np.ndarray:
-    # np.random only generates test data.
-    ranks = np.arange(1, items + 1, dtype=np.float64)
-    pmf = ranks**-s / np.sum(ranks**-s)
-    return np.random.default_rng(seed).choice(items, size=n, p=pmf).astype(np.int64)
-
-
-def spread_chunks(seed: int) -> list[np.ndarray]:
-    return list(np.array_split(zipf_keys(4000, seed), 4))
-
-
-def frequency_chunks(seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return np.array_split(rng.zipf(1.3, 20_000).astype(np.int64) % 5000, 8)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -137,7 +97,7 @@ def test_heavy_hitters_single_batch_equal_fnapi(mechanism, tmp_path, dask_addres
         )
         return p | beam.Create([keys], reshuffle=False) | t
 
-    ref, got = on_both(build, tmp_path, dask_address)
+    ref, got = on_both(build, tmp_path, dask_options(dask_address))
     assert_equal_and_nonempty(ref, got)
     assert len(got) >= 3  # the heavy keys of a Zipf(1.3) stream are released
 
@@ -161,7 +121,7 @@ def test_select_then_count_many_bundles_same_counts(tmp_path, dask_address):
         )
         return p | beam.Create(seeds) | beam.FlatMap(spread_chunks) | t
 
-    ref, got = on_both(build, tmp_path, dask_address)
+    ref, got = on_both(build, tmp_path, dask_options(dask_address))
     ref_by_key, got_by_key = {r.key: r for r in ref}, {r.key: r for r in got}
     common = ref_by_key.keys() & got_by_key.keys()
     assert {key for key, _ in truth.most_common(5)} <= common
@@ -186,7 +146,7 @@ def test_design_b_many_bundles_within_the_bound(tmp_path, dask_address):
         )
         return p | beam.Create(seeds) | beam.FlatMap(spread_chunks) | t
 
-    ref, got = on_both(build, tmp_path, dask_address)
+    ref, got = on_both(build, tmp_path, dask_options(dask_address))
     for out in (ref, got):
         assert len(out) == 10
         # Design B with the count correction: f(x) - noise <= released <= f(x) + n/(k+1) + noise,
@@ -221,7 +181,7 @@ def test_frequencies_equal_fnapi(sketch, budget, tmp_path, dask_address):
         )
         return p | beam.Create([1, 2, 3]) | beam.FlatMap(frequency_chunks) | t
 
-    ref, got = on_both(build, tmp_path, dask_address)
+    ref, got = on_both(build, tmp_path, dask_options(dask_address))
     assert len(ref) == len(got) == 1
     assert got[0] == ref[0]
     np.testing.assert_array_equal(np.asarray(got[0].table), np.asarray(ref[0].table))
@@ -245,7 +205,7 @@ def test_quantiles_equal_fnapi(tmp_path, dask_address):
         )
         return p | beam.Create(chunks) | t
 
-    ref, got = on_both(build, tmp_path, dask_address)
+    ref, got = on_both(build, tmp_path, dask_options(dask_address))
     assert len(got) == 3
     assert_equal_and_nonempty(ref, got)
 
@@ -262,7 +222,7 @@ def test_count_equal_fnapi(user_level, tmp_path, dask_address):
         t = DPCount(PURE, noise_source=NoiseSource.insecure_for_tests(11), label="count", **kwargs)
         return p | beam.Create(events) | t
 
-    ref, got = on_both(build, tmp_path, dask_address)
+    ref, got = on_both(build, tmp_path, dask_options(dask_address))
     assert len(got) == 1
     assert_equal_and_nonempty(ref, got)
 
@@ -293,7 +253,7 @@ def test_intermittent_schedule_equal_fnapi(tmp_path, dask_address):
         )
         return p | beam.Create([0, 1]) | beam.FlatMap(intermittent_chunks) | t
 
-    ref, got = on_both(build, tmp_path, dask_address)
+    ref, got = on_both(build, tmp_path, dask_options(dask_address))
     assert len(got) == INTERMITTENT.num_queries
     assert_equal_and_nonempty(ref, got)
 
@@ -310,7 +270,7 @@ def test_dask_ignores_windows(tmp_path, dask_address):
             | beam.CombineGlobally(sum).without_defaults()
         )
 
-    ref, got = on_both(build, tmp_path, dask_address)
+    ref, got = on_both(build, tmp_path, dask_options(dask_address))
     assert ref == [1, 1, 1]
     assert got == [3]
 

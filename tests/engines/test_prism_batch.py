@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
-from pathlib import Path
 
 import apache_beam as beam
 import numpy as np
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-from apache_beam.testing.util import assert_that
 from apache_beam.transforms.window import TimestampedValue
-from collect import DumpToFile
+from matrix import (
+    assert_equal_and_nonempty,
+    frequency_chunks,
+    on_both,
+    spread_chunks,
+    zipf_keys,
+)
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
@@ -45,38 +46,6 @@ from beam_dpsketch.transforms import (
 )
 
 APPROX = PrivacyBudget.approx(1.0, 1e-6)
-Build = Callable[[beam.Pipeline], beam.PCollection]
-
-
-def run(pipeline: beam.Pipeline, build: Build, path: Path) -> list:
-    out = DumpToFile(str(path))
-    assert_that(build(pipeline), out)
-    pipeline.run().wait_until_finish()
-    return out.load()
-
-
-def on_both(build: Build, tmp_path: Path, prism_args: list[str]) -> tuple[list, list]:
-    """``build`` run on the FnApiRunner and on Prism: both outputs, in a canonical order."""
-    ref = run(beam.Pipeline(runner=FnApiRunner()), build, tmp_path / "fnapi.pickle")
-    got = run(beam.Pipeline(options=PipelineOptions(prism_args)), build, tmp_path / "prism.pickle")
-    return sorted(ref, key=repr), sorted(got, key=repr)
-
-
-def zipf_keys(n: int, seed: int, items: int = 2000, s: float = 1.2) -> np.ndarray:
-    # np.random only generates test data.
-    ranks = np.arange(1, items + 1, dtype=np.float64)
-    pmf = ranks**-s / np.sum(ranks**-s)
-    return np.random.default_rng(seed).choice(items, size=n, p=pmf).astype(np.int64)
-
-
-def frequency_chunks(seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return np.array_split(rng.zipf(1.3, 20_000).astype(np.int64) % 5000, 8)
-
-
-def assert_equal_and_nonempty(ref: list, got: list) -> None:
-    assert ref, "the FnApiRunner released nothing: the comparison would be vacuous"
-    assert got == ref
 
 
 # ------------------------------------------------------------------------------------------------
@@ -102,10 +71,6 @@ def test_heavy_hitters_single_batch_equal_fnapi(mechanism, tmp_path, prism_args)
     ref, got = on_both(build, tmp_path, prism_args)
     assert_equal_and_nonempty(ref, got)
     assert len(got) >= 3  # the heavy keys of a Zipf(1.3) stream are released
-
-
-def spread_chunks(seed: int) -> list[np.ndarray]:
-    return list(np.array_split(zipf_keys(4000, seed), 4))
 
 
 def test_design_b_many_bundles_within_the_bound(tmp_path, prism_args):
