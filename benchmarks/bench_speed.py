@@ -143,15 +143,14 @@ def _sketch_rows(quick: bool) -> list[dict]:
             "distinct keys counted, then Algorithm 1 in the fixed key order (a whole shard; "
             "memory grows with its distinct keys, so Design B does not use it)",
         )
-        if name in ("int64", "zipf str"):
-            add(
-                "Misra-Gries update",
-                f"beam-dpsketch update, arrival order (k={MG_K})",
-                label,
-                n,
-                _rate(lambda _i, b=batch: MisraGries(MG_K).update(b), n, 1),
-                "the path of every release (Design B segments, sequential PMG): O(k) memory",
-            )
+        add(
+            "Misra-Gries update",
+            f"beam-dpsketch update, arrival order (k={MG_K})",
+            label,
+            n,
+            _rate(lambda _i, b=batch: MisraGries(MG_K).update(b), n, 1),
+            "the path of every release (Design B segments, sequential PMG): O(k) memory",
+        )
         ds_cls = ds.frequent_items_sketch if name == "int64" else ds.frequent_strings_sketch
         add(
             "Misra-Gries update",
@@ -275,20 +274,22 @@ def _goals(rows: list[dict]) -> list[dict]:
 
     mg = "Misra-Gries update"
     for r in rows:
-        if r["benchmark"] != mg or not r["impl"].startswith("beam-dpsketch update_multiset"):
+        if r["benchmark"] != mg or not r["impl"].startswith("beam-dpsketch update"):
             continue
+        # The releases sketch in arrival order; update_multiset is the whole-shard API.
+        path = "arrival order, the releases' path" if "arrival" in r["impl"] else "multiset"
         ds_row = _find(rows, mg, "datasketches frequent_items", r["keys"])
         if ds_row is not None:
             ratio = r["items_per_s"] / ds_row["items_per_s"]
             goal(
-                "MG >= 2x DataSketches per key",
+                f"MG ({path}) >= 2x DataSketches per key",
                 r["items_per_s"],
                 2 * ds_row["items_per_s"],
                 f"{ratio:.1f}x on {r['keys']}",
             )
         target = 20e6 if "int64" in r["keys"] else 10e6
         goal(
-            f"MG >= {target / 1e6:.0f} M keys/s",
+            f"MG ({path}) >= {target / 1e6:.0f} M keys/s",
             r["items_per_s"],
             target,
             f"{r['items_per_s'] / 1e6:.1f} M/s on {r['keys']}",
