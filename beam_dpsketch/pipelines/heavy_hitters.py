@@ -243,6 +243,12 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
         )
     else:
         reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type=args.key_type)
+        if chosen == SELECT_COUNT:
+            # The count pass reads the files again rather than having the runner hold every
+            # row until the selection is final: memory stays flat in the input size.
+            options["recount_source"] = ReadKeyBatches(
+                args.input, args.column, args.input_format, key_type=args.key_type
+            )
     transform = DPHeavyHitters(k, budget, **options)
     run_ = run_release(
         reader,

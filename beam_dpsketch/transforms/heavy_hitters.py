@@ -422,6 +422,13 @@ class DPHistogram(AccountedTransform):
     selection_fraction
         ``"select-then-count"`` only: share of epsilon spent on the selection, in ``(0, 1)``
         (default 0.5); the count gets the rest and no delta. :meth:`explain` shows both charges.
+    recount_source
+        ``"select-then-count"`` at element level, global window only: a root ``PTransform``
+        that reads the same input again (e.g. a second ``ReadKeyBatches`` of the same files).
+        The count pass reads it once the selection is final, so a runner need not hold the
+        whole input until then (the in-process runners keep it in memory otherwise). The
+        guarantee does not depend on it being the same data: each pass is DP for its own input
+        under add/remove of one element, and the two compose as before.
     accountant, max_panes_per_window, max_windows_per_unit, noise_source, with_metadata, label
         As for :class:`~beam_dpsketch.transforms.release.DPAggregate`.
     release_range
@@ -467,6 +474,7 @@ class DPHistogram(AccountedTransform):
         release_range: tuple[float, float] | None = None,
         selection_fraction: float | None = None,
         count_fraction: float | None = None,
+        recount_source: beam.PTransform | None = None,
     ) -> None:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
@@ -546,6 +554,11 @@ class DPHistogram(AccountedTransform):
         )
         self._max_contributions = max_contributions
         self._privacy_id_fn = privacy_id_fn
+        if recount_source is not None and (mechanism != SELECT_COUNT or user_level):
+            raise ValueError(
+                f"recount_source applies to mechanism {SELECT_COUNT!r} at element level"
+            )
+        self._recount_source = recount_source
         self._build_step(
             combine,
             self._mechanism,
@@ -570,6 +583,11 @@ class DPHistogram(AccountedTransform):
 
     def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
         if self._select_count is not None:
+            if self._recount_source is not None and not pcoll.windowing.is_default():
+                raise ValueError(
+                    f"{name}: recount_source reads the input again into the global window: the "
+                    "input must be in the global window with the default trigger"
+                )
             return self._select_count.plan(pcoll.windowing, name, self)
         if self._bound is None:  # element level: keys reach the trigger in batches
             check_element_count_trigger(pcoll.windowing, name)
@@ -615,6 +633,11 @@ class DPHistogram(AccountedTransform):
         keys = pcoll
         if self._key_fn is not None or not _is_batched(pcoll):
             keys = pcoll | "BatchKeys" >> BatchKeys(self._key_fn)
+        if self._recount_source is not None:
+            again = pcoll.pipeline | "ReadAgain" >> self._recount_source
+            if self._key_fn is not None or not _is_batched(again):
+                again = again | "BatchKeysAgain" >> BatchKeys(self._key_fn)
+            return keys | "SelectThenCount" >> _SelectCount(self._select_count, again)
         if self.mechanism_name == "sequential":
             keys = (
                 keys
@@ -653,12 +676,13 @@ class DPHeavyHitters(DPHistogram):
 class _SelectCount(beam.PTransform):
     """Apply a planned :class:`~beam_dpsketch.transforms.select_count.SelectThenCount`."""
 
-    def __init__(self, plan: SelectThenCount) -> None:
+    def __init__(self, plan: SelectThenCount, recount: beam.PCollection | None = None) -> None:
         super().__init__()
         self._plan = plan
+        self._recount = recount
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        return self._plan.expand(pcoll)
+        return self._plan.expand(pcoll, self._recount)
 
 
 def _count_fraction(

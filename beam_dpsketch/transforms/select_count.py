@@ -495,12 +495,20 @@ class SelectThenCount:
         self.selection = selection
         return charge
 
-    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        """Select, count the selected keys in the same window, release the counts."""
+    def expand(
+        self, pcoll: beam.PCollection, recount: beam.PCollection | None = None
+    ) -> beam.PCollection:
+        """Select, count the selected keys in the same window, release the counts.
+
+        ``recount``, if given, is the same input read again (see ``recount_source`` of
+        :class:`~beam_dpsketch.transforms.DPHistogram`): the count pass reads it after the
+        selection is final, so no runner has to hold ``pcoll`` until then.
+        """
         if self.selection is None:
             raise RuntimeError("select-then-count is expanded only after plan()")
         selected = pcoll | "Selection" >> _ApplyStep(self.selection)
-        counts = pcoll | "CountCandidates" >> beam.ParDo(
+        counted = pcoll if recount is None else recount
+        counts = counted | "CountCandidates" >> beam.ParDo(
             _CountCandidates(), beam.pvalue.AsList(selected)
         )
         markers = selected | "CandidateWindows" >> same_windowing(pcoll.windowing)

@@ -377,3 +377,63 @@ def test_cli_runs_the_new_mechanisms(tmp_path, capsys, extra, mechanism):
     assert mechanism in envelope["mechanism"]
     if mechanism == "select-then-count":
         assert envelope["parameters"]["selection_fraction"] == 0.6
+
+
+def test_recount_source_releases_what_the_single_input_shape_releases(tmp_path, dump):
+    # The count pass reads the same Parquet file again instead of the runner holding the input:
+    # same selection, same exact counts, same noise streams, so the same release.
+    from beam_dpsketch.transforms import ReadKeyBatches
+
+    keys = zipf_keys(20_000, 7)
+    path, twice = tmp_path / "keys.parquet", tmp_path / "twice.parquet"
+    pq.write_table(pa.table({"key": keys}), path)
+    pq.write_table(pa.table({"key": np.concatenate([keys, keys])}), twice)
+
+    def release(recount: bool, again=path) -> list:
+        extra = {"recount_source": ReadKeyBatches(str(again), "key")} if recount else {}
+        t = DPHeavyHitters(
+            64,
+            BUDGET,
+            top=20,
+            mechanism="select-then-count",
+            noise_source=NoiseSource.insecure_for_tests(11),
+            label="hh",
+            **extra,
+        )
+        with beam.Pipeline(runner=FnApiRunner()) as p:
+            assert_that(p | ReadKeyBatches(str(path), "key") | t, dump)
+        return sorted(dump.load())
+
+    single = release(False)
+    assert len(single) >= 5  # the heavy keys of the Zipf stream are selected
+    assert release(True) == single
+    # The counts really come from the second read: reading every row twice there adds each
+    # selected key's exact count once more (same selection, same noise draws).
+    exact = Counter(keys.tolist())
+    doubled = dict(release(True, again=twice))
+    assert {k: doubled[k] - c for k, c in single} == {k: exact[k] for k, _ in single}
+
+
+def test_recount_source_is_refused_where_it_does_not_apply(tmp_path):
+    from beam_dpsketch.transforms import ReadKeyBatches
+
+    path = tmp_path / "keys.parquet"
+    pq.write_table(pa.table({"key": [1, 2]}), path)
+    source = ReadKeyBatches(str(path), "key")
+    with pytest.raises(ValueError, match="recount_source"):
+        DPHistogram(5, BUDGET, mechanism="design-b", recount_source=source)
+    with pytest.raises(ValueError, match="recount_source"):
+        DPHistogram(
+            5,
+            BUDGET,
+            mechanism="select-then-count",
+            privacy_id_fn=lambda r: r[0],
+            key_fn=lambda r: r[1],
+            max_contributions=1,
+            recount_source=source,
+        )
+    t = DPHistogram(5, BUDGET, mechanism="select-then-count", recount_source=source)
+    p = beam.Pipeline(runner=FnApiRunner())
+    windowed = p | beam.Create([1, 2]) | beam.WindowInto(FixedWindows(10))
+    with pytest.raises(ValueError, match="recount_source"):
+        _ = windowed | t
