@@ -51,6 +51,7 @@ intermittent queries), whose guarantees need positions and times that do not dep
 
 from __future__ import annotations
 
+import abc
 import bz2
 import codecs
 import io
@@ -206,8 +207,9 @@ class _PullStream(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    @abc.abstractmethod
     def _fill(self) -> None:
-        raise NotImplementedError
+        """Make ``_pending`` non-empty, or set ``_done`` at the end of the stream."""
 
     def readinto(self, buffer: Any) -> int:
         self._fill()
