@@ -124,8 +124,8 @@ class _DesignBAccumulator:
     """An open Algorithm-1 segment plus the exact sum of the already post-processed ones.
 
     The open segment is sketched in arrival order, so an accumulator holds at most ``k``
-    counters whatever the number of distinct keys. (Sketching a segment in a fixed key order
-    from its exact counts, :class:`~beam_dpsketch.sketches.misra_gries.sketch.ShardCounts`, is
+    counters whatever the number of distinct keys. (Sketching a whole segment in the fixed key
+    order, :meth:`~beam_dpsketch.sketches.misra_gries.sketch.MisraGries.update_multiset`, is
     faster on skewed data but holds a counter per distinct key of the segment.)
     """
 

@@ -8,7 +8,6 @@ Two update orders: :meth:`MisraGries.update` runs Algorithm 1 in arrival order (
 key); :meth:`MisraGries.update_multiset` runs it on the batch sorted by the fixed key order, from
 each distinct key's total weight (numpy/Arrow counting, one Python step per distinct key), which
 is what a shard that is the unit of the privacy analysis may use (see its docstring).
-:class:`ShardCounts` accumulates a shard for it.
 """
 
 from __future__ import annotations
@@ -154,9 +153,7 @@ def _multiset(keys: Any, counts: Any = None) -> tuple[_Distinct, list[int]]:
             pa.types.is_uint64(typ) and len(keys) and pc.max(keys).as_py() > _INT64_MAX
         ):
             keys = keys.to_numpy(zero_copy_only=False).astype(np.int64)
-        elif (pa.types.is_string(typ) or pa.types.is_large_string(typ)) or (
-            pa.types.is_binary(typ) or pa.types.is_large_binary(typ)
-        ):
+        elif _is_var_type(typ):
             return _arrow_var_counts(keys, weights)
     if isinstance(keys, np.ndarray) and keys.ndim == 1 and keys.dtype.kind in "iub":
         if (
@@ -809,91 +806,6 @@ class MisraGries:
 
     def __reduce__(self):
         return (MisraGries.from_bytes, (self.to_bytes(),))
-
-
-class ShardCounts:
-    """Exact weights of the distinct keys of one shard, sketched in the fixed key order at the end.
-
-    The accumulator of a shard whose Misra-Gries sketch is post-processed as a unit (a Design B
-    segment): :meth:`to_sketch` returns exactly ``MisraGries(k)`` run on the shard's elements
-    sorted by :func:`_order`, which :meth:`MisraGries.update_multiset` explains is Algorithm 1 on
-    a stream that depends on the shard's multiset only. Each batch is counted once
-    (:func:`multiset_counts`), so the per-element cost is numpy/Arrow work, not Python.
-
-    Memory is one counter per distinct key of the shard (at most the shard's element count),
-    not ``k``: the price of sorting the shard before sketching it.
-    """
-
-    __slots__ = ("n", "_tally", "_parts")
-
-    def __init__(self) -> None:
-        self.n = 0
-        self._tally: dict[Any, int] = {}
-        # Counted string/binary Arrow batches, (values, counts), summed only in to_sketch.
-        self._parts: list[tuple[pa.Array, pa.Array]] = []
-
-    def add(self, keys: Any, counts: Any = None) -> Self:
-        """Count a batch of keys (weight 1 each, or positive ``counts``); see :func:`multiset_counts`."""
-        arr = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
-        if counts is None and isinstance(arr, pa.Array) and _is_var_type(arr.type):
-            if arr.null_count:
-                raise TypeError("None is not a valid key: the input array has null values")
-            if len(arr):
-                counted = pc.value_counts(arr)
-                self._parts.append((counted.field("values"), counted.field("counts")))
-                self.n += len(arr)
-            return self
-        distinct, weights = multiset_counts(keys, counts)
-        self._merge_into_tally(distinct, weights)
-        self.n += sum(weights)
-        return self
-
-    def _merge_into_tally(self, distinct: list[Any], weights: list[int]) -> None:
-        tally = self._tally
-        if not tally:
-            self._tally = dict(zip(distinct, weights, strict=True))
-        else:
-            get = tally.get
-            for x, w in zip(distinct, weights, strict=True):
-                tally[x] = get(x, 0) + w
-
-    def _distinct(self) -> tuple[list[Any], list[int]]:
-        """The shard's distinct keys in the fixed order and their weights."""
-        parts, self._parts = self._parts, []
-        if parts and not self._tally and len({v.type for v, _ in parts}) == 1:
-            if len(parts) == 1:
-                values, weights = parts[0]
-            else:
-                grouped = (
-                    pa.table(
-                        {
-                            "k": pa.concat_arrays([v for v, _ in parts]),
-                            "w": pa.concat_arrays([c for _, c in parts]),
-                        }
-                    )
-                    .group_by("k", use_threads=False)
-                    .aggregate([("w", "sum")])
-                )
-                values, weights = grouped.column("k"), grouped.column("w_sum")
-            order = pc.sort_indices(values)
-            distinct, counts = values.take(order).to_pylist(), weights.take(order).to_pylist()
-            self._tally = dict(zip(distinct, counts, strict=True))
-            return distinct, counts
-        for values, weights in parts:
-            self._merge_into_tally(values.to_pylist(), weights.to_pylist())
-        tally = self._tally
-        distinct = _sorted_real_keys(list(tally))
-        return distinct, [tally[x] for x in distinct]
-
-    def is_empty(self) -> bool:
-        return self.n == 0
-
-    def to_sketch(self, k: int) -> MisraGries:
-        """``MisraGries(k)`` of the shard's elements in the fixed key order."""
-        sketch = MisraGries(k)
-        if self.n:
-            sketch._update_sorted_runs(*self._distinct())
-        return sketch
 
 
 def _is_var_type(typ: pa.DataType) -> bool:

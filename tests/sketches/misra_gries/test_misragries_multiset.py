@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from oracles import NaiveMG
 
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.misra_gries.sketch import ShardCounts, _order, multiset_counts
+from beam_dpsketch.sketches.misra_gries.sketch import _order, multiset_counts
 
 MIXED_KEY = st.one_of(
     st.integers(-3, 9),
@@ -148,29 +148,3 @@ def test_large_k_allocates_with_the_data():
     assert sk.memory_bytes() < 1 << 20
     assert sum(1 for x, c in sk.slots()[-100:] if x is not None and c == 1) == 100
     assert MisraGries.from_bytes(sk.to_bytes()) == sk
-
-
-def test_shard_counts_equal_algorithm_1_on_the_sorted_shard():
-    rng = np.random.default_rng(11)
-    words = [f"w{v}" for v in (rng.zipf(1.2, 3000) % 200).tolist()]
-    batches = [
-        pa.array(words[:1000]),
-        pa.chunked_array([words[1000:1500], words[1500:2000]]),
-        pa.array(words[2000:2500]),
-    ]
-    for k in (1, 3, 16):
-        arrow_only = ShardCounts()
-        for batch in batches:
-            arrow_only.add(batch)
-        want = MisraGries(k).update(sorted(words[:2500]))
-        assert_same(arrow_only.to_sketch(k), want)
-        assert_same(arrow_only.to_sketch(k), want)  # to_sketch does not consume the counts
-        # Mixed Arrow types and list batches: the general path.
-        mixed = ShardCounts()
-        mixed.add(batches[0]).add(pa.array(words[1000:2000], pa.large_string()))
-        mixed.add(words[2000:2500]).add(pa.array(words[2500:]).dictionary_encode())
-        assert_same(mixed.to_sketch(k), MisraGries(k).update(sorted(words)))
-        assert mixed.n == len(words)
-    with pytest.raises(TypeError, match="None"):
-        ShardCounts().add(pa.array(["a", None]))
-    assert ShardCounts().add(pa.array([], pa.string())).is_empty()

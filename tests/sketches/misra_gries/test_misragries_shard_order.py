@@ -1,7 +1,7 @@
 """A shard sketched in the fixed key order: the neighbouring-sketch lemma of Algorithm 1 holds.
 
-``ShardCounts`` keeps a shard's exact key counts and runs Algorithm 1 on the shard **sorted by the
-fixed key order** (``MisraGries.update_multiset``) when it is closed. Where the shard is the unit
+``MisraGries.update_multiset`` runs Algorithm 1 on a whole shard **sorted by the fixed key
+order**, from the shard's exact key counts. Where the shard is the unit
 of the analysis (assumption A-PART), the shard minus one element sorts to the sorted shard minus
 one element, so the two sketches are Algorithm 1 on neighbouring streams and differ as Lebeda and
 Tětek's Section 5, Lemma 2 says (docs/algorithms.md#mg-oracles, L-MG2 and L-CHAN). (Design B does
@@ -10,7 +10,7 @@ not use it: it holds a counter per distinct key of the shard, where arrival orde
 Checked exhaustively on small shards, in every arrival order and with every deletion:
 
 * the shard sketch equals unit-update Algorithm 1 on the sorted shard, whatever the arrival
-  order and however the shard is cut into batches;
+  order;
 * neighbouring shards' sketches satisfy L-MG2 (at most two keys on each side outside the common
   keys, with counters <= 1; exactly one of Case D / Case I) and L-CHAN (every counter moves by at
   most 1, L1 distance <= k), and their Algorithm 3 values differ by at most one count unit
@@ -26,7 +26,6 @@ import itertools
 
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum
-from beam_dpsketch.sketches.misra_gries.sketch import ShardCounts
 
 MAX_SHARDS = 4
 
@@ -61,21 +60,18 @@ def lemma_holds(t: dict, t2: dict, k: int) -> bool:
     return all(abs(v) <= 1 for v in diff.values()) and sum(abs(v) for v in diff.values()) <= k
 
 
-def segment_sum(k: int, batches: list[list]):
-    """One shard fed to ``ShardCounts`` in ``batches``: its sketch, and Algorithm 3's exact
-    aggregate of that one shard."""
-    counts = ShardCounts()
-    for batch in batches:
-        counts.add(batch)
-    sketch = counts.to_sketch(k)
+def segment_sum(k: int, stream: tuple):
+    """One shard sketched as a multiset: its sketch, and Algorithm 3's exact aggregate of that
+    one shard."""
+    sketch = MisraGries(k).update_multiset(list(stream))
     total = PostProcessedSum(k, max_shards=MAX_SHARDS)
-    if not counts.is_empty():
+    if stream:
         total.add_sketch(sketch)
     return sketch, total
 
 
 def segment_sketch(k: int, stream: tuple) -> MisraGries:
-    return segment_sum(k, [list(stream)] if stream else [])[0]
+    return segment_sum(k, stream)[0]
 
 
 def test_segment_sketch_is_algorithm_1_on_the_sorted_segment():
@@ -86,10 +82,9 @@ def test_segment_sketch_is_algorithm_1_on_the_sorted_segment():
                 want = MisraGries(k).update(sorted(stream))  # the fixed order on str keys
                 got = segment_sketch(k, stream)
                 assert got == want and got.slots() == want.slots()
-                # Batch cuts inside a segment are irrelevant: the segment is one multiset.
-                cut = len(stream) // 2
-                two, total = segment_sum(k, [list(stream[:cut]), list(stream[cut:])])
-                assert two == want
+                # Arrival order is irrelevant: the segment is one multiset.
+                backwards, total = segment_sum(k, stream[::-1])
+                assert backwards == want and backwards.slots() == want.slots()
                 assert total.shards == 1 and total.n == length
                 checked += 1
     assert checked > 3000
@@ -123,33 +118,17 @@ def test_neighbouring_segments_differ_as_the_lemma_says():
 def test_neighbouring_segments_move_each_algorithm_3_value_by_at_most_one_unit():
     k = 3
     for stream, smaller in _neighbour_pairs(["a", "b", "c", "d", "e"], 5):
-        _, big = segment_sum(k, [list(stream)])
-        _, small = segment_sum(k, [list(smaller)] if smaller else [])
+        _, big = segment_sum(k, stream)
+        _, small = segment_sum(k, smaller)
         v, v2 = big.scaled_counts(), small.scaled_counts()
         assert big.n == small.n + 1
         assert all(abs(v.get(x, 0) - v2.get(x, 0)) <= k + 1 for x in set(v) | set(v2))
 
 
-class _FirstOccurrence(ShardCounts):
-    """A broken segment accumulator: Algorithm 1 over the keys in order of first occurrence."""
-
-    __slots__ = ()
-
-    def to_sketch(self, k: int) -> MisraGries:
-        sketch = MisraGries(k)
-        keys = list(self._tally)
-        sketch._update_sorted_runs(keys, [self._tally[x] for x in keys])
-        return sketch
-
-
 def _first_occurrence_sketch(k: int, stream: tuple) -> MisraGries:
-    counts = _FirstOccurrence()
-    if stream:
-        counts._tally = dict.fromkeys(stream, 0)
-        for x in stream:
-            counts._tally[x] += 1
-        counts.n = len(stream)
-    return counts.to_sketch(k)
+    """A broken shard sketch: each key's copies grouped, keys in order of first occurrence."""
+    grouped = [x for x in dict.fromkeys(stream) for y in stream if y == x]
+    return MisraGries(k).update(grouped)
 
 
 def test_first_occurrence_order_breaks_the_lemma():
