@@ -56,6 +56,7 @@ __all__ = [
     "hash_bytes",
     "hash_key",
     "hash_keys",
+    "is_string_or_binary",
     "order_key",
     "row_buckets",
     "row_negative",
@@ -564,6 +565,11 @@ def _hash_python_keys(keys: Iterable[Any], seed: int) -> tuple[np.ndarray, np.nd
         return np.empty(0, np.uint64), np.empty(0, np.uint64)
     arr = np.array(pairs, dtype=np.uint64)
     return arr[:, 0].copy(), arr[:, 1].copy()
+
+
+def is_string_or_binary(typ: pa.DataType) -> bool:
+    """Whether ``typ`` is a plain (not dictionary-encoded) Arrow string or binary type."""
+    return _var_tag(typ) is not None
 
 
 def _var_tag(typ: pa.DataType) -> int | None:

@@ -21,6 +21,7 @@ from beam_dpsketch.hashing import (
     MAX_WIDTH,
     check_seed,
     hash_keys,
+    is_string_or_binary,
     row_buckets,
     row_negative,
     row_signs,
@@ -76,13 +77,7 @@ def _distinct_strings(keys: Any) -> tuple[pa.Array, np.ndarray] | None:
         keys = keys.combine_chunks() if keys.num_chunks > 1 else keys.chunk(0)
     if not isinstance(keys, pa.Array) or len(keys) <= _PROBE or keys.null_count:
         return None
-    typ = keys.type
-    if not (
-        pa.types.is_string(typ)
-        or pa.types.is_large_string(typ)
-        or pa.types.is_binary(typ)
-        or pa.types.is_large_binary(typ)
-    ):
+    if not is_string_or_binary(keys.type):
         return None
     probe = min(len(keys), _PROBE_MAX)
     if len(pc.unique(keys.slice(0, probe))) > probe // 2:

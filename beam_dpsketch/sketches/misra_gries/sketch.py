@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_dpsketch import serialization
-from beam_dpsketch.hashing import canonical_keys, decode_key, encode_key
+from beam_dpsketch.hashing import canonical_keys, decode_key, encode_key, is_string_or_binary
 from beam_dpsketch.sketches.linear.base import validate_counts
 from beam_dpsketch.sketches.misra_gries.sizing import MAX_K, k_for_memory, suggest_k
 
@@ -153,7 +153,7 @@ def _multiset(keys: Any, counts: Any = None) -> tuple[_Distinct, list[int]]:
             pa.types.is_uint64(typ) and len(keys) and pc.max(keys).as_py() > _INT64_MAX
         ):
             keys = keys.to_numpy(zero_copy_only=False).astype(np.int64)
-        elif _is_var_type(typ):
+        elif is_string_or_binary(typ):
             return _arrow_var_counts(keys, weights)
     if isinstance(keys, np.ndarray) and keys.ndim == 1 and keys.dtype.kind in "iub":
         if (
@@ -806,13 +806,3 @@ class MisraGries:
 
     def __reduce__(self):
         return (MisraGries.from_bytes, (self.to_bytes(),))
-
-
-def _is_var_type(typ: pa.DataType) -> bool:
-    """String or binary Arrow type (plain, not dictionary-encoded)."""
-    return (
-        pa.types.is_string(typ)
-        or pa.types.is_large_string(typ)
-        or pa.types.is_binary(typ)
-        or pa.types.is_large_binary(typ)
-    )
