@@ -359,6 +359,8 @@ def _split_lines(text: str) -> list[str]:
     """
     lines = text.split("\n")
     lines.pop()  # after the final newline
+    if "\r" not in text:  # the common case: no per-line Python at all
+        return lines
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
