@@ -437,3 +437,34 @@ def test_recount_source_is_refused_where_it_does_not_apply(tmp_path):
     windowed = p | beam.Create([1, 2]) | beam.WindowInto(FixedWindows(10))
     with pytest.raises(ValueError, match="recount_source"):
         _ = windowed | t
+
+
+def test_recount_source_neighbours_move_one_count_by_one(tmp_path, dump):
+    # Worst-case neighbours for the count pass: the same stream without one element of the
+    # heaviest key, both passes reading it. With the same seeded noise the selection is the same,
+    # so the released counts differ by exactly the count sensitivity, 1, on that key only.
+    from beam_dpsketch.transforms import ReadKeyBatches
+
+    keys = zipf_keys(20_000, 7)
+    heavy = Counter(keys.tolist()).most_common(1)[0][0]
+    smaller = np.delete(keys, int(np.flatnonzero(keys == heavy)[0]))
+
+    def release(data: np.ndarray, name: str) -> dict:
+        path = tmp_path / name
+        pq.write_table(pa.table({"key": data}), path)
+        t = DPHeavyHitters(
+            64,
+            BUDGET,
+            top=20,
+            mechanism="select-then-count",
+            noise_source=NoiseSource.insecure_for_tests(11),
+            label="hh",
+            recount_source=ReadKeyBatches(str(path), "key"),
+        )
+        with beam.Pipeline(runner=FnApiRunner()) as p:
+            assert_that(p | ReadKeyBatches(str(path), "key") | t, dump)
+        return dict(dump.load())
+
+    big, small = release(keys, "d.parquet"), release(smaller, "d2.parquet")
+    assert big.keys() == small.keys() and heavy in big
+    assert {k: big[k] - small[k] for k in big} == {k: int(k == heavy) for k in big}
