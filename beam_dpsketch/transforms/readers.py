@@ -705,33 +705,86 @@ class _ReadParquetRowGroup(_ColumnReader):
         yield from self._batches(table.column(self._column), path, first_row)
 
 
+def _csv_chunks(path: str, column: str) -> Iterator[tuple[int, pa.Array]]:
+    """``(first row, cells)`` of one CSV column, block by block (rows are 1-based data rows)."""
+    if _is_empty(path, "csv"):
+        return
+    with _open(path, "csv") as f:
+        try:
+            reader = pa_csv.open_csv(
+                f,
+                read_options=pa_csv.ReadOptions(block_size=_BLOCK_SIZE),
+                convert_options=_csv_convert_options(column),
+            )
+        except (pa.ArrowInvalid, KeyError) as exc:
+            names = _csv_header(path)
+            if column not in names:
+                raise _missing_column(column, names, path) from None
+            raise _csv_error(path, exc) from None
+        first_row = 1
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            except pa.ArrowInvalid as exc:
+                raise _csv_error(path, exc) from None
+            yield first_row, batch.column(0)
+            first_row += batch.num_rows
+
+
+def _json_chunks(
+    path: str, column: str, arrow_type: pa.DataType | None
+) -> Iterator[tuple[int, pa.Array]]:
+    """``(first row, values)`` of one JSON Lines field, block by block (rows are 1-based).
+
+    With ``arrow_type`` (found on the first file) only that field is parsed, with that type:
+    a later block of another type fails loudly instead of being re-inferred.
+    """
+    if _is_empty(path, "jsonl"):
+        return
+    parse = pa_json.ParseOptions()
+    if arrow_type is not None:
+        parse = pa_json.ParseOptions(
+            explicit_schema=pa.schema([(column, arrow_type)]),
+            unexpected_field_behavior="ignore",
+        )
+    with _open(path, "jsonl") as f:
+        first_row = 1
+        try:
+            reader = pa_json.open_json(
+                f, read_options=pa_json.ReadOptions(block_size=_BLOCK_SIZE), parse_options=parse
+            )
+            for batch in reader:
+                if column not in batch.schema.names:
+                    raise _missing_column(column, batch.schema.names, path)
+                yield first_row, batch.column(column)
+                first_row += batch.num_rows
+        except pa.ArrowInvalid as exc:
+            raise _json_error(path, column, arrow_type, exc) from None
+
+
+def _parquet_chunks(path: str, column: str, rows: int) -> Iterator[tuple[int, pa.Array]]:
+    """``(first row, values)`` of one Parquet column in batches of at most ``rows`` rows."""
+    with _open(path, "parquet") as f:
+        try:
+            pf = pq.ParquetFile(f)
+            names = pf.schema_arrow.names
+            if column not in names:
+                raise _missing_column(column, names, path)
+            first_row = 1
+            for batch in pf.iter_batches(batch_size=rows, columns=[column]):
+                yield first_row, batch.column(0)
+                first_row += batch.num_rows
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise _input_error(path, f"cannot read as Parquet ({_arrow_problem(exc)})") from None
+
+
 class _ReadCsvColumn(_ColumnReader):
     def process(self, metadata: Any) -> Iterator[Any]:
         path = metadata.path
-        if _is_empty(path, "csv"):
-            return
-        with _open(path, "csv") as f:
-            try:
-                reader = pa_csv.open_csv(
-                    f,
-                    read_options=pa_csv.ReadOptions(block_size=_BLOCK_SIZE),
-                    convert_options=_csv_convert_options(self._column),
-                )
-            except (pa.ArrowInvalid, KeyError) as exc:
-                names = _csv_header(path)
-                if self._column not in names:
-                    raise _missing_column(self._column, names, path) from None
-                raise _csv_error(path, exc) from None
-            first_row = 1
-            while True:
-                try:
-                    batch = reader.read_next_batch()
-                except StopIteration:
-                    return
-                except pa.ArrowInvalid as exc:
-                    raise _csv_error(path, exc) from None
-                yield from self._batches(batch.column(0), path, first_row)
-                first_row += batch.num_rows
+        for first_row, cells in _csv_chunks(path, self._column):
+            yield from self._batches(cells, path, first_row)
 
 
 class _ReadJsonColumn(_ColumnReader):
@@ -743,29 +796,8 @@ class _ReadJsonColumn(_ColumnReader):
 
     def process(self, metadata: Any) -> Iterator[Any]:
         path = metadata.path
-        if _is_empty(path, "jsonl"):
-            return
-        parse = pa_json.ParseOptions()
-        if self._arrow_type is not None:
-            # Parse only the key column, with the type found at construction; later blocks of
-            # another type fail loudly instead of being re-inferred.
-            parse = pa_json.ParseOptions(
-                explicit_schema=pa.schema([(self._column, self._arrow_type)]),
-                unexpected_field_behavior="ignore",
-            )
-        with _open(path, "jsonl") as f:
-            first_row = 1
-            try:
-                reader = pa_json.open_json(
-                    f, read_options=pa_json.ReadOptions(block_size=_BLOCK_SIZE), parse_options=parse
-                )
-                for batch in reader:
-                    if self._column not in batch.schema.names:
-                        raise _missing_column(self._column, batch.schema.names, path)
-                    yield from self._batches(batch.column(self._column), path, first_row)
-                    first_row += batch.num_rows
-            except pa.ArrowInvalid as exc:
-                raise _json_error(path, self._column, self._arrow_type, exc) from None
+        for first_row, values in _json_chunks(path, self._column, self._arrow_type):
+            yield from self._batches(values, path, first_row)
 
 
 class _ReadTextLines(_ColumnReader):
@@ -1081,28 +1113,50 @@ def _time_values(column: Any, name: str, path: str) -> tuple[np.ndarray, np.ndar
     )
 
 
+def _compact(values: pa.Array) -> pa.Array:
+    """A copy of ``values`` that owns only its own rows: pickling an Arrow slice writes the
+    whole parent buffer, so every element that may be encoded must be compacted."""
+    return pa.concat_arrays([values])
+
+
 def ordered_batches(
     keys: pa.Array, times: np.ndarray | None, rows: int = ORDERED_BATCH_ROWS
 ) -> list[tuple[int, pa.Array, np.ndarray | None]]:
     """Cut ordered rows into ``(position, keys, times)`` batches of at most ``rows`` rows.
 
     ``position`` is the public 0-based position of the batch's first row; ``times`` is the
-    batch's slice of ``times`` (``None`` without a time column).
+    batch's slice of ``times`` (``None`` without a time column). Every batch is a compact copy.
     """
     return [
-        (start, keys.slice(start, rows), None if times is None else times[start : start + rows])
+        (
+            start,
+            _compact(keys.slice(start, rows)),
+            None if times is None else times[start : start + rows].copy(),
+        )
         for start in range(0, len(keys), rows)
     ]
 
 
 class _ReadInOrder(_ColumnReader):
-    """Read whole files in the given order with the :class:`ReadKeyBatches` key rules."""
+    """Read files in the given order with the :class:`ReadKeyBatches` key rules.
+
+    Without a time column the rows stream through in file order: memory holds one batch,
+    whatever the size of the input. With one, the rows are sorted by time, which holds the key
+    and time columns of the whole input (about 16 bytes per row for int keys, more for strings).
+    """
 
     def __init__(
-        self, fmt: str, column: str, key_type: str | None, time_column: str | None, rows: int
+        self,
+        fmt: str,
+        column: str,
+        key_type: str | None,
+        time_column: str | None,
+        rows: int,
+        arrow_type: pa.DataType | None = None,
     ) -> None:
         super().__init__(column, key_type, dead_letter=False)
         self._fmt, self._time_column, self._rows = fmt, time_column, rows
+        self._arrow_type = arrow_type
 
     def _what(self) -> str:
         return "a text line" if self._fmt == "text" else super()._what()
@@ -1112,20 +1166,60 @@ class _ReadInOrder(_ColumnReader):
             return f"a text line of {path}" if row is None else f"{path}, line {row}"
         return super()._where(path, row)
 
-    def _read_file(self, path: str) -> tuple[Any, Any]:
-        """``(keys, times or None)`` of one file; ``(None, None)`` for a file of no rows."""
+    def _chunks(self, path: str) -> Iterator[tuple[int, pa.Array]]:
+        """``(first row, raw values)`` of the key column of one file, streamed."""
         if self._fmt == "text":
-            lines = [line for _, block in _text_line_blocks(path) for line in block]
-            return (pa.array(lines, pa.string()) if lines else None), None
-        extra = [self._time_column] if self._time_column else []
-        table = _read_table(path, self._fmt, [self._column, *extra], [self._column])
+            for first, lines in _text_line_blocks(path):
+                yield first, pa.array(lines, pa.string())
+        elif self._fmt == "parquet":
+            yield from _parquet_chunks(path, self._column, self._rows)
+        elif self._fmt == "csv":
+            yield from _csv_chunks(path, self._column)
+        else:
+            yield from _json_chunks(path, self._column, self._arrow_type)
+
+    def _stream(self, paths: Sequence[str]) -> Iterator[tuple[int, pa.Array, None]]:
+        """``(position, keys, None)`` batches of exactly ``rows`` rows (the last may be
+        shorter), in file order, holding at most about two batches."""
+        position = 0
+        held: list[pa.Array] = []
+        count = 0
+        for path in paths:
+            for first, values in self._chunks(path):
+                for keys in self._batches(values, path, first):
+                    held.append(keys)
+                    count += len(keys)
+                    if count < self._rows:
+                        continue
+                    joined = pa.concat_arrays(held)
+                    cut = count - count % self._rows
+                    for start in range(0, cut, self._rows):
+                        yield position, _compact(joined.slice(start, self._rows)), None
+                        position += self._rows
+                    held = [_compact(joined.slice(cut))] if cut < count else []
+                    count -= cut
+        if count:
+            yield position, pa.concat_arrays(held), None
+
+    def _empty_type(self) -> pa.DataType:
+        return {"int": pa.int64(), "bytes": pa.binary()}.get(self._key_type or "", pa.string())
+
+    def _read_file(self, path: str) -> tuple[Any, Any]:
+        """``(keys, times)`` of one whole file (time column given, not text); ``(None, None)``
+        for a file of no rows."""
+        columns = [self._column, self._time_column]
+        table = _read_table(path, self._fmt, columns, [self._column])
         if table is None:
             return None, None
-        times = table.column(self._time_column) if self._time_column else None
-        return table.column(self._column), times
+        return table.column(self._column), table.column(self._time_column)
 
     def read_all(self, paths: Sequence[str]) -> tuple[pa.Array, np.ndarray | None]:
         """All rows of ``paths`` in public order: ``(keys, event times in seconds or None)``."""
+        if self._time_column is None:
+            batches = [keys for _, keys, _ in self._stream(paths)]
+            if batches:
+                return pa.concat_arrays(batches), None
+            return pa.array([], self._empty_type()), None
         keys: list[Any] = []
         sort_keys: list[np.ndarray] = []
         seconds: list[np.ndarray] = []
@@ -1134,21 +1228,14 @@ class _ReadInOrder(_ColumnReader):
             if arr is None:
                 continue
             keys.extend(self._batches(arr, path, 1))
-            if time_arr is not None:
-                if time_arr.null_count:
-                    raise TypeError(
-                        f"time column {self._time_column!r} of {path} has missing values (None)"
-                    )
-                exact, secs = _time_values(time_arr, self._time_column, path)
-                sort_keys.append(exact)
-                seconds.append(secs)
-        if keys:
-            column = pa.chunked_array(keys).combine_chunks()
-        else:
-            empty = {"int": pa.int64(), "bytes": pa.binary()}.get(self._key_type or "", pa.string())
-            column = pa.array([], empty)
-        if self._time_column is None:
-            return column, None
+            if time_arr.null_count:
+                raise TypeError(
+                    f"time column {self._time_column!r} of {path} has missing values (None)"
+                )
+            exact, secs = _time_values(time_arr, self._time_column, path)
+            sort_keys.append(exact)
+            seconds.append(secs)
+        column = pa.concat_arrays(keys) if keys else pa.array([], self._empty_type())
         times = np.concatenate(seconds) if seconds else np.empty(0, np.float64)
         if sort_keys:
             # Stable: rows with equal times keep their file order.
@@ -1157,7 +1244,10 @@ class _ReadInOrder(_ColumnReader):
         return column, times
 
     def process(self, paths: list[str]) -> Iterator[tuple[int, pa.Array, np.ndarray | None]]:
-        yield from ordered_batches(*self.read_all(paths), self._rows)
+        if self._time_column is None:
+            yield from self._stream(paths)
+        else:
+            yield from ordered_batches(*self.read_all(paths), self._rows)
 
 
 class ReadOrderedKeys(beam.PTransform):
@@ -1174,6 +1264,11 @@ class ReadOrderedKeys(beam.PTransform):
     :func:`ordered_batches`): ``position`` is the 0-based position of the element's first row,
     ``keys`` a pyarrow ``Array`` of keys, ``times`` the rows' event times in seconds (float64;
     ``None`` without ``time_column``). :meth:`read` returns the same rows on the caller.
+
+    Memory: without ``time_column`` the rows stream through, one batch at a time, so the
+    reader's memory does not grow with the input. Sorting by ``time_column`` holds the key and
+    time columns of the whole input on the reading worker (about 16 bytes per row with int
+    keys; strings add their bytes).
 
     Parameters
     ----------
@@ -1228,7 +1323,12 @@ class ReadOrderedKeys(beam.PTransform):
             # Like the key column: a missing time column fails now, listing the columns.
             _probe_column(self._paths[0], self.input_format, time_column)
         self._reader = _ReadInOrder(
-            self.input_format, column or "line", self.key_type, time_column, rows
+            self.input_format,
+            column or "line",
+            self.key_type,
+            time_column,
+            rows,
+            probe._arrow_type,  # noqa: SLF001 (same module)
         )
 
     def read(self) -> tuple[pa.Array, np.ndarray | None]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import pickle
 import re
 
 import apache_beam as beam
@@ -239,6 +240,44 @@ def test_ordered_file_order_positions_in_pipeline_equal_read(tmp_path):
         (2, ["x", "z"], None),
         (4, ["007"], None),
     ]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "jsonl", "text"])
+def test_ordered_stream_crosses_files_and_chunks_with_compact_batches(tmp_path, fmt):
+    # Three files of 2,050 rows (Parquet row groups of 500), read in batches of 333 rows: the
+    # batches cut across chunks and files, positions run on, and the content is the files'
+    # rows in order. Every batch owns only its rows: pickling an Arrow slice would write the
+    # whole parent buffer, so a reader holding the input as one array and slicing it fails.
+    n_files = 3
+    for i in range(n_files):
+        rows = [f"{key}-{i}" for key in ROUTES]
+        path = tmp_path / f"part-{i}.{'txt' if fmt == 'text' else fmt}"
+        if fmt == "parquet":
+            pq.write_table(pa.table({"route": rows}), path, row_group_size=500)
+        elif fmt == "csv":
+            path.write_text("route\n" + "".join(f"{r}\n" for r in rows))
+        elif fmt == "jsonl":
+            path.write_text("".join(json.dumps({"route": r}) + "\n" for r in rows))
+        else:
+            path.write_text("".join(f"{r}\n" for r in rows))
+    pattern = str(tmp_path / "part-*")
+    reader = ReadOrderedKeys(pattern, None if fmt == "text" else "route", fmt, rows=333)
+    out = DumpToFile(str(tmp_path / "out.pickle"))
+    sizes = DumpToFile(str(tmp_path / "sizes.pickle"))
+    with fnapi_pipeline() as p:
+        batches = p | reader
+        assert_that(batches, out)
+        # Fused with the reader: the batch objects as emitted, before any coder.
+        pickled = batches | beam.Map(lambda batch: len(pickle.dumps(batch[1])))
+        assert_that(pickled, sizes, label="Sizes")
+    got = sorted(out.load(), key=lambda b: b[0])
+    expected = [f"{key}-{i}" for i in range(n_files) for key in ROUTES]
+    assert [pos for pos, _, _ in got] == list(range(0, len(expected), 333))
+    assert [k for _, keys, _ in got for k in keys.to_pylist()] == expected
+    assert all(len(keys) == 333 for _, keys, _ in got[:-1])
+    assert reader.read()[0].to_pylist() == expected
+    one_row = len(pickle.dumps(pa.array(expected[:1])))
+    assert max(sizes.load()) < one_row + 333 * 16
 
 
 def test_ordered_timestamp_column_sorts_stably_and_gives_seconds(tmp_path):
