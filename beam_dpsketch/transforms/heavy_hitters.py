@@ -18,7 +18,7 @@ Which release a pipeline shape allows follows from their Section 7 (merged sketc
     Memory is at most ``max_shards * k`` keys at the aggregator; a
     pipeline that produces more segments than ``max_shards`` fails loudly rather than truncate.
 ``"sequential"`` (element level, strict mode)
-    All elements of a window go through one ``GroupByKey`` to a single Algorithm-1 sketch, which
+    All elements of a window reach a single Algorithm-1 sketch (keyed state on one worker), which
     PMG releases (Lebeda and Tětek, Algorithm 2; discrete variant of Section 5.2): the most
     accurate release (noise ``O(1/eps)``,
     threshold ``O(log(1/delta)/eps)``), but one worker sketches the whole window. Needs a
@@ -56,6 +56,9 @@ from operator import itemgetter
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.coders import BytesCoder
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
 
 from beam_dpsketch.hashing import canonical_key
 from beam_dpsketch.noise import NoiseSource, NoiseStream
@@ -197,14 +200,42 @@ class DesignBCombineFn(beam.CombineFn):
         return acc.close()
 
 
-def _sequential_sketch(k: int) -> Callable[[tuple[Any, Iterable[Any]]], MisraGries]:
-    def build(grouped: tuple[Any, Iterable[Any]]) -> MisraGries:
-        sketch = MisraGries(k)
-        for batch in grouped[1]:
-            sketch.update(batch)
-        return sketch
+_SEQUENTIAL_STATE = ReadModifyWriteStateSpec("sketch", BytesCoder())
+_SEQUENTIAL_END = TimerSpec("end", TimeDomain.WATERMARK)
+_SEQUENTIAL_STATE_PARAM = beam.DoFn.StateParam(_SEQUENTIAL_STATE)
+_SEQUENTIAL_END_PARAM = beam.DoFn.TimerParam(_SEQUENTIAL_END)
 
-    return build
+
+class _SequentialSketch(beam.DoFn):
+    """One Algorithm-1 sketch per window, fed every key batch of the window in arrival order.
+
+    The sketch lives in keyed state (its bytes, ``O(k)``) and leaves when the watermark passes
+    the end of the window, so memory does not grow with the window's elements: a
+    ``GroupByKey`` onto one key would hold all of them on the in-process runners.
+    """
+
+    def __init__(self, k: int) -> None:
+        self._k = k
+
+    def process(
+        self,
+        element: tuple[int, Any],
+        window=beam.DoFn.WindowParam,
+        state=_SEQUENTIAL_STATE_PARAM,
+        end=_SEQUENTIAL_END_PARAM,
+    ) -> None:
+        data = state.read()
+        sketch = MisraGries.from_bytes(data) if data else MisraGries(self._k)
+        state.write(sketch.update(element[1]).to_bytes())
+        if not data:
+            end.set(window.max_timestamp())
+
+    @on_timer(_SEQUENTIAL_END)
+    def flush(self, state=_SEQUENTIAL_STATE_PARAM) -> Iterable[MisraGries]:
+        data = state.read()
+        state.clear()
+        if data:
+            yield MisraGries.from_bytes(data)
 
 
 def _pamg_of_users(k: int, m: int) -> Callable[[tuple[Any, Iterable[Any]]], PAMGSketch]:
@@ -505,6 +536,8 @@ class DPHistogram(AccountedTransform):
             raise ValueError("max_contributions applies to user-level releases: pass privacy_id_fn")
         self.k = k
         self.mechanism_name = mechanism
+        # The sequential sketch lives in keyed state and leaves on an end-of-window timer.
+        self.needs_state_and_timers = mechanism == "sequential"
         self._key_fn = key_fn
         m_or_none = int(max_contributions) if user_level else None  # type: ignore[arg-type]
         self._mechanism: ReleaseMechanism = MisraGriesReleaseMechanism(
@@ -594,9 +627,8 @@ class DPHistogram(AccountedTransform):
         if self.mechanism_name == "sequential":
             windowing = pcoll.windowing
             if max_trigger_firings(windowing.triggerfn, windowing.allowed_lateness) != 1:
-                # The inner GroupByKey re-panes the window: with several panes the release step
-                # can receive several Algorithm-1 sketches in one pane (always in ACCUMULATING
-                # mode), whose merge PMG cannot release.
+                # With several panes the release step could receive several Algorithm-1
+                # sketches of one window in one pane, whose merge PMG cannot release.
                 raise ValueError(
                     f"{name}: mechanism 'sequential' releases one Algorithm-1 sketch per "
                     "window and needs a trigger that fires once per window; use 'design-b' or "
@@ -642,8 +674,10 @@ class DPHistogram(AccountedTransform):
             keys = (
                 keys
                 | "OneShard" >> beam.Map(lambda batch: (0, batch))
-                | "GroupToShard" >> beam.GroupByKey()
-                | "SequentialSketch" >> beam.Map(_sequential_sketch(self.k))
+                | "SequentialSketch"
+                >> beam.ParDo(_SequentialSketch(self.k))
+                .with_input_types(tuple[int, Any])
+                .with_output_types(MisraGries)
             )
         if self._select_count is not None:
             return keys | "SelectThenCount" >> _SelectCount(self._select_count)

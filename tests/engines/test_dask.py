@@ -321,8 +321,13 @@ def _intermittent_events(acc: PrivacyAccountant, p: beam.Pipeline) -> DPTransfor
     )
 
 
+def _sequential(acc: PrivacyAccountant) -> DPTransform:
+    return DPHeavyHitters(8, accountant=acc, mechanism="sequential", noise_source=_noise())
+
+
 STATEFUL: dict[str, Callable[..., DPTransform]] = {
     "ContinualDPSketch": _continual,
+    "DPHeavyHitters": _sequential,
     "DPSlidingWindowFrequencies": _sliding,
     "DPIntermittentQueries": _intermittent_events,
 }

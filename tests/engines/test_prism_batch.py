@@ -53,7 +53,7 @@ APPROX = PrivacyBudget.approx(1.0, 1e-6)
 # ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mechanism", ["design-b", "select-then-count"])
+@pytest.mark.parametrize("mechanism", ["design-b", "select-then-count", "sequential"])
 def test_heavy_hitters_single_batch_equal_fnapi(mechanism, tmp_path, prism_args):
     keys = zipf_keys(6000, 3, items=300, s=1.3)
 
