@@ -114,19 +114,24 @@ def pmg_noisy(
     stream: NoiseStream,
     *,
     per_key_eta: bool = False,
+    leading_dummies: int = 0,
 ) -> list[tuple[Any, int | float]]:
     """The core of Algorithm 2: ``y_x = c_x + eta + Z_x``, keep ``y_x >= threshold``.
 
     Exactly one shared ``eta`` per release and one fresh draw per slot; ``k + 1`` draws are
     made whatever the number of slots (data-independent noise consumption). Slots whose key is
-    ``None`` (dummies) get noise and are never output. ``per_key_eta=True`` draws ``eta`` per
-    key: it exists only so tests can show that this mutation breaks privacy (docs/algorithms.md#mg-oracles).
+    ``None`` (dummies) get noise and are never output; ``leading_dummies`` dummy slots before
+    ``slots`` (:meth:`MisraGries.key_slots` after :attr:`MisraGries.dummy_slots`) consume their
+    draws without being listed, so the noise of every key is that of :meth:`MisraGries.slots`.
+    ``per_key_eta=True`` draws ``eta`` per key: it exists only so tests can show that this
+    mutation breaks privacy (docs/algorithms.md#mg-oracles).
     """
     z = draw(stream, noise, scale, k + 1)
     eta = z[:1]
-    per_key = z[1 : 1 + len(slots)]
+    first = 1 + leading_dummies
+    per_key = z[first : first + len(slots)]
     if per_key_eta:
-        etas = draw(stream, noise, scale, k)[: len(slots)]
+        etas = draw(stream, noise, scale, k)[leading_dummies : leading_dummies + len(slots)]
     else:
         etas = np.repeat(eta, len(slots))
     values = noisy_sums(noise, [c for _, c in slots], etas, per_key)
@@ -195,7 +200,15 @@ def pmg(
     dl = check_approx_delta(delta)
     check_stream(stream)
     scale, tau, name = pmg_parameters(eps, dl, noise=noise, threshold_form=threshold_form, draws=6)
-    pairs = pmg_noisy(sketch.slots(), sketch.k, noise, scale, tau, stream)
+    pairs = pmg_noisy(
+        sketch.key_slots(),
+        sketch.k,
+        noise,
+        scale,
+        tau,
+        stream,
+        leading_dummies=sketch.dummy_slots,
+    )
     return make_release(
         pairs,
         mechanism=name,

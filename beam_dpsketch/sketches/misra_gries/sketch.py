@@ -626,8 +626,17 @@ class MisraGries:
 
     def slots(self) -> list[tuple[Any, int]]:
         """All ``k`` (key, counter) pairs of Algorithm 1 in the fixed order; dummies are ``None``."""
-        ordered = sorted(self._cnt.items(), key=lambda item: _order(item[0]))
-        return [(None, 0)] * len(self._dummies) + ordered
+        return [(None, 0)] * self.dummy_slots + self.key_slots()
+
+    @property
+    def dummy_slots(self) -> int:
+        """How many slots still hold dummies (count 0); they come first in :meth:`slots`."""
+        return len(self._dummies)
+
+    def key_slots(self) -> list[tuple[Any, int]]:
+        """The (key, counter) pairs of the real keys (zero counters included), in the fixed
+        order: :meth:`slots` without its leading dummies, in ``O(keys)`` rather than ``O(k)``."""
+        return sorted(self._cnt.items(), key=lambda item: _order(item[0]))
 
     def error_bound(self) -> int:
         """``d``: every key satisfies ``f(x) - d <= estimate(x) <= f(x)``, and ``d <= n/(k+1)``."""
@@ -737,19 +746,21 @@ class MisraGries:
         """Serialize with the versioned format of :mod:`beam_dpsketch.serialization`."""
         real = sorted(self._cnt.items(), key=lambda item: encode_key(item[0]))
         data, offsets = serialization.pack_bytes_list([encode_key(x) for x, _ in real])
+        params = {"k": self.k, "n": self.n, "d": self.d, "merged": self.merged}
         dummies = self._dummies
-        ids = (
-            np.arange(dummies.start, dummies.stop, dtype=np.int64)
-            if type(dummies) is range
-            else np.array(dummies, dtype=np.int64)
-        )
+        if type(dummies) is range:
+            # A run of dummy ids travels as its two ends: the bytes follow the keys that
+            # arrived, not k (a fresh sketch of k = 2**24 is a few hundred bytes).
+            params["dummy_range"] = [dummies.start, dummies.stop]
+            ids = np.zeros(0, dtype=np.int64)
+        else:
+            ids = np.array(dummies, dtype=np.int64)
         arrays = {
             "key_data": data,
             "key_offsets": offsets,
             "counts": np.array([c for _, c in real], dtype=np.int64),
             "dummy_ids": ids,
         }
-        params = {"k": self.k, "n": self.n, "d": self.d, "merged": self.merged}
         return serialization.dumps(self.KIND, params, arrays)
 
     @classmethod
@@ -770,8 +781,21 @@ class MisraGries:
         )
         counts = serialization.require_array(arrays, "counts", "<i8", (len(encoded),))
         dummy_ids = serialization.require_array(arrays, "dummy_ids", "<i8")
+        dummy_range = params.get("dummy_range")
+        if dummy_range is not None:
+            if (
+                not isinstance(dummy_range, list)
+                or len(dummy_range) != 2
+                or not all(type(v) is int for v in dummy_range)
+                or not 0 <= dummy_range[0] <= dummy_range[1]
+                or len(dummy_ids)
+            ):
+                raise err("malformed dummy slots")
+            n_dummies = dummy_range[1] - dummy_range[0]
+        else:
+            n_dummies = len(dummy_ids)
         # Check sizes against the arrays before building anything of size k.
-        if not 1 <= k <= MAX_K or dummy_ids.ndim != 1 or len(encoded) + len(dummy_ids) != k:
+        if not 1 <= k <= MAX_K or dummy_ids.ndim != 1 or len(encoded) + n_dummies != k:
             raise err("a MisraGries sketch must hold exactly k slots, 1 <= k <= 2**24")
         if n < 0 or d < 0 or (k + 1) * d > n:
             # The totals are exact counts of the data: name the constraint, not the values.
@@ -781,9 +805,7 @@ class MisraGries:
         held = int(counts.sum())
         if held > n - (k + 1) * d or (not merged and held != n - (k + 1) * d):
             raise err("Misra-Gries counters do not add up to n - (k+1)d")
-        if len(dummy_ids) and (
-            dummy_ids.min() < 0 or len(set(dummy_ids.tolist())) != len(dummy_ids)
-        ):
+        if len(dummy_ids) and (dummy_ids.min() < 0 or len(np.unique(dummy_ids)) != len(dummy_ids)):
             raise err("malformed dummy slots")
         try:
             keys = [decode_key(b) for b in encoded]
@@ -797,7 +819,9 @@ class MisraGries:
         sketch = cls.__new__(cls)
         sketch.k, sketch.n, sketch.d, sketch.merged = k, n, d, merged
         sketch._cnt = cnt
-        if not len(ids) or int(ids[-1]) - int(ids[0]) == len(ids) - 1:
+        if dummy_range is not None:
+            sketch._dummies = range(*dummy_range)
+        elif not len(ids) or int(ids[-1]) - int(ids[0]) == len(ids) - 1:
             sketch._dummies = range(int(ids[0]), int(ids[-1]) + 1) if len(ids) else range(0)
         else:
             sketch._dummies = ids.tolist()

@@ -347,7 +347,15 @@ def user_level_pmg(
         )
     eps0, delta0, _ = user_level_pmg_parameters(eps, dl, mm)
     scale, tau, name = pmg_parameters(eps0, delta0, noise=noise, threshold_form="spec", draws=6)
-    pairs = pmg_noisy(sketch.slots(), sketch.k, noise, scale, tau, stream)
+    pairs = pmg_noisy(
+        sketch.key_slots(),
+        sketch.k,
+        noise,
+        scale,
+        tau,
+        stream,
+        leading_dummies=sketch.dummy_slots,
+    )
     return make_release(
         pairs,
         mechanism="user-level " + name,

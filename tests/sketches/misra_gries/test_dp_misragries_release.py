@@ -134,6 +134,26 @@ def test_dummies_never_output_and_zero_keys_are_eligible():
     assert sorted(key for key, _ in out) == [5, 6]
 
 
+@pytest.mark.parametrize("noise", ["discrete_laplace", "laplace"])
+@pytest.mark.parametrize("per_key_eta", [False, True])
+def test_leading_dummies_draw_the_same_noise_as_listing_every_slot(noise, per_key_eta):
+    # The release lists only the real keys and skips the draws of the leading dummies: each key
+    # must get exactly the noise it gets when all k slots are listed (a shift by one draw would
+    # pass every threshold test but change the values). k = 40 with 7 keys: 33 dummies.
+    sk = MisraGries(40).update([1, 1, 1, 2, 2, 3, 4, 5, 6, 7, 7, 7, 7])
+    assert sk.dummy_slots == 33 and sk.slots()[33:] == sk.key_slots()
+    args = (40, noise, Fraction(1), -math.inf)
+    listed = pmg_noisy(sk.slots(), *args, stream("lead", noise), per_key_eta=per_key_eta)
+    skipped = pmg_noisy(
+        sk.key_slots(),
+        *args,
+        stream("lead", noise),
+        per_key_eta=per_key_eta,
+        leading_dummies=sk.dummy_slots,
+    )
+    assert skipped == listed and len(listed) == 7
+
+
 @pytest.mark.parametrize(
     "k, xs, expected",
     [(2, (1, 2, 1, 3, 3, 4), {1: 0, 3: 0}), (3, (5, 1, 5, 2, 3, 5, 4, 4, 4), {2: 0, 4: 3, 5: 2})],
