@@ -36,7 +36,12 @@ SUBCOMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    # Imported here, after main() configured logging: the options module imports Beam's
+    # filesystems, which log a warning at import.
+    from beam_dpsketch.pipelines.options import CommandLineParser
+
+    # Its subparsers are CommandLineParsers too: each subcommand can tell which options were given.
+    parser = CommandLineParser(
         prog="beam-dpsketch",
         description=(
             "Differentially private streaming sketches on Apache Beam. Unknown options are "

@@ -24,9 +24,11 @@ from beam_dpsketch.pipelines.options import (
     add_privacy_arguments,
     budget_from_args,
     convert_query_keys,
+    given_options,
     noise_source_from_args,
     option_strings,
     read_candidates,
+    refuse_given,
 )
 from beam_dpsketch.pipelines.output import (
     ORDER,
@@ -217,12 +219,11 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         raise ValueError("--top applies with --candidates or --query-keys only")
     public_keys = args.query_keys is not None
     if public_keys:
-        defaults = {"sketch": DEFAULT_SKETCH, "width": _WIDTH, "depth": _DEPTH, "seed": 0}
-        for option, default in defaults.items():
-            if getattr(args, option) != default:
-                raise ValueError(
-                    f"--{option} does not apply with --query-keys (exact counts, no sketch)"
-                )
+        wrong = given_options(args, "sketch", "width", "depth", "seed")
+        if wrong:
+            raise ValueError(
+                f"{wrong[0]} does not apply with --query-keys (exact counts, no sketch)"
+            )
     reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type=args.key_type)
     if public_keys:
         raw = read_query_keys(args.query_keys)
@@ -286,6 +287,7 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
 def run_quantiles(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Run the ``quantiles`` subcommand; returns the exit status."""
     check_output_arguments(args)
+    refuse_given(args, ("key_type",), "in quantiles (values are read as numbers)")
     # Numbers, not keys: ints and floats of any size reach DPQuantiles, which maps each one
     # into [lower, upper] (clamping, NaN to upper, floor without --resolution).
     reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type=NUMBERS)

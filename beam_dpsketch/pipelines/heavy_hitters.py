@@ -24,6 +24,7 @@ from beam_dpsketch.pipelines.options import (
     budget_from_args,
     noise_source_from_args,
     option_strings,
+    refuse_given,
 )
 from beam_dpsketch.pipelines.output import (
     ORDER,
@@ -138,7 +139,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--max-shards",
         type=int,
         default=256,
-        help="design-b: maximum Beam accumulators merged per window (memory bound; 256)",
+        help="design-b and select-then-count (and --memory): maximum Beam accumulators merged "
+        "per window (memory bound; 256)",
     )
     add_output_arguments(parser)
     parser.set_defaults(run=run, known_options=option_strings(parser))
@@ -212,8 +214,42 @@ def shortfall_message(
     )
 
 
+def _check_options_in_effect(args: argparse.Namespace) -> None:
+    """Refuse options the user gave that the chosen release would not read.
+
+    ``--max-shards`` bounds the design-b and select-then-count aggregates (and sizes
+    ``--memory``); ``--selection-fraction`` splits select-then-count's budget; user-level input
+    keeps the key column's type. (``--k`` is read by every mechanism: with ``user-exact``, which
+    builds no Misra-Gries sketch, it still sets the default ``--top``.)
+
+    Raises
+    ------
+    ValueError
+        Naming the options and why they would have no effect.
+    """
+    chosen = mechanism_of(args)
+    if chosen not in ("design-b", SELECT_COUNT) and args.memory is None:
+        refuse_given(
+            args,
+            ("max_shards",),
+            f"with --mechanism {chosen} (it bounds the design-b and {SELECT_COUNT} aggregates, "
+            "and sizes --memory)",
+        )
+    if chosen != SELECT_COUNT:
+        refuse_given(
+            args,
+            ("selection_fraction",),
+            f"with --mechanism {chosen} (it splits the budget of {SELECT_COUNT})",
+        )
+    if args.privacy_id is not None:
+        refuse_given(
+            args, ("key_type",), "with --privacy-id (user-level keys keep the column's type)"
+        )
+
+
 def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRelease:
     """Run the release pipeline for parsed ``args`` and return what the command writes."""
+    _check_options_in_effect(args)
     k = _k_from_args(args)
     if k < 1:
         raise ValueError(f"--k must be a positive int, got {k}")

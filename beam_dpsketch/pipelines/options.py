@@ -21,12 +21,14 @@ import argparse
 import difflib
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options import pipeline_options as beam_pipeline_options
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.portability.api import beam_provision_api_pb2
@@ -40,12 +42,17 @@ from beam_dpsketch.transforms.readers import INPUT_FORMATS, KEY_TYPES, ReadOrder
 
 __all__ = [
     "DEFAULT_RUNNER",
+    "GIVEN_OPTIONS",
+    "CommandLineParser",
     "FnApiRunnerWorkerLogging",
     "add_input_arguments",
     "add_privacy_arguments",
     "budget_from_args",
+    "check_local_destination",
+    "check_plot_path",
     "convert_query_keys",
     "format_table",
+    "given_options",
     "jsonable_key",
     "make_pipeline",
     "noise_source_from_args",
@@ -55,9 +62,179 @@ __all__ = [
     "plot_series",
     "option_strings",
     "read_candidates",
+    "refuse_given",
 ]
 
 DEFAULT_RUNNER = "FnApiRunner"
+
+
+#: Namespace attribute where :class:`CommandLineParser` records the options the command line gave.
+GIVEN_OPTIONS = "given_options"
+
+
+class _NotGiven:
+    """Placeholder value of an option while its command line is parsed (never seen after)."""
+
+    def __repr__(self) -> str:
+        return "<not given>"
+
+
+_NOT_GIVEN = _NotGiven()
+# Actions that update the value already in the namespace (a list, a count) rather than replace
+# it: they cannot start from a placeholder. Passing one always stores a new object (a copied
+# list, a count), so "given" is "the value is not the default object".
+_ACCUMULATING_ACTIONS = (
+    argparse._AppendAction,  # noqa: SLF001 - includes _ExtendAction
+    argparse._AppendConstAction,  # noqa: SLF001
+    argparse._CountAction,  # noqa: SLF001
+)
+
+
+class CommandLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that records which options the command line gave explicitly.
+
+    After parsing, ``namespace.given_options`` (:data:`GIVEN_OPTIONS`) maps the ``dest`` of every
+    option that appeared on the command line (under any spelling or abbreviation) to its long
+    option string, e.g. ``{"max_contributions": "--max-contributions"}`` (for options sharing a
+    ``dest``, that of the first one declared). Every other option holds
+    its default, as with ``argparse.ArgumentParser``; an option passed with its default value
+    counts as given. Subparsers created by ``add_subparsers`` are of this class too (argparse's
+    default), and their records are merged into the parent's namespace.
+
+    :func:`given_options` and :func:`refuse_given` read the record, so a subcommand can refuse an
+    option the user passed that would have no effect, whatever its default.
+    """
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        namespace = argparse.Namespace() if namespace is None else namespace
+        tracked: dict[str, argparse.Action] = {}
+        for action in self._actions:
+            if (
+                not action.option_strings
+                or action.dest == argparse.SUPPRESS
+                or action.default is argparse.SUPPRESS
+                or action.dest in tracked
+                or hasattr(namespace, action.dest)
+            ):
+                continue
+            tracked[action.dest] = action
+            if not isinstance(action, _ACCUMULATING_ACTIONS):
+                # argparse sets a default only where the namespace has no value: the placeholder
+                # stays exactly where no option wrote.
+                setattr(namespace, action.dest, _NOT_GIVEN)
+        namespace, extras = super().parse_known_args(args, namespace)
+        given = dict(getattr(namespace, GIVEN_OPTIONS, None) or {})
+        for dest, action in tracked.items():
+            value = getattr(namespace, dest, _NOT_GIVEN)
+            if isinstance(action, _ACCUMULATING_ACTIONS):
+                passed = value is not action.default
+            else:
+                passed = value is not _NOT_GIVEN
+                if not passed:
+                    default = action.default
+                    if isinstance(default, str):
+                        # argparse converts a string default with the option's type.
+                        default = self._get_value(action, default)
+                    setattr(namespace, dest, default)
+            if passed:
+                given[dest] = next(
+                    (s for s in action.option_strings if s.startswith("--")),
+                    action.option_strings[0],
+                )
+        setattr(namespace, GIVEN_OPTIONS, given)
+        return namespace, extras
+
+
+def given_options(args: argparse.Namespace, *dests: str) -> list[str]:
+    """The option strings of those ``dests`` the command line gave, in the order of ``dests``.
+
+    Reads the record of :class:`CommandLineParser`; a namespace without one (built by another
+    parser or by hand) has no given options.
+    """
+    given: Mapping[str, str] = getattr(args, GIVEN_OPTIONS, None) or {}
+    return [given[d] for d in dests if d in given]
+
+
+def refuse_given(args: argparse.Namespace, dests: Iterable[str], reason: str) -> None:
+    """Refuse options that would have no effect: raise if the command line gave any of ``dests``.
+
+    Raises
+    ------
+    ValueError
+        ``"--a, --b have no effect <reason>"`` for the given ones (one line; ``reason`` should
+        name only public settings, e.g. ``"without --time-column"``).
+    """
+    flags = given_options(args, *dests)
+    if flags:
+        verb = "has" if len(flags) == 1 else "have"
+        raise ValueError(f"{', '.join(flags)} {verb} no effect {reason}")
+
+
+def check_local_destination(path: str, option: str, *, make_parents: bool = False) -> None:
+    """Refuse a local output ``path`` that cannot be written, before any work is done.
+
+    Checks what can be known without writing: ``path`` is not a directory, its directory exists
+    (or, with ``make_parents``, its nearest existing ancestor is a directory) and is writable,
+    and an existing file at ``path`` is writable. Paths with a scheme (``gs://``, ...) are left to
+    their filesystem.
+
+    Raises
+    ------
+    ValueError
+        Naming ``option`` and ``path`` (a path the user gave; nothing from the data).
+    """
+    if FileSystems.get_scheme(path) is not None:
+        return
+    full = os.path.abspath(path)
+    if os.path.isdir(full):
+        raise ValueError(f"{option} {path} is a directory, not a file")
+    if os.path.exists(full):
+        if not os.access(full, os.W_OK):
+            raise ValueError(f"{option} {path} is not writable")
+        return
+    parent = os.path.dirname(full)
+    if make_parents:
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+    if not os.path.exists(parent):
+        raise ValueError(
+            f"{option} {path}: directory {os.path.dirname(path) or '.'} does not exist"
+        )
+    if not os.path.isdir(parent):
+        raise ValueError(f"{option} {path}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {path}: directory {parent} is not writable")
+
+
+def check_plot_path(path: str, *, formats: Sequence[str] | None = None) -> None:
+    """Refuse a ``--plot`` destination before any work: matplotlib must be installed and write
+    the file's extension (or one of ``formats``), and the file must be writable locally.
+
+    Raises
+    ------
+    ValueError
+        Naming ``--plot`` (a missing matplotlib raises ``ValueError`` too, so the command line
+        reports it in one line before the pipeline runs).
+    """
+    from beam_dpsketch.evaluation.report import pyplot
+
+    try:
+        pyplot()  # the Agg backend of plot_figure
+    except ImportError:
+        raise ValueError(
+            "--plot needs the 'matplotlib' package: pip install 'matplotlib>=3.8'"
+        ) from None
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    extension = os.path.splitext(path)[1].lower().lstrip(".")
+    allowed = sorted(formats or FigureCanvasAgg.get_supported_filetypes())
+    if extension not in allowed:
+        raise ValueError(
+            f"--plot {path}: the extension must be one of {', '.join('.' + f for f in allowed)}"
+        )
+    check_local_destination(path, "--plot")
 
 
 def add_input_arguments(parser: argparse.ArgumentParser, *, input_required: bool = True) -> None:

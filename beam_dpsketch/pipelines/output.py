@@ -88,7 +88,13 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
-from beam_dpsketch.pipelines.options import format_table, jsonable_key, pipeline_options
+from beam_dpsketch.pipelines.options import (
+    check_local_destination,
+    check_plot_path,
+    format_table,
+    jsonable_key,
+    pipeline_options,
+)
 
 __all__ = [
     "FORMATS",
@@ -441,9 +447,21 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check_output_arguments(args: argparse.Namespace) -> None:
-    """Refuse option combinations before any work: Parquet needs ``--output``."""
+    """Refuse output options that cannot be honoured, before any work is done.
+
+    Parquet needs ``--output``; a local ``--output`` must be a file that can be created
+    (Beam's local filesystem creates missing directories); a ``--plot``, in the subcommands that
+    have one, must have an extension matplotlib writes and a writable, existing directory
+    (:func:`~beam_dpsketch.pipelines.options.check_plot_path`). So a run that could not write
+    its results fails before the pipeline runs, with nothing written.
+    """
     if args.format == "parquet" and not args.output:
         raise ValueError("--format parquet needs --output PATH")
+    if args.output:
+        check_local_destination(args.output, "--output", make_parents=True)
+    plot = getattr(args, "plot", None)
+    if plot:
+        check_plot_path(plot)
 
 
 def _csv_cell(value: Any) -> Any:

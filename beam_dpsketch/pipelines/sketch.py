@@ -25,7 +25,9 @@ from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 from beam_dpsketch.pipelines.options import (
     add_input_arguments,
     convert_query_keys,
+    given_options,
     option_strings,
+    refuse_given,
 )
 from beam_dpsketch.pipelines.output import (
     NOT_PRIVATE,
@@ -118,10 +120,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="count-min",
         help="sketch to build (default: count-min)",
     )
-    group.add_argument("--width", type=int, help="counters per row (count-min/count-sketch; 2048)")
-    group.add_argument("--depth", type=int, help="rows (count-min/count-sketch; default 5)")
-    group.add_argument("--seed", type=int, help="hash seed (count-min/count-sketch; default 0)")
-    group.add_argument("--k", type=int, help="counters (misra-gries; default 100)")
+    group.add_argument(
+        "--width",
+        type=int,
+        default=_DEFAULTS["width"],
+        help=f"counters per row (count-min/count-sketch; {_DEFAULTS['width']})",
+    )
+    group.add_argument(
+        "--depth",
+        type=int,
+        default=_DEFAULTS["depth"],
+        help=f"rows (count-min/count-sketch; default {_DEFAULTS['depth']})",
+    )
+    group.add_argument(
+        "--seed",
+        type=int,
+        default=_DEFAULTS["seed"],
+        help=f"hash seed (count-min/count-sketch; default {_DEFAULTS['seed']})",
+    )
+    group.add_argument(
+        "--k",
+        type=int,
+        default=_DEFAULTS["k"],
+        help=f"counters (misra-gries; default {_DEFAULTS['k']})",
+    )
     group.add_argument(
         "--query",
         nargs="+",
@@ -148,15 +170,19 @@ def spec_from_args(args: argparse.Namespace) -> SketchSpec:
         For a parameter of another sketch kind (e.g. ``--k`` with count-min), or an invalid
         value (the message names the parameter).
     """
-    given = {name: getattr(args, name, None) for name in (*_LINEAR_ONLY, "k")}
+    # A namespace from another parser may hold None for an option it did not set.
+    value = {
+        name: _DEFAULTS[name] if getattr(args, name, None) is None else getattr(args, name)
+        for name in (*_LINEAR_ONLY, "k")
+    }
     if args.sketch == "misra-gries":
-        wrong = [f"--{n}" for n in _LINEAR_ONLY if given[n] is not None]
+        wrong = given_options(args, *_LINEAR_ONLY)
         if wrong:
             raise ValueError(f"{', '.join(wrong)} only apply to count-min and count-sketch")
-        return SketchSpec.misra_gries(_DEFAULTS["k"] if given["k"] is None else given["k"])
-    if given["k"] is not None:
+        return SketchSpec.misra_gries(value["k"])
+    if given_options(args, "k"):
         raise ValueError("--k only applies to misra-gries")
-    params = {n: _DEFAULTS[n] if given[n] is None else given[n] for n in _LINEAR_ONLY}
+    params = {n: value[n] for n in _LINEAR_ONLY}
     if args.sketch == "count-min":
         return SketchSpec.count_min(**params)
     return SketchSpec.count_sketch(**params)
@@ -202,6 +228,12 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     if not is_mg and not args.query and not args.save_sketch:
         raise ValueError(
             f"{args.sketch} answers point queries: pass --query KEY (or --save-sketch PATH)"
+        )
+    if args.query:
+        refuse_given(args, ("top",), "with --query (the query keys' estimates are printed)")
+    if not is_mg and not args.query:
+        refuse_given(
+            args, ("output", "format"), f"without --query ({args.sketch} writes only --save-sketch)"
         )
     reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type=args.key_type)
     queries = convert_query_keys(args.query or [], reader.key_type, args.column)

@@ -51,6 +51,7 @@ from beam_dpsketch.pipelines.options import (
     ordered_input,
     plot_series,
     read_candidates,
+    refuse_given,
 )
 from beam_dpsketch.pipelines.output import (
     ORDER,
@@ -92,12 +93,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="event-time column (seconds or timestamps): time-based windows; without it, "
         "positions are the file order",
     )
-    win.add_argument("--time-unit", type=float, default=1.0, help="seconds per step (1)")
+    win.add_argument(
+        "--time-unit", type=float, default=1.0, help="with --time-column: seconds per step (1)"
+    )
     win.add_argument(
         "--origin",
         type=_origin,
         default=0.0,
-        help="public start of the time axis: event time of step 1, in seconds since the epoch "
+        help="with --time-column: public start of the time axis, the event time of step 1, in "
+        "seconds since the epoch "
         "or as an ISO date/time in UTC such as 2001-01-01 (default 0, i.e. 1970-01-01); queries "
         "run at origin + N, origin + 2 N, ... (N = --release-every)",
     )
@@ -117,7 +121,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(B = ceil(sqrt(W)), alpha, paper split); --block overrides both",
     )
     sk.add_argument("--block", type=int, help="explicit block length B (with --alpha)")
-    sk.add_argument("--alpha", default="1/2", help="smooth-histogram factor (1/2)")
+    sk.add_argument(
+        "--alpha",
+        default="1/2",
+        help="smooth-histogram factor (1/2), with --preset theory or --block",
+    )
     q = sub.add_argument_group("queries")
     q.add_argument("--query", nargs="+", action="extend", metavar="KEY", help="keys to estimate")
     q.add_argument(
@@ -191,6 +199,19 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
         raise ValueError("--heavy-hitters GAMMA and --candidates FILE go together")
     if args.hh_slack is not None and not hh:
         raise ValueError("--hh-slack applies with --heavy-hitters only")
+    if args.time_column is None:
+        refuse_given(
+            args, ("time_unit", "origin"), "without --time-column (steps are file positions)"
+        )
+    if args.block is not None:
+        refuse_given(args, ("preset",), "with --block (the explicit block length replaces it)")
+    elif args.preset == "paper_experiments":
+        refuse_given(
+            args,
+            ("alpha",),
+            "with --preset paper_experiments (its checkpoints are fixed; use --preset theory "
+            "or --block)",
+        )
     budget = budget_from_args(args, pure=False)
     if args.column is None and (args.input_format or infer_input_format(args.input)) != "text":
         raise ValueError("--column is required except for text input")
