@@ -25,8 +25,13 @@ A thin adapter over :class:`~beam_dpsketch.sketches.sliding.dpsw.DPSWSketch` (Wa
 3. **Exact raw counts.** A combine per segment window (keyed by the segment's public end)
    builds an exact int64 Count-Min table (the cells of a ``CountMinSketch`` with the sketch's
    ``(width, depth, seed)``); partial tables of different bundles and workers add exactly
-   (linearity). Tables travel and wait as their non-zero cells, so a segment costs
-   O(its rows * depth) bytes, not O(width * depth). **No noise here** (assumption A3).
+   (linearity). Every release reads only the cells of the public query keys or candidates
+   (Wang, Wang and Chen, Algorithm 3: estimates are minima over those keys' cells), so the
+   tables keep only those cells (the row counts stay exact) and travel and wait as their
+   non-zero cells: a segment costs at most ``16 depth min(keys, width)`` bytes of cells,
+   ``keys`` the number of query keys or candidates, whatever its rows. The released values are
+   those of the full tables, bit for bit: the noise of every cell is still drawn, from the same
+   keyed stream. **No noise here** (assumption A3).
    A pane that is not the single ``ON_TIME`` pane raises (assumption A2): nothing is released.
 4. **Seal and query.** One single-key stateful ``DoFn`` (the trusted aggregator, assumption A3)
    holds a :class:`DPSWSketch` in state, adds segment tables to it in batches and seals it as
@@ -42,7 +47,9 @@ A thin adapter over :class:`~beam_dpsketch.sketches.sliding.dpsw.DPSWSketch` (Wa
    seals with :meth:`DPSWSketch.advance_to` (noise drawn once per PCMS from
    ``noise_source.stream((label, "dpsw", block, kind, level))``, so a retried bundle re-draws the
    same noise, assumption A5) and answers the public query keys or heavy hitters over the public
-   candidate set from the sealed sketches only (Wang, Wang and Chen, Algorithm 3).
+   candidate set from the sealed sketches only (Wang, Wang and Chen, Algorithm 3). Blocks that no
+   remaining query reads (with ``release_every`` longer than the window, those between query
+   windows) are dropped unsealed: their noise, never released, is not drawn.
 
 Results equal the single-machine core fed with ``update_at(keys, steps)`` and ``advance_to(t)``
 at the same query steps, with the same noise source and label.
@@ -269,6 +276,26 @@ class _SegmentWindows(NonMergingWindowFn):
 _PARTS = "segment_parts"
 
 
+def _released_cells(keys: Sequence[Any], shape: tuple[int, int, int]) -> np.ndarray:
+    """Sorted distinct flat cells ``row * width + bucket`` of ``keys`` in a ``(width, depth,
+    seed)`` Count-Min table: the only cells that an estimate of one of ``keys`` reads."""
+    width, depth, seed = shape
+    h1, h2 = hash_keys(list(keys), seed)
+    buckets = row_buckets(h1, h2, depth, width)
+    buckets += (np.arange(depth, dtype=np.int64) * width)[:, None]
+    return np.unique(buckets)
+
+
+def _cell_mask(cells: np.ndarray | None, shape: tuple[int, int, int]) -> np.ndarray | None:
+    """Boolean ``depth * width`` mask of ``cells`` (``None``: every cell is kept)."""
+    if cells is None:
+        return None
+    width, depth, _ = shape
+    mask = np.zeros(depth * width, dtype=bool)
+    mask[cells] = True
+    return mask
+
+
 def _sparse(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(flat cell indices, counts)`` of the non-zero cells of an int64 table."""
     flat = table.ravel()
@@ -391,7 +418,8 @@ class _Stamp(beam.DoFn):
     start). A batch element (see :func:`_as_batch`) is split with numpy by segment: its keys are
     hashed once, and one exact partial table per segment it touches goes to the ``_PARTS``
     output, timestamped at the earliest event time of its rows in that segment, so Beam moves a
-    handful of elements per segment instead of one per row.
+    handful of elements per segment instead of one per row. With ``cells`` (sorted flat cell
+    indices), a partial table keeps only those cells (its row count stays exact).
     """
 
     def __init__(
@@ -402,10 +430,13 @@ class _Stamp(beam.DoFn):
         key_fn: Callable[[Any], Any],
         position_fn: Callable[[Any], Any] | None,
         time_fn: Callable[[Any], Any] | None,
+        cells: np.ndarray | None = None,
     ) -> None:
         self._mode, self._windows, self._clock = mode, windows, windows.clock
         self._shape = shape
         self._key_fn, self._position_fn, self._time_fn = key_fn, position_fn, time_fn
+        self._cells = cells
+        self._mask: np.ndarray | None = None
 
     def process(self, element: Any, timestamp=beam.DoFn.TimestampParam):
         batch = _as_batch(element)
@@ -460,6 +491,10 @@ class _Stamp(beam.DoFn):
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             idx = order[a:b]
             sketch = CountMinSketch(*self._shape).update_hashes(h1[idx], h2[idx])
+            if self._cells is not None:
+                if self._mask is None:
+                    self._mask = _cell_mask(self._cells, self._shape)
+                sketch.table.ravel()[~self._mask] = 0
             part = _SegmentPart(sketch, int(steps[idx].max()))
             when = Timestamp(micros=int(micros[idx].min()))
             yield beam.pvalue.TaggedOutput(_PARTS, TimestampedValue(part, when))
@@ -515,11 +550,23 @@ class _SegmentCombineFn(beam.CombineFn):
 
     The accumulator (:class:`_SegmentAccumulator`, the non-zero cells; output
     ``[CountMinSketch, max_step]``) is exact (no noise, assumption A3); partial tables merge by
-    addition whatever Beam's merge tree.
+    addition whatever Beam's merge tree. With ``cells`` (sorted flat cell indices) only those
+    cells are kept: every other cell of the output is 0, the row count stays exact.
     """
 
-    def __init__(self, width: int, depth: int, seed: int) -> None:
+    def __init__(self, width: int, depth: int, seed: int, cells: np.ndarray | None = None) -> None:
         self._shape = (width, depth, seed)
+        self._cells = cells
+        self._mask: np.ndarray | None = None
+
+    def _keep(self, cells: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The entries of ``(cells, counts)`` at the kept cells."""
+        if self._cells is None:
+            return cells, counts
+        if self._mask is None:
+            self._mask = _cell_mask(self._cells, self._shape)
+        keep = self._mask[cells]
+        return cells[keep], counts[keep]
 
     def create_accumulator(self) -> _SegmentAccumulator:
         return _SegmentAccumulator()
@@ -527,7 +574,7 @@ class _SegmentCombineFn(beam.CombineFn):
     def add_input(self, mutable_accumulator: _SegmentAccumulator, element: Any):
         acc = mutable_accumulator
         if isinstance(element, _SegmentPart):
-            cells, counts = _sparse(element.sketch.table)
+            cells, counts = self._keep(*_sparse(element.sketch.table))
             acc.add(cells, counts, element.sketch.total_weight, element.max_step)
             return acc
         pairs = element if isinstance(element, list) else [element]
@@ -537,10 +584,8 @@ class _SegmentCombineFn(beam.CombineFn):
             h1, h2 = hash_keys([key for _, key in pairs], seed)
             buckets = row_buckets(h1, h2, depth, width)
             buckets += (np.arange(depth, dtype=np.int64) * width)[:, None]
-            cells = buckets.ravel()
-            acc.add(
-                cells, np.ones(len(cells), dtype=np.int64), len(pairs), max(s for s, _ in pairs)
-            )
+            cells, counts = self._keep(buckets.ravel(), np.ones(buckets.size, dtype=np.int64))
+            acc.add(cells, counts, len(pairs), max(s for s, _ in pairs))
         return acc
 
     def merge_accumulators(self, accumulators: Any) -> _SegmentAccumulator:
@@ -676,12 +721,13 @@ class _SealAndQuery(beam.DoFn):
     (count-based mode) the ranges of complete segments beyond the gap-free prefix. Raw counts
     live only in the runner's state backend (assumption A3).
 
-    **Memory.** Segment tables are added to the sketch in batches, as soon as the bag holds as
-    many cells as :attr:`_fold_cells` (about the size of the sketch's held tables), and the
-    sketch is advanced (sealed, old blocks discarded) as soon as that is known to be safe: so
-    the state is the sketch plus a bag of bounded size, whatever the stream length or
-    ``release_every``. Sealing at ``s`` needs every segment ending at or before ``s`` and no
-    unanswered query at or before ``s``:
+    **Memory.** Segment tables are added to the sketch in batches, when the timer fires and
+    (count-based mode) as soon as the bag holds as many cells as :attr:`_fold_cells` (about the
+    size of the sketch's held tables), and the sketch is advanced (sealed, old blocks
+    discarded) as soon as that is known to be safe: so in count-based mode the state is the
+    sketch plus a bag of bounded size, whatever the stream length or ``release_every``.
+    Sealing at ``s`` needs every segment ending at or before ``s`` and no unanswered query at
+    or before ``s``:
 
     * count-based mode: a segment holding as many elements as positions is complete
       (assumption A1), so the gap-free prefix ``1..frontier`` of complete segments is known
@@ -690,10 +736,16 @@ class _SealAndQuery(beam.DoFn):
       blocks): with out-of-order delivery the state grows with the disorder, at most one
       ``(segments, depth, width)`` int64 table per block between the prefix and the last
       step seen;
-    * time-based mode: only the watermark says that a range is complete, so the sketch is
-      sealed when the timer (armed at the last step seen) fires. In a streaming pipeline the
-      pending blocks span the watermark's lag; a batch runner advances the watermark once, at
-      the end, so it holds one such table per block of the input.
+    * time-based mode: only the watermark says that a range is complete, so segment tables
+      wait in the bag, as their non-zero cells, until the timer (armed at the last step seen)
+      fires, and are then added and sealed in step order. In a streaming pipeline the bag spans
+      the watermark's lag; a batch runner advances the watermark once, at the end, so the bag
+      then holds every segment of the input (at most ``16 depth min(keys, width)`` bytes of
+      cells each, see :class:`DPSlidingWindowFrequencies`).
+
+    Blocks that no query from the next query step on reads are dropped unsealed
+    (:meth:`DPSWSketch.advance_to` with ``next_query``), so a period longer than the window
+    holds and seals only the blocks the query windows cover.
 
     One event-time timer is armed at the end of the latest query step ``<= max step seen``
     (time-based mode, when no query is due: at the max step seen, for the sealing). When it fires the watermark has passed the end of every step up to it, so all
@@ -767,7 +819,9 @@ class _SealAndQuery(beam.DoFn):
         seen = max(seen, max_step)
         buffered += len(cells) // 16 + 1
         released: list[Any] = []
-        if buffered >= self._fold_cells:
+        # Time-based mode seals nothing without the watermark (the timer): a fold here would
+        # only turn the bag's sparse tables into dense pending ones, so they wait in the bag.
+        if buffered >= self._fold_cells and self._mode == "count":
             next_q, frontier = self._fold(
                 segments, sketch_state, ahead_state, next_q, seen, frontier, None, released
             )
@@ -887,10 +941,11 @@ class _SealAndQuery(beam.DoFn):
             when = self._clock.end_of(t)
             released += [TimestampedValue(r, when) for r in self._answer(sketch, t)]
             t += self._every
-        # Seal everything known complete that no unanswered query still needs.
+        # Seal everything known complete that no unanswered query still needs; blocks that no
+        # query from t on reads are dropped unsealed (with a period longer than the window,
+        # most blocks): their noise is never drawn, which changes no released value.
         safe = min(bound, t - 1)
-        if safe > sketch.t:
-            sketch.advance_to(safe)
+        sketch.advance_to(max(safe, sketch.t), next_query=t)
         return t
 
     def _answer(self, sketch: DPSWSketch, t: int):
@@ -1073,6 +1128,19 @@ class DPSlidingWindowFrequencies(DPTransform):
     keys and the candidates are public.
     Workers, combiners and the runner's state backend see raw counts (central DP, assumption A3).
     An instance is applied once (its label keys the noise).
+
+    **Memory.** Segment tables keep only the cells of the query keys or candidates (nothing
+    else is ever released; the noise of the other cells is drawn and discarded), and the
+    aggregator's state is bounded by the sketches of the window (see :class:`_SealAndQuery`).
+    Not bounded by the window on the in-process batch runners (FnApiRunner, DirectRunner in
+    batch mode): they materialise the whole input of the single-key aggregator, i.e. one table
+    per segment of the input (``ceil(n / B)`` blocks of at most ``2 |I| - 1`` segments each; 4
+    with the ``paper_experiments`` preset), each about ``40 + len(label) + 16 c`` bytes
+    encoded, ``c <= depth min(keys, width)`` its non-zero query cells (``keys`` query keys or
+    candidates): at most about 150 bytes per segment with two query keys and ``depth = 3``,
+    at most about ``16 depth width`` bytes (48 KiB at ``width = 1024, depth = 3``) with many
+    more candidates than the width. In time-based mode on those runners the aggregator's bag
+    holds the same tables until the end of the input.
     """
 
     needs_state_and_timers = True  # stateful DoFn: sealed segments and query timers
@@ -1158,6 +1226,12 @@ class DPSlidingWindowFrequencies(DPTransform):
         if budget is not None:
             self._set_budget(budget, probe)
         self._queries = self._check_queries(probe, query_keys, candidates, gamma, hh_slack)
+        # Every release reads only the cells of the public query keys or candidates (the
+        # estimates of Wang, Wang and Chen, Algorithm 3; the noise of the other cells is drawn
+        # and discarded): segment tables keep just those cells, so what Beam moves and buffers
+        # per segment is bounded by the queries, not by the segment's rows or the width.
+        cells = _released_cells(self._queries.keys, self._shape())
+        self._cells = None if len(cells) == probe.depth * probe.width else cells
         self._windows = _SegmentWindows(probe.block, probe.layout.cuts, self._clock)
         # (mechanism, noise scale, relation) of the metadata records; set when applied.
         self._release_facts: tuple[str, float, str] | None = None
@@ -1299,6 +1373,7 @@ class DPSlidingWindowFrequencies(DPTransform):
             self._key_fn,
             self._position_fn,
             self._time_fn,
+            self._cells,
         )
         stamped = pcoll | "Steps" >> beam.ParDo(stamp).with_outputs(_PARTS, main="rows")
 
@@ -1323,7 +1398,8 @@ class DPSlidingWindowFrequencies(DPTransform):
             # per key, whereas one key holding every segment window costs time quadratic in
             # their number on some runners (the FnApiRunner's trigger driver scans them all).
             | "BySegment" >> beam.Map(_by_segment)
-            | "ExactSegmentTables" >> beam.CombinePerKey(_SegmentCombineFn(*self._shape()))
+            | "ExactSegmentTables"
+            >> beam.CombinePerKey(_SegmentCombineFn(*self._shape(), self._cells))
             | "Tables" >> beam.Values()
             | "OnTimeOnly"
             >> beam.ParDo(_SegmentTables(self.release_label, self._windows)).with_output_types(

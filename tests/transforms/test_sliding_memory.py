@@ -13,13 +13,15 @@ import pickle
 import apache_beam as beam
 import numpy as np
 import pytest
+from apache_beam.testing.util import assert_that
 from apache_beam.utils.timestamp import Timestamp
+from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
-from beam_dpsketch.transforms import DPSlidingWindowFrequencies
+from beam_dpsketch.transforms import DPSlidingWindowFrequencies, sliding
 from beam_dpsketch.transforms.sliding import (
     _pack_cells,
     _SealAndQuery,
@@ -123,8 +125,9 @@ def drive(dp: DPSlidingWindowFrequencies, keys: list[str], order=None):
     return [tv.value for tv in out], max(bag_sizes), max(sketch_sizes)
 
 
-def core_records(dp: DPSlidingWindowFrequencies, keys: list[str], every: int) -> list[tuple]:
-    ref = DPSWSketch(
+def core_sketch(dp: DPSlidingWindowFrequencies) -> DPSWSketch:
+    """The single-machine core with the transform's parameters, noise source and label."""
+    return DPSWSketch(
         WINDOW,
         PrivacyBudget.zcdp(1.0),
         width=WIDTH,
@@ -135,11 +138,24 @@ def core_records(dp: DPSlidingWindowFrequencies, keys: list[str], every: int) ->
         noise_source=NoiseSource.insecure_for_tests(SEED).for_application(),
         label=dp.release_label,
     )
+
+
+def core_records(dp: DPSlidingWindowFrequencies, keys: list[str], every: int) -> list[tuple]:
+    ref = core_sketch(dp)
     out = []
     for t in range(every, len(keys) + 1, every):
         ref.update_at(keys[ref.t : t], np.arange(ref.t + 1, t + 1))
         ref.advance_to(t)
         out += [(t, k, v) for k, v in zip(QUERIES, ref.estimate(QUERIES).tolist(), strict=True)]
+    return out
+
+
+def max_window_state_bytes(dp: DPSlidingWindowFrequencies) -> int:
+    """The largest serialized core sketch over its first steps: every sealed sketch of a window."""
+    ref = core_sketch(dp)
+    out = 0
+    for t in range(1, 4 * WINDOW):
+        out = max(out, len(ref.advance_to(t).to_bytes()))
     return out
 
 
@@ -167,13 +183,17 @@ def test_aggregator_state_does_not_grow_with_the_stream(every, monkeypatch):
         records, bag, sketch = drive(dp, keys)
         assert sorted(records) == sorted(core_records(dp, keys, every))
         sizes[n] = (bag, sketch)
-    # The bag holds at most about one sketch's worth of cells; the sketch bytes are the
-    # window's sealed sketches plus the pending block: neither depends on the stream length.
+    # The bag holds at most about one sketch's worth of cells; the sketch bytes are at most the
+    # window's sealed sketches (the most a core sketch holds at any step) plus the two pending
+    # blocks: neither depends on the stream length.
     fold = _SealAndQuery(dp)._fold_cells
-    for bag, _ in sizes.values():
+    window_bytes = max_window_state_bytes(dp)
+    segments_per_block = len(dp._windows.cuts) - 1
+    pending_bytes = 2 * segments_per_block * DEPTH * WIDTH * 8
+    for bag, sketch in sizes.values():
         assert bag <= fold
+        assert sketch <= window_bytes + pending_bytes
     assert sizes[2400][0] <= sizes[600][0] + 1
-    assert sizes[2400][1] <= sizes[600][1] * 1.1
     assert 0 < pending[0] <= 2
 
 
@@ -210,3 +230,119 @@ def test_a_one_row_segment_travels_as_its_cells():
     merged = fn.merge_accumulators([acc, pickle.loads(pickle.dumps(fn.create_accumulator()))])
     sketch, max_step = fn.extract_output(merged)
     assert sketch == CountMinSketch(1024, 3, 1).update(["a", "b", "a"]) and max_step == 8
+
+
+def test_segment_tables_hold_only_the_cells_the_queries_read(tmp_path, monkeypatch):
+    """Beam moves and buffers each segment's table as the query keys' cells only.
+
+    Every release reads the query keys' cells and nothing else, so the tables reaching the
+    aggregator (which a batch runner holds for every segment of the input) are bounded by
+    ``depth * len(query_keys)`` cells however many distinct keys a segment holds, and the
+    releases stay bit-identical to the core fed every row.
+    """
+    packed: list[int] = []
+    pack = sliding._pack_cells
+
+    def recording(cells: np.ndarray, counts: np.ndarray) -> bytes:
+        packed.append(len(cells))
+        return pack(cells, counts)
+
+    monkeypatch.setattr(sliding, "_pack_cells", recording)
+    window, block, n, every = 60, 20, 240, 20
+    # Mostly distinct keys: a 18-row segment alone fills ~50 of the 96 cells.
+    keys = [f"u{i % 97}" for i in range(n)]
+    queries = ["u3", "u50", "absent"]
+    dp = DPSlidingWindowFrequencies(
+        window,
+        WIDTH,
+        DEPTH,
+        PrivacyBudget.zcdp(1.0),
+        release_every=every,
+        query_keys=queries,
+        seed=SEED,
+        block=block,
+        checkpoints=[block, 1],
+        alpha="1/2",
+        noise_source=NoiseSource.insecure_for_tests(SEED),
+        label="sw-cells",
+    )
+    half = n // 2
+    # Both input paths: one batch element (partial tables) and single rows (combined rows).
+    batch = (np.arange(1, half + 1, dtype=np.int64), keys[:half])
+    rows = [(t, k) for t, k in enumerate(keys[half:], start=half + 1)]
+    p = beam.Pipeline(runner="FnApiRunner")
+    out = DumpToFile(str(tmp_path / "out.pickle"))
+    assert_that(p | beam.Create([batch, *rows]) | dp, out)
+    p.run().wait_until_finish()
+
+    segments_per_block = len(dp._windows.cuts) - 1
+    assert len(packed) == n // block * segments_per_block
+    assert max(packed) <= DEPTH * len(queries)
+
+    ref = DPSWSketch(
+        window,
+        PrivacyBudget.zcdp(1.0),
+        width=WIDTH,
+        depth=DEPTH,
+        seed=SEED,
+        block=block,
+        checkpoints=[block, 1],
+        alpha="1/2",
+        noise_source=NoiseSource.insecure_for_tests(SEED).for_application(),
+        label=dp.release_label,
+    ).update_at(keys, np.arange(1, n + 1))
+    expected = []
+    for t in range(every, n + 1, every):
+        ref.advance_to(t)
+        expected += [
+            (t, k, v) for k, v in zip(queries, ref.estimate(queries).tolist(), strict=True)
+        ]
+    assert sorted(out.load()) == sorted(expected)
+
+
+def test_only_blocks_a_query_reads_are_sealed(monkeypatch):
+    """With a period longer than the window, the blocks between query windows draw no noise.
+
+    Their PCMSs are never selected by any query (Wang, Wang and Chen, Algorithm 3), so the
+    aggregator drops their counts unsealed; the answers stay those of the core, which seals
+    every block.
+    """
+    every, n = 50, 2400
+    dp = transform(every)
+    read: set[int] = set()
+    ref = core_sketch(dp)
+    for t in range(every, n + 1, every):
+        read |= {sel.block for sel in ref.advance_to(t).selection(t)}
+    sealed: set[int] = set()
+    noisy = DPSWSketch._noisy
+
+    def recording(self, raw, kb, kind, j):
+        sealed.add(kb)
+        return noisy(self, raw, kb, kind, j)
+
+    monkeypatch.setattr(DPSWSketch, "_noisy", recording)
+    keys = stream(n)
+    records, _, _ = drive(dp, keys)
+    assert sealed and sealed <= read
+    assert len(read) < n // BLOCK // 2
+    monkeypatch.setattr(DPSWSketch, "_noisy", noisy)
+    assert sorted(records) == sorted(core_records(dp, keys, every))
+
+
+def test_a_promised_next_query_survives_serialization():
+    """``advance_to(t, next_query=...)`` state restores and answers like the core."""
+    keys = stream(300)
+    dp = transform(7)
+    ref = core_sketch(dp).update_at(keys, np.arange(1, 301))
+    sk = core_sketch(dp).update_at(keys[:100], np.arange(1, 101))
+    sk.advance_to(100, next_query=250)
+    # A block before the promised query's window is dropped, now and when counts arrive.
+    assert sk.live_blocks() == []
+    sk = DPSWSketch.from_bytes(sk.to_bytes(), sk.noise_source)
+    sk.update_at(keys[100:], np.arange(101, 301))
+    assert min(sk.live_blocks()) == (250 - WINDOW) // BLOCK + 1
+    for t in (250, 300):
+        assert (
+            sk.advance_to(t).estimate(QUERIES).tolist()
+            == ref.advance_to(t).estimate(QUERIES).tolist()
+        )

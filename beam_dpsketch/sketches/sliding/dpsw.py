@@ -502,6 +502,8 @@ class DPSWSketch:
             _sigma_up(Fraction(self.depth) / Fraction(rho_j)) for rho_j in self.levels
         )
         self.t = 0
+        # Blocks before this one are never read again (advance_to's next_query promise).
+        self._keep_from = 1
         # Pending raw segment tables of blocks not fully sealed: block -> (S, depth, width) int64.
         self._pending: dict[int, np.ndarray] = {}
         # Sealed PCMSs: (block, kind, level) -> read-only float64 (depth, width).
@@ -673,6 +675,9 @@ class DPSWSketch:
                 f"the segment ended at or before the current time t = {self.t}; its sketches "
                 "may already be sealed"
             )
+        if block < self._keep_from:
+            # No query that may still be made reads this block (advance_to's next_query).
+            return self
         self._pending_table(block)[segment] += arr.astype(np.int64, copy=False)
         return self
 
@@ -717,22 +722,32 @@ class DPSWSketch:
         kmin = int(k.min())
         nseg = self.layout.n_segments
         for gid, part in zip(uniq.tolist(), parts, strict=True):
+            if kmin + gid // nseg < self._keep_from:
+                # No query that may still be made reads this block (advance_to's next_query).
+                continue
             self._pending_table(kmin + gid // nseg)[gid % nseg] += part
 
     # ------------------------------------------------------------------ time and sealing
 
-    def advance_to(self, t: int) -> DPSWSketch:
+    def advance_to(self, t: int, *, next_query: int | None = None) -> DPSWSketch:
         """Move time to ``t >= self.t``: seal every PCMS whose range ends at or before ``t``
         (noise drawn once, from its keyed stream) and discard blocks older than the window.
+
+        ``next_query`` (``>= t``) promises that no query will be made at a time before it: the
+        blocks that no query from ``next_query`` on can select (those before its window) are
+        then discarded unsealed, now and when their counts arrive later (nothing of them is
+        ever drawn or released). Every later query answers exactly as without the promise,
+        since a PCMS's noise depends only on its keyed stream.
         """
         t = check_int(t, "t", self.t, MAX_INDEX)
-        if t == self.t:
-            return self
+        if next_query is not None:
+            next_query = check_int(next_query, "next_query", t, MAX_INDEX)
+            self._keep_from = max(self._keep_from, self._oldest_needed(next_query))
         b = self.block
         first_block = self.t // b + 1  # the block of position t + 1
-        last_block = (t - 1) // b + 1
+        last_block = (t - 1) // b + 1 if t > self.t else 0
         # Seal in block order; a block with no pending counts seals zero tables plus noise.
-        lo_keep = self._oldest_needed(t)
+        lo_keep = self._lowest_kept(t)
         for kb in range(max(first_block, lo_keep), last_block + 1):
             self._seal_block(kb, self.t, t)
         # Blocks skipped entirely (outside the retained range) still had their sketches
@@ -746,6 +761,10 @@ class DPSWSketch:
     def _oldest_needed(self, t: int) -> int:
         ws = max(t - self.window + 1, 1)
         return (ws - 1) // self.block + 1
+
+    def _lowest_kept(self, t: int) -> int:
+        """The oldest block a query at ``t`` or later (and after the promised next query) reads."""
+        return max(self._oldest_needed(t), self._keep_from)
 
     def _seal_block(self, kb: int, t_from: int, t_to: int) -> None:
         s = (kb - 1) * self.block
@@ -790,7 +809,7 @@ class DPSWSketch:
         return out
 
     def _discard(self, t: int) -> None:
-        lo = self._oldest_needed(t)
+        lo = self._lowest_kept(t)
         for key in [key for key in self._sealed if key[0] < lo]:
             del self._sealed[key]
 
@@ -990,6 +1009,7 @@ class DPSWSketch:
             "hh_slack": self.hh_slack,
             "free_prefixes": self.free_prefixes,
             "t": self.t,
+            "keep_from": self._keep_from,
         }
 
     def to_bytes(self) -> bytes:
@@ -1055,6 +1075,7 @@ class DPSWSketch:
                 free_prefixes=req(params, "free_prefixes", bool),
             )
             t = check_int(req(params, "t", int), "t", 0, MAX_INDEX)
+            keep_from = check_int(params.get("keep_from", 1), "keep_from", 1, MAX_INDEX)
         except (TypeError, ValueError, KeyError, ZeroDivisionError, OverflowError) as exc:
             if isinstance(exc, fmt):
                 raise
@@ -1071,6 +1092,7 @@ class DPSWSketch:
             raise fmt("pending_blocks must be one-dimensional")
         pending = serialization.require_array(arrays, "pending", "<i8", (len(blocks), nseg, d, w))
         sk.t = t
+        sk._keep_from = keep_from
         expected = sk._expected_sealed(t)
         got = []
         for (kb, code, j), arr in zip(index.tolist(), sealed, strict=True):
@@ -1083,7 +1105,8 @@ class DPSWSketch:
             raise fmt("the sealed sketches do not match the time t and the layout")
         cur = (t - 1) // sk.block + 1 if t else 1
         if len(set(blocks.tolist())) != len(blocks) or any(
-            kb < cur or (kb == cur and t % sk.block == 0 and t) for kb in blocks.tolist()
+            kb < max(cur, keep_from) or (kb == cur and t % sk.block == 0 and t)
+            for kb in blocks.tolist()
         ):
             raise fmt("pending blocks must be distinct and not yet complete")
         if np.any(pending < 0):
@@ -1101,7 +1124,7 @@ class DPSWSketch:
         if t == 0:
             return set()
         b = self.block
-        lo = self._oldest_needed(t)
+        lo = self._lowest_kept(t)
         cur = (t - 1) // b + 1
         out = set()
         for kb in range(lo, cur + 1):
