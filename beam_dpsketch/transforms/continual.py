@@ -19,17 +19,25 @@ time step is explicit and public, and each model states the neighbouring relatio
     Elements are ``(position, key)`` or ``(position, batch_of_keys)`` pairs. ``position`` is the
     public 0-based index of the (first) arrival in its window's stream (e.g. an ingestion sequence
     number, or the row number of an ordered file); a batch covers positions ``position ..
-    position + len(batch) - 1``. The ``DoFn`` buffers out-of-order batches in ``BagState`` and
-    processes the longest gap-free prefix as soon as it is complete, as arrays
-    (``update_batch``): the result equals the core sketch fed the whole stream in position order,
-    whatever Beam's bundling. Triggers play no part (a stateful ``DoFn`` sees every element once,
-    whatever the panes). **Relation: event-level replacement with public positions** (Holland,
-    Theorem 2; ``docs/algorithms.md#lazy-beam``): neighbouring streams differ in the key of one
-    arrival, while every arrival's position and event timestamp (hence its window) are public and
-    the same on both sides. The positions must not depend on the data (never sort by key or by a
-    private timestamp). Add/remove is **not** covered: removing one arrival shifts the time step
-    of every later arrival. Releases happen at public positions (every ``release_every``-th
-    arrival and ``T``), so which releases exist depends on the public positions only.
+    position + len(batch) - 1``. The release schedule is public, so before the stateful step
+    every batch is cut at the release times and each piece is summarized exactly for its release
+    interval (:class:`~beam_dpsketch.sketches.continual.sketch.IntervalSummary`, ``O(depth *
+    width)``), merged with the other pieces of that interval in the same bundle. The ``DoFn``
+    buffers the summaries of intervals that are not yet complete or not yet next in
+    ``BagState`` and applies each interval as soon as it and all earlier ones are complete
+    (``apply_interval``): the result equals the core sketch fed the whole stream in position
+    order with ``update_batch``, bit for bit, whatever Beam's bundling. A position that arrives
+    twice (overlapping ranges) fails the pipeline naming ``position``; a position that never
+    arrives holds back its interval and every later one (nothing after it is released).
+    Triggers play no part (neither step groups by pane: the stateful ``DoFn`` sees every
+    element once, whatever the panes). **Relation: event-level replacement with public
+    positions** (Holland, Theorem 2; ``docs/algorithms.md#lazy-beam``): neighbouring streams
+    differ in the key of one arrival, while every arrival's position and event timestamp (hence
+    its window) are public and the same on both sides. The positions must not depend on the
+    data (never sort by key or by a private timestamp). Add/remove is **not** covered: removing
+    one arrival shifts the time step of every later arrival. Releases happen at public
+    positions (every ``release_every``-th arrival and ``T``), so which releases exist depends on
+    the public positions only.
 
 ``"pane"`` (one time step per trigger firing)
     Elements are keys (or key batches, or records with ``key_fn``) in the **global window**. An
@@ -74,11 +82,13 @@ Memory
 ------
 The state of a window is its sketch (``width * depth`` counters, each with ``ceil(log2(T + 1))``
 noise slots, plus the lazy sketch's pending table), whatever the stream length, **plus** (element
-model) the batches that arrived before one of their predecessors: a batch is held until every
-lower position has been processed. Beam does not order elements, so that buffer is bounded by
-the runner's delivery disorder, not by the sketch: on a runner that delivers a bounded input
-far out of position order it can hold most of the input. Feed ordered inputs (one ordered
-reader, as the CLI does) or expect that bound.
+model) the interval summaries waiting for an earlier interval to complete: at most one
+``O(depth * width)`` summary per release interval after every buffer read. What reaches the
+stateful step (and what a runner may materialise before it) is one summary per release interval
+and bundle, whatever the number of rows or batches; a bundle holds at most about 16 MiB of
+summaries before sending them on. Memory is thus bounded by the sketch and the release schedule
+(``ceil(T / release_every)`` intervals), never by the input; with a fine schedule (small
+``release_every``) a summary has few non-zero cells and is sent sparse.
 """
 
 from __future__ import annotations
@@ -94,6 +104,7 @@ from apache_beam import coders
 from apache_beam.transforms import trigger as tr
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec
 from apache_beam.transforms.window import GlobalWindow, GlobalWindows
+from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import canonical_key, hash_keys
@@ -106,6 +117,7 @@ from beam_dpsketch.sketches.continual.sketch import (
     CONTINUAL_ALGORITHMS,
     CONTINUAL_SKETCH_KINDS,
     CS_SENSITIVITIES,
+    IntervalSummary,
     LazySketch,
     PunctualSketch,
     check_continual_budget,
@@ -270,48 +282,134 @@ def _batch_len(batch: Any) -> int:
     return len(batch)
 
 
-def _batch_slice(batch: Any, start: int, stop: int) -> Any:
-    if isinstance(batch, pa.Array):
-        return batch.slice(start, stop - start)
-    return batch[start:stop]
-
-
-class _PrepareElements(beam.DoFn):
-    """``(position, key | batch)`` -> ``(state key, (position, batch))``; bad elements raise."""
-
-    def process(self, element: Any) -> Iterator[tuple[int, tuple[int, Any]]]:
-        if not isinstance(element, tuple) or len(element) != 2:
+def _prepare_element(element: Any) -> tuple[int, Any]:
+    """``(position, key | batch)`` -> ``(position, batch)``; bad elements raise."""
+    if not isinstance(element, tuple) or len(element) != 2:
+        raise TypeError(
+            "the element time model expects (position, key) or (position, batch) pairs, got "
+            f"an element of type {type(element).__name__!r}"
+        )
+    position, value = element
+    if isinstance(position, np.integer):
+        position = int(position)
+    if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+        # Names the type only: an element's position is not echoed into an error message.
+        raise TypeError(
+            "position must be an int >= 0 (a public sequence number), got a value of type "
+            f"{type(position).__name__!r}"
+        )
+    if isinstance(value, pa.ChunkedArray):
+        value = value.combine_chunks()
+    if isinstance(value, np.ndarray | pa.Array | KeyBatch):
+        batch, invalid = validate_key_batch(value)
+        if invalid:
+            raise TypeError(invalid[0][1])
+        if isinstance(batch, np.ndarray) and batch.dtype.kind in "iub":
+            batch = batch.astype(np.int64, copy=False)
+    else:
+        try:
+            batch = [canonical_key(value)]
+        except TypeError:
             raise TypeError(
-                "the element time model expects (position, key) or (position, batch) pairs, got "
-                f"an element of type {type(element).__name__!r}"
+                f"invalid key of type {type(value).__name__!r}: keys must be str, bytes, int, "
+                "bool or tuples of these"
+            ) from None
+    return position, batch
+
+
+def _duplicate_error(label: str) -> ValueError:
+    # Names the parameter only, never a position or a count from the data. Whether the
+    # duplicate is seen before or after its step was processed depends on the delivery order.
+    return ValueError(
+        f"{label}: position: a time step arrived twice, or arrived after it was processed: "
+        "positions must be unique (each arrival or pane exactly once)"
+    )
+
+
+# Cells of the interval summaries one bundle holds before it sends them on (16 MiB of int64).
+_MAX_HELD_CELLS = 1 << 21
+
+
+class _SummarizeIntervals(beam.DoFn):
+    """``(position, key | batch)`` -> ``(state key, IntervalSummary)``, pre-aggregated per bundle.
+
+    The release schedule is public (multiples of ``release_every``, and ``T``), so every batch is
+    cut at the release times and each piece is summarized for its release interval
+    (:meth:`~beam_dpsketch.sketches.continual.sketch.LazySketch.summarize_interval`: exact,
+    additive, ``O(depth * width)``). The pieces of one interval in a bundle are merged, so what
+    reaches the stateful step (and what a runner materialises before it) is at most one summary
+    per interval and bundle, whatever the number of rows or batches. Nothing here is released.
+    """
+
+    def __init__(self, config: _Config, noise_source: NoiseSource) -> None:
+        self._config = config
+        self._noise_source = noise_source
+        self._sketch: LazySketch | PunctualSketch | None = None
+        self._held: dict[tuple[Any, int], list[Any]] = {}
+        self._held_cells = 0
+
+    def setup(self) -> None:
+        # Only its public parameters (shape, seed, kind) are used: summaries do not depend on
+        # a sketch's state, and no noise is drawn here.
+        self._sketch = _new_sketch(self._config, self._noise_source, ("summaries",))
+
+    def start_bundle(self) -> None:
+        self._held = {}
+        self._held_cells = 0
+
+    def process(
+        self,
+        element: Any,
+        window=beam.DoFn.WindowParam,
+        timestamp=beam.DoFn.TimestampParam,
+    ) -> Iterator[WindowedValue]:
+        c = self._config
+        position, batch = _prepare_element(element)
+        n = _batch_len(batch)
+        if not n:
+            return
+        if position + n > c.horizon:
+            # Names the parameter (horizon) and never a position or a count from the data.
+            raise HorizonExceededError(
+                f"{c.label}: an element's positions would go beyond the declared horizon "
+                f"T={c.horizon} time steps; nothing is released for steps at or beyond T (the "
+                "calibration covers T steps). Declare a larger horizon."
             )
-        position, value = element
-        if isinstance(position, np.integer):
-            position = int(position)
-        if isinstance(position, bool) or not isinstance(position, int) or position < 0:
-            # Names the type only: an element's position is not echoed into an error message.
-            raise TypeError(
-                "position must be an int >= 0 (a public sequence number), got a value of type "
-                f"{type(position).__name__!r}"
+        assert self._sketch is not None
+        h1, h2 = hash_keys(batch, c.seed)
+        r = c.release_every
+        lo, stop = position, position + n
+        while lo < stop:
+            start = lo // r * r
+            end = min(start + r, c.horizon)
+            hi = min(stop, end)
+            piece = self._sketch.summarize_interval_hashes(
+                h1[lo - position : hi - position], h2[lo - position : hi - position], lo, start, end
             )
-        if isinstance(value, pa.ChunkedArray):
-            value = value.combine_chunks()
-        if isinstance(value, np.ndarray | pa.Array | KeyBatch):
-            batch, invalid = validate_key_batch(value)
-            if invalid:
-                raise TypeError(invalid[0][1])
-            if isinstance(batch, np.ndarray) and batch.dtype.kind in "iub":
-                batch = batch.astype(np.int64, copy=False)
-        else:
-            try:
-                batch = [canonical_key(value)]
-            except TypeError:
-                raise TypeError(
-                    f"invalid key of type {type(value).__name__!r}: keys must be str, bytes, int, "
-                    "bool or tuples of these"
-                ) from None
-        if _batch_len(batch):
-            yield _STATE_KEY, (position, batch)
+            held = self._held.get((window, start))
+            if held is None:
+                self._held[(window, start)] = [piece, timestamp]
+                self._held_cells += piece.pushed.size * (1 if piece.pending is None else 2)
+            else:
+                try:
+                    held[0].merge(piece)
+                except ValueError:
+                    raise _duplicate_error(c.label) from None
+                held[1] = max(held[1], timestamp)
+            lo = hi
+        if self._held_cells > _MAX_HELD_CELLS:
+            yield from self._flush()
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        yield from self._flush()
+
+    def _flush(self) -> Iterator[WindowedValue]:
+        # The latest timestamp of the merged elements: the summary is complete only once they
+        # have all arrived, and it stays inside their window.
+        for (window, _), (summary, timestamp) in self._held.items():
+            yield WindowedValue((_STATE_KEY, summary), timestamp, [window])
+        self._held = {}
+        self._held_cells = 0
 
 
 class _TagPane(beam.DoFn):
@@ -359,6 +457,26 @@ _BUFFER_PARAM = beam.DoFn.StateParam(_BUFFER_STATE)
 _CLOCK_PARAM = beam.DoFn.StateParam(_CLOCK_STATE)
 
 
+def _new_sketch(
+    config: _Config, noise_source: NoiseSource, release_prefix: Any
+) -> LazySketch | PunctualSketch:
+    c = config
+    return new_continual_sketch(
+        c.width,
+        c.depth,
+        c.horizon,
+        c.budget,
+        release_prefix=release_prefix,
+        sketch=c.sketch,
+        algorithm=c.algorithm,
+        seed=c.seed,
+        noise_source=noise_source,
+        calibration=c.calibration,
+        cs_sensitivity=c.cs_sensitivity,
+        max_contributions=c.max_contributions,
+    )
+
+
 class _ContinualDoFn(beam.DoFn):
     """Single-key trusted aggregator: sketch in state, gap-free steps, scheduled releases."""
 
@@ -376,36 +494,19 @@ class _ContinualDoFn(beam.DoFn):
         if data:
             return self._cls.from_bytes(data, self._noise_source)
         c = self._config
-        return new_continual_sketch(
-            c.width,
-            c.depth,
-            c.horizon,
-            c.budget,
-            release_prefix=continual_release_prefix(c.label, window),
-            sketch=c.sketch,
-            algorithm=c.algorithm,
-            seed=c.seed,
-            noise_source=self._noise_source,
-            calibration=c.calibration,
-            cs_sensitivity=c.cs_sensitivity,
-            max_contributions=c.max_contributions,
-        )
+        return _new_sketch(c, self._noise_source, continual_release_prefix(c.label, window))
 
-    def _steps(self, payload: Any) -> int:
-        return 1 if self._config.time_model == "pane" else _batch_len(payload)
-
-    def _check_position(self, position: int, steps: int, t: int) -> None:
+    def _check_pane(self, index: int, t: int) -> None:
         # The messages name the parameter (horizon, position) and never a position or a count
         # from the data.
         horizon = self._config.horizon
-        if position + steps > horizon:
-            what = "a pane" if self._config.time_model == "pane" else "an element's positions"
+        if index + 1 > horizon:
             raise HorizonExceededError(
-                f"{self._config.label}: {what} would go beyond the declared horizon T={horizon} "
+                f"{self._config.label}: a pane would go beyond the declared horizon T={horizon} "
                 "time steps; nothing is released for steps at or beyond T (the calibration covers "
                 "T steps). Declare a larger horizon."
             )
-        if position < t:
+        if index < t:
             raise ValueError(
                 f"{self._config.label}: position: a time step arrived after it was processed: "
                 "positions must be unique (each arrival or pane exactly once)"
@@ -413,15 +514,74 @@ class _ContinualDoFn(beam.DoFn):
 
     def process(
         self,
-        element: tuple[int, tuple[int, Any]],
+        element: tuple[int, Any],
         window=beam.DoFn.WindowParam,
         sketch_state=_SKETCH_PARAM,
         buffer=_BUFFER_PARAM,
         clock=_CLOCK_PARAM,
     ) -> Iterator[Any]:
-        _, (position, payload) = element
+        if self._config.time_model == "pane":
+            yield from self._process_pane(element[1], window, sketch_state, buffer, clock)
+        else:
+            yield from self._process_interval(element[1], window, sketch_state, buffer, clock)
+
+    def _process_interval(
+        self, summary: IntervalSummary, window: Any, sketch_state: Any, buffer: Any, clock: Any
+    ) -> Iterator[Any]:
+        """Element model: apply the release intervals in order, each once it is complete.
+
+        ``clock`` holds the public facts ``(next step t, {interval start: position ranges
+        waiting in the buffer})``: an element that completes nothing is only added to the
+        buffer, without decoding the sketch or reading the buffer. The buffer holds at most
+        one merged summary per waiting interval after every read. An interval that never
+        completes (a position that never arrives) holds back every later release: nothing
+        after it is released.
+        """
+        label = self._config.label
+        t, waiting = clock.read() or (0, {})
+        start = summary.start
+        if start < t:
+            raise _duplicate_error(label)
+        try:
+            ranges = IntervalSummary.merge_ranges(waiting.get(start, ()), summary.ranges)
+        except ValueError:
+            raise _duplicate_error(label) from None
+        if start != t or ranges != ((start, summary.end),):
+            buffer.add(summary)
+            waiting[start] = ranges
+            clock.write((t, waiting))
+            return
+        held: dict[int, IntervalSummary] = {}
+        if waiting:
+            for item in buffer.read():
+                if item.start in held:
+                    held[item.start].merge(item)
+                else:
+                    held[item.start] = item
+            buffer.clear()
+        if start in held:
+            summary = held.pop(start).merge(summary)
+        waiting.pop(start, None)
+        sketch = self._load(sketch_state, window)
+        sketch.apply_interval(summary)
+        yield from self._release(sketch, window)
+        # Later intervals the buffer completed, in order.
+        while sketch.t in held and held[sketch.t].complete:
+            sketch.apply_interval(held.pop(sketch.t))
+            yield from self._release(sketch, window)
+        for item in held.values():
+            buffer.add(item)
+        waiting = {s: r for s, r in waiting.items() if s in held}
+        clock.write((sketch.t, waiting))
+        sketch_state.write(sketch.to_bytes())
+
+    def _process_pane(
+        self, pane: tuple[int, Any], window: Any, sketch_state: Any, buffer: Any, clock: Any
+    ) -> Iterator[Any]:
+        """Pane model: one step per pane index, buffered until its predecessors are done."""
+        position, payload = pane
         t, waiting = clock.read() or (0, [])
-        self._check_position(position, self._steps(payload), t)
+        self._check_pane(position, t)
         if position != t:
             if position in waiting:
                 raise ValueError(
@@ -441,7 +601,7 @@ class _ContinualDoFn(beam.DoFn):
             left: list[tuple[int, Any]] = []
             for pos, data in items:
                 if pos < sketch.t:
-                    self._check_position(pos, self._steps(data), sketch.t)
+                    self._check_pane(pos, sketch.t)
                 if pos == sketch.t and not left:
                     yield from self._apply(sketch, data, window)
                 else:
@@ -452,35 +612,13 @@ class _ContinualDoFn(beam.DoFn):
         clock.write((sketch.t, waiting))
         sketch_state.write(sketch.to_bytes())
 
-    def _apply(self, sketch: Any, payload: Any, window: Any) -> Iterator[Any]:
-        c = self._config
-        if c.time_model == "pane":
-            sketch.step_counts(payload)
-            if self._scheduled(sketch.t):
-                yield from self._release(sketch, window)
-            return
-        start = sketch.t
-        end = start + _batch_len(payload)
-        done = start
-        for b in self._release_points(start, end):
-            sketch.update_batch(_batch_slice(payload, done - start, b - start))
-            done = b
+    def _apply(self, sketch: Any, table: Any, window: Any) -> Iterator[Any]:
+        sketch.step_counts(table)
+        if self._scheduled(sketch.t):
             yield from self._release(sketch, window)
-        if done < end:
-            sketch.update_batch(_batch_slice(payload, done - start, end - start))
 
     def _scheduled(self, t: int) -> bool:
         return t % self._config.release_every == 0 or t == self._config.horizon
-
-    def _release_points(self, start: int, end: int) -> list[int]:
-        """Scheduled release times ``t`` in ``(start, end]``: multiples of ``release_every``, and
-        the horizon ``T`` itself."""
-        r = self._config.release_every
-        points = list(range((start // r + 1) * r, end + 1, r))
-        horizon = self._config.horizon
-        if start < horizon <= end and horizon % r:
-            points.append(horizon)
-        return points
 
     def _release(self, sketch: Any, window: Any) -> Iterator[Any]:
         """The records of one scheduled release: ``(t, key, estimate)`` per query key, or one
@@ -841,7 +979,8 @@ class ContinualDPSketch(DPTransform):
         config = self._config
         assert config is not None
         if self._time_model == "element":
-            keyed = pcoll | "Positions" >> beam.ParDo(_PrepareElements()).with_output_types(_KEYED)
+            summarize = _SummarizeIntervals(config, self._noise_source)
+            keyed = pcoll | "Intervals" >> beam.ParDo(summarize).with_output_types(_KEYED)
         else:
             batches = pcoll
             if self._key_fn is not None:

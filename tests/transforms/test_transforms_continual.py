@@ -171,6 +171,57 @@ def test_element_model_equals_core_on_the_ordered_stream(
         assert (r.window_start, r.window_end, r.transform) == (None, None, "cont")
 
 
+@pytest.mark.parametrize(
+    ("algorithm", "sketch"),
+    [(a, s) for a in ("lazy", "punctual") for s in ("count-min", "count-sketch")],
+)
+@pytest.mark.parametrize(
+    ("sizes", "every", "horizon"),
+    [
+        # release_every cuts most batches; intervals shorter and longer than the width (24).
+        ([1, 7, 30], 13, 500),
+        ([150, 1, 61], 90, 470),
+    ],
+)
+def test_element_model_shuffled_batches_equal_core_update_batch(
+    algorithm, sketch, sizes, every, horizon, dump
+):
+    # The pre-aggregated path (pieces cut at the release times, summarized per interval, applied
+    # in interval order) releases exactly what the core sketch fed the stream with update_batch
+    # releases, under the same noise key and prefix, whatever the order of the elements.
+    n = 470
+    keys = _stream(n, seed=9)
+    elements = _elements(keys, sizes)
+    order = np.random.default_rng(4).permutation(len(elements))
+    t = ContinualDPSketch(
+        24,
+        3,
+        horizon,
+        BUDGET,
+        query_keys=QUERIES,
+        sketch=sketch,
+        algorithm=algorithm,
+        release_every=every,
+        noise_source=NoiseSource.insecure_for_tests(SEED),
+        label="shuffled",
+        with_metadata=True,
+        with_table=True,
+    )
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        assert_that(p | beam.Create([elements[i] for i in order], reshuffle=False) | t, dump)
+    releases = dump.load()
+    times = [x for x in range(every, n + 1, every)] + ([n] if n == horizon and n % every else [])
+    assert sorted(r.t for r in releases) == times
+    core = _core(24, 3, horizon, t.noise_source, "shuffled", sketch=sketch, algorithm=algorithm)
+    by_t = {r.t: r for r in releases}
+    for time in times:
+        core.update_batch(keys[core.t : time])
+        assert by_t[time].answers == dict(
+            zip(QUERIES, core.estimate(QUERIES).tolist(), strict=True)
+        )
+        np.testing.assert_array_equal(by_t[time].noisy_table, core.noisy_table())
+
+
 def test_default_records_are_the_answers_of_the_metadata_releases(tmp_path):
     # with_metadata=False (the default) emits (t, key, estimate) per query key and release:
     # exactly the answers of the ContinualRelease records, nothing else.
@@ -396,6 +447,10 @@ def test_element_beyond_horizon_fails_naming_t():
         ([(3, 1), (3, 2)], "a time step arrived twice"),
         # Overlapping runs: found when the gap before them is filled.
         ([(2, np.arange(5)), (4, 1), (0, np.arange(2))], "arrived after it was processed"),
+        # A duplicate run and a missing run of the same length: the interval's row count is
+        # right, the overlap is what gives it away.
+        ([(0, np.arange(50)), (0, np.arange(50)), (50, np.arange(50))], "arrived twice"),
+        ([(0, np.arange(50)), (50, np.arange(50)), (0, np.arange(50))], "arrived twice"),
         ([(-1, 1)], "position must be an int >= 0"),
         ([("0", 1)], "position must be an int >= 0"),
         ([5], "expects \\(position, key\\)"),
@@ -417,6 +472,25 @@ def test_bad_elements_raise_naming_the_problem(elements, error):
     with pytest.raises(Exception, match=error):
         with beam.Pipeline(runner=FnApiRunner()) as p:
             _ = p | beam.Create(elements, reshuffle=False) | t
+
+
+@pytest.mark.parametrize("reshuffle", [False, True])
+def test_duplicate_run_filling_a_gap_of_its_length_raises(reshuffle):
+    # Positions 0..49 twice and 50..99 never, in one release interval of 100: the interval has
+    # exactly 100 rows, so only the overlap of the two runs shows the duplicate.
+    t = ContinualDPSketch(
+        16,
+        3,
+        200,
+        BUDGET,
+        query_keys=QUERIES,
+        release_every=100,
+        noise_source=NoiseSource.insecure_for_tests(1),
+    )
+    elements = [(0, np.arange(50)), (100, np.arange(100)), (0, np.arange(50) + 7)]
+    with pytest.raises(Exception, match="position: a time step arrived twice"):
+        with beam.Pipeline(runner=FnApiRunner()) as p:
+            _ = p | beam.Create(elements, reshuffle=reshuffle) | t
 
 
 def test_zero_noise_source_is_refused():

@@ -21,13 +21,14 @@ from beam_dpsketch.sketches.continual.heavy_hitters import (
     CandidateHeavyHitters,
     HierarchicalLazySketch,
 )
-from beam_dpsketch.sketches.continual.sketch import LazySketch, PunctualSketch
+from beam_dpsketch.sketches.continual.sketch import IntervalSummary, LazySketch, PunctualSketch
 
 __all__ = [
     "CandidateHeavyHitters",
     "GaussianBinaryMechanism",
     "HierarchicalLazySketch",
     "HorizonExceededError",
+    "IntervalSummary",
     "LazySketch",
     "PunctualSketch",
 ]

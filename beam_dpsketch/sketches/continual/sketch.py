@@ -37,6 +37,12 @@ Time models (docs/algorithms.md#lazy-beam)
 -----------------------
 * A time step per arrival: :meth:`~_ContinualSketch.update` / :meth:`~_ContinualSketch.update_batch`
   (the paper's model; the order of arrivals must not depend on the data, docs/algorithms.md#lazy-beam).
+* Release intervals: :meth:`~_ContinualSketch.summarize_interval` turns any piece of the arrivals
+  of an interval of steps ``[start, end)`` into an exact, additive
+  :class:`IntervalSummary` of size ``O(depth * width)``; once the merged pieces cover the whole
+  interval, :meth:`~_ContinualSketch.apply_interval` advances the sketch over it, bit-identical to
+  :meth:`~_ContinualSketch.update_batch` on those arrivals (the same time steps, so the same
+  guarantee); the sketch can be read at interval ends only.
 * A time step per tick (e.g. a trigger firing): :meth:`~_ContinualSketch.step_counts` adds an exact
   ``depth x width`` table of the counts that arrived in the step (e.g. the table of an exact
   ``CountMinSketch`` built from one pane). The guarantee then holds for neighbouring tick streams
@@ -54,6 +60,7 @@ from __future__ import annotations
 import abc
 import math
 import warnings
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
@@ -89,6 +96,7 @@ __all__ = [
     "CONTINUAL_SKETCH_KINDS",
     "CS_SENSITIVITIES",
     "KINDS",
+    "IntervalSummary",
     "LazySketch",
     "PunctualSketch",
     "lazy_noise_bound",
@@ -201,6 +209,137 @@ def check_kind(kind: Any) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# Interval summaries
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class IntervalSummary:
+    """Exact, additive summary of the arrivals of one interval of time steps ``[start, end)``.
+
+    Built by :meth:`~_ContinualSketch.summarize_interval` from any piece of the interval's
+    arrivals, summed with :meth:`merge`, and applied with :meth:`~_ContinualSketch.apply_interval`
+    once it covers every step of the interval: the sketch is then exactly as if it had processed
+    the interval's arrivals one at a time, in position order (noise included, bit for bit). Its
+    size is ``O(depth * width)`` whatever the number of arrivals, which lets a runner
+    pre-aggregate an interval's arrivals wherever they are before they reach the sketch.
+
+    The tables hold **exact** counts: like :meth:`~_ContinualSketch.to_bytes`, a summary must
+    stay inside the trusted boundary (it is never a release).
+
+    Attributes
+    ----------
+    start, end
+        The interval's public bounds (0-indexed steps, ``end`` excluded).
+    ranges
+        The public position ranges ``(lo, hi)`` the summary covers: sorted, disjoint and
+        coalesced (adjacent ranges are joined), so a complete summary has the single range
+        ``(start, end)``.
+    pushed
+        Flat ``depth * width`` int64 table. Punctual: the exact table of the arrivals. Lazy: the
+        arrivals whose cell's column is pushed at or after their step and by ``end``.
+    pending
+        Lazy: flat table of the arrivals still pending at ``end``; Punctual: ``None``.
+    """
+
+    start: int
+    end: int
+    ranges: tuple[tuple[int, int], ...]
+    pushed: np.ndarray
+    pending: np.ndarray | None
+
+    @property
+    def rows(self) -> int:
+        """Number of time steps (arrivals) covered."""
+        return sum(hi - lo for lo, hi in self.ranges)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every step of ``[start, end)`` is covered (the summary can be applied)."""
+        return self.ranges == ((self.start, self.end),)
+
+    def merge(self, other: IntervalSummary) -> Self:
+        """Add ``other`` (a summary of other arrivals of the same interval) into this one.
+
+        Raises
+        ------
+        ValueError
+            If ``other`` belongs to another interval or another sketch shape, or if the two
+            cover a common step (``position``: each step has exactly one arrival).
+        """
+        if not isinstance(other, IntervalSummary):
+            raise TypeError(f"other must be an IntervalSummary, got {type(other).__name__}")
+        if (other.start, other.end) != (self.start, self.end):
+            raise ValueError("other: summaries of different intervals cannot be merged")
+        if other.pushed.shape != self.pushed.shape or (other.pending is None) != (
+            self.pending is None
+        ):
+            raise ValueError("other: summaries of different sketches cannot be merged")
+        self.ranges = self.merge_ranges(self.ranges, other.ranges)
+        self.pushed = self.pushed + other.pushed
+        if self.pending is not None:
+            self.pending = self.pending + other.pending
+        return self
+
+    @staticmethod
+    def merge_ranges(
+        a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]
+    ) -> tuple[tuple[int, int], ...]:
+        """The union of two sorted, disjoint, coalesced range tuples (as :attr:`ranges`).
+
+        Raises
+        ------
+        ValueError
+            If a step is in both (``position``: each step has exactly one arrival).
+        """
+        out: list[tuple[int, int]] = []
+        for lo, hi in sorted(a + b):
+            if out and lo < out[-1][1]:
+                # Names the parameter only: a position is not echoed into an error message.
+                raise ValueError(
+                    "position: two summaries cover the same time step: each step has exactly "
+                    "one arrival"
+                )
+            if out and lo == out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+            else:
+                out.append((lo, hi))
+        return tuple(out)
+
+    def __reduce__(self):
+        # Pickled (e.g. by a Beam coder) with only the non-zero cells when that is smaller: the
+        # summary of a short interval has few of them.
+        return (
+            _restore_summary,
+            (self.start, self.end, self.ranges, _pack(self.pushed), _pack(self.pending)),
+        )
+
+
+def _pack(table: np.ndarray | None) -> Any:
+    if table is None:
+        return None
+    nz = np.flatnonzero(table)
+    if 2 * nz.size < table.size:
+        return (table.size, nz, table[nz])
+    return table
+
+
+def _unpack(packed: Any) -> np.ndarray | None:
+    if packed is None or isinstance(packed, np.ndarray):
+        return packed
+    size, nz, values = packed
+    table = np.zeros(size, dtype=np.int64)
+    table[nz] = values
+    return table
+
+
+def _restore_summary(
+    start: int, end: int, ranges: tuple[tuple[int, int], ...], pushed: Any, pending: Any
+) -> IntervalSummary:
+    return IntervalSummary(start, end, ranges, _unpack(pushed), _unpack(pending))
+
+
+# --------------------------------------------------------------------------------------------
 # Shared machinery
 # --------------------------------------------------------------------------------------------
 
@@ -278,8 +417,21 @@ class _ContinualSketch(abc.ABC):
         return None
 
     @abc.abstractmethod
+    def _arrival_tables(
+        self, h1: np.ndarray, h2: np.ndarray, first: int, t_end: int
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Exact flat tables of the arrivals at steps ``first .. first + len(h1) - 1`` of a batch
+        of steps that ends at ``t_end``: Punctual ``(table, None)``, Lazy ``(pushed, pending)``.
+        Additive: splitting the arrivals into pieces and summing their tables gives the same."""
+
+    @abc.abstractmethod
+    def _apply_tables(self, pushed: np.ndarray, pending: np.ndarray | None, t_end: int) -> None:
+        """Advance from step ``t`` to ``t_end`` with the summed :meth:`_arrival_tables` of all
+        the arrivals of those steps (never modifies the arrays it is given)."""
+
     def _advance(self, h1: np.ndarray, h2: np.ndarray) -> None:
-        """Implemented by each sketch (Punctual, Lazy)."""
+        t_end = self._t + len(h1)
+        self._apply_tables(*self._arrival_tables(h1, h2, self._t, t_end), t_end)
 
     @abc.abstractmethod
     def _step_table(self, table: np.ndarray) -> None:
@@ -373,6 +525,80 @@ class _ContinualSketch(abc.ABC):
         self._check_steps(len(h1))
         if len(h1):
             self._advance(h1, h2)
+        return self
+
+    def summarize_interval(self, keys: Any, first: int, start: int, end: int) -> IntervalSummary:
+        """Exact summary of the arrivals ``keys`` at steps ``first .. first + len(keys) - 1`` of
+        the interval ``[start, end)`` (see :class:`IntervalSummary`).
+
+        Depends on the sketch's public parameters (shape, seed, kind, algorithm) only, never on
+        its state, so pieces of an interval can be summarized anywhere and merged in any order.
+        The interval must be the one whose end the caller will apply at (e.g. the next release
+        time): Lazy's summary splits the arrivals by whether their column is pushed by ``end``.
+
+        Raises
+        ------
+        HorizonExceededError
+            If ``end`` is beyond the horizon ``T``.
+        ValueError
+            If the arrivals' steps are not inside ``[start, end)``.
+        """
+        h1, h2 = hash_keys(keys, self.seed)
+        return self.summarize_interval_hashes(h1, h2, first, start, end)
+
+    def summarize_interval_hashes(
+        self, h1: np.ndarray, h2: np.ndarray, first: int, start: int, end: int
+    ) -> IntervalSummary:
+        """:meth:`summarize_interval` for keys given by :func:`beam_dpsketch.hashing.hash_keys`
+        hashes."""
+        h1 = np.asarray(h1, dtype=np.uint64)
+        h2 = np.asarray(h2, dtype=np.uint64)
+        if h1.shape != h2.shape or h1.ndim != 1:
+            raise ValueError("h1 and h2 must be one-dimensional arrays of the same length")
+        start = check_int(start, "start", 0)
+        end = check_int(end, "end", start + 1)
+        first = check_int(first, "first", 0)
+        if end > self.horizon:
+            raise HorizonExceededError(
+                f"end: the interval would exceed the declared horizon T={self.horizon}"
+            )
+        if not start <= first <= first + len(h1) <= end:
+            # Names the parameters only: positions are not echoed into an error message.
+            raise ValueError("position: the arrivals' steps must lie inside [start, end)")
+        pushed, pending = self._arrival_tables(h1, h2, first, end)
+        ranges = ((first, first + len(h1)),) if len(h1) else ()
+        return IntervalSummary(start, end, ranges, pushed, pending)
+
+    def apply_interval(self, summary: IntervalSummary) -> Self:
+        """Process the complete interval ``summary`` (from this sketch's parameters), whose start
+        must be the current step ``t``: afterwards ``t == summary.end`` and the sketch equals
+        one that processed the interval's arrivals with :meth:`update_batch`, bit for bit.
+
+        Raises
+        ------
+        ValueError
+            If the summary does not start at ``t``, does not cover every step of its interval, or
+            comes from a sketch of another shape or algorithm.
+        HorizonExceededError
+            If the interval ends beyond the horizon ``T``.
+        """
+        if not isinstance(summary, IntervalSummary):
+            raise TypeError(f"summary must be an IntervalSummary, got {type(summary).__name__}")
+        n_cells = self.depth * self.width
+        lazy = isinstance(self, LazySketch)
+        if (
+            summary.pushed.shape != (n_cells,)
+            or (summary.pending is not None) != lazy
+            or (lazy and summary.pending.shape != (n_cells,))
+        ):
+            raise ValueError("summary: it was built by a sketch of another shape or algorithm")
+        # Names the parameter only: t and the interval bounds count private arrivals.
+        if summary.start != self._t:
+            raise ValueError("summary: the interval must start at the current time step t")
+        if not summary.complete:
+            raise ValueError("summary: the interval must cover every one of its time steps")
+        self._check_steps(summary.end - summary.start)
+        self._apply_tables(summary.pushed, summary.pending, summary.end)
         return self
 
     def step_counts(self, delta: Any) -> Self:
@@ -633,11 +859,17 @@ class PunctualSketch(_ContinualSketch):
     def _expected_steps(self) -> np.ndarray:
         return np.full(self.depth * self.width, self._t, dtype=np.int64)
 
-    def _advance(self, h1: np.ndarray, h2: np.ndarray) -> None:
+    def _arrival_tables(
+        self, h1: np.ndarray, h2: np.ndarray, first: int, t_end: int
+    ) -> tuple[np.ndarray, None]:
+        # Every cell is updated at every step: only the exact table of the arrivals matters.
         exact_cls = CountMinSketch if self.kind == "cms" else CountSketch
         table = exact_cls(self.width, self.depth, self.seed).update_hashes(h1, h2).table
-        self._mech.advance(table.ravel(), len(h1))
-        self._t += len(h1)
+        return table.ravel().astype(np.int64, copy=False), None
+
+    def _apply_tables(self, pushed: np.ndarray, pending: np.ndarray | None, t_end: int) -> None:
+        self._mech.advance(pushed, t_end - self._t)
+        self._t = t_end
 
     def _step_table(self, table: np.ndarray) -> None:
         self._mech.advance(table.ravel(), 1)
@@ -729,16 +961,17 @@ class LazySketch(_ContinualSketch):
         self._pending[:, j] = 0
         self._t += 1
 
-    def _advance(self, h1: np.ndarray, h2: np.ndarray) -> None:
+    def _arrival_tables(
+        self, h1: np.ndarray, h2: np.ndarray, first: int, t_end: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         d, w = self.depth, self.width
         n_cells = d * w
-        t0 = self._t
-        t_end = t0 + len(h1)
-        # Column j's last push in the batch is at time last[j] (< t0 if it is not pushed): an
-        # arrival at time tau in cell j is pushed in this batch iff tau <= last[j], which can
-        # fail only for the last w - 1 arrivals.
+        # Column j's last push up to t_end is at time last[j] (before the batch if it is not
+        # pushed in it): an arrival at time tau in cell j is pushed by t_end iff tau <= last[j],
+        # which can fail only for the last w - 1 steps. A function of (tau, cell, t_end) only,
+        # so the split of a piece of the batch does not depend on the other pieces.
         last = (t_end - 1) - ((t_end - 1 - self._columns) % w)
-        tail_start = max(t0, t_end - w + 1)
+        tail_start = max(first, t_end - w + 1)
         signed = self.kind == "cs"
         pushed_sum = np.zeros(n_cells, dtype=np.int64)
         new_pending = np.zeros(n_cells, dtype=np.int64)
@@ -747,7 +980,7 @@ class LazySketch(_ContinualSketch):
             cells = row_buckets(c1, c2, d, w)
             if signed:
                 neg = np.stack([row_negative(c2, i) for i in range(d)])
-            c0 = t0 + start
+            c0 = first + start
             split = min(max(tail_start - c0, 0), len(c1))
             if split:
                 bins = cells[:, :split] + self._row_offsets
@@ -764,19 +997,24 @@ class LazySketch(_ContinualSketch):
                 both = _signed_bincount_2(bins, n_cells, signed)
                 pushed_sum += both[0]
                 new_pending += both[1]
-        k_old = self.column_pushes(t0)
+        return pushed_sum, new_pending
+
+    def _apply_tables(self, pushed: np.ndarray, pending: np.ndarray | None, t_end: int) -> None:
+        assert pending is not None
+        d, w = self.depth, self.width
+        k_old = self.column_pushes(self._t)
         k_new = self.column_pushes(t_end)
         pushed_cols = k_new > k_old
-        pending = self._pending
-        carried = np.where(pushed_cols[None, :], pending, 0)
-        pushed_sum += carried.ravel()
+        # The earlier pending counts of a pushed column go out with its push.
+        carried = np.where(pushed_cols[None, :], self._pending, 0)
+        pushed_sum = pushed + carried.ravel()
         steps = np.tile(k_new - k_old, d)
         if pushed_cols.all():
             self._mech.advance(pushed_sum, steps)
         else:
             counters = np.flatnonzero(np.tile(pushed_cols, d))
             self._mech.advance(pushed_sum[counters], steps[counters], counters=counters)
-        self._pending = np.where(pushed_cols[None, :], 0, pending) + new_pending.reshape(d, w)
+        self._pending = np.where(pushed_cols[None, :], 0, self._pending) + pending.reshape(d, w)
         self._t = t_end
 
 

@@ -19,6 +19,7 @@ from beam_dpsketch.serialization import SketchFormatError
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
 from beam_dpsketch.sketches.continual.binary_mechanism import HorizonExceededError
 from beam_dpsketch.sketches.continual.sketch import (
+    IntervalSummary,
     LazySketch,
     PunctualSketch,
     lazy_noise_bound,
@@ -332,6 +333,113 @@ def test_s7_batch_equals_sequential_with_real_noise(cls, kind):
     assert done == horizon
     probe = np.arange(500)
     assert np.array_equal(seq.estimate(probe), bat.estimate(probe))
+
+
+def _pieces(n, sizes, every, horizon, rng):
+    """``(first, stop, start, end)`` pieces covering ``[0, n)`` in runs of ``sizes`` (cycled),
+    cut at the interval bounds (multiples of ``every`` and ``horizon``), in shuffled order."""
+    out, pos, i = [], 0, 0
+    while pos < n:
+        stop = min(n, pos + sizes[i % len(sizes)])
+        lo = pos
+        while lo < stop:
+            start = lo // every * every
+            end = min(start + every, horizon)
+            hi = min(stop, end)
+            out.append((lo, hi, start, end))
+            lo = hi
+        pos, i = stop, i + 1
+    rng.shuffle(out)
+    return out
+
+
+@pytest.mark.parametrize("cls,kind", BOTH)
+@pytest.mark.parametrize(
+    ("sizes", "every", "horizon"),
+    [
+        # Intervals shorter than, equal to, longer than the width; batches crossing them; the
+        # horizon not a multiple of release_every (last interval shorter).
+        ([1, 5, 13], 4, 1000),
+        ([64, 3, 250], 37, 1000),
+        ([97], 300, 1000),
+        ([1000], 1, 1000),
+        ([11, 200], 173, 989),
+    ],
+)
+def test_apply_interval_equals_update_batch_with_real_noise(cls, kind, sizes, every, horizon):
+    # Pieces summarized in shuffled order, merged per interval in that order, and applied one
+    # interval at a time: the sketch equals the one fed the stream with update_batch, bit for
+    # bit, at every interval end.
+    w, n = 37, min(horizon, 1000)
+    keys = _stream(n, universe=500, seed=7)
+    ref = _sketch(cls, kind, width=w, horizon=horizon, release_prefix="iv")
+    got = _sketch(cls, kind, width=w, horizon=horizon, release_prefix="iv")
+    # Summaries do not depend on the summarizing sketch's state or noise.
+    other = _sketch(cls, kind, width=w, horizon=horizon, release_prefix="x", noise_source=ZERO)
+    other.update_batch(keys[:10])
+    summaries: dict[int, IntervalSummary] = {}
+    for first, stop, start, end in _pieces(n, sizes, every, horizon, np.random.default_rng(3)):
+        piece = other.summarize_interval(keys[first:stop], first, start, end)
+        if start in summaries:
+            summaries[start].merge(piece)
+        else:
+            summaries[start] = piece
+    for start in sorted(summaries):
+        summary = summaries[start]
+        if not summary.complete:
+            assert start == max(summaries) and n < summary.end  # the stream ends inside it
+            break
+        got.apply_interval(summary)
+        ref.update_batch(keys[start : summary.end])
+        _assert_same_state(ref, got)
+    assert got.t == n // every * every or got.t == horizon
+
+
+@pytest.mark.parametrize("cls,kind", BOTH)
+def test_interval_summary_pickles_compactly_and_exactly(cls, kind):
+    s = _sketch(cls, kind, width=50, depth=4, horizon=1000)
+    small = s.summarize_interval([1, 2], 3, 0, 10)
+    dense = s.summarize_interval(_stream(900, universe=10**6), 0, 0, 900)
+    assert np.count_nonzero(dense.pushed) > 100  # sent whole
+    for summary in (small, dense):
+        back = pickle.loads(pickle.dumps(summary))
+        assert (back.start, back.end, back.ranges) == (summary.start, summary.end, summary.ranges)
+        assert np.array_equal(back.pushed, summary.pushed)
+        if summary.pending is None:
+            assert back.pending is None
+        else:
+            assert np.array_equal(back.pending, summary.pending)
+    # Two arrivals touch at most 2 * depth of the 200 cells: only those travel.
+    assert len(pickle.dumps(small)) < 200 * 8
+
+
+@pytest.mark.parametrize("cls", [LazySketch, PunctualSketch])
+def test_interval_summary_errors(cls):
+    s = _sketch(cls, horizon=100)
+    a = s.summarize_interval([1, 2, 3], 10, 10, 20)
+    # Overlapping positions (a duplicate step) are refused, whatever the counts.
+    with pytest.raises(ValueError, match="position: two summaries cover the same time step"):
+        a.merge(s.summarize_interval([4, 5], 12, 10, 20))
+    with pytest.raises(ValueError, match="different intervals"):
+        a.merge(s.summarize_interval([4], 0, 0, 10))
+    with pytest.raises(ValueError, match="position: the arrivals' steps must lie inside"):
+        s.summarize_interval([1, 2], 19, 10, 20)
+    with pytest.raises(HorizonExceededError, match="T=100"):
+        s.summarize_interval([1], 100, 100, 110)
+    # Applied only complete, and only at t.
+    with pytest.raises(ValueError, match="must start at the current time step t"):
+        s.apply_interval(s.summarize_interval(list(range(10)), 10, 10, 20))
+    with pytest.raises(ValueError, match="must cover every one of its time steps"):
+        s.apply_interval(s.summarize_interval([1, 2], 0, 0, 10))
+    other = LazySketch if cls is PunctualSketch else PunctualSketch
+    with pytest.raises(ValueError, match="another shape or algorithm"):
+        s.apply_interval(_sketch(other, horizon=100).summarize_interval(list(range(10)), 0, 0, 10))
+    assert s.t == 0
+    # Adjacent pieces coalesce into one complete range.
+    b = s.summarize_interval([1, 2], 0, 0, 4).merge(s.summarize_interval([3, 4], 2, 0, 4))
+    assert b.ranges == ((0, 4),) and b.complete and b.rows == 4
+    s.apply_interval(b)
+    assert s.t == 4
 
 
 def test_s7_large_batches_chunked_and_collapsed():
