@@ -112,6 +112,8 @@ _FORMAT_ALIASES = {"json": "jsonl", "ndjson": "jsonl", "txt": "text", "pq": "par
 # Bytes of a JSON Lines file parsed at construction to check the column and learn its type.
 _JSON_PROBE_BYTES = 1 << 20
 _BLOCK_SIZE = 1 << 22
+# Read-ahead of the streamed Parquet reader (bytes).
+_PARQUET_BUFFER = 1 << 20
 
 
 def infer_input_format(path: str) -> str:
@@ -768,7 +770,9 @@ def _parquet_chunks(path: str, column: str, rows: int) -> Iterator[tuple[int, pa
     """``(first row, values)`` of one Parquet column in batches of at most ``rows`` rows."""
     with _open(path, "parquet") as f:
         try:
-            pf = pq.ParquetFile(f)
+            # No pre-buffering: through a Python file object pyarrow would otherwise copy the
+            # whole file into memory before the first batch.
+            pf = pq.ParquetFile(f, pre_buffer=False, buffer_size=_PARQUET_BUFFER)
             names = pf.schema_arrow.names
             if column not in names:
                 raise _missing_column(column, names, path)
