@@ -1103,6 +1103,9 @@ def _time_values(column: Any, name: str, path: str) -> tuple[np.ndarray, np.ndar
     """``(exact sort keys, seconds as float64)`` of a numeric or timestamp time column."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
+    if not len(column):
+        # A header-only CSV has no type to infer: no rows, no times.
+        return np.empty(0, np.int64), np.empty(0, np.float64)
     typ = column.type
     if pa.types.is_timestamp(typ):
         # Sort on the exact integer ticks: float seconds could tie distinct nanoseconds.

@@ -280,6 +280,13 @@ def test_ordered_stream_crosses_files_and_chunks_with_compact_batches(tmp_path, 
     assert max(sizes.load()) < one_row + 333 * 16
 
 
+def test_ordered_header_only_csv_with_time_column_is_empty(tmp_path):
+    # No rows, so no type to infer for the time column: an empty input, as without it.
+    (tmp_path / "a.csv").write_text("k,t\n")
+    keys, times = ReadOrderedKeys(str(tmp_path / "a.csv"), "k", time_column="t").read()
+    assert len(keys) == 0 and times is not None and len(times) == 0
+
+
 def test_ordered_timestamp_column_sorts_stably_and_gives_seconds(tmp_path):
     ts = pa.array([3_000_000_001, 1_000_000_000, 3_000_000_000, 1_000_000_000], pa.timestamp("ns"))
     pq.write_table(pa.table({"id": [10, 11, 12, 13], "ts": ts}), tmp_path / "a.parquet")
