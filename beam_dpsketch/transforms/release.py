@@ -677,7 +677,8 @@ class DPAggregate(DPTransform):
         sensitivity).
     max_panes_per_window
         Declared maximum panes per window; required when the trigger can fire more than once.
-        Panes with index ``>= max_panes_per_window`` are withheld and counted.
+        Panes with index ``>= max_panes_per_window`` are withheld: never emitted, and not
+        counted anywhere (their number depends on the data).
     max_windows_per_unit
         Declared maximum windows one privacy unit influences (see
         :func:`~beam_dpsketch.privacy.plan_releases`).
