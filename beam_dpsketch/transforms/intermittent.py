@@ -38,10 +38,18 @@ Two ways to declare the queries:
 * **A schedule** (:class:`QuerySchedule`, batch or replay with known query times). Each data
   element carries a time ``t`` on the declared clock and is assigned to interval
   ``k(t) = 1 + #{l : t_l < t}`` (:func:`interval_index`), so interval ``(t_{k-1}, t_k]`` feeds
-  batch ``k``. ``CombinePerKey`` builds one exact delta per interval in parallel; one step over the
-  grouped deltas then runs the D3 loop in batch order. Fully deterministic: equal to the core fed
-  the same deltas with the transform's noise source (:attr:`DPIntermittentQueries.noise_source`).
-  Elements after the last query time affect no answer and are dropped without being counted.
+  batch ``k``. Batch ``j``'s answers read only the cells of ``Q_j``, as counts of the
+  intervals ``<= j``, and the schedule is public: so each count an element adds to a cell is
+  routed, in the step that reads the data, to the first batch at or after its interval that
+  reads the cell, and dropped if none does (before any shuffle). ``CombinePerKey`` sums the routed counts
+  exactly, sparsely: at most one per (cell, batch) read, O(depth * queries) whatever the numbers
+  of rows, batches and distinct keys; one step then runs the D3 loop in batch order, adding
+  before batch ``k`` the counts routed to it. The cells ``Q_k`` reads then hold exactly the
+  counts of the intervals ``<= k``, as in the core fed every interval's full delta, so the
+  answers are the same. Fully deterministic: equal to the core fed those deltas with the
+  transform's noise source (:attr:`DPIntermittentQueries.noise_source`). Elements after the
+  last query time affect no answer and are dropped without being counted. Only the answers are
+  released (no table, no count of elements), so the cells no later batch reads are never needed.
 * **A query PCollection** (streaming, event time). Elements of ``(time, keys)`` give the batches;
   the data elements' event timestamps are their times (on the declared clock). A stateful
   ``DoFn`` on one key buffers the hashed data and the pending queries, and an event-time timer
@@ -65,9 +73,10 @@ Safety rules (invariants I1-I6 of ``docs/algorithms.md#int-beam``), and how they
 * Times must be a public clock that does not depend on the data's content, and the clock must be
   declared (``clock``): positions are safe only under replace-one, see above.
 * One noise owner per cell (I1): noise exists only in the single-key step; CombineFns carry exact,
-  noise-free partial tables.
-* Each element is counted once (I2): deltas are discarding (per interval, or drained from the
-  buffer), never cumulative snapshots.
+  noise-free partial counts.
+* Each element is counted once (I2): each of its cell counts goes to one batch (the first that
+  reads the cell at or after its time), or is drained from the buffer once; never cumulative
+  snapshots.
 * Reproducible noise (I5): all draws come from the transform's noise source under the public
   :func:`intermittent_sketch_id` of the transform's label, a pure function of (key, label, batch
   index, cell) (see :mod:`beam_dpsketch.sketches.intermittent.sketch`), so a retried bundle re-draws
@@ -81,6 +90,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import pickle
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -100,7 +110,13 @@ from apache_beam.transforms.window import GlobalWindow, GlobalWindows
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
-from beam_dpsketch.hashing import canonical_key, canonical_keys, hash_keys
+from beam_dpsketch.hashing import (
+    canonical_key,
+    canonical_keys,
+    hash_keys,
+    row_buckets,
+    row_signs,
+)
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
@@ -110,8 +126,7 @@ from beam_dpsketch.sketches.intermittent.sketch import (
     pure_budget_epsilon,
 )
 from beam_dpsketch.transforms.base import DPTransform, as_extractor
-from beam_dpsketch.transforms.batching import KeyBatch, is_key_batch
-from beam_dpsketch.transforms.combiners import SketchCombineFn, SketchSpec
+from beam_dpsketch.transforms.batching import is_key_batch
 
 __all__ = [
     "CLOCKS",
@@ -383,89 +398,292 @@ def _split_timed(element: Any, time_fn: Any, key_fn: Any) -> tuple[np.ndarray, A
     return np.asarray([t], dtype=np.float64), [key]
 
 
-class _AssignIntervals(beam.DoFn):
-    """Emit ``(k, keys of interval k)`` for the intervals of a data element (or batch)."""
+# Data rows hashed and routed at a time: bounds the ``(depth, rows)`` temporaries of one element.
+_ROUTE_CHUNK = 1 << 16
+# Entries a read-count accumulator may buffer before it sums them, whatever its size.
+_PENDING_MIN = 1 << 12
 
-    def __init__(self, query_times: np.ndarray, time_fn: Any, key_fn: Any) -> None:
-        self._query_times = query_times
+
+def _flat_cells(h1: np.ndarray, h2: np.ndarray, depth: int, width: int) -> np.ndarray:
+    """Flat cell ``row * width + bucket`` of each key in each row, ``(depth, n)`` int64.
+
+    The cells :class:`~beam_dpsketch.sketches.CountSketch` / ``CountMinSketch`` of that shape
+    count a key in, and that the core reads to answer it.
+    """
+    cells = row_buckets(h1, h2, depth, width)
+    cells += (np.arange(depth, dtype=np.int64) * width)[:, None]
+    return cells
+
+
+def _sum_equal(index: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct ``index`` values with the sum of their ``counts`` (zero sums dropped)."""
+    if index.size == 0:
+        return index, counts
+    order = np.argsort(index, kind="stable")
+    index, counts = index[order], counts[order]
+    starts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
+    index, counts = index[starts], np.add.reduceat(counts, starts)
+    keep = counts != 0
+    return index[keep], counts[keep]
+
+
+def _sorted_distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of an int64 array (a sort: cheaper than ``np.unique``)."""
+    out = np.sort(values, axis=None)
+    if out.size:
+        out = out[np.r_[True, out[1:] != out[:-1]]]
+    return out
+
+
+class _ScheduleReads:
+    """The cells each batch of a schedule reads, and a cell's next read after any interval.
+
+    A function of the public schedule (query keys, width, depth, seed) alone, never of the data.
+    ``cells`` are the sorted distinct flat cells any batch reads; ``reads`` the sorted codes
+    ``cell_id * stride + k`` (``cell_id`` the position in ``cells``, ``stride = K + 1``) of every
+    cell read by batch ``k``. Both cost O(depth * queries) whatever the data. ``h1``, ``h2`` hold
+    the query keys' hashes in schedule order, batch ``k`` in ``[bounds[k-1], bounds[k])``, so
+    the owner hashes each query key once. Pickled as those hashes; the index is built on first
+    use (Beam unpickles several copies of a ``DoFn``, most of which never process anything).
+    """
+
+    def __init__(
+        self, h1: np.ndarray, h2: np.ndarray, bounds: np.ndarray, width: int, depth: int
+    ) -> None:
+        self.h1, self.h2, self.bounds = h1, h2, bounds
+        self.width, self.depth = width, depth
+        self.stride = bounds.size  # K + 1
+        self._index: tuple[np.ndarray, np.ndarray] | None = None
+
+    @classmethod
+    def of(cls, schedule: QuerySchedule, width: int, depth: int, seed: int) -> _ScheduleReads:
+        keys = [key for _, batch in schedule.batches for key in batch]
+        h1, h2 = hash_keys(keys, seed)
+        sizes = [len(batch) for _, batch in schedule.batches]
+        bounds = np.r_[0, np.cumsum(sizes, dtype=np.int64)].astype(np.int64)
+        reads = cls(h1, h2, bounds, width, depth)
+        reads.index()  # fails now, at pipeline construction, if the schedule cannot be indexed
+        return reads
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.h1, self.h2, self.bounds, self.width, self.depth))
+
+    def index(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(cells, reads)``, built once."""
+        if self._index is None:
+            flat = _flat_cells(self.h1, self.h2, self.depth, self.width)
+            cells = _sorted_distinct(flat)
+            if cells.size > np.iinfo(np.int64).max // self.stride:
+                raise ValueError("queries: too many query batches and keys to index their cells")
+            batch = np.repeat(np.arange(1, self.stride, dtype=np.int64), np.diff(self.bounds))
+            reads = _sorted_distinct(np.searchsorted(cells, flat) * self.stride + batch)
+            self._index = (cells, reads)
+        return self._index
+
+    def next_read(self, flat: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where each (cell ``flat[i]``, interval ``k[i]``) count is next read.
+
+        Returns ``(read, found)``: ``found[i]`` is whether some batch ``>= k[i]`` reads cell
+        ``flat[i]``, and ``read[j]`` (for the found entries, in order) the position in
+        ``reads`` of the first such batch.
+        """
+        cells, reads = self.index()
+        if cells.size == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(flat.size, dtype=np.bool_)
+        ids = np.minimum(np.searchsorted(cells, flat), cells.size - 1)
+        queried = cells[ids] == flat
+        ids = ids[queried]
+        read = np.searchsorted(reads, ids * self.stride + k[queried])
+        found = read < reads.size
+        found[found] = reads[read[found]] // self.stride == ids[found]
+        queried[queried] = found
+        return read[found], queried
+
+    def cell_and_batch(self, read: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Flat cell and batch index of each position in ``reads``."""
+        cells, reads = self.index()
+        code = reads[read]
+        return cells[code // self.stride], code % self.stride
+
+
+class _RouteToReads(beam.DoFn):
+    """Route each count of a data element (or batch) to the next batch that reads its cell.
+
+    A row of interval ``k`` adds ``+1`` (Count-Min) or its sign (Count Sketch) to each of its
+    ``depth`` cells. The answers of batch ``j`` read the cells of ``Q_j`` only, as counts of
+    the rows of intervals ``<= j``; so a cell's count from interval ``k`` is needed first by the
+    first batch ``j >= k`` that reads the cell, and by no batch if there is none. It is sent
+    there, as ``(position in reads, count)``; the others are dropped, here, before any shuffle.
+    Which counts are dropped depends on the public schedule and the row's time only.
+    """
+
+    def __init__(
+        self,
+        query_times: np.ndarray,
+        reads: _ScheduleReads,
+        signed: bool,
+        seed: int,
+        time_fn: Any,
+        key_fn: Any,
+    ) -> None:
+        self._query_times, self._reads, self._signed = query_times, reads, signed
+        self._seed = seed
         self._time_fn, self._key_fn = time_fn, key_fn
 
-    def process(self, element: Any) -> Iterator[tuple[int, Any]]:
+    def process(self, element: Any) -> Iterator[tuple[int, tuple[np.ndarray, np.ndarray]]]:
         times, keys = _split_timed(element, self._time_fn, self._key_fn)
         if times.size == 0:
             return
         k = interval_index(self._query_times, times)
-        last = self._query_times.size
-        order = np.argsort(k, kind="stable")
-        ks = k[order]
-        starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
-        stops = np.r_[starts[1:], ks.size]
-        for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
-            interval = int(ks[start])
-            if interval > last:
-                # After the last query: no answer depends on them. They are dropped without
-                # being counted anywhere (a count of them would be an exact, unnoised release).
-                continue
-            idx = order[start:stop]
-            if isinstance(keys, np.ndarray):
-                yield interval, keys[idx]
+        # After the last query: no answer depends on them. They are dropped without being
+        # counted anywhere (a count of them would be an exact, unnoised release).
+        live = np.flatnonzero(k <= self._query_times.size)
+        if live.size < k.size:
+            k = k[live]
+            keys = keys[live] if isinstance(keys, np.ndarray) else [keys[i] for i in live.tolist()]
+        reads, depth = self._reads, self._reads.depth
+        index: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
+        for start in range(0, k.size, _ROUTE_CHUNK):
+            stop = start + _ROUTE_CHUNK
+            h1, h2 = hash_keys(keys[start:stop], self._seed)
+            flat = _flat_cells(h1, h2, depth, reads.width)
+            at, found = reads.next_read(
+                flat.ravel(), np.broadcast_to(k[start:stop], flat.shape).ravel()
+            )
+            index.append(at)
+            if self._signed:
+                counts.append(row_signs(h2, depth).ravel()[found])
             else:
-                yield interval, KeyBatch(keys[i] for i in idx.tolist())
+                counts.append(np.ones(at.size, dtype=np.int64))
+        if not index:
+            return
+        at, count = _sum_equal(np.concatenate(index), np.concatenate(counts))
+        if at.size:
+            yield _SINGLE_KEY, (at, count)
 
 
-class _SparseDelta:
-    """The exact delta of one interval as its non-zero cells (flat ``row * width + bucket``).
+def _read_counts(index: np.ndarray, counts: np.ndarray) -> _ReadCounts:
+    acc = _ReadCounts()
+    acc.index, acc.counts = index, counts
+    return acc
 
-    The owner receives one delta per interval and must hold them all until it can run the
-    batches in order; an interval's delta has at most ``rows * depth`` non-zero cells, so the
-    deltas cost O(min(input * depth, intervals * width * depth)) instead of
-    O(intervals * width * depth) (a dense table per interval, however few its rows).
+
+class _ReadCounts:
+    """Exact counts per (cell, batch) read (:class:`_ScheduleReads`), sparse.
+
+    ``index`` (sorted, distinct positions in ``reads``) and ``counts`` are the summed entries;
+    parts added since are buffered in ``pending`` and summed once they outgrow the summed ones,
+    so the accumulator holds at most about twice the number of distinct reads, plus one part:
+    O(depth * queries), whatever the number of rows, batches or distinct keys.
     """
 
-    __slots__ = ("cells", "counts", "total")
+    __slots__ = ("index", "counts", "pending", "pending_size")
 
-    def __init__(self, delta: Any) -> None:
-        flat = delta.table.ravel()
-        self.cells = np.flatnonzero(flat).astype(np.int64)
-        self.counts = flat[self.cells]
-        self.total = int(delta.total_weight)
+    def __init__(self) -> None:
+        self.index = np.zeros(0, dtype=np.int64)
+        self.counts = np.zeros(0, dtype=np.int64)
+        self.pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self.pending_size = 0
 
-    def dense(self, config: _CoreConfig) -> Any:
-        """The exact sketch again (of the transform's kind, width, depth and seed)."""
-        sketch = SKETCH_KINDS[config.kind](config.width, config.depth, config.seed)
-        sketch.table.ravel()[self.cells] = self.counts
-        sketch.total_weight = self.total
-        return sketch
+    def add(self, index: np.ndarray, counts: np.ndarray) -> None:
+        self.pending.append((index, counts))
+        self.pending_size += index.size
+        if self.pending_size > max(self.index.size, _PENDING_MIN):
+            self.compact()
+
+    def parts(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        yield self.index, self.counts
+        yield from self.pending
+
+    def compact(self) -> _ReadCounts:
+        if self.pending:
+            self.index, self.counts = _sum_equal(
+                np.concatenate([p[0] for p in self.parts()]),
+                np.concatenate([p[1] for p in self.parts()]),
+            )
+            self.pending, self.pending_size = [], 0
+        return self
+
+    def __reduce__(self) -> tuple:
+        self.compact()
+        return (_read_counts, (self.index, self.counts))
 
 
-def _to_owner(kv: tuple[int, Any]) -> tuple[int, tuple[int, _SparseDelta]]:
-    k, delta = kv
-    return _SINGLE_KEY, (k, _SparseDelta(delta))
+class _ReadCountsFn(beam.CombineFn):
+    """Sum the routed ``(reads positions, counts)`` parts exactly (no noise, invariant I1)."""
+
+    def create_accumulator(self) -> _ReadCounts:
+        return _ReadCounts()
+
+    def add_input(self, mutable_accumulator: _ReadCounts, element: Any) -> _ReadCounts:
+        mutable_accumulator.add(*element)
+        return mutable_accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[_ReadCounts]) -> _ReadCounts:
+        it = iter(accumulators)
+        first = next(it, None)
+        if first is None:
+            return self.create_accumulator()
+        for acc in it:
+            # Only the first accumulator may be mutated: the others' parts are added to it.
+            for index, counts in acc.parts():
+                first.add(index, counts)
+        return first
+
+    def compact(self, accumulator: _ReadCounts) -> _ReadCounts:
+        return accumulator.compact()
+
+    def extract_output(self, accumulator: _ReadCounts) -> tuple[np.ndarray, np.ndarray]:
+        accumulator.compact()
+        return accumulator.index, accumulator.counts
 
 
 class _RunSchedule(beam.DoFn):
-    """The D3 loop over the grouped deltas: add the delta of interval ``k``, answer batch ``k``.
+    """The D3 loop over the routed counts: add the counts batch ``k`` reads first, answer it.
 
-    Memory: every interval's delta (sparse, see :class:`_SparseDelta`) until the loop reaches
-    it; only one dense table at a time.
+    Before batch ``k`` the core's exact table holds, in every cell ``Q_k`` reads, the count of
+    the rows of intervals ``<= k`` (each such count was routed to the first batch at or after
+    its interval that reads the cell, hence to ``k`` or to an earlier batch reading it): the
+    values the answers and the kept noise need, so the release equals the core fed every
+    interval's full delta. Cells no later batch reads are not kept up to date; nothing reads
+    them. Memory: the routed counts (O(depth * queries)) and one dense table for the core plus
+    one scratch table.
     """
 
-    def __init__(self, config: _CoreConfig, schedule: QuerySchedule, with_metadata: bool) -> None:
-        self._config, self._schedule, self._with_metadata = config, schedule, with_metadata
+    def __init__(
+        self,
+        config: _CoreConfig,
+        schedule: QuerySchedule,
+        reads: _ScheduleReads,
+        with_metadata: bool,
+    ) -> None:
+        self._config, self._reads, self._with_metadata = config, reads, with_metadata
+        # Kept pickled until the loop runs: Beam unpickles several copies of a DoFn, and the
+        # schedule's keys as Python objects cost about ten times their pickle.
+        self._batches = pickle.dumps(schedule.batches, protocol=pickle.HIGHEST_PROTOCOL)
 
-    def process(self, element: tuple[int, Iterable[tuple[int, Any]]]) -> Iterator[Any]:
-        _, items = element
-        deltas: dict[int, list[_SparseDelta]] = {}
-        for k, delta in items:
-            if delta is None:  # the anchor: makes the loop run even without any data
-                continue
-            deltas.setdefault(k, []).append(delta)
-        core = self._config.new()
-        for k, (t, keys) in enumerate(self._schedule.batches, start=1):
-            for part in deltas.pop(k, ()):
-                core.add_counts(part.dense(self._config))
-            answer = core.answer(list(keys), time=t)
-            yield from _records(answer, keys, t, self._with_metadata, self._config)
+    def process(self, element: tuple[int, tuple[np.ndarray, np.ndarray]]) -> Iterator[Any]:
+        _, (index, counts) = element
+        config, reads = self._config, self._reads
+        batches = pickle.loads(self._batches)
+        cells, batch = reads.cell_and_batch(index)
+        order = np.argsort(batch, kind="stable")
+        cells, counts, batch = cells[order], counts[order], batch[order]
+        starts = np.searchsorted(batch, np.arange(1, len(batches) + 2))
+        core = config.new()
+        # One scratch delta, reset after each use: no table is allocated per batch.
+        delta = SKETCH_KINDS[config.kind](config.width, config.depth, config.seed)
+        flat = delta.table.reshape(-1)
+        for k, (t, keys) in enumerate(batches, start=1):
+            lo, hi = int(starts[k - 1]), int(starts[k])
+            if hi > lo:
+                flat[cells[lo:hi]] = counts[lo:hi]
+                core.add_counts(delta)
+                flat[cells[lo:hi]] = 0
+            a, b = int(reads.bounds[k - 1]), int(reads.bounds[k])
+            answer = core.answer_hashes(reads.h1[a:b], reads.h2[a:b], time=t)
+            yield from _records(answer, keys, t, self._with_metadata, config)
 
 
 # --------------------------------------------------------------------------------------------
@@ -913,28 +1131,22 @@ class DPIntermittentQueries(DPTransform):
         return self._expand_event_time(pcoll, config)
 
     def _expand_schedule(self, pcoll: beam.PCollection, config: _CoreConfig) -> Any:
-        spec = (
-            SketchSpec.count_sketch(self._width, self._depth, self._seed)
-            if self._kind == "count_sketch"
-            else SketchSpec.count_min(self._width, self._depth, self._seed)
-        )
-        assert SKETCH_KINDS[self._kind] is spec.sketch_type
-        deltas = (
-            pcoll
-            | "AssignIntervals"
-            >> beam.ParDo(_AssignIntervals(self._schedule.times, self._time_fn, self._key_fn))  # type: ignore[union-attr]
-            | "ExactDeltas" >> beam.CombinePerKey(SketchCombineFn(spec))
-            | "ToOwner" >> beam.Map(_to_owner)
+        schedule: QuerySchedule = self._schedule  # type: ignore[assignment]
+        reads = _ScheduleReads.of(schedule, self._width, self._depth, self._seed)
+        signed = SKETCH_KINDS[self._kind].SIGNED
+        routed = pcoll | "RouteToReads" >> beam.ParDo(
+            _RouteToReads(schedule.times, reads, signed, self._seed, self._time_fn, self._key_fn)
         )
         # Makes the loop run (and answer every batch) even when no data arrives at all.
-        anchor = pcoll.pipeline | "Anchor" >> beam.Create([(_SINGLE_KEY, (0, None))])
+        empty = np.zeros(0, dtype=np.int64)
+        anchor = pcoll.pipeline | "Anchor" >> beam.Create([(_SINGLE_KEY, (empty, empty))])
         return (
-            (deltas, anchor)
+            (routed, anchor)
             | "Flatten" >> beam.Flatten()
-            | "Group" >> beam.GroupByKey()
+            | "ExactReads" >> beam.CombinePerKey(_ReadCountsFn())
             | "AnswerBatches"
             >> beam.ParDo(
-                _RunSchedule(config, self._schedule, self._with_metadata)
+                _RunSchedule(config, schedule, reads, self._with_metadata)
             ).with_output_types(  # type: ignore[arg-type]
                 Any
             )

@@ -25,6 +25,7 @@ from apache_beam.transforms import trigger as tr
 from apache_beam.transforms.window import FixedWindows, GlobalWindows, TimestampedValue
 from collect import DumpToFile
 
+from beam_dpsketch.hashing import hash_keys, row_buckets
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches.intermittent.sketch import UseAndKeepSketch
@@ -579,3 +580,142 @@ def test_bad_data_elements_name_their_type():
     )
     with pytest.raises(Exception, match="got str"):
         p.run().wait_until_finish()
+
+
+# A long schedule over a wide sketch: most cells are never read, most keys are read at some
+# batches only, some batches are empty, and rows arrive after the last query.
+WIDE = 1024
+POOL = [3, 4, 17, 250, "k7", "k9", (2, "c")]
+
+
+def _sparse_schedule() -> QuerySchedule:
+    rng = np.random.default_rng(5)
+    batches = []
+    for k in range(1, 301):
+        t = 60 * k if k % 7 else 60 * k + 0.5  # a few float times
+        if k % 50 == 25:
+            batches.append((t, []))  # nothing asked
+            continue
+        picks = rng.choice(len(POOL), size=2 if k % 3 else 1, replace=False)
+        batches.append((t, [POOL[i] for i in picks.tolist()]))
+    return QuerySchedule(batches)
+
+
+def _mixed_stream(extra: tuple[int, object] | None = None) -> tuple[np.ndarray, list]:
+    """Times 1..20000 (the last query is at 18000), keys: ints, then strings, then composite."""
+    rng = np.random.default_rng(12)
+    n = 20_000
+    ints = (rng.zipf(1.3, n) % 3000).tolist()
+    keys = [f"k{k}" if 8000 < i <= 12000 else k for i, k in enumerate(ints, start=1)]
+    keys[100:110] = [(2, "c")] * 10
+    times = np.arange(1, n + 1, dtype=np.int64)
+    if extra is not None:
+        at, key = extra
+        times = np.r_[times[:at], at, times[at:]].astype(np.int64)
+        keys = [*keys[:at], key, *keys[at:]]
+    return times, keys
+
+
+def _mixed_chunks(times: np.ndarray, keys: list) -> list[tuple[np.ndarray, object]]:
+    # Int runs as int64 arrays, other runs as lists of keys; in no particular order.
+    out = []
+    for a in range(0, times.size, 997):
+        part = keys[a : a + 997]
+        if all(type(k) is int for k in part):
+            part = np.asarray(part, dtype=np.int64)
+        out.append((times[a : a + 997], part))
+    return out[::-1]
+
+
+def _core_answers(schedule, kind, source, label, times, keys, clock, with_metadata=False):
+    """The core D3 fed each interval's full delta (every row, every cell) before its batch."""
+    core = UseAndKeepSketch(
+        WIDE,
+        D,
+        EPS,
+        noise_source=source,
+        sketch_id=intermittent_sketch_id(label),
+        kind=kind,
+        neighbouring="replace" if clock == "positions" else "add_remove",
+    )
+    out = []
+    previous = -np.inf
+    for t, q in schedule.batches:
+        rows = np.flatnonzero((times > previous) & (times <= t)).tolist()
+        if rows:
+            core.update([keys[i] for i in rows])
+        previous = t
+        ans = core.answer(list(q), time=t)
+        for j, key in enumerate(q):
+            if with_metadata:
+                out.append((t, key, ans.estimates[j], ans.batch, ans.noise_std[j]))
+            else:
+                out.append((t, key, float(ans.estimates[j])))
+    return out
+
+
+def _run_wide(tmp_path, name, schedule, sketch, clock, times, keys, with_metadata=False):
+    out = DumpToFile(str(tmp_path / f"{name}.pickle"))
+    t = DPIntermittentQueries(
+        WIDE,
+        D,
+        EPS,
+        queries=schedule,
+        clock=clock,
+        sketch=sketch,
+        noise_source=NoiseSource.insecure_for_tests(21),
+        with_metadata=with_metadata,
+        label="wide",
+    )
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        assert_that(p | beam.Create(_mixed_chunks(times, keys), reshuffle=False) | t, out)
+    return t, out.load()
+
+
+@pytest.mark.parametrize(
+    ("sketch", "kind", "clock"),
+    [("count-sketch", "count_sketch", "positions"), ("count-min", "count_min", "event_time")],
+)
+def test_many_batches_over_mostly_unread_cells_equal_the_core_fed_full_deltas(
+    sketch, kind, clock, tmp_path
+):
+    schedule = _sparse_schedule()
+    times, keys = _mixed_stream()
+    t, got = _run_wide(tmp_path, "wide", schedule, sketch, clock, times, keys, True)
+    expected = _core_answers(schedule, kind, t.noise_source, "wide", times, keys, clock, True)
+    got = [(r.time, r.key, r.estimate, r.batch, r.noise_std) for r in got]
+    assert len(got) == schedule.num_queries
+    assert sorted(got, key=_key) == sorted(expected, key=_key)
+
+
+def test_a_row_no_later_batch_reads_changes_nothing_and_a_read_row_changes_only_later_answers(
+    tmp_path,
+):
+    # Neighbouring inputs (one row added, every other time unchanged). A row whose cells no
+    # batch at or after its time reads reaches no answer; a row of a queried key changes only
+    # the answers of batches at or after its time, and under the same noise by at most 1.
+    schedule = _sparse_schedule()
+    times, keys = _mixed_stream()
+    _, base = _run_wide(tmp_path, "base", schedule, "count-min", "event_time", times, keys)
+    base = sorted(base, key=_key)
+    # Key 2999 shares no cell with a queried key (checked below); 18500 is after the last query.
+    read = np.zeros(WIDE * D, dtype=bool)
+    h1, h2 = hash_keys(POOL, 0)
+    for row, buckets in enumerate(row_buckets(h1, h2, D, WIDE)):
+        read[row * WIDE + buckets] = True
+    h1, h2 = hash_keys([2999], 0)
+    assert not any(read[r * WIDE + b[0]] for r, b in enumerate(row_buckets(h1, h2, D, WIDE)))
+    last_key = schedule.batches[-1][1][0]  # read by the last batch, at 18000
+    for name, extra in (("unread", (5000, 2999)), ("late", (18500, last_key))):
+        _, got = _run_wide(
+            tmp_path, name, schedule, "count-min", "event_time", *_mixed_stream(extra)
+        )
+        assert sorted(got, key=_key) == base, name
+    at = 9000
+    _, got = _run_wide(
+        tmp_path, "read", schedule, "count-min", "event_time", *_mixed_stream((at, 3))
+    )
+    got = sorted(got, key=_key)
+    changed = [(b, g) for b, g in zip(base, got, strict=True) if b != g]
+    assert changed and all(b[0] >= at and b[1] == g[1] for b, g in changed)
+    assert all(0 < g[2] - b[2] <= 1 for b, g in changed)
