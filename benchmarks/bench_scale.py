@@ -1,44 +1,67 @@
-"""Cost against input size and distinct keys, through the command line.
+"""Cost against input size, distinct keys and query batches, through the command line.
 
-``python -m benchmarks.run --only Scale``: ``beam-dpsketch heavy-hitters`` (its default
-release), ``frequencies`` and ``quantiles`` on Parquet files of int64 keys, each in a fresh
-process timed by ``/usr/bin/time`` (wall seconds and peak resident memory):
+``python -m benchmarks.run --only Scale``: every subcommand of ``beam-dpsketch`` (heavy hitters
+with its default release and with ``--mechanism sequential``, frequencies, quantiles,
+continual, sliding-window, intermittent, and the exact ``sketch``) on Parquet files of int64
+keys, each in a fresh process timed by ``/usr/bin/time`` (wall seconds and peak resident
+memory):
 
 * 1 M, 10 M and 100 M rows of Zipf(1.1) keys folded onto 10^4 distinct values;
-* 10 M rows with 10^4 and with 10^7 distinct keys (each key about once: a permutation).
+* 10 M rows with 10^4 and with 10^7 distinct keys (each key about once: a permutation);
+* ``intermittent`` on 10 M rows with 100, 10^4 and 10^5 query batches (two keys each).
 
-Memory should stay flat in the distinct keys and grow at most slowly with the rows (the reader's
-batches), time linearly in the rows. ``--quick`` drops the 100 M-row file.
+Memory should stay flat in the distinct keys, the query batches and the rows (the reader
+streams batches), and time grow linearly in the rows. ``--quick`` drops the 100 M-row file.
 """
 
 from __future__ import annotations
 
+import csv
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-COMMANDS = {
-    "heavy-hitters": ["--column", "key", "--key-type", "int", "--epsilon", "1", "--top", "10"],
-    "frequencies": ["--column", "key", "--key-type", "int", "--epsilon", "1", "--query", "1"],
-    "quantiles": [
-        "--column",
-        "key",
-        "--epsilon",
-        "1",
-        "--lower",
-        "0",
-        "--upper",
-        "10000000",
-        "--q",
-        "0.5",
-    ],
-}
+#: Subcommand label -> (subcommand, its arguments given the number of rows).
+COMMANDS: dict[str, tuple[str, Callable[[int], list[str]]]] = {
+    "heavy-hitters": (
+        "heavy-hitters",
+        lambda n: ["--key-type", "int", "--epsilon", "1", "--top", "10"],
+    ),
+    "heavy-hitters sequential": (
+        "heavy-hitters",
+        lambda n: ["--key-type", "int", "--epsilon", "1", "--top", "10", "--mechanism", "sequential"],
+    ),
+    "frequencies": (
+        "frequencies",
+        lambda n: ["--key-type", "int", "--epsilon", "1", "--query", "1"],
+    ),
+    "quantiles": (
+        "quantiles",
+        lambda n: ["--epsilon", "1", "--lower", "0", "--upper", "10000000", "--q", "0.5"],
+    ),
+    "continual": (
+        "continual",
+        lambda n: ["--horizon", str(n), "--query", "1", "2", "--epsilon", "0.5", "--delta", "1e-6"],
+    ),
+    "sliding-window": (
+        "sliding-window",
+        lambda n: [
+            "--window", "100000", "--release-every", str(max(100_000, n // 20)),
+            "--query", "1", "2", "--epsilon", "1", "--delta", "1e-6",
+        ],
+    ),
+    "sketch": ("sketch", lambda n: ["--sketch", "count-min", "--query", "1", "2"]),
+}  # fmt: skip
+
+#: Query batches of the intermittent runs (10 M rows).
+QUERY_BATCHES = (100, 10_000, 100_000)
 
 
 def _write(path: Path, rows: int, distinct: int, seed: int) -> None:
@@ -57,17 +80,44 @@ def _write(path: Path, rows: int, distinct: int, seed: int) -> None:
             writer.write_table(pa.table({"key": keys}, schema=schema))
 
 
-def _run(command: str, path: Path) -> tuple[float, float]:
+def _queries(path: Path, rows: int, batches: int) -> None:
+    """``batches`` query batches of keys 1 and 2 at evenly spaced positions (public)."""
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["time", "key"])
+        for b in range(1, batches + 1):
+            t = b * rows // batches
+            out.writerows([[t, 1], [t, 2]])
+
+
+def _run(command: str, args: list[str], path: Path) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of one CLI run in a fresh process."""
     cli = [sys.executable, "-m", "beam_dpsketch.pipelines.cli", command, "--input", str(path)]
-    argv = ["/usr/bin/time", "-f", "%M", *cli, *COMMANDS[command], "--format", "json"]
+    argv = ["/usr/bin/time", "-f", "%M", *cli, "--column", "key", *args, "--format", "json"]
     start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"{command} failed: {proc.stderr.strip().splitlines()[-2:]}")
     peak_kib = int(proc.stderr.strip().splitlines()[-1])
     return seconds, peak_kib / 1024
+
+
+def _row(label: str, n: int, distinct: int, batches: str, seconds: float, peak: float) -> dict:
+    print(
+        f"  {label:<25} {n:>11,} rows {distinct:>11,} keys {batches:>8} batches "
+        f"{seconds:7.1f} s {peak:7.0f} MiB",
+        file=sys.stderr,
+    )
+    return {
+        "command": label,
+        "rows": f"{n:,}",
+        "distinct_keys": f"{distinct:,}",
+        "query_batches": batches,
+        "seconds": round(seconds, 1),
+        "rows_per_s": f"{n / seconds / 1e6:.2f} M",
+        "peak_rss_mib": round(peak),
+    }
 
 
 def run(quick: bool = False) -> list[dict]:
@@ -79,23 +129,16 @@ def run(quick: bool = False) -> list[dict]:
         for i, (n, distinct) in enumerate(cases):
             path = Path(tmp) / f"keys_{n}_{distinct}.parquet"
             _write(path, n, distinct, seed=i)
-            for command in COMMANDS:
-                seconds, peak = _run(command, path)
-                print(
-                    f"  {command:<14} {n:>11,} rows {distinct:>11,} keys {seconds:7.1f} s "
-                    f"{peak:7.0f} MiB",
-                    file=sys.stderr,
-                )
-                rows.append(
-                    {
-                        "command": command,
-                        "rows": f"{n:,}",
-                        "distinct_keys": f"{distinct:,}",
-                        "seconds": round(seconds, 1),
-                        "rows_per_s": f"{n / seconds / 1e6:.2f} M",
-                        "peak_rss_mib": round(peak),
-                    }
-                )
+            for label, (command, args) in COMMANDS.items():
+                seconds, peak = _run(command, args(n), path)
+                rows.append(_row(label, n, distinct, "", seconds, peak))
+            if (n, distinct) == (10_000_000, 10_000):
+                for batches in QUERY_BATCHES:
+                    queries = Path(tmp) / f"queries_{batches}.csv"
+                    _queries(queries, n, batches)
+                    args = ["--key-type", "int", "--queries", str(queries), "--epsilon", "1"]
+                    seconds, peak = _run("intermittent", args, path)
+                    rows.append(_row("intermittent", n, distinct, f"{batches:,}", seconds, peak))
             path.unlink()
     return rows
 

@@ -15,8 +15,9 @@ Writes ``benchmarks/RESULTS.md`` with the machine, the command and the date. Sec
    (``benchmarks/bench_user_level.py``; ``--only "User level"``).
 6. speed of the hot paths next to DataSketches and PipelineDP in the same run
    (``benchmarks/bench_speed.py``; ``--only Speed``).
-7. time and peak memory of three subcommands at 1 M to 100 M rows and 10^4 or 10^7 distinct keys
-   (``benchmarks/bench_scale.py``; ``--only Scale``).
+7. time and peak memory of every subcommand at 1 M to 100 M rows and 10^4 or 10^7 distinct
+   keys, and of ``intermittent`` at 100 to 10^5 query batches (``benchmarks/bench_scale.py``;
+   ``--only Scale``).
 """
 
 from __future__ import annotations
@@ -265,7 +266,15 @@ SECTIONS = (
     (
         "Scale: rows and distinct keys through the command line",
         "benchmarks.bench_scale:run",
-        ["command", "rows", "distinct_keys", "seconds", "rows_per_s", "peak_rss_mib"],
+        [
+            "command",
+            "rows",
+            "distinct_keys",
+            "query_batches",
+            "seconds",
+            "rows_per_s",
+            "peak_rss_mib",
+        ],
     ),
 )
 
