@@ -35,12 +35,13 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 from beam_dpsketch.pipelines.options import (
@@ -69,7 +70,14 @@ from beam_dpsketch.transforms.intermittent import (
     QuerySchedule,
 )
 
-__all__ = ["answer_rows", "exact_counts", "read_queries", "register", "run_intermittent"]
+__all__ = [
+    "answer_rows",
+    "exact_counts",
+    "exact_counts_of_batches",
+    "read_queries",
+    "register",
+    "run_intermittent",
+]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -214,6 +222,29 @@ def answer_rows(
     yield {"time": time, "key": key, "estimate": round(float(estimate), 2), ORDER: order}
 
 
+def exact_counts_of_batches(
+    batches: Iterable[tuple[int, pa.Array, np.ndarray | None]],
+    queries: Sequence[tuple[Any, Any]],
+) -> np.ndarray:
+    """:func:`exact_counts` over ordered ``(position, keys, times)`` batches
+    (:meth:`~beam_dpsketch.transforms.readers.ReadOrderedKeys.iter_batches`; a row's time is its
+    1-based position when ``times`` is ``None``), holding only the rows of queried keys.
+
+    Not private: for diagnostics only (``--plot``).
+    """
+    wanted = pa.array(list(dict.fromkeys(key for _, key in queries)))
+    keys: list[Any] = []
+    times: list[np.ndarray] = []
+    for position, batch, seconds in batches:
+        if seconds is None:
+            seconds = np.arange(position + 1, position + 1 + len(batch), dtype=np.int64)
+        hit = pc.is_in(batch, value_set=wanted.cast(batch.type)).to_numpy(zero_copy_only=False)
+        keys.extend(batch.filter(pa.array(hit)).to_pylist())
+        times.append(np.asarray(seconds)[hit])
+    rows = np.concatenate(times) if times else np.empty(0, np.float64)
+    return exact_counts(keys, rows, queries)
+
+
 def exact_counts(
     keys: Sequence[Any], times: np.ndarray, queries: Sequence[tuple[Any, Any]]
 ) -> np.ndarray:
@@ -329,12 +360,10 @@ def run_intermittent(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     )
     write_release(release, args.format, args.output)
     if args.plot:
-        # Diagnostic only: the driver reads the rows again, in the same order.
-        keys, times = reader.read()
-        if times is None:
-            times = np.arange(1, len(keys) + 1, dtype=np.int64)
+        # Diagnostic only: the driver reads the rows again, in the same order, keeping only
+        # the rows of queried keys (memory grows with those rows, not with the input).
         queries = [(r["time"], r["key"]) for r in records]
-        truth = exact_counts(keys.to_pylist(), times, queries)
+        truth = exact_counts_of_batches(reader.iter_batches(), queries)
         _plot(
             args.plot,
             records,

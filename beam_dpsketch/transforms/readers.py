@@ -1342,6 +1342,11 @@ class ReadOrderedKeys(beam.PTransform):
         """All rows in public order on the caller: ``(keys, event times in seconds or None)``."""
         return self._reader.read_all(self._paths)
 
+    def iter_batches(self) -> Iterator[tuple[int, pa.Array, np.ndarray | None]]:
+        """The pipeline's ``(position, keys, times)`` elements, in order, on the caller: one
+        batch at a time without ``time_column`` (with it, the sort holds the whole input)."""
+        return self._reader.process(self._paths)
+
     def expand(self, pbegin: pvalue.PBegin) -> beam.PCollection:
         return (
             pbegin

@@ -11,14 +11,20 @@ import csv
 import json
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.cli import main
-from beam_dpsketch.pipelines.intermittent import exact_counts, read_queries
+from beam_dpsketch.pipelines.intermittent import (
+    exact_counts,
+    exact_counts_of_batches,
+    read_queries,
+)
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.intermittent.sketch import UseAndKeepSketch
 from beam_dpsketch.transforms.intermittent import intermittent_sketch_id
+from beam_dpsketch.transforms.readers import ordered_batches
 
 W, D = 128, 5
 
@@ -173,3 +179,19 @@ def test_errors_exit_2_with_one_line(data_csv, tmp_path, capsys):
     assert code == 2 and "width" in err
     code, _, err = _run(base + ["--epsilon", "1", "--time-column", "nope"], capsys)
     assert code == 2 and "nope" in err
+
+
+@pytest.mark.parametrize("with_times", [False, True])
+def test_diagnostic_exact_counts_stream_batches_like_the_whole_input(with_times):
+    # The --plot diagnostic reads the input batch by batch, keeping only queried keys' rows:
+    # its counts equal those of the whole input at once (positions or times, keys queried or not).
+    rng = np.random.default_rng(5)
+    keys = [f"k{i}" for i in rng.integers(0, 30, 2000)]
+    times = np.sort(rng.uniform(0, 100, 2000)) if with_times else None
+    queries = [(t, key) for t in (1, 50, 999.5, 1500, 2000) for key in ("k1", "k7", "absent")]
+    expected = exact_counts(
+        keys, times if with_times else np.arange(1, 2001, dtype=np.int64), queries
+    )
+    batches = ordered_batches(pa.array(keys), times, 333)
+    assert exact_counts_of_batches(batches, queries).tolist() == expected.tolist()
+    assert expected.max() > 0
