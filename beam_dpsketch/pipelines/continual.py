@@ -34,6 +34,7 @@ import apache_beam as beam
 
 from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 from beam_dpsketch.pipelines.options import (
+    TIME_COLUMN_MEMORY,
     add_input_arguments,
     add_privacy_arguments,
     budget_from_args,
@@ -108,7 +109,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="COL",
         help=(
             "sort rows by this public time column (stable) instead of using file order; its "
-            "values are treated as public (a row's replacement keeps them)"
+            "values are treated as public (a row's replacement keeps them)" + TIME_COLUMN_MEMORY
         ),
     )
     group.add_argument(

@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 
 from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 from beam_dpsketch.pipelines.options import (
+    TIME_COLUMN_MEMORY,
     add_input_arguments,
     add_privacy_arguments,
     budget_from_args,
@@ -106,6 +107,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=(
             "event-time column (numbers or timestamps): guarantee under add/remove of one row; "
             "default: row position in file order, guarantee under replacement of one row's key"
+            + TIME_COLUMN_MEMORY
         ),
     )
     group = sub.add_argument_group("release")

@@ -42,6 +42,7 @@ import apache_beam as beam
 
 from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 from beam_dpsketch.pipelines.options import (
+    TIME_COLUMN_MEMORY,
     add_input_arguments,
     add_privacy_arguments,
     budget_from_args,
@@ -91,7 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--time-column",
         metavar="NAME",
         help="event-time column (seconds or timestamps): time-based windows; without it, "
-        "positions are the file order",
+        "positions are the file order" + TIME_COLUMN_MEMORY,
     )
     win.add_argument(
         "--time-unit", type=float, default=1.0, help="with --time-column: seconds per step (1)"
