@@ -82,7 +82,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "rho-zCDP / (epsilon, delta)-DP over the whole stream, however many queries, for "
             "replace-one neighbours only: one row's key changed, every row position fixed "
             "(file order) or that row's time fixed (--time-column); adding or removing a row is "
-            "not covered."
+            "not covered. Memory: the sketch over the window, plus, on the in-process runners, "
+            "one table per segment of the input (4 per block of W/10 rows by default) holding "
+            "only the cells of the --query keys or --candidates: about 40 bytes + 16 bytes per "
+            "non-zero cell, at most 16 x depth x width bytes."
         ),
     )
     accept_negative_numbers(sub)
