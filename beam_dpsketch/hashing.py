@@ -154,20 +154,27 @@ def canonical_key(key: Any) -> Any:
 def canonical_keys(keys: Any) -> list[Any]:
     """Canonicalise a batch of keys (numpy array, pyarrow array or sequence) into a Python list.
 
-    Integer arrays and homogeneous lists of ``str``/``int`` take a fast path; anything else is
-    checked key by key and raises ``TypeError`` naming the first unsupported type.
+    Integer arrays, Arrow string/binary/boolean arrays (plain, chunked or dictionary-encoded) and
+    homogeneous lists of ``str``/``int`` take a fast path; anything else is checked key by key
+    and raises ``TypeError`` naming the first unsupported type. The result is the same list of
+    values on every path; repeated Arrow strings may share one object.
     """
     if isinstance(keys, pa.Array | pa.ChunkedArray):
         if keys.null_count:
             raise TypeError("None is not a valid key: the input array has null values")
+        typed = _arrow_canonical_keys(keys)
+        if typed is not None:
+            return typed
         keys = keys.to_pylist()
     elif isinstance(keys, np.ndarray):
         if keys.ndim != 1:
             raise ValueError(f"keys must be one-dimensional, got shape {keys.shape}")
         if keys.dtype.kind == "f":
             raise TypeError(f"unsupported key array dtype {keys.dtype}: floats are not keys")
-        if keys.dtype.kind in "iub":
-            return keys.astype(np.int64 if keys.dtype.kind == "b" else keys.dtype).tolist()
+        if keys.dtype.kind == "b":
+            return keys.astype(np.int64).tolist()
+        if keys.dtype.kind in "iu":
+            return keys.tolist()
         keys = keys.tolist()
     elif isinstance(keys, str | bytes):
         raise TypeError(
@@ -179,6 +186,61 @@ def canonical_keys(keys: Any) -> list[Any]:
     if (first is str or first is int) and all(type(k) is first for k in keys):
         return keys
     return [canonical_key(k) for k in keys]
+
+
+# Dictionary-encoding a string/binary array pays when its values repeat; it costs about twice
+# ``to_pylist`` when they do not, so a prefix of the array decides (the keys are the same
+# either way: only the speed depends on the guess).
+_SHARED_MIN_LEN = 1 << 12
+_SHARED_SAMPLE = 1 << 11
+
+
+def _repeats_often(arr: pa.Array) -> bool:
+    """Whether a prefix of ``arr`` has at most half as many distinct values as values."""
+    sample = arr.slice(0, _SHARED_SAMPLE)
+    return pc.count_distinct(sample).as_py() * 2 <= len(sample)
+
+
+def _arrow_canonical_keys(arr: pa.Array | pa.ChunkedArray) -> list[Any] | None:
+    """:func:`canonical_keys` of a null-free Arrow array whose type fixes the key type, else None.
+
+    Integer arrays convert through numpy (Python ints, as ``to_pylist`` gives, without its
+    per-value scalar path), booleans become ints, and string/binary values are all ``str`` or
+    all ``bytes``, so no per-key type check is needed. A dictionary-encoded array converts each
+    dictionary entry once and gathers the entries by index (repeated keys share one object).
+    Other types return None: the caller checks them key by key.
+    """
+    typ = arr.type
+    if isinstance(arr, pa.ChunkedArray):
+        if not (pa.types.is_integer(typ) or pa.types.is_boolean(typ) or _var_tag(typ) is not None):
+            return None
+        out: list[Any] = []
+        for chunk in arr.chunks:
+            out.extend(_arrow_canonical_keys(chunk))
+        return out
+    if pa.types.is_integer(typ):
+        return arr.to_numpy(zero_copy_only=False).tolist()
+    if pa.types.is_boolean(typ):
+        return arr.to_numpy(zero_copy_only=False).astype(np.int64).tolist()
+    if _var_tag(typ) is not None:
+        if len(arr) >= _SHARED_MIN_LEN and _repeats_often(arr):
+            # One Python object per distinct value: fewer conversions, and the callers' dict
+            # lookups find an already hashed, identical object.
+            return _arrow_canonical_keys(pc.dictionary_encode(arr))
+        return arr.to_pylist()
+    if pa.types.is_dictionary(typ):
+        dictionary = arr.dictionary
+        # A null dictionary entry is a None key only where an index uses it: the key-by-key
+        # path reports that exactly.
+        if dictionary.null_count:
+            return None
+        entries = _arrow_canonical_keys(dictionary)
+        if entries is None:
+            return None
+        table = np.empty(len(entries), dtype=object)
+        table[:] = entries
+        return table[arr.indices.to_numpy(zero_copy_only=False)].tolist()
+    return None
 
 
 def encode_key(key: Any) -> bytes:

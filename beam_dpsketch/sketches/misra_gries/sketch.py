@@ -535,43 +535,47 @@ class MisraGries:
         self.n += sum(weights)
 
     def _update_unit(self, keys: list[Any]) -> None:
-        # The hot loop of docs/algorithms.md#mg-implementation: locals only, one dict lookup per hit.
+        # The hot loop of docs/algorithms.md#mg-implementation: locals only, one dict lookup per
+        # hit. Counters are stored with a lazy offset, ``stored = counter + base`` (base starts
+        # at 0), so a decrement of every counter is ``base += 1`` and a read-only scan for the
+        # keys that reach 0 instead of a store per held key; the offset is folded back once,
+        # at the end of the call.
         cnt = self._cnt
         get = cnt.get
         nzero, zero_list, zp, d = self._nzero, self._zero_list, self._zp, self.d
         free = len(self._dummies)
         free0 = free
+        base = 0
         for x in keys:
             c = get(x)
             if c is not None:
-                if c == 0:
+                if c == base:
                     nzero -= 1
                 cnt[x] = c + 1
             elif free:
                 # The dummies come first in the fixed order, smallest index first.
                 free -= 1
-                cnt[x] = 1
+                cnt[x] = base + 1
             elif nzero:
                 while True:
                     z = zero_list[zp]
                     zp += 1
-                    if get(z) == 0:
+                    if get(z) == base:
                         break
                 del cnt[z]
-                cnt[x] = 1
+                cnt[x] = base + 1
                 nzero -= 1
             else:
-                # Branch 2 runs only when no counter is 0 (so no dummy is left either).
+                # Branch 2 runs only when no counter is 0 (so no dummy is left either): every
+                # stored value is above base, and the new zero keys are those equal to base + 1.
                 d += 1
-                zeros = []
-                for y in cnt:
-                    c = cnt[y] - 1
-                    cnt[y] = c
-                    if c == 0:
-                        zeros.append(y)
-                zero_list = _sorted_real_keys(zeros)
+                base += 1
+                zero_list = _sorted_real_keys([y for y, v in cnt.items() if v == base])
                 zp = 0
                 nzero = len(zero_list)
+        if base:
+            for y in cnt:
+                cnt[y] -= base
         self._nzero, self._zero_list, self._zp, self.d = nzero, zero_list, zp, d
         self._use_dummies(free0 - free)
         self.n += len(keys)
