@@ -51,6 +51,7 @@ CombineFn shapes: the DP claim relies on Beam's bundling not depending on record
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from operator import itemgetter
 from typing import Any
@@ -200,42 +201,48 @@ class DesignBCombineFn(beam.CombineFn):
         return acc.close()
 
 
-_SEQUENTIAL_STATE = ReadModifyWriteStateSpec("sketch", BytesCoder())
-_SEQUENTIAL_END = TimerSpec("end", TimeDomain.WATERMARK)
-_SEQUENTIAL_STATE_PARAM = beam.DoFn.StateParam(_SEQUENTIAL_STATE)
-_SEQUENTIAL_END_PARAM = beam.DoFn.TimerParam(_SEQUENTIAL_END)
+# Numbers the timer (and state) names of the sequential sketch step of each application.
+_SEQUENTIAL_IDS = itertools.count()
 
 
-class _SequentialSketch(beam.DoFn):
-    """One Algorithm-1 sketch per window, fed every key batch of the window in arrival order.
+def _sequential_sketch_fn(k: int) -> beam.DoFn:
+    """A stateful ``DoFn``: one Algorithm-1 sketch per window, fed every key batch of the window
+    in arrival order.
 
     The sketch lives in keyed state (its bytes, ``O(k)``) and leaves when the watermark passes
     the end of the window, so memory does not grow with the window's elements: a
-    ``GroupByKey`` onto one key would hold all of them on the in-process runners.
+    ``GroupByKey`` onto one key would hold all of them on the in-process runners. Each call
+    makes its own class with its own timer and state names: Beam 2.77's FnApiRunner fires only
+    one of two same-named watermark timers of one pipeline, so two applications sharing a name
+    would silently lose a release.
     """
+    n = next(_SEQUENTIAL_IDS)
+    state_param = beam.DoFn.StateParam(ReadModifyWriteStateSpec(f"sketch_{n}", BytesCoder()))
+    end_spec = TimerSpec(f"end_{n}", TimeDomain.WATERMARK)
+    end_param = beam.DoFn.TimerParam(end_spec)
 
-    def __init__(self, k: int) -> None:
-        self._k = k
+    class SequentialSketch(beam.DoFn):
+        def process(
+            self,
+            element: tuple[int, Any],
+            window=beam.DoFn.WindowParam,
+            state=state_param,
+            end=end_param,
+        ) -> None:
+            data = state.read()
+            sketch = MisraGries.from_bytes(data) if data else MisraGries(k)
+            state.write(sketch.update(element[1]).to_bytes())
+            if not data:
+                end.set(window.max_timestamp())
 
-    def process(
-        self,
-        element: tuple[int, Any],
-        window=beam.DoFn.WindowParam,
-        state=_SEQUENTIAL_STATE_PARAM,
-        end=_SEQUENTIAL_END_PARAM,
-    ) -> None:
-        data = state.read()
-        sketch = MisraGries.from_bytes(data) if data else MisraGries(self._k)
-        state.write(sketch.update(element[1]).to_bytes())
-        if not data:
-            end.set(window.max_timestamp())
+        @on_timer(end_spec)
+        def flush(self, state=state_param) -> Iterable[MisraGries]:
+            data = state.read()
+            state.clear()
+            if data:
+                yield MisraGries.from_bytes(data)
 
-    @on_timer(_SEQUENTIAL_END)
-    def flush(self, state=_SEQUENTIAL_STATE_PARAM) -> Iterable[MisraGries]:
-        data = state.read()
-        state.clear()
-        if data:
-            yield MisraGries.from_bytes(data)
+    return SequentialSketch()
 
 
 def _pamg_of_users(k: int, m: int) -> Callable[[tuple[Any, Iterable[Any]]], PAMGSketch]:
@@ -675,7 +682,7 @@ class DPHistogram(AccountedTransform):
                 keys
                 | "OneShard" >> beam.Map(lambda batch: (0, batch))
                 | "SequentialSketch"
-                >> beam.ParDo(_SequentialSketch(self.k))
+                >> beam.ParDo(_sequential_sketch_fn(self.k))
                 .with_input_types(tuple[int, Any])
                 .with_output_types(MisraGries)
             )

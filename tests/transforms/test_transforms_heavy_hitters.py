@@ -103,6 +103,25 @@ def test_sequential_sketch_sees_every_batch_of_the_window(dump):
     assert dump.load() == [(k, c) for k, c in expected.items]
 
 
+def test_two_sequential_releases_of_one_input_both_release(tmp_path):
+    # Two applications read the same batches in one pipeline. Each has its own end-of-window
+    # timer: with one timer name for both, the FnApiRunner fires only one of them and the other
+    # release silently never happens.
+    keys = zipf_keys(3000, 14, items=40)
+    outs = [DumpToFile(tmp_path / f"out{i}.pickle") for i in range(2)]
+    expected = []
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        batches = p | beam.Create(np.array_split(keys, 6)) | beam.Reshuffle()
+        for i, out in enumerate(outs):
+            source = NoiseSource.insecure_for_tests(20 + i)
+            t = DPHistogram(64, BUDGET, mechanism="sequential", noise_source=source, label=f"s{i}")
+            stream = t.aggregate.noise_source.stream(release_id_for(f"s{i}", GlobalWindow(), 0))
+            expected.append(pmg(MisraGries(64).update(keys), EPS, DELTA, stream).items)
+            assert_that(batches | f"s{i}" >> t, out, label=f"Check{i}")
+    for out, items in zip(outs, expected, strict=True):
+        assert out.load() == [(k, c) for k, c in items] and items
+
+
 def test_misra_gries_bytes_round_trip_between_batches_changes_nothing():
     # The sequential release keeps its sketch as bytes between batches: decoding and
     # continuing must equal one uninterrupted Algorithm-1 run (k far below the distinct keys,
