@@ -29,9 +29,25 @@ __all__ = [
     "SketchCombineFn",
     "SketchSpec",
     "as_sketch_factory",
+    "sum_by_cell",
 ]
 
 Sketch = CountMinSketch | CountSketch | MisraGries
+
+
+def sum_by_cell(cells: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sparse counts summed per cell: the sorted distinct ``cells`` and their totals, zero
+    totals dropped (the exact, order-independent fold of sparse accumulators)."""
+    if not len(cells):
+        return cells, counts
+    order = np.argsort(cells, kind="stable")
+    cells, counts = cells[order], counts[order]
+    starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]])
+    cells, counts = cells[starts], np.add.reduceat(counts, starts)
+    keep = counts != 0
+    return cells[keep], counts[keep]
+
+
 SketchFactory = Callable[[], Any]
 
 SKETCH_KINDS: dict[str, type] = {

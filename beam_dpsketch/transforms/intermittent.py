@@ -127,6 +127,7 @@ from beam_dpsketch.sketches.intermittent.sketch import (
 )
 from beam_dpsketch.transforms.base import DPTransform, as_extractor
 from beam_dpsketch.transforms.batching import is_key_batch
+from beam_dpsketch.transforms.combiners import sum_by_cell
 
 __all__ = [
     "CLOCKS",
@@ -415,18 +416,6 @@ def _flat_cells(h1: np.ndarray, h2: np.ndarray, depth: int, width: int) -> np.nd
     return cells
 
 
-def _sum_equal(index: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct ``index`` values with the sum of their ``counts`` (zero sums dropped)."""
-    if index.size == 0:
-        return index, counts
-    order = np.argsort(index, kind="stable")
-    index, counts = index[order], counts[order]
-    starts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
-    index, counts = index[starts], np.add.reduceat(counts, starts)
-    keep = counts != 0
-    return index[keep], counts[keep]
-
-
 def _sorted_distinct(values: np.ndarray) -> np.ndarray:
     """The sorted distinct values of an int64 array (a sort: cheaper than ``np.unique``)."""
     out = np.sort(values, axis=None)
@@ -558,7 +547,7 @@ class _RouteToReads(beam.DoFn):
                 counts.append(np.ones(at.size, dtype=np.int64))
         if not index:
             return
-        at, count = _sum_equal(np.concatenate(index), np.concatenate(counts))
+        at, count = sum_by_cell(np.concatenate(index), np.concatenate(counts))
         if at.size:
             yield _SINGLE_KEY, (at, count)
 
@@ -598,7 +587,7 @@ class _ReadCounts:
 
     def compact(self) -> _ReadCounts:
         if self.pending:
-            self.index, self.counts = _sum_equal(
+            self.index, self.counts = sum_by_cell(
                 np.concatenate([p[0] for p in self.parts()]),
                 np.concatenate([p[1] for p in self.parts()]),
             )

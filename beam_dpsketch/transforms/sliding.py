@@ -100,6 +100,7 @@ from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
 from beam_dpsketch.transforms.base import DPTransform, as_extractor
 from beam_dpsketch.transforms.batching import is_key_batch
+from beam_dpsketch.transforms.combiners import sum_by_cell
 
 __all__ = ["DPSlidingWindowFrequencies", "SlidingWindowRelease"]
 
@@ -352,18 +353,6 @@ class _SegmentPart:
         return _rebuild_part, (*_sketch_reduce_args(self.sketch), self.max_step)
 
 
-def _compact(cells: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sum the counts of equal cells: sorted distinct cells and their (non-zero) totals."""
-    if not len(cells):
-        return cells, counts
-    order = np.argsort(cells, kind="stable")
-    cells, counts = cells[order], counts[order]
-    starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]])
-    cells, counts = cells[starts], np.add.reduceat(counts, starts)
-    keep = counts != 0
-    return cells[keep], counts[keep]
-
-
 class _SegmentAccumulator:
     """Exact Count-Min counts and last step of one segment being combined, held sparsely.
 
@@ -381,7 +370,7 @@ class _SegmentAccumulator:
         self.max_step = 0
 
     def add(self, cells: np.ndarray, counts: np.ndarray, total: int, max_step: int) -> None:
-        self.cells, self.counts = _compact(
+        self.cells, self.counts = sum_by_cell(
             np.concatenate([self.cells, cells]), np.concatenate([self.counts, counts])
         )
         self.total += total
@@ -596,7 +585,7 @@ class _SegmentCombineFn(beam.CombineFn):
             return self.create_accumulator()
         rest = list(it)
         if rest:
-            first.cells, first.counts = _compact(
+            first.cells, first.counts = sum_by_cell(
                 np.concatenate([first.cells, *(a.cells for a in rest)]),
                 np.concatenate([first.counts, *(a.counts for a in rest)]),
             )
