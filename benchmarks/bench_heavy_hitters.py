@@ -355,14 +355,15 @@ def _throughput_file(directory: Path, quick: bool) -> tuple[str, int, str]:
     return str(path), table.num_rows, note
 
 
-def _ours(path: str, mechanism: str) -> None:
+def _ours(path: str, mechanism: str, options: Sequence[str] = ()) -> None:
     import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
     from beam_dpsketch.privacy import PrivacyBudget
     from beam_dpsketch.transforms import DPHeavyHitters, ReadKeyBatches
 
-    with beam.Pipeline(runner=FnApiRunner()) as p:
+    with beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions(list(options))) as p:
         _ = (
             p
             | ReadKeyBatches(path, column="route")
