@@ -142,6 +142,27 @@ def pmg_noisy(
     ]
 
 
+def pmg_noisy_sketch(
+    sketch: MisraGries,
+    noise: str,
+    scale: Fraction,
+    threshold: float | int,
+    stream: NoiseStream,
+) -> list[tuple[Any, int | float]]:
+    """:func:`pmg_noisy` over all ``k`` slots of ``sketch`` in the fixed order, listing only its
+    real keys: the dummies' draws are consumed, never computed, so the cost follows the keys
+    held, not ``k``."""
+    return pmg_noisy(
+        sketch.key_slots(),
+        sketch.k,
+        noise,
+        scale,
+        threshold,
+        stream,
+        leading_dummies=sketch.dummy_slots,
+    )
+
+
 def pmg(
     sketch: MisraGries,
     epsilon: float,
@@ -200,15 +221,7 @@ def pmg(
     dl = check_approx_delta(delta)
     check_stream(stream)
     scale, tau, name = pmg_parameters(eps, dl, noise=noise, threshold_form=threshold_form, draws=6)
-    pairs = pmg_noisy(
-        sketch.key_slots(),
-        sketch.k,
-        noise,
-        scale,
-        tau,
-        stream,
-        leading_dummies=sketch.dummy_slots,
-    )
+    pairs = pmg_noisy_sketch(sketch, noise, scale, tau, stream)
     return make_release(
         pairs,
         mechanism=name,

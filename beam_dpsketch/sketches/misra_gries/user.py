@@ -29,7 +29,7 @@ from beam_dpsketch.sketches.misra_gries.core import (
     make_release,
 )
 from beam_dpsketch.sketches.misra_gries.single import (
-    pmg_noisy,
+    pmg_noisy_sketch,
     pmg_parameters,
     require_single_stream,
 )
@@ -347,15 +347,7 @@ def user_level_pmg(
         )
     eps0, delta0, _ = user_level_pmg_parameters(eps, dl, mm)
     scale, tau, name = pmg_parameters(eps0, delta0, noise=noise, threshold_form="spec", draws=6)
-    pairs = pmg_noisy(
-        sketch.key_slots(),
-        sketch.k,
-        noise,
-        scale,
-        tau,
-        stream,
-        leading_dummies=sketch.dummy_slots,
-    )
+    pairs = pmg_noisy_sketch(sketch, noise, scale, tau, stream)
     return make_release(
         pairs,
         mechanism="user-level " + name,
