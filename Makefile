@@ -10,7 +10,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml setup.py $(wildcard beam_dpsketch/*/*/*.c beam_dpsketch/*.c) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,bench,eval]'
 	touch $(STAMP)
 

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from beam_dpsketch import serialization
 from beam_dpsketch.hashing import canonical_keys, decode_key, encode_key, is_string_or_binary
 from beam_dpsketch.sketches.linear.base import validate_counts
+from beam_dpsketch.sketches.misra_gries import kernel
 from beam_dpsketch.sketches.misra_gries.sizing import MAX_K, k_for_memory, suggest_k
 
 __all__ = ["MisraGries", "multiset_counts"]
@@ -234,6 +235,115 @@ def _arrow_var_counts(arr: pa.Array, weights: np.ndarray | None) -> tuple[pa.Arr
     return values.take(order), tally.take(order).to_pylist()
 
 
+# Below this many keys a batch stays on the Python loop: converting the held keys to codes and
+# back costs about as much as updating a few thousand keys in Python.
+_COMPILED_MIN_BATCH = 1024
+_BATCH_TYPES = (list, np.ndarray, pa.Array, pa.ChunkedArray)
+
+
+def _int_array(keys: Any) -> np.ndarray | None:
+    """The int64 values of an integer batch whose canonical keys are exactly those values
+    (numpy or Arrow integers or booleans, a list of Python ints), else None."""
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
+    if isinstance(keys, pa.Array):
+        typ = keys.type
+        if keys.null_count:
+            return None
+        if pa.types.is_dictionary(typ):
+            values = _int_array(keys.dictionary)
+            if values is None:
+                return None
+            return values[keys.indices.to_numpy(zero_copy_only=False)]
+        if not (pa.types.is_integer(typ) or pa.types.is_boolean(typ)):
+            return None
+        keys = keys.to_numpy(zero_copy_only=False)
+    elif isinstance(keys, list):
+        if not keys or type(keys[0]) is not int:
+            return None
+        try:
+            keys = np.asarray(keys)
+        except (ValueError, OverflowError, TypeError):
+            return None
+        if keys.dtype.kind not in "ib":
+            return None  # floats, big ints, mixed types: the Python path checks each key
+    if not isinstance(keys, np.ndarray) or keys.ndim != 1 or keys.dtype.kind not in "iub":
+        return None
+    if (
+        keys.dtype.kind == "u"
+        and keys.dtype.itemsize == 8
+        and len(keys)
+        and keys.max() > _INT64_MAX
+    ):
+        return None
+    return keys.astype(np.int64, copy=False)
+
+
+def _var_array(keys: Any) -> pa.Array | None:
+    """A batch of ``str`` or ``bytes`` keys as a dictionary-encoded Arrow array (string or
+    binary Arrow arrays, plain or dictionary-encoded; a list of ``str``), else None."""
+    if isinstance(keys, list):
+        if not keys or type(keys[0]) is not str:
+            return None
+        try:
+            keys = pa.array(keys)
+        except (pa.ArrowException, TypeError, ValueError):
+            return None
+        if keys.type != pa.string():
+            return None  # Arrow infers string only when every value is a str
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
+    if not isinstance(keys, pa.Array) or keys.null_count:
+        return None
+    typ = keys.type
+    value_type = typ.value_type if pa.types.is_dictionary(typ) else typ
+    if not is_string_or_binary(value_type):
+        return None
+    return keys if pa.types.is_dictionary(typ) else keys.dictionary_encode()
+
+
+def _coded_batch(keys: Any, held: dict[Any, int]) -> tuple[np.ndarray, np.ndarray, Any] | None:
+    """``(codes, held_codes, decode)``: the batch and the held keys as int64 codes whose numeric
+    order is :func:`_order`, and the map from codes back to keys; None when the keys are not
+    all ints, all strs or all bytes (the Python loop handles those, and reports bad keys).
+
+    Ints are their own codes. Strings (or bytes) are coded by their rank among the sorted
+    distinct values of the batch and the held keys: bytewise order is code-point order for
+    UTF-8, which is how :func:`_order` compares strs.
+    """
+    ints = _int_array(keys)
+    types = set(map(type, held))
+    if ints is not None:
+        if not types <= {int}:
+            return None
+        try:
+            held_codes = np.fromiter(held, dtype=np.int64, count=len(held))
+        except OverflowError:
+            return None  # a held int beyond int64
+        return ints, held_codes, np.ndarray.tolist
+    encoded = _var_array(keys)
+    if encoded is None:
+        return None
+    values = encoded.dictionary
+    is_str = pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
+    is_str = is_str or pa.types.is_string_view(values.type)
+    if not types <= {str if is_str else bytes}:
+        return None
+    wide = pa.large_string() if is_str else pa.large_binary()
+    values = values.cast(wide)
+    held_arr = pa.array(list(held), type=wide)
+    universe = pc.unique(pa.concat_arrays([values, held_arr]))
+    universe = universe.take(pc.sort_indices(universe))
+    ranks = pc.index_in(values, value_set=universe).to_numpy(zero_copy_only=False)
+    codes = ranks.astype(np.int64)[encoded.indices.to_numpy(zero_copy_only=False)]
+    held_codes = pc.index_in(held_arr, value_set=universe).to_numpy(zero_copy_only=False)
+
+    def decode(out: np.ndarray) -> list[Any]:
+        return universe.take(pa.array(out, pa.int64())).to_pylist()
+
+    return codes, held_codes.astype(np.int64), decode
+
+
 class MisraGries:
     """Misra-Gries with ``k`` counters in the variant of [LT23, Algorithm 1].
 
@@ -319,6 +429,8 @@ class MisraGries:
         -------
         self
         """
+        if counts is None and self._update_compiled(keys):
+            return self
         keys = canonical_keys(keys)
         weights = validate_counts(counts, len(keys))
         if weights is None:
@@ -533,6 +645,40 @@ class MisraGries:
         self._use_dummies(take)
         self.d += d
         self.n += sum(weights)
+
+    def _update_compiled(self, keys: Any) -> bool:
+        """Unit updates in arrival order by the C loop of :mod:`.kernel`, when the batch and the
+        held keys code to int64 in the fixed key order (see :func:`_coded_batch`); False when
+        they do not, and the Python loop :meth:`_update_unit` (the same algorithm) runs.
+
+        Both produce the same sketch: the kernel is :meth:`_update_unit` over codes, and codes
+        compare as the keys do under :func:`_order`. The held keys are converted in and out on
+        each call, so a batch much smaller than the held keys stays on the Python loop.
+        """
+        cnt = self._cnt
+        if not isinstance(keys, _BATCH_TYPES) or len(keys) < max(
+            _COMPILED_MIN_BATCH, len(cnt) // 4
+        ):
+            return False
+        coded = _coded_batch(keys, cnt)
+        if coded is None:
+            return False
+        codes, held_codes, decode = coded
+        m = len(held_codes)
+        counts = np.fromiter(cnt.values(), dtype=np.int64, count=m)
+        room = m + min(len(self._dummies), len(codes))
+        out_keys = np.empty(room, dtype=np.int64)
+        out_counts = np.empty(room, dtype=np.int64)
+        free = len(self._dummies)
+        held, free_left, decrements = kernel.update_unit(
+            codes, held_codes, counts, out_keys, out_counts, self.k, free
+        )
+        self._cnt = dict(zip(decode(out_keys[:held]), out_counts[:held].tolist(), strict=True))
+        self._use_dummies(free - free_left)
+        self._rebuild_zero_list()
+        self.d += decrements
+        self.n += len(codes)
+        return True
 
     def _update_unit(self, keys: list[Any]) -> None:
         # The hot loop of docs/algorithms.md#mg-implementation: locals only, one dict lookup per

@@ -1,0 +1,284 @@
+/*
+ * Algorithm 1 of Lebeda and Tetek (PODS 2023) in arrival order, over int64 key codes.
+ *
+ * The Misra-Gries variant of the paper is inherently sequential: whether an arriving key
+ * decrements every counter or replaces the smallest zero-count key depends on every key before
+ * it, so numpy cannot vectorise it. This file runs exactly the loop of
+ * ``MisraGries._update_unit`` (sketch.py) in C; the Python wrapper maps keys to int64 codes
+ * whose numeric order is the sketch's fixed key order (the ints themselves, or the ranks of
+ * strings and bytes in their sorted distinct values), and maps the codes back.
+ *
+ * State in and out is plain arrays: the held keys (zero counters included), their counters,
+ * and the number of unused dummy slots. The dummies come first in the fixed order, so a free
+ * dummy is always used before a zero-count key.
+ *
+ * Counters are stored with a lazy offset (stored = counter + base): a decrement of every
+ * counter is ``base += 1`` followed by a scan for the keys that reached zero.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int64_t *keys;   /* key of each table entry */
+    int32_t *slot;   /* sketch slot of each entry, -1 when empty */
+    uint64_t mask;   /* capacity - 1 (capacity is a power of two) */
+} Table;
+
+static inline uint64_t mix(int64_t key) {
+    /* A multiplicative mix (Fibonacci hashing constant) with a fold of the high bits: the
+     * table only needs keys spread over its buckets, nothing here is a privacy mechanism. */
+    uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 29);
+}
+
+static int table_init(Table *t, Py_ssize_t entries) {
+    uint64_t cap = 16;
+    while (cap < (uint64_t)entries * 2) cap <<= 1;
+    t->keys = (int64_t *)malloc(cap * sizeof(int64_t));
+    t->slot = (int32_t *)malloc(cap * sizeof(int32_t));
+    if (!t->keys || !t->slot) {
+        free(t->keys);
+        free(t->slot);
+        return -1;
+    }
+    memset(t->slot, 0xff, cap * sizeof(int32_t));
+    t->mask = cap - 1;
+    return 0;
+}
+
+static void table_free(Table *t) {
+    free(t->keys);
+    free(t->slot);
+}
+
+/* The slot of ``key``, or -1. */
+static inline int32_t table_find(const Table *t, int64_t key) {
+    uint64_t i = mix(key) & t->mask;
+    for (;;) {
+        int32_t s = t->slot[i];
+        if (s < 0) return -1;
+        if (t->keys[i] == key) return s;
+        i = (i + 1) & t->mask;
+    }
+}
+
+static inline void table_put(Table *t, int64_t key, int32_t s) {
+    uint64_t i = mix(key) & t->mask;
+    while (t->slot[i] >= 0) i = (i + 1) & t->mask;
+    t->keys[i] = key;
+    t->slot[i] = s;
+}
+
+/* Remove ``key`` (present) with backward-shift deletion, so lookups never meet tombstones. */
+static void table_remove(Table *t, int64_t key) {
+    uint64_t i = mix(key) & t->mask;
+    while (t->keys[i] != key || t->slot[i] < 0) i = (i + 1) & t->mask;
+    uint64_t j = i;
+    for (;;) {
+        j = (j + 1) & t->mask;
+        if (t->slot[j] < 0) break;
+        uint64_t home = mix(t->keys[j]) & t->mask;
+        /* Move entry j back to the hole i unless its home lies cyclically in (i, j]. */
+        int in_range = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
+        if (!in_range) {
+            t->keys[i] = t->keys[j];
+            t->slot[i] = t->slot[j];
+            i = j;
+        }
+    }
+    t->slot[i] = -1;
+}
+
+/* Sort ``a[0..n)`` ascending: least-significant-digit radix sort on the sign-flipped bits,
+ * one byte per pass, skipping the passes in which every key has the same byte (key codes
+ * are often small ranks, so most passes are skipped). ``tmp`` has room for ``n`` keys. */
+static void sort_int64(int64_t *a, int64_t *tmp, Py_ssize_t n) {
+    if (n < 2) return;
+    if (n <= 32) {
+        for (Py_ssize_t i = 1; i < n; i++) {
+            int64_t v = a[i];
+            Py_ssize_t j = i;
+            while (j > 0 && a[j - 1] > v) {
+                a[j] = a[j - 1];
+                j--;
+            }
+            a[j] = v;
+        }
+        return;
+    }
+    uint64_t all_or = 0, all_and = ~0ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t u = (uint64_t)a[i] ^ 0x8000000000000000ULL;
+        all_or |= u;
+        all_and &= u;
+    }
+    uint64_t varying = all_or ^ all_and;
+    int64_t *src = a, *dst = tmp;
+    for (int shift = 0; shift < 64; shift += 8) {
+        if (!((varying >> shift) & 0xff)) continue;
+        Py_ssize_t count[257] = {0};
+        for (Py_ssize_t i = 0; i < n; i++)
+            count[(((uint64_t)src[i] ^ 0x8000000000000000ULL) >> shift & 0xff) + 1]++;
+        for (int b = 0; b < 256; b++) count[b + 1] += count[b];
+        for (Py_ssize_t i = 0; i < n; i++)
+            dst[count[((uint64_t)src[i] ^ 0x8000000000000000ULL) >> shift & 0xff]++] = src[i];
+        int64_t *swap = src;
+        src = dst;
+        dst = swap;
+    }
+    if (src != a) memcpy(a, src, (size_t)n * sizeof(int64_t));
+}
+
+static int get_int64s(PyObject *obj, Py_buffer *view, int writable, const char *name) {
+    if (PyObject_GetBuffer(obj, view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) return -1;
+    if (view->len % (Py_ssize_t)sizeof(int64_t)) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "%s must be a contiguous int64 buffer", name);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(update_unit_doc,
+"update_unit(codes, keys, counts, out_keys, out_counts, k, free) -> (held, free, decrements)\n\n"
+"Algorithm 1 of Lebeda and Tetek on ``codes`` (int64, arrival order, weight 1 each).\n"
+"``keys``/``counts`` (int64) are the held keys and counters, ``free`` the unused dummy slots;\n"
+"the new state is written to the first ``held`` entries of ``out_keys``/``out_counts``\n"
+"(int64, writable, at least ``min(k, len(keys) + len(codes))`` entries each).");
+
+static PyObject *update_unit(PyObject *self, PyObject *args) {
+    PyObject *o_codes, *o_keys, *o_counts, *o_out_keys, *o_out_counts;
+    Py_ssize_t k, free_slots;
+    if (!PyArg_ParseTuple(args, "OOOOOnn", &o_codes, &o_keys, &o_counts, &o_out_keys,
+                          &o_out_counts, &k, &free_slots))
+        return NULL;
+    Py_buffer b_codes, b_keys, b_counts, b_ok, b_oc;
+    if (get_int64s(o_codes, &b_codes, 0, "codes") < 0) return NULL;
+    if (get_int64s(o_keys, &b_keys, 0, "keys") < 0) goto fail_codes;
+    if (get_int64s(o_counts, &b_counts, 0, "counts") < 0) goto fail_keys;
+    if (get_int64s(o_out_keys, &b_ok, 1, "out_keys") < 0) goto fail_counts;
+    if (get_int64s(o_out_counts, &b_oc, 1, "out_counts") < 0) goto fail_ok;
+
+    const int64_t *codes = (const int64_t *)b_codes.buf;
+    const int64_t *in_keys = (const int64_t *)b_keys.buf;
+    const int64_t *in_counts = (const int64_t *)b_counts.buf;
+    int64_t *skey = (int64_t *)b_ok.buf;
+    int64_t *sval = (int64_t *)b_oc.buf;
+    Py_ssize_t n = b_codes.len / 8, m = b_keys.len / 8;
+    Py_ssize_t cap_out = b_ok.len / 8;
+    Py_ssize_t most = m + (free_slots < n ? free_slots : n);
+    if (b_counts.len / 8 != m || b_oc.len / 8 != cap_out || cap_out < most || k < 1 ||
+        free_slots < 0 || m + free_slots != k || k > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "inconsistent Misra-Gries kernel arguments");
+        goto fail_all;
+    }
+
+    Table t;
+    int64_t *zeros = NULL;
+    if (table_init(&t, most) < 0) {
+        PyErr_NoMemory();
+        goto fail_all;
+    }
+    /* The zero list holds at most every held key; the second half is the sort's buffer. */
+    zeros = (int64_t *)malloc((size_t)(most > 0 ? most : 1) * 2 * sizeof(int64_t));
+    if (!zeros) {
+        table_free(&t);
+        PyErr_NoMemory();
+        goto fail_all;
+    }
+    Py_ssize_t nz = 0;
+    for (Py_ssize_t s = 0; s < m; s++) {
+        skey[s] = in_keys[s];
+        sval[s] = in_counts[s];
+        if (table_find(&t, in_keys[s]) >= 0) {
+            table_free(&t);
+            free(zeros);
+            PyErr_SetString(PyExc_ValueError, "duplicate held keys");
+            goto fail_all;
+        }
+        table_put(&t, in_keys[s], (int32_t)s);
+        if (in_counts[s] == 0) zeros[nz++] = in_keys[s];
+    }
+    sort_int64(zeros, zeros + most, nz);
+
+    Py_BEGIN_ALLOW_THREADS
+    int64_t base = 0, d = 0;
+    Py_ssize_t held = m, zp = 0, nzero = nz, free_left = free_slots;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t x = codes[i];
+        int32_t s = table_find(&t, x);
+        if (s >= 0) {
+            if (sval[s] == base) nzero--;
+            sval[s]++;
+        } else if (free_left) {
+            free_left--;
+            skey[held] = x;
+            sval[held] = base + 1;
+            table_put(&t, x, (int32_t)held);
+            held++;
+        } else if (nzero) {
+            /* The smallest key still at zero leaves (a listed key may have grown since). */
+            int32_t z;
+            for (;;) {
+                z = table_find(&t, zeros[zp++]);
+                if (z >= 0 && sval[z] == base) break;
+            }
+            table_remove(&t, skey[z]);
+            skey[z] = x;
+            sval[z] = base + 1;
+            table_put(&t, x, z);
+            nzero--;
+        } else {
+            /* Every counter is positive: all fall by one, and the new zeros are listed. */
+            d++;
+            base++;
+            nz = 0;
+            for (Py_ssize_t j = 0; j < held; j++)
+                if (sval[j] == base) zeros[nz++] = skey[j];
+            sort_int64(zeros, zeros + most, nz);
+            zp = 0;
+            nzero = nz;
+        }
+    }
+    for (Py_ssize_t j = 0; j < held; j++) sval[j] -= base;
+    m = held;
+    free_slots = free_left;
+    k = d; /* reuse: the decrements of this call */
+    Py_END_ALLOW_THREADS
+
+    table_free(&t);
+    free(zeros);
+    PyBuffer_Release(&b_oc);
+    PyBuffer_Release(&b_ok);
+    PyBuffer_Release(&b_counts);
+    PyBuffer_Release(&b_keys);
+    PyBuffer_Release(&b_codes);
+    return Py_BuildValue("nnn", m, free_slots, k);
+
+fail_all:
+    PyBuffer_Release(&b_oc);
+fail_ok:
+    PyBuffer_Release(&b_ok);
+fail_counts:
+    PyBuffer_Release(&b_counts);
+fail_keys:
+    PyBuffer_Release(&b_keys);
+fail_codes:
+    PyBuffer_Release(&b_codes);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"update_unit", update_unit, METH_VARARGS, update_unit_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "kernel",
+    "Algorithm 1 of Lebeda and Tetek in arrival order over int64 key codes (C).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit_kernel(void) { return PyModule_Create(&module); }

@@ -1,0 +1,12 @@
+"""Build step for the one C extension; everything else is configured in pyproject.toml."""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "beam_dpsketch.sketches.misra_gries.kernel",
+            ["beam_dpsketch/sketches/misra_gries/kernel.c"],
+        )
+    ]
+)
