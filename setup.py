@@ -1,4 +1,4 @@
-"""Build step for the one C extension; everything else is configured in pyproject.toml."""
+"""Build step for the C extensions; everything else is configured in pyproject.toml."""
 
 from setuptools import Extension, setup
 
@@ -7,6 +7,7 @@ setup(
         Extension(
             "beam_dpsketch.sketches.misra_gries.kernel",
             ["beam_dpsketch/sketches/misra_gries/kernel.c"],
-        )
+        ),
+        Extension("beam_dpsketch.murmur3", ["beam_dpsketch/murmur3.c"]),
     ]
 )

@@ -21,8 +21,9 @@ raises ``TypeError`` naming the type.
 Putting the tag last lets int64 keys be hashed without leaving numpy: their encoding is one 9-byte
 MurmurHash3 tail, which :func:`_murmur3_int64` computes over whole arrays with uint64 arithmetic and
 which equals ``mmh3`` on the encoded bytes bit for bit (tested). Strings and bytes in Arrow arrays
-(and lists of ``str``, converted to one) are hashed the same way by :func:`_murmur3_var`, which runs
-the MurmurHash3 block loop over all values at once, reading the Arrow buffers in place.
+are hashed the same way by :func:`_murmur3_var`, which runs the MurmurHash3 block loop over all
+values at once, reading the Arrow buffers in place. Lists of ``str`` are hashed by the compiled loop
+of :mod:`beam_dpsketch.murmur3`, which reads each string's UTF-8 in place.
 
 Row hashes for a depth-``d`` sketch are derived from the two 64-bit halves ``(h1, h2)`` by double
 hashing, ``g_i = h1 + i * h2 (mod 2**64)``; the bucket is the high 32 bits of ``g_i`` mapped to
@@ -41,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+import beam_dpsketch.murmur3 as murmur3
 from beam_dpsketch.checks import check_int
 
 __all__ = [
@@ -620,6 +622,24 @@ def _murmur3_var(arr: pa.Array, tag: int, seed: int) -> tuple[np.ndarray, np.nda
     return h1, h2
 
 
+def _hash_str_sequence(keys: Sequence[Any], seed: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(h1, h2)`` of a sequence of keys that are all exactly ``str``, else None.
+
+    Runs the compiled loop of :mod:`beam_dpsketch.murmur3`. Returns None (nothing reported) when a
+    key is not exactly a ``str`` or has no UTF-8 encoding (lone surrogates), or when ``seed`` is
+    not a Python int in ``[0, 2**32)``: the caller's general path then hashes or rejects the keys
+    with its usual results and messages.
+    """
+    if not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        return None
+    n = len(keys)
+    h1 = np.empty(n, np.uint64)
+    h2 = np.empty(n, np.uint64)
+    if murmur3.hash_tagged(keys, _TAG_STR, int(seed), h1, h2) != -1:
+        return None
+    return h1, h2
+
+
 def _hash_python_keys(keys: Iterable[Any], seed: int) -> tuple[np.ndarray, np.ndarray]:
     digest = mmh3.mmh3_x64_128_utupledigest
     pairs = [digest(encode_key(k), seed) for k in keys]
@@ -687,8 +707,8 @@ def hash_keys(keys: Any, seed: int) -> tuple[np.ndarray, np.ndarray]:
     keys
         A numpy array (integer, bool, str or bytes dtype: vectorised; object dtype: as a list), a
         pyarrow ``Array``/``ChunkedArray`` (integer, string or binary, plain or dictionary-encoded:
-        vectorised), or any sequence of supported keys (see :func:`encode_key`); lists of only
-        ``str`` are vectorised too.
+        vectorised), or any sequence of supported keys (see :func:`encode_key`); sequences of only
+        ``str`` are hashed by a compiled loop.
     seed
         Hash seed in ``[0, 2**32)``.
 
@@ -728,6 +748,9 @@ def hash_keys(keys: Any, seed: int) -> tuple[np.ndarray, np.ndarray]:
     if not isinstance(keys, Sequence):
         keys = list(keys)
     if keys and type(keys[0]) is str:
+        hashed = _hash_str_sequence(keys, seed)
+        if hashed is not None:
+            return hashed
         # Arrow infers ``string`` only when every value is a str (or None): str and bytes mixed
         # infer ``binary``, other types fail. This replaces a per-key type check.
         try:

@@ -438,12 +438,14 @@ def _probe_column(path: str, fmt: str, column: str) -> pa.DataType:
     return schema.field(column).type
 
 
-def _parquet_call(path: str, use: Callable[[pq.ParquetFile], Any]) -> Any:
-    """``use(ParquetFile)`` of the file at ``path``; an unreadable file raises
-    :class:`InputError` naming it."""
+def _parquet_call(
+    path: str, use: Callable[[pq.ParquetFile], Any], read_dictionary: Sequence[str] = ()
+) -> Any:
+    """``use(ParquetFile)`` of the file at ``path``, string or binary ``read_dictionary`` columns
+    decoded as dictionary arrays; an unreadable file raises :class:`InputError` naming it."""
     with _open(path, "parquet") as f:
         try:
-            return use(pq.ParquetFile(f))
+            return use(pq.ParquetFile(f, read_dictionary=list(read_dictionary) or None))
         except (pa.ArrowInvalid, OSError) as exc:
             raise _input_error(path, f"cannot read as Parquet ({_arrow_problem(exc)})") from None
 
@@ -582,10 +584,16 @@ class _ColumnReader(beam.DoFn):
         """``"<what> of <path>[, row <n>]"``: the cell's place, never its value."""
         return f"{self._what()} of {path}" + ("" if row is None else f", row {row}")
 
-    def _batches(self, arr: Any, path: str, first_row: int | None = None) -> Iterator[Any]:
+    def _batches(
+        self, arr: Any, path: str, first_row: int | None = None, keep_dictionary: bool = False
+    ) -> Iterator[Any]:
         if isinstance(arr, pa.ChunkedArray):
             arr = arr.combine_chunks()
-        if pa.types.is_dictionary(arr.type):
+        if pa.types.is_dictionary(arr.type) and not (
+            keep_dictionary
+            and self._key_type in (None, _key_kind(arr.type))
+            and _key_kind(arr.type) in ("str", "bytes")
+        ):
             arr = arr.dictionary_decode()
         numbers = self._key_type == NUMBERS
         kind = _key_kind(arr.type)
@@ -703,8 +711,15 @@ class _ParquetRowGroups(beam.DoFn):
 class _ReadParquetRowGroup(_ColumnReader):
     def process(self, element: tuple[str, int, int]) -> Iterator[Any]:
         path, index, first_row = element
-        table = _parquet_call(path, lambda pf: pf.read_row_group(index, columns=[self._column]))
-        yield from self._batches(table.column(self._column), path, first_row)
+        # String columns stay dictionary-encoded, as Parquet usually stores them: decoding and
+        # re-hashing every value costs more than the whole sketch update, and every sketch
+        # takes dictionary arrays (each distinct value is converted or hashed once).
+        table = _parquet_call(
+            path,
+            lambda pf: pf.read_row_group(index, columns=[self._column]),
+            read_dictionary=[self._column],
+        )
+        yield from self._batches(table.column(self._column), path, first_row, keep_dictionary=True)
 
 
 def _csv_chunks(path: str, column: str) -> Iterator[tuple[int, pa.Array]]:

@@ -57,20 +57,15 @@ def validate_counts(counts: Any, n: int) -> np.ndarray | None:
 
 
 def _distinct_strings(keys: Any) -> tuple[pa.Array, np.ndarray] | None:
-    """``(distinct values, counts)`` of a batch of strings or bytes (Arrow arrays, or a list
-    whose values are all ``str``), or ``None`` for any other batch.
+    """``(distinct values, counts)`` of a string or binary Arrow batch, or ``None`` for any
+    other batch.
 
-    Hashing a string costs far more than finding it in Arrow's hash table, so string batches
+    Hashing an Arrow string costs more than finding it in Arrow's hash table, so such batches
     are counted first (``pyarrow.compute.value_counts``) whenever values repeat. A probe of the
-    first values decides: when most are distinct, counting would only add work.
+    first values decides: when most are distinct, counting would only add work. A list of
+    ``str`` is not counted: :func:`~beam_dpsketch.hashing.hash_keys` hashes its values in C
+    straight from the ``str`` objects, faster than copying them into Arrow to count them.
     """
-    if isinstance(keys, list) and len(keys) > _PROBE and type(keys[0]) is str:
-        try:
-            keys = pa.array(keys)
-        except (pa.ArrowException, TypeError, ValueError):
-            return None  # mixed types: the general path checks and reports them
-        if keys.type != pa.string():
-            return None  # str mixed with bytes infers binary: not these keys' encoding
     if isinstance(keys, pa.ChunkedArray):
         if keys.num_chunks == 0:
             return None

@@ -271,8 +271,66 @@ fail_codes:
     return NULL;
 }
 
+PyDoc_STRVAR(encode_strs_doc,
+"encode_strs(keys, out) -> dict or None\n\n"
+"Number the distinct values of ``keys`` (a list) by first occurrence: write each key's number\n"
+"to ``out`` (int64, writable, ``len(keys)`` entries) and return the dict value -> number.\n"
+"Returns None as soon as an element is not exactly a ``str`` (the caller then takes another\n"
+"path); the numbers are identities only, never an order.");
+
+static PyObject *encode_strs(PyObject *self, PyObject *args) {
+    PyObject *keys, *o_out;
+    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &keys, &o_out)) return NULL;
+    Py_buffer b_out;
+    if (get_int64s(o_out, &b_out, 1, "out") < 0) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (b_out.len / 8 < n) {
+        PyBuffer_Release(&b_out);
+        PyErr_SetString(PyExc_ValueError, "out is shorter than keys");
+        return NULL;
+    }
+    int64_t *out = (int64_t *)b_out.buf;
+    PyObject *ids = PyDict_New();
+    if (!ids) goto fail;
+    PyObject *last_key = NULL;
+    int64_t last_id = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyList_GET_ITEM(keys, i);
+        if (x == last_key) { /* runs of one object skip the dict */
+            out[i] = last_id;
+            continue;
+        }
+        if (!PyUnicode_CheckExact(x)) {
+            Py_DECREF(ids);
+            PyBuffer_Release(&b_out);
+            Py_RETURN_NONE;
+        }
+        PyObject *id = PyDict_GetItemWithError(ids, x); /* borrowed */
+        if (!id) {
+            if (PyErr_Occurred()) goto fail_ids;
+            PyObject *next = PyLong_FromSsize_t(PyDict_GET_SIZE(ids));
+            if (!next) goto fail_ids;
+            int bad = PyDict_SetItem(ids, x, next);
+            Py_DECREF(next);
+            if (bad) goto fail_ids;
+            id = next; /* the dict holds it */
+        }
+        last_key = x;
+        last_id = (int64_t)PyLong_AsSsize_t(id);
+        out[i] = last_id;
+    }
+    PyBuffer_Release(&b_out);
+    return ids;
+fail_ids:
+    Py_DECREF(ids);
+fail:
+    PyBuffer_Release(&b_out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"update_unit", update_unit, METH_VARARGS, update_unit_doc},
+    {"encode_strs", encode_strs, METH_VARARGS, encode_strs_doc},
     {NULL, NULL, 0, NULL},
 };
 

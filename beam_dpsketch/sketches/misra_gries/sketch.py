@@ -21,10 +21,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+import beam_dpsketch.sketches.misra_gries.kernel as kernel
 from beam_dpsketch import serialization
 from beam_dpsketch.hashing import canonical_keys, decode_key, encode_key, is_string_or_binary
 from beam_dpsketch.sketches.linear.base import validate_counts
-from beam_dpsketch.sketches.misra_gries import kernel
 from beam_dpsketch.sketches.misra_gries.sizing import MAX_K, k_for_memory, suggest_k
 
 __all__ = ["MisraGries", "multiset_counts"]
@@ -280,17 +280,8 @@ def _int_array(keys: Any) -> np.ndarray | None:
 
 
 def _var_array(keys: Any) -> pa.Array | None:
-    """A batch of ``str`` or ``bytes`` keys as a dictionary-encoded Arrow array (string or
-    binary Arrow arrays, plain or dictionary-encoded; a list of ``str``), else None."""
-    if isinstance(keys, list):
-        if not keys or type(keys[0]) is not str:
-            return None
-        try:
-            keys = pa.array(keys)
-        except (pa.ArrowException, TypeError, ValueError):
-            return None
-        if keys.type != pa.string():
-            return None  # Arrow infers string only when every value is a str
+    """A string or binary Arrow batch (plain, chunked or dictionary-encoded) as a
+    dictionary-encoded Arrow array, else None."""
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
     if not isinstance(keys, pa.Array) or keys.null_count:
@@ -300,6 +291,36 @@ def _var_array(keys: Any) -> pa.Array | None:
     if not is_string_or_binary(value_type):
         return None
     return keys if pa.types.is_dictionary(typ) else keys.dictionary_encode()
+
+
+def _coded_str_list(
+    keys: list[Any], held: dict[Any, int]
+) -> tuple[np.ndarray, np.ndarray, Any] | None:
+    """:func:`_coded_batch` of a list of ``str`` and held ``str`` keys, without building Arrow
+    arrays of the whole batch: the C loop numbers each distinct object once (a dict), and only
+    the distinct values are sorted. None if an element is not a ``str`` or not UTF-8
+    encodable (a lone surrogate): the Python loop handles those."""
+    first = np.empty(len(keys), dtype=np.int64)
+    ids = kernel.encode_strs(keys, first)
+    if ids is None:
+        return None
+    distinct = list(ids)  # numbered by first occurrence, which is the dict's order
+    extra = [x for x in held if x not in ids]
+    held_ids = np.fromiter((ids.get(x, -1) for x in held), dtype=np.int64, count=len(held))
+    held_ids[held_ids < 0] = np.arange(len(distinct), len(distinct) + len(extra))
+    distinct.extend(extra)
+    try:
+        values = pa.array(distinct, pa.string())
+    except (pa.ArrowException, UnicodeEncodeError):
+        return None
+    order = pc.sort_indices(values).to_numpy(zero_copy_only=False)
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+
+    def decode(out: np.ndarray) -> list[Any]:
+        return [distinct[j] for j in order[out].tolist()]
+
+    return rank[first], rank[held_ids], decode
 
 
 def _coded_batch(keys: Any, held: dict[Any, int]) -> tuple[np.ndarray, np.ndarray, Any] | None:
@@ -321,6 +342,8 @@ def _coded_batch(keys: Any, held: dict[Any, int]) -> tuple[np.ndarray, np.ndarra
         except OverflowError:
             return None  # a held int beyond int64
         return ints, held_codes, np.ndarray.tolist
+    if isinstance(keys, list) and keys and type(keys[0]) is str:
+        return _coded_str_list(keys, held) if types <= {str} else None
     encoded = _var_array(keys)
     if encoded is None:
         return None
