@@ -21,11 +21,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Key -> sketch slot. When every key of the call lies in a short range (ranks of strings,
+ * compact ints) the table is an array indexed by ``key - lo``; otherwise it is open addressing
+ * with linear probing. */
 typedef struct {
-    int64_t *keys;   /* key of each table entry */
+    int64_t *keys;   /* key of each entry (hashed mode only) */
     int32_t *slot;   /* sketch slot of each entry, -1 when empty */
-    uint64_t mask;   /* capacity - 1 (capacity is a power of two) */
+    uint64_t mask;   /* hashed mode: capacity - 1 (capacity is a power of two) */
+    int64_t lo;      /* direct mode: the smallest key */
+    int direct;
 } Table;
+
+/* Direct mode when the key range is at most DIRECT_SPAN, a few times the entries, or at
+ * most DIRECT_SPAN_MAX and the call's length. */
+#define DIRECT_SPAN (1 << 16)
+#define DIRECT_SPAN_MAX (1 << 22)
 
 static inline uint64_t mix(int64_t key) {
     /* A multiplicative mix (Fibonacci hashing constant) with a fold of the high bits: the
@@ -34,7 +44,20 @@ static inline uint64_t mix(int64_t key) {
     return h ^ (h >> 29);
 }
 
-static int table_init(Table *t, Py_ssize_t entries) {
+static int table_init(Table *t, Py_ssize_t entries, Py_ssize_t n, int64_t lo, int64_t hi) {
+    uint64_t span = (uint64_t)hi - (uint64_t)lo + 1; /* wraps to 0 for the full int64 range */
+    /* A long call may pay for clearing a larger array (at most one int32 per key). */
+    if (span && (span <= DIRECT_SPAN || span <= (uint64_t)entries * 4 ||
+                 (span <= DIRECT_SPAN_MAX && span <= (uint64_t)n))) {
+        t->direct = 1;
+        t->lo = lo;
+        t->keys = NULL;
+        t->slot = (int32_t *)malloc(span * sizeof(int32_t));
+        if (!t->slot) return -1;
+        memset(t->slot, 0xff, span * sizeof(int32_t));
+        return 0;
+    }
+    t->direct = 0;
     uint64_t cap = 16;
     while (cap < (uint64_t)entries * 2) cap <<= 1;
     t->keys = (int64_t *)malloc(cap * sizeof(int64_t));
@@ -56,6 +79,7 @@ static void table_free(Table *t) {
 
 /* The slot of ``key``, or -1. */
 static inline int32_t table_find(const Table *t, int64_t key) {
+    if (t->direct) return t->slot[(uint64_t)key - (uint64_t)t->lo];
     uint64_t i = mix(key) & t->mask;
     for (;;) {
         int32_t s = t->slot[i];
@@ -66,6 +90,10 @@ static inline int32_t table_find(const Table *t, int64_t key) {
 }
 
 static inline void table_put(Table *t, int64_t key, int32_t s) {
+    if (t->direct) {
+        t->slot[(uint64_t)key - (uint64_t)t->lo] = s;
+        return;
+    }
     uint64_t i = mix(key) & t->mask;
     while (t->slot[i] >= 0) i = (i + 1) & t->mask;
     t->keys[i] = key;
@@ -74,6 +102,10 @@ static inline void table_put(Table *t, int64_t key, int32_t s) {
 
 /* Remove ``key`` (present) with backward-shift deletion, so lookups never meet tombstones. */
 static void table_remove(Table *t, int64_t key) {
+    if (t->direct) {
+        t->slot[(uint64_t)key - (uint64_t)t->lo] = -1;
+        return;
+    }
     uint64_t i = mix(key) & t->mask;
     while (t->keys[i] != key || t->slot[i] < 0) i = (i + 1) & t->mask;
     uint64_t j = i;
@@ -176,9 +208,19 @@ static PyObject *update_unit(PyObject *self, PyObject *args) {
         goto fail_all;
     }
 
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (codes[i] < lo) lo = codes[i];
+        if (codes[i] > hi) hi = codes[i];
+    }
+    for (Py_ssize_t s = 0; s < m; s++) {
+        if (in_keys[s] < lo) lo = in_keys[s];
+        if (in_keys[s] > hi) hi = in_keys[s];
+    }
+    if (lo > hi) lo = hi = 0; /* no keys at all */
     Table t;
     int64_t *zeros = NULL;
-    if (table_init(&t, most) < 0) {
+    if (table_init(&t, most, n, lo, hi) < 0) {
         PyErr_NoMemory();
         goto fail_all;
     }

@@ -33,6 +33,8 @@ def as_words(ints: np.ndarray) -> list[str]:
 
 FORMS = {
     "numpy int64": lambda v: v,
+    # Keys spread over the int64 range take the kernel's hashed table, not its direct array.
+    "numpy int64 spread": lambda v: v * (1 << 40) + 3,
     "numpy int32": lambda v: v.astype(np.int32),
     "numpy uint64": lambda v: (v + 5).astype(np.uint64),
     "numpy bool": lambda v: (v % 2).astype(bool),
