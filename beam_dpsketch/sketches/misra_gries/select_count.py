@@ -40,13 +40,12 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
-from beam_dpsketch.hashing import canonical_keys, encode_key
+from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.noise import NoiseStream, discrete_laplace
 from beam_dpsketch.sketches.misra_gries.core import (
     ERROR_CONFIDENCE,
@@ -61,6 +60,7 @@ from beam_dpsketch.sketches.misra_gries.core import (
     laplace_scale_exact,
     make_release,
 )
+from beam_dpsketch.sketches.misra_gries.sketch import multiset_counts
 
 __all__ = [
     "DEFAULT_SELECTION_FRACTION",
@@ -159,8 +159,9 @@ class CandidateIndex:
         """Exact counts of the candidates in one batch of keys (absent candidates omitted).
 
         A numpy integer array is counted with ``np.isin`` and ``np.unique``; any other batch
-        :func:`~beam_dpsketch.hashing.canonical_keys` accepts (a list of keys, a pyarrow array)
-        with ``Counter`` (in C). Memory ``O(len(batch) + len(C))``.
+        (a list of keys, a pyarrow array, plain or dictionary-encoded) by
+        :func:`~beam_dpsketch.sketches.misra_gries.sketch.multiset_counts`, which converts each
+        distinct value once. Memory ``O(len(batch) + len(C))``.
         """
         if not self._keys:
             return {}
@@ -171,10 +172,9 @@ class CandidateIndex:
             hit = arr[np.isin(arr, self._ints)]
             values, counts = np.unique(hit, return_counts=True)
             return dict(zip(values.tolist(), counts.tolist(), strict=True))
-        counter = Counter(canonical_keys(batch))
-        if len(counter) <= len(self._keys):
-            return {c: n for c, n in counter.items() if c in self._keys}
-        return {c: counter[c] for c in self._keys if c in counter}
+        keys = self._keys
+        distinct, weights = multiset_counts(batch)
+        return {c: n for c, n in zip(distinct, weights, strict=True) if c in keys}
 
 
 def count_candidates(batch: Any, candidates: Iterable[Any]) -> dict[Any, int]:

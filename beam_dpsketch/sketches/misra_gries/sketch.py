@@ -4,8 +4,9 @@ No privacy here: the DP releases (PMG, pure DP, merged, user level) build on thi
 Lebeda and Tetek (PODS 2023), cited as [LT23]: [LT23, Algorithm 1] (the variant), docs/algorithms.md#mg-implementation (efficient implementation),
 docs/algorithms.md#mg-weighted (weighted updates), [LT23, Section 7] (merge), docs/algorithms.md#mg-oracles (invariants, tested).
 
-Two update orders: :meth:`MisraGries.update` runs Algorithm 1 in arrival order (one Python step per
-key); :meth:`MisraGries.update_multiset` runs it on the batch sorted by the fixed key order, from
+Two update orders: :meth:`MisraGries.update` runs Algorithm 1 in arrival order (in C over int64
+key codes for batches of ints, strs or bytes, docs/algorithms.md#mg-implementation; one Python
+step per key otherwise); :meth:`MisraGries.update_multiset` runs it on the batch sorted by the fixed key order, from
 each distinct key's total weight (numpy/Arrow counting, one Python step per distinct key), which
 is what a shard that is the unit of the privacy analysis may use (see its docstring).
 """
