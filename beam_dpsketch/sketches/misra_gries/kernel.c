@@ -124,16 +124,24 @@ static void table_remove(Table *t, int64_t key) {
     t->slot[i] = -1;
 }
 
-/* Sort ``a[0..n)`` ascending: least-significant-digit radix sort on the sign-flipped bits,
- * one byte per pass, skipping the passes in which every key has the same byte (key codes
- * are often small ranks, so most passes are skipped). ``tmp`` has room for ``n`` keys. */
-static void sort_int64(int64_t *a, int64_t *tmp, Py_ssize_t n) {
+/* A zero-list entry: ``key`` orders it (unsigned), ``item`` is what the loop needs back. */
+typedef struct {
+    uint64_t key;
+    int64_t item;
+} Pair;
+
+#define SIGN_BIT 0x8000000000000000ULL
+
+/* Sort ``a[0..n)`` by ``key`` ascending: least-significant-digit radix sort, one byte per pass,
+ * skipping the passes in which every key has the same byte (codes are often small ranks, so
+ * most passes are skipped). ``tmp`` has room for ``n`` entries. */
+static void sort_pairs(Pair *a, Pair *tmp, Py_ssize_t n) {
     if (n < 2) return;
     if (n <= 32) {
         for (Py_ssize_t i = 1; i < n; i++) {
-            int64_t v = a[i];
+            Pair v = a[i];
             Py_ssize_t j = i;
-            while (j > 0 && a[j - 1] > v) {
+            while (j > 0 && a[j - 1].key > v.key) {
                 a[j] = a[j - 1];
                 j--;
             }
@@ -143,25 +151,22 @@ static void sort_int64(int64_t *a, int64_t *tmp, Py_ssize_t n) {
     }
     uint64_t all_or = 0, all_and = ~0ULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        uint64_t u = (uint64_t)a[i] ^ 0x8000000000000000ULL;
-        all_or |= u;
-        all_and &= u;
+        all_or |= a[i].key;
+        all_and &= a[i].key;
     }
     uint64_t varying = all_or ^ all_and;
-    int64_t *src = a, *dst = tmp;
+    Pair *src = a, *dst = tmp;
     for (int shift = 0; shift < 64; shift += 8) {
         if (!((varying >> shift) & 0xff)) continue;
         Py_ssize_t count[257] = {0};
-        for (Py_ssize_t i = 0; i < n; i++)
-            count[(((uint64_t)src[i] ^ 0x8000000000000000ULL) >> shift & 0xff) + 1]++;
+        for (Py_ssize_t i = 0; i < n; i++) count[((src[i].key >> shift) & 0xff) + 1]++;
         for (int b = 0; b < 256; b++) count[b + 1] += count[b];
-        for (Py_ssize_t i = 0; i < n; i++)
-            dst[count[((uint64_t)src[i] ^ 0x8000000000000000ULL) >> shift & 0xff]++] = src[i];
-        int64_t *swap = src;
+        for (Py_ssize_t i = 0; i < n; i++) dst[count[(src[i].key >> shift) & 0xff]++] = src[i];
+        Pair *swap = src;
         src = dst;
         dst = swap;
     }
-    if (src != a) memcpy(a, src, (size_t)n * sizeof(int64_t));
+    if (src != a) memcpy(a, src, (size_t)n * sizeof(Pair));
 }
 
 static int get_int64s(PyObject *obj, Py_buffer *view, int writable, const char *name) {
@@ -219,13 +224,13 @@ static PyObject *update_unit(PyObject *self, PyObject *args) {
     }
     if (lo > hi) lo = hi = 0; /* no keys at all */
     Table t;
-    int64_t *zeros = NULL;
+    Pair *zeros = NULL;
     if (table_init(&t, most, n, lo, hi) < 0) {
         PyErr_NoMemory();
         goto fail_all;
     }
     /* The zero list holds at most every held key; the second half is the sort's buffer. */
-    zeros = (int64_t *)malloc((size_t)(most > 0 ? most : 1) * 2 * sizeof(int64_t));
+    zeros = (Pair *)malloc((size_t)(most > 0 ? most : 1) * 2 * sizeof(Pair));
     if (!zeros) {
         table_free(&t);
         PyErr_NoMemory();
@@ -242,9 +247,9 @@ static PyObject *update_unit(PyObject *self, PyObject *args) {
             goto fail_all;
         }
         table_put(&t, in_keys[s], (int32_t)s);
-        if (in_counts[s] == 0) zeros[nz++] = in_keys[s];
+        if (in_counts[s] == 0) zeros[nz++] = (Pair){(uint64_t)in_keys[s] ^ SIGN_BIT, in_keys[s]};
     }
-    sort_int64(zeros, zeros + most, nz);
+    sort_pairs(zeros, zeros + most, nz);
 
     Py_BEGIN_ALLOW_THREADS
     int64_t base = 0, d = 0;
@@ -265,7 +270,7 @@ static PyObject *update_unit(PyObject *self, PyObject *args) {
             /* The smallest key still at zero leaves (a listed key may have grown since). */
             int32_t z;
             for (;;) {
-                z = table_find(&t, zeros[zp++]);
+                z = table_find(&t, zeros[zp++].item);
                 if (z >= 0 && sval[z] == base) break;
             }
             table_remove(&t, skey[z]);
@@ -279,8 +284,8 @@ static PyObject *update_unit(PyObject *self, PyObject *args) {
             base++;
             nz = 0;
             for (Py_ssize_t j = 0; j < held; j++)
-                if (sval[j] == base) zeros[nz++] = skey[j];
-            sort_int64(zeros, zeros + most, nz);
+                if (sval[j] == base) zeros[nz++] = (Pair){(uint64_t)skey[j] ^ SIGN_BIT, skey[j]};
+            sort_pairs(zeros, zeros + most, nz);
             zp = 0;
             nzero = nz;
         }
@@ -313,66 +318,275 @@ fail_codes:
     return NULL;
 }
 
-PyDoc_STRVAR(encode_strs_doc,
-"encode_strs(keys, out) -> dict or None\n\n"
-"Number the distinct values of ``keys`` (a list) by first occurrence: write each key's number\n"
-"to ``out`` (int64, writable, ``len(keys)`` entries) and return the dict value -> number.\n"
-"Returns None as soon as an element is not exactly a ``str`` (the caller then takes another\n"
-"path); the numbers are identities only, never an order.");
+/* ---------------------------------------------------------------- str keys
+ *
+ * The same loop over a list of ``str`` objects, without numbering the batch's distinct values:
+ * the slot table holds only the keys the sketch holds (at most k), found by the str's own
+ * cached hash and compared by value. The table's hash decides where a key sits in the table,
+ * never what the sketch holds. Zero lists are sorted in code-point order (UTF-8 byte order):
+ * by a radix sort of each key's first eight UTF-8 bytes, then by a full comparison of the keys
+ * that share them. */
 
-static PyObject *encode_strs(PyObject *self, PyObject *args) {
-    PyObject *keys, *o_out;
-    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &keys, &o_out)) return NULL;
-    Py_buffer b_out;
-    if (get_int64s(o_out, &b_out, 1, "out") < 0) return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(keys);
-    if (b_out.len / 8 < n) {
-        PyBuffer_Release(&b_out);
-        PyErr_SetString(PyExc_ValueError, "out is shorter than keys");
+typedef struct {
+    PyObject **obj;  /* key of each entry (borrowed: the caller's lists keep it alive) */
+    Py_hash_t *hash;
+    int32_t *slot;   /* sketch slot of each entry, -1 when empty */
+    uint64_t mask;
+} StrTable;
+
+static int str_table_init(StrTable *t, Py_ssize_t entries) {
+    uint64_t cap = 16;
+    while (cap < (uint64_t)entries * 2) cap <<= 1;
+    t->obj = (PyObject **)malloc(cap * sizeof(PyObject *));
+    t->hash = (Py_hash_t *)malloc(cap * sizeof(Py_hash_t));
+    t->slot = (int32_t *)malloc(cap * sizeof(int32_t));
+    if (!t->obj || !t->hash || !t->slot) {
+        free(t->obj);
+        free(t->hash);
+        free(t->slot);
+        return -1;
+    }
+    memset(t->slot, 0xff, cap * sizeof(int32_t));
+    t->mask = cap - 1;
+    return 0;
+}
+
+static void str_table_free(StrTable *t) {
+    free(t->obj);
+    free(t->hash);
+    free(t->slot);
+}
+
+static inline int str_equal(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    int kind = PyUnicode_KIND(a);
+    /* Equal strs have the same kind: CPython stores each in its narrowest kind. */
+    if (n != PyUnicode_GET_LENGTH(b) || kind != (int)PyUnicode_KIND(b)) return 0;
+    return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * (size_t)kind) == 0;
+}
+
+static inline int32_t str_find(const StrTable *t, PyObject *x, Py_hash_t h) {
+    uint64_t i = (uint64_t)h & t->mask;
+    for (;;) {
+        int32_t s = t->slot[i];
+        if (s < 0) return -1;
+        if (t->hash[i] == h && str_equal(t->obj[i], x)) return s;
+        i = (i + 1) & t->mask;
+    }
+}
+
+static inline void str_put(StrTable *t, PyObject *x, Py_hash_t h, int32_t s) {
+    uint64_t i = (uint64_t)h & t->mask;
+    while (t->slot[i] >= 0) i = (i + 1) & t->mask;
+    t->obj[i] = x;
+    t->hash[i] = h;
+    t->slot[i] = s;
+}
+
+/* Remove the entry of slot ``s`` (present, hash ``h``) with backward-shift deletion. */
+static void str_remove(StrTable *t, Py_hash_t h, int32_t s) {
+    uint64_t i = (uint64_t)h & t->mask;
+    while (t->slot[i] != s) i = (i + 1) & t->mask;
+    uint64_t j = i;
+    for (;;) {
+        j = (j + 1) & t->mask;
+        if (t->slot[j] < 0) break;
+        uint64_t home = (uint64_t)t->hash[j] & t->mask;
+        int in_range = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
+        if (!in_range) {
+            t->obj[i] = t->obj[j];
+            t->hash[i] = t->hash[j];
+            t->slot[i] = t->slot[j];
+            i = j;
+        }
+    }
+    t->slot[i] = -1;
+}
+
+/* The UTF-8 bytes of a str (cached in the object by CPython), or NULL with an exception set
+ * (a lone surrogate). */
+static inline const char *utf8_of(PyObject *x, Py_ssize_t *len) {
+    return PyUnicode_AsUTF8AndSize(x, len);
+}
+
+static int compare_utf8(PyObject *a, PyObject *b) {
+    Py_ssize_t la, lb;
+    const char *ua = utf8_of(a, &la), *ub = utf8_of(b, &lb);
+    int c = memcmp(ua, ub, (size_t)(la < lb ? la : lb));
+    if (c) return c;
+    return (la > lb) - (la < lb);
+}
+
+/* The zero-list entries of slots whose stored value is ``base``, sorted by key; -1 on a key
+ * with no UTF-8 encoding. ``skey`` is read for the keys; ``zeros`` has room for 2 * ``held``. */
+static Py_ssize_t str_zero_list(Pair *zeros, PyObject **skey, const int64_t *sval, Py_ssize_t held,
+                                int64_t base, Py_ssize_t room) {
+    Py_ssize_t nz = 0;
+    for (Py_ssize_t j = 0; j < held; j++) {
+        if (sval[j] != base) continue;
+        Py_ssize_t len;
+        const char *u = utf8_of(skey[j], &len);
+        if (!u) return -1;
+        uint64_t prefix = 0;
+        for (int b = 0; b < 8; b++)
+            prefix = (prefix << 8) | (b < len ? (unsigned char)u[b] : 0);
+        zeros[nz++] = (Pair){prefix, j};
+    }
+    sort_pairs(zeros, zeros + room, nz);
+    /* Keys sharing their first eight bytes are ordered by the rest (insertion sort: such runs
+     * are short unless many keys share a long prefix, where it stays correct, only slower). */
+    for (Py_ssize_t a = 0; a < nz;) {
+        Py_ssize_t b = a + 1;
+        while (b < nz && zeros[b].key == zeros[a].key) b++;
+        for (Py_ssize_t i = a + 1; i < b; i++) {
+            Pair v = zeros[i];
+            Py_ssize_t j = i;
+            while (j > a && compare_utf8(skey[zeros[j - 1].item], skey[v.item]) > 0) {
+                zeros[j] = zeros[j - 1];
+                j--;
+            }
+            zeros[j] = v;
+        }
+        a = b;
+    }
+    return nz;
+}
+
+PyDoc_STRVAR(update_strs_doc,
+"update_strs(keys, held, counts, out_counts, k, free) -> (held, free, decrements) or None\n\n"
+"Algorithm 1 of Lebeda and Tetek on ``keys`` (a list of str, arrival order, weight 1 each).\n"
+"``held`` (a list of str) and ``counts`` (int64) are the held keys and counters, ``free`` the\n"
+"unused dummy slots. Returns the new held keys as a list, their counters written to the first\n"
+"entries of ``out_counts`` (int64, writable, at least ``min(k, len(held) + len(keys))``), or\n"
+"None, changing nothing, when a key is not exactly a str or has no UTF-8 encoding.");
+
+static PyObject *update_strs(PyObject *self, PyObject *args) {
+    PyObject *keys, *held_keys, *o_counts, *o_out;
+    Py_ssize_t k, free_slots;
+    if (!PyArg_ParseTuple(args, "O!O!OOnn", &PyList_Type, &keys, &PyList_Type, &held_keys,
+                          &o_counts, &o_out, &k, &free_slots))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys), m = PyList_GET_SIZE(held_keys);
+    Py_buffer b_counts, b_out;
+    if (get_int64s(o_counts, &b_counts, 0, "counts") < 0) return NULL;
+    if (get_int64s(o_out, &b_out, 1, "out_counts") < 0) {
+        PyBuffer_Release(&b_counts);
         return NULL;
     }
-    int64_t *out = (int64_t *)b_out.buf;
-    PyObject *ids = PyDict_New();
-    if (!ids) goto fail;
-    PyObject *last_key = NULL;
-    int64_t last_id = -1;
+    PyObject *result = NULL;
+    Py_hash_t *hashes = NULL, *shash = NULL;
+    PyObject **skey = NULL;
+    Pair *zeros = NULL;
+    StrTable t = {NULL, NULL, NULL, 0};
+    Py_ssize_t most = m + (free_slots < n ? free_slots : n);
+    int64_t *sval = (int64_t *)b_out.buf;
+    const int64_t *in_counts = (const int64_t *)b_counts.buf;
+    if (b_counts.len / 8 != m || b_out.len / 8 < most || k < 1 || free_slots < 0 ||
+        m + free_slots != k || k > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "inconsistent Misra-Gries kernel arguments");
+        goto done;
+    }
+    /* Every key must be an exact str; its hash is computed (and cached by the str) here. */
+    hashes = (Py_hash_t *)malloc((size_t)(n > 0 ? n : 1) * sizeof(Py_hash_t));
+    skey = (PyObject **)malloc((size_t)(most > 0 ? most : 1) * sizeof(PyObject *));
+    shash = (Py_hash_t *)malloc((size_t)(most > 0 ? most : 1) * sizeof(Py_hash_t));
+    zeros = (Pair *)malloc((size_t)(most > 0 ? most : 1) * 2 * sizeof(Pair));
+    if (!hashes || !skey || !shash || !zeros || str_table_init(&t, most) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n + m; i++) {
+        PyObject *x = i < n ? PyList_GET_ITEM(keys, i) : PyList_GET_ITEM(held_keys, i - n);
+        if (!PyUnicode_CheckExact(x)) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+        Py_hash_t h = PyObject_Hash(x);
+        if (h == -1) goto done;
+        if (i < n) hashes[i] = h;
+        else shash[i - n] = h;
+    }
+    for (Py_ssize_t s = 0; s < m; s++) {
+        PyObject *x = PyList_GET_ITEM(held_keys, s);
+        if (str_find(&t, x, shash[s]) >= 0) {
+            PyErr_SetString(PyExc_ValueError, "duplicate held keys");
+            goto done;
+        }
+        skey[s] = x;
+        sval[s] = in_counts[s];
+        str_put(&t, x, shash[s], (int32_t)s);
+    }
+    int64_t base = 0, d = 0;
+    Py_ssize_t held = m, zp = 0, free_left = free_slots;
+    Py_ssize_t nz = str_zero_list(zeros, skey, sval, held, 0, most);
+    if (nz < 0) goto unencodable;
+    Py_ssize_t nzero = nz;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *x = PyList_GET_ITEM(keys, i);
-        if (x == last_key) { /* runs of one object skip the dict */
-            out[i] = last_id;
-            continue;
+        Py_hash_t h = hashes[i];
+        int32_t s = str_find(&t, x, h);
+        if (s >= 0) {
+            if (sval[s] == base) nzero--;
+            sval[s]++;
+        } else if (free_left) {
+            free_left--;
+            skey[held] = x;
+            shash[held] = h;
+            sval[held] = base + 1;
+            str_put(&t, x, h, (int32_t)held);
+            held++;
+        } else if (nzero) {
+            /* The smallest key still at zero leaves (a listed key may have grown since). */
+            int32_t z;
+            do {
+                z = (int32_t)zeros[zp++].item;
+            } while (sval[z] != base);
+            str_remove(&t, shash[z], z);
+            skey[z] = x;
+            shash[z] = h;
+            sval[z] = base + 1;
+            str_put(&t, x, h, z);
+            nzero--;
+        } else {
+            d++;
+            base++;
+            nz = str_zero_list(zeros, skey, sval, held, base, most);
+            if (nz < 0) goto unencodable;
+            zp = 0;
+            nzero = nz;
         }
-        if (!PyUnicode_CheckExact(x)) {
-            Py_DECREF(ids);
-            PyBuffer_Release(&b_out);
-            Py_RETURN_NONE;
-        }
-        PyObject *id = PyDict_GetItemWithError(ids, x); /* borrowed */
-        if (!id) {
-            if (PyErr_Occurred()) goto fail_ids;
-            PyObject *next = PyLong_FromSsize_t(PyDict_GET_SIZE(ids));
-            if (!next) goto fail_ids;
-            int bad = PyDict_SetItem(ids, x, next);
-            Py_DECREF(next);
-            if (bad) goto fail_ids;
-            id = next; /* the dict holds it */
-        }
-        last_key = x;
-        last_id = (int64_t)PyLong_AsSsize_t(id);
-        out[i] = last_id;
     }
+    PyObject *out_keys = PyList_New(held);
+    if (!out_keys) goto done;
+    for (Py_ssize_t j = 0; j < held; j++) {
+        Py_INCREF(skey[j]);
+        PyList_SET_ITEM(out_keys, j, skey[j]);
+        sval[j] -= base;
+    }
+    result = Py_BuildValue("Nnn", out_keys, free_left, (Py_ssize_t)d);
+    goto done;
+unencodable:
+    if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+        PyErr_Clear();
+        result = Py_None;
+        Py_INCREF(result);
+    }
+done:
+    str_table_free(&t);
+    free(hashes);
+    free(skey);
+    free(shash);
+    free(zeros);
     PyBuffer_Release(&b_out);
-    return ids;
-fail_ids:
-    Py_DECREF(ids);
-fail:
-    PyBuffer_Release(&b_out);
-    return NULL;
+    PyBuffer_Release(&b_counts);
+    return result;
 }
 
 static PyMethodDef methods[] = {
     {"update_unit", update_unit, METH_VARARGS, update_unit_doc},
-    {"encode_strs", encode_strs, METH_VARARGS, encode_strs_doc},
+    {"update_strs", update_strs, METH_VARARGS, update_strs_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -294,36 +294,6 @@ def _var_array(keys: Any) -> pa.Array | None:
     return keys if pa.types.is_dictionary(typ) else keys.dictionary_encode()
 
 
-def _coded_str_list(
-    keys: list[Any], held: dict[Any, int]
-) -> tuple[np.ndarray, np.ndarray, Any] | None:
-    """:func:`_coded_batch` of a list of ``str`` and held ``str`` keys, without building Arrow
-    arrays of the whole batch: the C loop numbers each distinct object once (a dict), and only
-    the distinct values are sorted. None if an element is not a ``str`` or not UTF-8
-    encodable (a lone surrogate): the Python loop handles those."""
-    first = np.empty(len(keys), dtype=np.int64)
-    ids = kernel.encode_strs(keys, first)
-    if ids is None:
-        return None
-    distinct = list(ids)  # numbered by first occurrence, which is the dict's order
-    extra = [x for x in held if x not in ids]
-    held_ids = np.fromiter((ids.get(x, -1) for x in held), dtype=np.int64, count=len(held))
-    held_ids[held_ids < 0] = np.arange(len(distinct), len(distinct) + len(extra))
-    distinct.extend(extra)
-    try:
-        values = pa.array(distinct, pa.string())
-    except (pa.ArrowException, UnicodeEncodeError):
-        return None
-    order = pc.sort_indices(values).to_numpy(zero_copy_only=False)
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-
-    def decode(out: np.ndarray) -> list[Any]:
-        return [distinct[j] for j in order[out].tolist()]
-
-    return rank[first], rank[held_ids], decode
-
-
 def _coded_batch(keys: Any, held: dict[Any, int]) -> tuple[np.ndarray, np.ndarray, Any] | None:
     """``(codes, held_codes, decode)``: the batch and the held keys as int64 codes whose numeric
     order is :func:`_order`, and the map from codes back to keys; None when the keys are not
@@ -343,8 +313,6 @@ def _coded_batch(keys: Any, held: dict[Any, int]) -> tuple[np.ndarray, np.ndarra
         except OverflowError:
             return None  # a held int beyond int64
         return ints, held_codes, np.ndarray.tolist
-    if isinstance(keys, list) and keys and type(keys[0]) is str:
-        return _coded_str_list(keys, held) if types <= {str} else None
     encoded = _var_array(keys)
     if encoded is None:
         return None
@@ -684,6 +652,8 @@ class MisraGries:
             _COMPILED_MIN_BATCH, len(cnt) // 4
         ):
             return False
+        if isinstance(keys, list) and keys and type(keys[0]) is str:
+            return self._update_str_list(keys)
         coded = _coded_batch(keys, cnt)
         if coded is None:
             return False
@@ -702,6 +672,28 @@ class MisraGries:
         self._rebuild_zero_list()
         self.d += decrements
         self.n += len(codes)
+        return True
+
+    def _update_str_list(self, keys: list[Any]) -> bool:
+        """:meth:`_update_compiled` of a list of ``str``: the C loop finds the keys among the
+        held ones by value and orders zero keys by their UTF-8 bytes (code-point order, as
+        :func:`_order`), without numbering the batch's distinct values. False (nothing
+        changed) when a key or a held key is not a ``str`` or has no UTF-8 encoding."""
+        cnt = self._cnt
+        if not set(map(type, cnt)) <= {str}:
+            return False
+        counts = np.fromiter(cnt.values(), dtype=np.int64, count=len(cnt))
+        free = len(self._dummies)
+        out_counts = np.empty(len(cnt) + min(free, len(keys)), dtype=np.int64)
+        result = kernel.update_strs(keys, list(cnt), counts, out_counts, self.k, free)
+        if result is None:
+            return False
+        held, free_left, decrements = result
+        self._cnt = dict(zip(held, out_counts[: len(held)].tolist(), strict=True))
+        self._use_dummies(free - free_left)
+        self._rebuild_zero_list()
+        self.d += decrements
+        self.n += len(keys)
         return True
 
     def _update_unit(self, keys: list[Any]) -> None:

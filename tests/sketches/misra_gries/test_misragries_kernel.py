@@ -27,8 +27,10 @@ def zipf_ints(seed: int, n: int, universe: int, shift: int = -5) -> np.ndarray:
 
 
 def as_words(ints: np.ndarray) -> list[str]:
-    # Non-ASCII and prefix-related strings: code-point order must match the kernel's ranks.
-    return [("é" if v % 3 == 0 else "e") + "x" * (v % 4) + str(v) for v in ints.tolist()]
+    # Non-ASCII strings of every storage width (é, 漢, 😀) and strings that extend one another
+    # or share their first eight UTF-8 bytes: code-point order must match the kernel's.
+    lead = ("é", "e", "漢", "😀", "prefix-0", "prefix-0x")
+    return [lead[v % 6] + "x" * (v % 4) + str(v) for v in ints.tolist()]
 
 
 FORMS = {
@@ -64,13 +66,16 @@ def plain_keys(batch) -> list:
 def kernel_calls(monkeypatch):
     """Counts the calls that reach the C loop."""
     calls = []
-    real = kernel.update_unit
 
-    def counted(*args):
-        calls.append(len(args[0]))
-        return real(*args)
+    def counting(real):
+        def counted(*args):
+            calls.append(len(args[0]))
+            return real(*args)
 
-    monkeypatch.setattr(kernel, "update_unit", counted)
+        return counted
+
+    for name in ("update_unit", "update_strs"):
+        monkeypatch.setattr(kernel, name, counting(getattr(kernel, name)))
     return calls
 
 
@@ -177,3 +182,12 @@ def test_long_zero_lists_are_replaced_in_the_fixed_order(form, kernel_calls):
     naive = NaiveMG(300).extend(plain_keys(keys))
     assert sketch.slots() == naive.slots()
     assert sketch.error_bound() == naive.d > 0
+
+
+def test_unencodable_strs_stay_on_the_python_loop(kernel_calls):
+    """A lone surrogate has no UTF-8 encoding: the C loop gives up without changing anything
+    and the Python loop, which orders strs by code point, runs the batch."""
+    keys = [f"k{v % 40}" for v in range(3000)]
+    keys[2000] = "\ud800"
+    sketch = MisraGries(5).update(keys)
+    assert sketch.slots() == NaiveMG(5).extend(keys).slots()
