@@ -889,8 +889,9 @@ class ReadKeyBatches(beam.PTransform):
     Returns
     -------
     PCollection
-        pyarrow ``Array`` batches. With ``dead_letter=True``, a tagged result:
-        ``result["batches"]`` and ``result["invalid"]``.
+        pyarrow ``Array`` batches; string and binary Parquet columns come dictionary-encoded
+        (each distinct value of a row group stored once; every sketch takes such arrays). With
+        ``dead_letter=True``, a tagged result: ``result["batches"]`` and ``result["invalid"]``.
 
     Raises
     ------
