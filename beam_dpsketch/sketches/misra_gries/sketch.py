@@ -4,11 +4,11 @@ No privacy here: the DP releases (PMG, pure DP, merged, user level) build on thi
 Lebeda and Tetek (PODS 2023), cited as [LT23]: [LT23, Algorithm 1] (the variant), docs/algorithms.md#mg-implementation (efficient implementation),
 docs/algorithms.md#mg-weighted (weighted updates), [LT23, Section 7] (merge), docs/algorithms.md#mg-oracles (invariants, tested).
 
-Two update orders: :meth:`MisraGries.update` runs Algorithm 1 in arrival order (in C over int64
-key codes for batches of ints, strs or bytes, docs/algorithms.md#mg-implementation; one Python
-step per key otherwise); :meth:`MisraGries.update_multiset` runs it on the batch sorted by the fixed key order, from
-each distinct key's total weight (numpy/Arrow counting, one Python step per distinct key), which
-is what a shard that is the unit of the privacy analysis may use (see its docstring).
+Two update orders: :meth:`MisraGries.update` runs Algorithm 1 in arrival order (in C for batches
+of ints, strs or bytes, docs/algorithms.md#mg-implementation; one Python step per key otherwise);
+:meth:`MisraGries.update_multiset` runs it on the batch sorted by the fixed key order, from each
+distinct key's total weight (numpy/Arrow counting, one Python step per distinct key), which is
+what a shard that is the unit of the privacy analysis may use (see its docstring).
 """
 
 from __future__ import annotations
@@ -318,7 +318,6 @@ def _coded_batch(keys: Any, held: dict[Any, int]) -> tuple[np.ndarray, np.ndarra
         return None
     values = encoded.dictionary
     is_str = pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
-    is_str = is_str or pa.types.is_string_view(values.type)
     if not types <= {str if is_str else bytes}:
         return None
     wide = pa.large_string() if is_str else pa.large_binary()
@@ -667,10 +666,7 @@ class MisraGries:
         held, free_left, decrements = kernel.update_unit(
             codes, held_codes, counts, out_keys, out_counts, self.k, free
         )
-        self._cnt = dict(zip(decode(out_keys[:held]), out_counts[:held].tolist(), strict=True))
-        self._use_dummies(free - free_left)
-        self._rebuild_zero_list()
-        self.d += decrements
+        self._adopt(decode(out_keys[:held]), out_counts[:held], free - free_left, decrements)
         self.n += len(codes)
         return True
 
@@ -689,12 +685,17 @@ class MisraGries:
         if result is None:
             return False
         held, free_left, decrements = result
-        self._cnt = dict(zip(held, out_counts[: len(held)].tolist(), strict=True))
-        self._use_dummies(free - free_left)
-        self._rebuild_zero_list()
-        self.d += decrements
+        self._adopt(held, out_counts[: len(held)], free - free_left, decrements)
         self.n += len(keys)
         return True
+
+    def _adopt(self, keys: list[Any], counts: np.ndarray, used: int, decrements: int) -> None:
+        """Take the state the C loop returned: the held keys and counters, ``used`` dummies
+        replaced, ``decrements`` more decrements."""
+        self._cnt = dict(zip(keys, counts.tolist(), strict=True))
+        self._use_dummies(used)
+        self._rebuild_zero_list()
+        self.d += decrements
 
     def _update_unit(self, keys: list[Any]) -> None:
         # The hot loop of docs/algorithms.md#mg-implementation: locals only, one dict lookup per
