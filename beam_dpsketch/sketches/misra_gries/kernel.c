@@ -21,15 +21,70 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Key -> sketch slot. When every key of the call lies in a short range (ranks of strings,
- * compact ints) the table is an array indexed by ``key - lo``; otherwise it is open addressing
- * with linear probing. */
+/* Key -> sketch slot by open addressing with linear probing: each entry keeps its key's hash,
+ * the key (an int64 code, or the address of a str object) and the slot. Both loops use it;
+ * only looking a key up depends on what a key is. */
 typedef struct {
-    int64_t *keys;   /* key of each entry (hashed mode only) */
-    int32_t *slot;   /* sketch slot of each entry, -1 when empty */
-    uint64_t mask;   /* hashed mode: capacity - 1 (capacity is a power of two) */
-    int64_t lo;      /* direct mode: the smallest key */
-    int direct;
+    uint64_t *hash;
+    int64_t *key;
+    int32_t *slot; /* -1 when the entry is empty */
+    uint64_t mask; /* capacity - 1 (capacity is a power of two, at least twice the entries) */
+} Probe;
+
+static int probe_init(Probe *p, Py_ssize_t entries) {
+    uint64_t cap = 16;
+    while (cap < (uint64_t)entries * 2) cap <<= 1;
+    p->hash = (uint64_t *)malloc(cap * sizeof(uint64_t));
+    p->key = (int64_t *)malloc(cap * sizeof(int64_t));
+    p->slot = (int32_t *)malloc(cap * sizeof(int32_t));
+    if (!p->hash || !p->key || !p->slot) return -1; /* probe_free releases what was allocated */
+    memset(p->slot, 0xff, cap * sizeof(int32_t));
+    p->mask = cap - 1;
+    return 0;
+}
+
+static void probe_free(Probe *p) {
+    free(p->hash);
+    free(p->key);
+    free(p->slot);
+}
+
+static inline void probe_put(Probe *p, uint64_t h, int64_t key, int32_t s) {
+    uint64_t i = h & p->mask;
+    while (p->slot[i] >= 0) i = (i + 1) & p->mask;
+    p->hash[i] = h;
+    p->key[i] = key;
+    p->slot[i] = s;
+}
+
+/* Remove the entry of slot ``s`` (present, hash ``h``) with backward-shift deletion, so
+ * lookups never meet tombstones. */
+static void probe_remove(Probe *p, uint64_t h, int32_t s) {
+    uint64_t i = h & p->mask;
+    while (p->slot[i] != s) i = (i + 1) & p->mask;
+    uint64_t j = i;
+    for (;;) {
+        j = (j + 1) & p->mask;
+        if (p->slot[j] < 0) break;
+        uint64_t home = p->hash[j] & p->mask;
+        /* Move entry j back to the hole i unless its home lies cyclically in (i, j]. */
+        int in_range = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
+        if (!in_range) {
+            p->hash[i] = p->hash[j];
+            p->key[i] = p->key[j];
+            p->slot[i] = p->slot[j];
+            i = j;
+        }
+    }
+    p->slot[i] = -1;
+}
+
+/* The int64-code table: when every code of the call lies in a short range (ranks of strings,
+ * compact ints) an array indexed by ``code - lo``, otherwise a Probe table. */
+typedef struct {
+    Probe probe;
+    int32_t *direct_slot;
+    int64_t lo;
 } Table;
 
 /* Direct mode when the key range is at most DIRECT_SPAN, a few times the entries, or at
@@ -45,83 +100,50 @@ static inline uint64_t mix(int64_t key) {
 }
 
 static int table_init(Table *t, Py_ssize_t entries, Py_ssize_t n, int64_t lo, int64_t hi) {
+    memset(t, 0, sizeof *t);
     uint64_t span = (uint64_t)hi - (uint64_t)lo + 1; /* wraps to 0 for the full int64 range */
     /* A long call may pay for clearing a larger array (at most one int32 per key). */
     if (span && (span <= DIRECT_SPAN || span <= (uint64_t)entries * 4 ||
                  (span <= DIRECT_SPAN_MAX && span <= (uint64_t)n))) {
-        t->direct = 1;
         t->lo = lo;
-        t->keys = NULL;
-        t->slot = (int32_t *)malloc(span * sizeof(int32_t));
-        if (!t->slot) return -1;
-        memset(t->slot, 0xff, span * sizeof(int32_t));
+        t->direct_slot = (int32_t *)malloc(span * sizeof(int32_t));
+        if (!t->direct_slot) return -1;
+        memset(t->direct_slot, 0xff, span * sizeof(int32_t));
         return 0;
     }
-    t->direct = 0;
-    uint64_t cap = 16;
-    while (cap < (uint64_t)entries * 2) cap <<= 1;
-    t->keys = (int64_t *)malloc(cap * sizeof(int64_t));
-    t->slot = (int32_t *)malloc(cap * sizeof(int32_t));
-    if (!t->keys || !t->slot) {
-        free(t->keys);
-        free(t->slot);
-        return -1;
-    }
-    memset(t->slot, 0xff, cap * sizeof(int32_t));
-    t->mask = cap - 1;
-    return 0;
+    return probe_init(&t->probe, entries);
 }
 
 static void table_free(Table *t) {
-    free(t->keys);
-    free(t->slot);
+    free(t->direct_slot);
+    probe_free(&t->probe);
 }
 
 /* The slot of ``key``, or -1. */
 static inline int32_t table_find(const Table *t, int64_t key) {
-    if (t->direct) return t->slot[(uint64_t)key - (uint64_t)t->lo];
-    uint64_t i = mix(key) & t->mask;
+    if (t->direct_slot) return t->direct_slot[(uint64_t)key - (uint64_t)t->lo];
+    const Probe *p = &t->probe;
+    uint64_t i = mix(key) & p->mask;
     for (;;) {
-        int32_t s = t->slot[i];
+        int32_t s = p->slot[i];
         if (s < 0) return -1;
-        if (t->keys[i] == key) return s;
-        i = (i + 1) & t->mask;
+        if (p->key[i] == key) return s;
+        i = (i + 1) & p->mask;
     }
 }
 
 static inline void table_put(Table *t, int64_t key, int32_t s) {
-    if (t->direct) {
-        t->slot[(uint64_t)key - (uint64_t)t->lo] = s;
-        return;
-    }
-    uint64_t i = mix(key) & t->mask;
-    while (t->slot[i] >= 0) i = (i + 1) & t->mask;
-    t->keys[i] = key;
-    t->slot[i] = s;
+    if (t->direct_slot)
+        t->direct_slot[(uint64_t)key - (uint64_t)t->lo] = s;
+    else
+        probe_put(&t->probe, mix(key), key, s);
 }
 
-/* Remove ``key`` (present) with backward-shift deletion, so lookups never meet tombstones. */
-static void table_remove(Table *t, int64_t key) {
-    if (t->direct) {
-        t->slot[(uint64_t)key - (uint64_t)t->lo] = -1;
-        return;
-    }
-    uint64_t i = mix(key) & t->mask;
-    while (t->keys[i] != key || t->slot[i] < 0) i = (i + 1) & t->mask;
-    uint64_t j = i;
-    for (;;) {
-        j = (j + 1) & t->mask;
-        if (t->slot[j] < 0) break;
-        uint64_t home = mix(t->keys[j]) & t->mask;
-        /* Move entry j back to the hole i unless its home lies cyclically in (i, j]. */
-        int in_range = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
-        if (!in_range) {
-            t->keys[i] = t->keys[j];
-            t->slot[i] = t->slot[j];
-            i = j;
-        }
-    }
-    t->slot[i] = -1;
+static void table_remove(Table *t, int64_t key, int32_t s) {
+    if (t->direct_slot)
+        t->direct_slot[(uint64_t)key - (uint64_t)t->lo] = -1;
+    else
+        probe_remove(&t->probe, mix(key), s);
 }
 
 /* A zero-list entry: ``key`` orders it (unsigned), ``item`` is what the loop needs back. */
@@ -226,6 +248,7 @@ static PyObject *update_unit(PyObject *self, PyObject *args) {
     Table t;
     Pair *zeros = NULL;
     if (table_init(&t, most, n, lo, hi) < 0) {
+        table_free(&t);
         PyErr_NoMemory();
         goto fail_all;
     }
@@ -273,7 +296,7 @@ static PyObject *update_unit(PyObject *self, PyObject *args) {
                 z = table_find(&t, zeros[zp++].item);
                 if (z >= 0 && sval[z] == base) break;
             }
-            table_remove(&t, skey[z]);
+            table_remove(&t, skey[z], z);
             skey[z] = x;
             sval[z] = base + 1;
             table_put(&t, x, z);
@@ -321,41 +344,11 @@ fail_codes:
 /* ---------------------------------------------------------------- str keys
  *
  * The same loop over a list of ``str`` objects, without numbering the batch's distinct values:
- * the slot table holds only the keys the sketch holds (at most k), found by the str's own
+ * the Probe table holds only the keys the sketch holds (at most k), found by the str's own
  * cached hash and compared by value. The table's hash decides where a key sits in the table,
  * never what the sketch holds. Zero lists are sorted in code-point order (UTF-8 byte order):
  * by a radix sort of each key's first eight UTF-8 bytes, then by a full comparison of the keys
  * that share them. */
-
-typedef struct {
-    PyObject **obj;  /* key of each entry (borrowed: the caller's lists keep it alive) */
-    Py_hash_t *hash;
-    int32_t *slot;   /* sketch slot of each entry, -1 when empty */
-    uint64_t mask;
-} StrTable;
-
-static int str_table_init(StrTable *t, Py_ssize_t entries) {
-    uint64_t cap = 16;
-    while (cap < (uint64_t)entries * 2) cap <<= 1;
-    t->obj = (PyObject **)malloc(cap * sizeof(PyObject *));
-    t->hash = (Py_hash_t *)malloc(cap * sizeof(Py_hash_t));
-    t->slot = (int32_t *)malloc(cap * sizeof(int32_t));
-    if (!t->obj || !t->hash || !t->slot) {
-        free(t->obj);
-        free(t->hash);
-        free(t->slot);
-        return -1;
-    }
-    memset(t->slot, 0xff, cap * sizeof(int32_t));
-    t->mask = cap - 1;
-    return 0;
-}
-
-static void str_table_free(StrTable *t) {
-    free(t->obj);
-    free(t->hash);
-    free(t->slot);
-}
 
 static inline int str_equal(PyObject *a, PyObject *b) {
     if (a == b) return 1;
@@ -366,42 +359,14 @@ static inline int str_equal(PyObject *a, PyObject *b) {
     return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * (size_t)kind) == 0;
 }
 
-static inline int32_t str_find(const StrTable *t, PyObject *x, Py_hash_t h) {
-    uint64_t i = (uint64_t)h & t->mask;
+static inline int32_t str_find(const Probe *p, PyObject *x, uint64_t h) {
+    uint64_t i = h & p->mask;
     for (;;) {
-        int32_t s = t->slot[i];
+        int32_t s = p->slot[i];
         if (s < 0) return -1;
-        if (t->hash[i] == h && str_equal(t->obj[i], x)) return s;
-        i = (i + 1) & t->mask;
+        if (p->hash[i] == h && str_equal((PyObject *)(intptr_t)p->key[i], x)) return s;
+        i = (i + 1) & p->mask;
     }
-}
-
-static inline void str_put(StrTable *t, PyObject *x, Py_hash_t h, int32_t s) {
-    uint64_t i = (uint64_t)h & t->mask;
-    while (t->slot[i] >= 0) i = (i + 1) & t->mask;
-    t->obj[i] = x;
-    t->hash[i] = h;
-    t->slot[i] = s;
-}
-
-/* Remove the entry of slot ``s`` (present, hash ``h``) with backward-shift deletion. */
-static void str_remove(StrTable *t, Py_hash_t h, int32_t s) {
-    uint64_t i = (uint64_t)h & t->mask;
-    while (t->slot[i] != s) i = (i + 1) & t->mask;
-    uint64_t j = i;
-    for (;;) {
-        j = (j + 1) & t->mask;
-        if (t->slot[j] < 0) break;
-        uint64_t home = (uint64_t)t->hash[j] & t->mask;
-        int in_range = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
-        if (!in_range) {
-            t->obj[i] = t->obj[j];
-            t->hash[i] = t->hash[j];
-            t->slot[i] = t->slot[j];
-            i = j;
-        }
-    }
-    t->slot[i] = -1;
 }
 
 /* The UTF-8 bytes of a str (cached in the object by CPython), or NULL with an exception set
@@ -475,10 +440,10 @@ static PyObject *update_strs(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    Py_hash_t *hashes = NULL, *shash = NULL;
+    uint64_t *hashes = NULL, *shash = NULL;
     PyObject **skey = NULL;
     Pair *zeros = NULL;
-    StrTable t = {NULL, NULL, NULL, 0};
+    Probe t = {NULL, NULL, NULL, 0};
     Py_ssize_t most = m + (free_slots < n ? free_slots : n);
     int64_t *sval = (int64_t *)b_out.buf;
     const int64_t *in_counts = (const int64_t *)b_counts.buf;
@@ -488,11 +453,11 @@ static PyObject *update_strs(PyObject *self, PyObject *args) {
         goto done;
     }
     /* Every key must be an exact str; its hash is computed (and cached by the str) here. */
-    hashes = (Py_hash_t *)malloc((size_t)(n > 0 ? n : 1) * sizeof(Py_hash_t));
+    hashes = (uint64_t *)malloc((size_t)(n > 0 ? n : 1) * sizeof(uint64_t));
     skey = (PyObject **)malloc((size_t)(most > 0 ? most : 1) * sizeof(PyObject *));
-    shash = (Py_hash_t *)malloc((size_t)(most > 0 ? most : 1) * sizeof(Py_hash_t));
+    shash = (uint64_t *)malloc((size_t)(most > 0 ? most : 1) * sizeof(uint64_t));
     zeros = (Pair *)malloc((size_t)(most > 0 ? most : 1) * 2 * sizeof(Pair));
-    if (!hashes || !skey || !shash || !zeros || str_table_init(&t, most) < 0) {
+    if (!hashes || !skey || !shash || !zeros || probe_init(&t, most) < 0) {
         PyErr_NoMemory();
         goto done;
     }
@@ -505,8 +470,8 @@ static PyObject *update_strs(PyObject *self, PyObject *args) {
         }
         Py_hash_t h = PyObject_Hash(x);
         if (h == -1) goto done;
-        if (i < n) hashes[i] = h;
-        else shash[i - n] = h;
+        if (i < n) hashes[i] = (uint64_t)h;
+        else shash[i - n] = (uint64_t)h;
     }
     for (Py_ssize_t s = 0; s < m; s++) {
         PyObject *x = PyList_GET_ITEM(held_keys, s);
@@ -516,7 +481,7 @@ static PyObject *update_strs(PyObject *self, PyObject *args) {
         }
         skey[s] = x;
         sval[s] = in_counts[s];
-        str_put(&t, x, shash[s], (int32_t)s);
+        probe_put(&t, shash[s], (int64_t)(intptr_t)x, (int32_t)s);
     }
     int64_t base = 0, d = 0;
     Py_ssize_t held = m, zp = 0, free_left = free_slots;
@@ -525,7 +490,7 @@ static PyObject *update_strs(PyObject *self, PyObject *args) {
     Py_ssize_t nzero = nz;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *x = PyList_GET_ITEM(keys, i);
-        Py_hash_t h = hashes[i];
+        uint64_t h = hashes[i];
         int32_t s = str_find(&t, x, h);
         if (s >= 0) {
             if (sval[s] == base) nzero--;
@@ -535,7 +500,7 @@ static PyObject *update_strs(PyObject *self, PyObject *args) {
             skey[held] = x;
             shash[held] = h;
             sval[held] = base + 1;
-            str_put(&t, x, h, (int32_t)held);
+            probe_put(&t, h, (int64_t)(intptr_t)x, (int32_t)held);
             held++;
         } else if (nzero) {
             /* The smallest key still at zero leaves (a listed key may have grown since). */
@@ -543,11 +508,11 @@ static PyObject *update_strs(PyObject *self, PyObject *args) {
             do {
                 z = (int32_t)zeros[zp++].item;
             } while (sval[z] != base);
-            str_remove(&t, shash[z], z);
+            probe_remove(&t, shash[z], z);
             skey[z] = x;
             shash[z] = h;
             sval[z] = base + 1;
-            str_put(&t, x, h, z);
+            probe_put(&t, h, (int64_t)(intptr_t)x, z);
             nzero--;
         } else {
             d++;
@@ -574,7 +539,7 @@ unencodable:
         Py_INCREF(result);
     }
 done:
-    str_table_free(&t);
+    probe_free(&t);
     free(hashes);
     free(skey);
     free(shash);
