@@ -201,149 +201,9 @@ static int get_int64s(PyObject *obj, Py_buffer *view, int writable, const char *
     return 0;
 }
 
-PyDoc_STRVAR(update_unit_doc,
-"update_unit(codes, keys, counts, out_keys, out_counts, k, free) -> (held, free, decrements)\n\n"
-"Algorithm 1 of Lebeda and Tetek on ``codes`` (int64, arrival order, weight 1 each).\n"
-"``keys``/``counts`` (int64) are the held keys and counters, ``free`` the unused dummy slots;\n"
-"the new state is written to the first ``held`` entries of ``out_keys``/``out_counts``\n"
-"(int64, writable, at least ``min(k, len(keys) + len(codes))`` entries each).");
-
-static PyObject *update_unit(PyObject *self, PyObject *args) {
-    PyObject *o_codes, *o_keys, *o_counts, *o_out_keys, *o_out_counts;
-    Py_ssize_t k, free_slots;
-    if (!PyArg_ParseTuple(args, "OOOOOnn", &o_codes, &o_keys, &o_counts, &o_out_keys,
-                          &o_out_counts, &k, &free_slots))
-        return NULL;
-    Py_buffer b_codes, b_keys, b_counts, b_ok, b_oc;
-    if (get_int64s(o_codes, &b_codes, 0, "codes") < 0) return NULL;
-    if (get_int64s(o_keys, &b_keys, 0, "keys") < 0) goto fail_codes;
-    if (get_int64s(o_counts, &b_counts, 0, "counts") < 0) goto fail_keys;
-    if (get_int64s(o_out_keys, &b_ok, 1, "out_keys") < 0) goto fail_counts;
-    if (get_int64s(o_out_counts, &b_oc, 1, "out_counts") < 0) goto fail_ok;
-
-    const int64_t *codes = (const int64_t *)b_codes.buf;
-    const int64_t *in_keys = (const int64_t *)b_keys.buf;
-    const int64_t *in_counts = (const int64_t *)b_counts.buf;
-    int64_t *skey = (int64_t *)b_ok.buf;
-    int64_t *sval = (int64_t *)b_oc.buf;
-    Py_ssize_t n = b_codes.len / 8, m = b_keys.len / 8;
-    Py_ssize_t cap_out = b_ok.len / 8;
-    Py_ssize_t most = m + (free_slots < n ? free_slots : n);
-    if (b_counts.len / 8 != m || b_oc.len / 8 != cap_out || cap_out < most || k < 1 ||
-        free_slots < 0 || m + free_slots != k || k > INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "inconsistent Misra-Gries kernel arguments");
-        goto fail_all;
-    }
-
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (codes[i] < lo) lo = codes[i];
-        if (codes[i] > hi) hi = codes[i];
-    }
-    for (Py_ssize_t s = 0; s < m; s++) {
-        if (in_keys[s] < lo) lo = in_keys[s];
-        if (in_keys[s] > hi) hi = in_keys[s];
-    }
-    if (lo > hi) lo = hi = 0; /* no keys at all */
-    Table t;
-    Pair *zeros = NULL;
-    if (table_init(&t, most, n, lo, hi) < 0) {
-        table_free(&t);
-        PyErr_NoMemory();
-        goto fail_all;
-    }
-    /* The zero list holds at most every held key; the second half is the sort's buffer. */
-    zeros = (Pair *)malloc((size_t)(most > 0 ? most : 1) * 2 * sizeof(Pair));
-    if (!zeros) {
-        table_free(&t);
-        PyErr_NoMemory();
-        goto fail_all;
-    }
-    Py_ssize_t nz = 0;
-    for (Py_ssize_t s = 0; s < m; s++) {
-        skey[s] = in_keys[s];
-        sval[s] = in_counts[s];
-        if (table_find(&t, in_keys[s]) >= 0) {
-            table_free(&t);
-            free(zeros);
-            PyErr_SetString(PyExc_ValueError, "duplicate held keys");
-            goto fail_all;
-        }
-        table_put(&t, in_keys[s], (int32_t)s);
-        if (in_counts[s] == 0) zeros[nz++] = (Pair){(uint64_t)in_keys[s] ^ SIGN_BIT, in_keys[s]};
-    }
-    sort_pairs(zeros, zeros + most, nz);
-
-    Py_BEGIN_ALLOW_THREADS
-    int64_t base = 0, d = 0;
-    Py_ssize_t held = m, zp = 0, nzero = nz, free_left = free_slots;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t x = codes[i];
-        int32_t s = table_find(&t, x);
-        if (s >= 0) {
-            if (sval[s] == base) nzero--;
-            sval[s]++;
-        } else if (free_left) {
-            free_left--;
-            skey[held] = x;
-            sval[held] = base + 1;
-            table_put(&t, x, (int32_t)held);
-            held++;
-        } else if (nzero) {
-            /* The smallest key still at zero leaves (a listed key may have grown since). */
-            int32_t z;
-            for (;;) {
-                z = table_find(&t, zeros[zp++].item);
-                if (z >= 0 && sval[z] == base) break;
-            }
-            table_remove(&t, skey[z], z);
-            skey[z] = x;
-            sval[z] = base + 1;
-            table_put(&t, x, z);
-            nzero--;
-        } else {
-            /* Every counter is positive: all fall by one, and the new zeros are listed. */
-            d++;
-            base++;
-            nz = 0;
-            for (Py_ssize_t j = 0; j < held; j++)
-                if (sval[j] == base) zeros[nz++] = (Pair){(uint64_t)skey[j] ^ SIGN_BIT, skey[j]};
-            sort_pairs(zeros, zeros + most, nz);
-            zp = 0;
-            nzero = nz;
-        }
-    }
-    for (Py_ssize_t j = 0; j < held; j++) sval[j] -= base;
-    m = held;
-    free_slots = free_left;
-    k = d; /* reuse: the decrements of this call */
-    Py_END_ALLOW_THREADS
-
-    table_free(&t);
-    free(zeros);
-    PyBuffer_Release(&b_oc);
-    PyBuffer_Release(&b_ok);
-    PyBuffer_Release(&b_counts);
-    PyBuffer_Release(&b_keys);
-    PyBuffer_Release(&b_codes);
-    return Py_BuildValue("nnn", m, free_slots, k);
-
-fail_all:
-    PyBuffer_Release(&b_oc);
-fail_ok:
-    PyBuffer_Release(&b_ok);
-fail_counts:
-    PyBuffer_Release(&b_counts);
-fail_keys:
-    PyBuffer_Release(&b_keys);
-fail_codes:
-    PyBuffer_Release(&b_codes);
-    return NULL;
-}
-
 /* ---------------------------------------------------------------- str keys
  *
- * The same loop over a list of ``str`` objects, without numbering the batch's distinct values:
+ * A list of ``str`` objects runs the same loop without numbering the batch's distinct values:
  * the Probe table holds only the keys the sketch holds (at most k), found by the str's own
  * cached hash and compared by value. The table's hash decides where a key sits in the table,
  * never what the sketch holds. Zero lists are sorted in code-point order (UTF-8 byte order):
@@ -371,11 +231,11 @@ static inline int32_t str_find(const Probe *p, PyObject *x, uint64_t h) {
 
 /* The UTF-8 bytes of a str (cached in the object by CPython), or NULL with an exception set
  * (a lone surrogate). */
-static inline const char *utf8_of(PyObject *x, Py_ssize_t *len) {
-    return PyUnicode_AsUTF8AndSize(x, len);
+static inline const char *utf8_of(int64_t key, Py_ssize_t *len) {
+    return PyUnicode_AsUTF8AndSize((PyObject *)(intptr_t)key, len);
 }
 
-static int compare_utf8(PyObject *a, PyObject *b) {
+static int compare_utf8(int64_t a, int64_t b) {
     Py_ssize_t la, lb;
     const char *ua = utf8_of(a, &la), *ub = utf8_of(b, &lb);
     int c = memcmp(ua, ub, (size_t)(la < lb ? la : lb));
@@ -383,23 +243,74 @@ static int compare_utf8(PyObject *a, PyObject *b) {
     return (la > lb) - (la < lb);
 }
 
-/* The zero-list entries of slots whose stored value is ``base``, sorted by key; -1 on a key
- * with no UTF-8 encoding. ``skey`` is read for the keys; ``zeros`` has room for 2 * ``held``. */
-static Py_ssize_t str_zero_list(Pair *zeros, PyObject **skey, const int64_t *sval, Py_ssize_t held,
-                                int64_t base, Py_ssize_t room) {
+/* ---------------------------------------------------------------- the loop
+ *
+ * One call's state. A key is an int64: the code itself, or the address of a str object (kept
+ * alive by the caller's lists). Zero-list entries carry the slot: a listed key cannot leave its
+ * slot before the pointer passes it (keys leave only through the list), so a listed slot is
+ * still a zero key exactly when its stored value equals the offset. */
+typedef struct {
+    int is_str;
+    Table table;             /* int codes */
+    Probe probe;             /* str objects */
+    const int64_t *codes;    /* int: the batch */
+    PyObject *keys;          /* str: the batch (a list) */
+    const uint64_t *hashes;  /* str: the hash of each batch key */
+    int64_t *skey;           /* each slot's key */
+    uint64_t *shash;         /* str: each slot's key hash */
+    int64_t *sval;           /* each slot's stored value (counter + offset) */
+    Pair *zeros;             /* the zero list; the second half is the sort's buffer */
+    Py_ssize_t room;         /* slots at most */
+} Run;
+
+static inline int64_t run_key(const Run *r, Py_ssize_t i) {
+    return r->is_str ? (int64_t)(intptr_t)PyList_GET_ITEM(r->keys, i) : r->codes[i];
+}
+
+static inline int32_t run_find(const Run *r, Py_ssize_t i, int64_t x) {
+    if (r->is_str) return str_find(&r->probe, (PyObject *)(intptr_t)x, r->hashes[i]);
+    return table_find(&r->table, x);
+}
+
+/* Put ``x`` (with hash ``h`` for strs) in slot ``s``. */
+static inline void run_put(Run *r, int64_t x, uint64_t h, int32_t s) {
+    r->skey[s] = x;
+    if (r->is_str) {
+        r->shash[s] = h;
+        probe_put(&r->probe, h, x, s);
+    } else {
+        table_put(&r->table, x, s);
+    }
+}
+
+static inline void run_remove(Run *r, int32_t s) {
+    if (r->is_str)
+        probe_remove(&r->probe, r->shash[s], s);
+    else
+        table_remove(&r->table, r->skey[s], s);
+}
+
+/* List the slots whose stored value is ``base`` in the fixed key order; -1 (with the
+ * exception set) on a str with no UTF-8 encoding. */
+static Py_ssize_t run_zero_list(Run *r, Py_ssize_t held, int64_t base) {
+    Pair *zeros = r->zeros;
     Py_ssize_t nz = 0;
     for (Py_ssize_t j = 0; j < held; j++) {
-        if (sval[j] != base) continue;
-        Py_ssize_t len;
-        const char *u = utf8_of(skey[j], &len);
-        if (!u) return -1;
-        uint64_t prefix = 0;
-        for (int b = 0; b < 8; b++)
-            prefix = (prefix << 8) | (b < len ? (unsigned char)u[b] : 0);
-        zeros[nz++] = (Pair){prefix, j};
+        if (r->sval[j] != base) continue;
+        uint64_t order = (uint64_t)r->skey[j] ^ SIGN_BIT;
+        if (r->is_str) {
+            Py_ssize_t len;
+            const char *u = utf8_of(r->skey[j], &len);
+            if (!u) return -1;
+            order = 0;
+            for (int b = 0; b < 8; b++)
+                order = (order << 8) | (b < len ? (unsigned char)u[b] : 0);
+        }
+        zeros[nz++] = (Pair){order, j};
     }
-    sort_pairs(zeros, zeros + room, nz);
-    /* Keys sharing their first eight bytes are ordered by the rest (insertion sort: such runs
+    sort_pairs(zeros, zeros + r->room, nz);
+    if (!r->is_str) return nz;
+    /* Strs sharing their first eight bytes are ordered by the rest (insertion sort: such runs
      * are short unless many keys share a long prefix, where it stays correct, only slower). */
     for (Py_ssize_t a = 0; a < nz;) {
         Py_ssize_t b = a + 1;
@@ -407,7 +318,7 @@ static Py_ssize_t str_zero_list(Pair *zeros, PyObject **skey, const int64_t *sva
         for (Py_ssize_t i = a + 1; i < b; i++) {
             Pair v = zeros[i];
             Py_ssize_t j = i;
-            while (j > a && compare_utf8(skey[zeros[j - 1].item], skey[v.item]) > 0) {
+            while (j > a && compare_utf8(r->skey[zeros[j - 1].item], r->skey[v.item]) > 0) {
                 zeros[j] = zeros[j - 1];
                 j--;
             }
@@ -416,6 +327,138 @@ static Py_ssize_t str_zero_list(Pair *zeros, PyObject **skey, const int64_t *sva
         a = b;
     }
     return nz;
+}
+
+/* Algorithm 1 on the ``n`` batch keys, from ``held`` slots (their keys, values and table
+ * entries set) and ``*free_left`` unused dummies; the stored values are left as counters.
+ * Returns the slots held after the call, or -1 (exception set) on an unencodable str. */
+static Py_ssize_t run_loop(Run *r, Py_ssize_t n, Py_ssize_t held, Py_ssize_t *free_left,
+                           int64_t *decrements) {
+    int64_t *sval = r->sval;
+    int64_t base = 0, d = 0;
+    Py_ssize_t zp = 0, nzero = run_zero_list(r, held, 0);
+    if (nzero < 0) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t x = run_key(r, i);
+        int32_t s = run_find(r, i, x);
+        uint64_t h = r->is_str ? r->hashes[i] : 0;
+        if (s >= 0) {
+            if (sval[s] == base) nzero--;
+            sval[s]++;
+        } else if (*free_left) {
+            (*free_left)--;
+            sval[held] = base + 1;
+            run_put(r, x, h, (int32_t)held);
+            held++;
+        } else if (nzero) {
+            /* The smallest key still at zero leaves (a listed key may have grown since). */
+            int32_t z;
+            do {
+                z = (int32_t)r->zeros[zp++].item;
+            } while (sval[z] != base);
+            run_remove(r, z);
+            sval[z] = base + 1;
+            run_put(r, x, h, z);
+            nzero--;
+        } else {
+            /* Every counter is positive: all fall by one, and the new zeros are listed. */
+            d++;
+            base++;
+            nzero = run_zero_list(r, held, base);
+            if (nzero < 0) return -1;
+            zp = 0;
+        }
+    }
+    for (Py_ssize_t j = 0; j < held; j++) sval[j] -= base;
+    *decrements = d;
+    return held;
+}
+
+static int consistent(Py_ssize_t m, Py_ssize_t counts, Py_ssize_t out, Py_ssize_t most,
+                      Py_ssize_t k, Py_ssize_t free_slots) {
+    if (counts == m && out >= most && k >= 1 && free_slots >= 0 && m + free_slots == k &&
+        k <= INT32_MAX)
+        return 1;
+    PyErr_SetString(PyExc_ValueError, "inconsistent Misra-Gries kernel arguments");
+    return 0;
+}
+
+PyDoc_STRVAR(update_unit_doc,
+"update_unit(codes, keys, counts, out_keys, out_counts, k, free) -> (held, free, decrements)\n\n"
+"Algorithm 1 of Lebeda and Tetek on ``codes`` (int64, arrival order, weight 1 each).\n"
+"``keys``/``counts`` (int64) are the held keys and counters, ``free`` the unused dummy slots;\n"
+"the new state is written to the first ``held`` entries of ``out_keys``/``out_counts``\n"
+"(int64, writable, at least ``min(k, len(keys) + len(codes))`` entries each).");
+
+static PyObject *update_unit(PyObject *self, PyObject *args) {
+    PyObject *o_codes, *o_keys, *o_counts, *o_out_keys, *o_out_counts;
+    Py_ssize_t k, free_slots;
+    if (!PyArg_ParseTuple(args, "OOOOOnn", &o_codes, &o_keys, &o_counts, &o_out_keys,
+                          &o_out_counts, &k, &free_slots))
+        return NULL;
+    Py_buffer b_codes, b_keys, b_counts, b_ok, b_oc;
+    if (get_int64s(o_codes, &b_codes, 0, "codes") < 0) return NULL;
+    if (get_int64s(o_keys, &b_keys, 0, "keys") < 0) goto fail_codes;
+    if (get_int64s(o_counts, &b_counts, 0, "counts") < 0) goto fail_keys;
+    if (get_int64s(o_out_keys, &b_ok, 1, "out_keys") < 0) goto fail_counts;
+    if (get_int64s(o_out_counts, &b_oc, 1, "out_counts") < 0) goto fail_ok;
+
+    PyObject *result = NULL;
+    Run r;
+    memset(&r, 0, sizeof r);
+    r.codes = (const int64_t *)b_codes.buf;
+    r.skey = (int64_t *)b_ok.buf;
+    r.sval = (int64_t *)b_oc.buf;
+    const int64_t *in_keys = (const int64_t *)b_keys.buf;
+    const int64_t *in_counts = (const int64_t *)b_counts.buf;
+    Py_ssize_t n = b_codes.len / 8, m = b_keys.len / 8;
+    r.room = m + (free_slots < n ? free_slots : n);
+    if (b_oc.len != b_ok.len ||
+        !consistent(m, b_counts.len / 8, b_ok.len / 8, r.room, k, free_slots))
+        goto done;
+
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (r.codes[i] < lo) lo = r.codes[i];
+        if (r.codes[i] > hi) hi = r.codes[i];
+    }
+    for (Py_ssize_t s = 0; s < m; s++) {
+        if (in_keys[s] < lo) lo = in_keys[s];
+        if (in_keys[s] > hi) hi = in_keys[s];
+    }
+    if (lo > hi) lo = hi = 0; /* no keys at all */
+    r.zeros = (Pair *)malloc((size_t)(r.room > 0 ? r.room : 1) * 2 * sizeof(Pair));
+    if (table_init(&r.table, r.room, n, lo, hi) < 0 || !r.zeros) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t s = 0; s < m; s++) {
+        if (table_find(&r.table, in_keys[s]) >= 0) {
+            PyErr_SetString(PyExc_ValueError, "duplicate held keys");
+            goto done;
+        }
+        r.sval[s] = in_counts[s];
+        run_put(&r, in_keys[s], 0, (int32_t)s);
+    }
+    int64_t d = 0;
+    Py_ssize_t held;
+    Py_BEGIN_ALLOW_THREADS
+    held = run_loop(&r, n, m, &free_slots, &d);
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("nnn", held, free_slots, (Py_ssize_t)d);
+done:
+    table_free(&r.table);
+    free(r.zeros);
+    PyBuffer_Release(&b_oc);
+fail_ok:
+    PyBuffer_Release(&b_ok);
+fail_counts:
+    PyBuffer_Release(&b_counts);
+fail_keys:
+    PyBuffer_Release(&b_keys);
+fail_codes:
+    PyBuffer_Release(&b_codes);
+    return result;
 }
 
 PyDoc_STRVAR(update_strs_doc,
@@ -440,110 +483,66 @@ static PyObject *update_strs(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL;
-    uint64_t *hashes = NULL, *shash = NULL;
-    PyObject **skey = NULL;
-    Pair *zeros = NULL;
-    Probe t = {NULL, NULL, NULL, 0};
-    Py_ssize_t most = m + (free_slots < n ? free_slots : n);
-    int64_t *sval = (int64_t *)b_out.buf;
+    Run r;
+    memset(&r, 0, sizeof r);
+    r.is_str = 1;
+    r.keys = keys;
+    r.sval = (int64_t *)b_out.buf;
+    r.room = m + (free_slots < n ? free_slots : n);
     const int64_t *in_counts = (const int64_t *)b_counts.buf;
-    if (b_counts.len / 8 != m || b_out.len / 8 < most || k < 1 || free_slots < 0 ||
-        m + free_slots != k || k > INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "inconsistent Misra-Gries kernel arguments");
-        goto done;
-    }
-    /* Every key must be an exact str; its hash is computed (and cached by the str) here. */
+    uint64_t *hashes = NULL;
+    if (!consistent(m, b_counts.len / 8, b_out.len / 8, r.room, k, free_slots)) goto done;
+    size_t room = (size_t)(r.room > 0 ? r.room : 1);
     hashes = (uint64_t *)malloc((size_t)(n > 0 ? n : 1) * sizeof(uint64_t));
-    skey = (PyObject **)malloc((size_t)(most > 0 ? most : 1) * sizeof(PyObject *));
-    shash = (uint64_t *)malloc((size_t)(most > 0 ? most : 1) * sizeof(uint64_t));
-    zeros = (Pair *)malloc((size_t)(most > 0 ? most : 1) * 2 * sizeof(Pair));
-    if (!hashes || !skey || !shash || !zeros || probe_init(&t, most) < 0) {
+    r.skey = (int64_t *)malloc(room * sizeof(int64_t));
+    r.shash = (uint64_t *)malloc(room * sizeof(uint64_t));
+    r.zeros = (Pair *)malloc(room * 2 * sizeof(Pair));
+    if (!hashes || !r.skey || !r.shash || !r.zeros || probe_init(&r.probe, r.room) < 0) {
         PyErr_NoMemory();
         goto done;
     }
+    r.hashes = hashes;
+    /* Every key must be an exact str; its hash is computed (and cached by the str) here. */
     for (Py_ssize_t i = 0; i < n + m; i++) {
         PyObject *x = i < n ? PyList_GET_ITEM(keys, i) : PyList_GET_ITEM(held_keys, i - n);
         if (!PyUnicode_CheckExact(x)) {
-            result = Py_None;
-            Py_INCREF(result);
+            result = Py_NewRef(Py_None);
             goto done;
         }
         Py_hash_t h = PyObject_Hash(x);
         if (h == -1) goto done;
-        if (i < n) hashes[i] = (uint64_t)h;
-        else shash[i - n] = (uint64_t)h;
-    }
-    for (Py_ssize_t s = 0; s < m; s++) {
-        PyObject *x = PyList_GET_ITEM(held_keys, s);
-        if (str_find(&t, x, shash[s]) >= 0) {
+        if (i < n) {
+            hashes[i] = (uint64_t)h;
+            continue;
+        }
+        Py_ssize_t s = i - n;
+        if (str_find(&r.probe, x, (uint64_t)h) >= 0) {
             PyErr_SetString(PyExc_ValueError, "duplicate held keys");
             goto done;
         }
-        skey[s] = x;
-        sval[s] = in_counts[s];
-        probe_put(&t, shash[s], (int64_t)(intptr_t)x, (int32_t)s);
+        r.sval[s] = in_counts[s];
+        run_put(&r, (int64_t)(intptr_t)x, (uint64_t)h, (int32_t)s);
     }
-    int64_t base = 0, d = 0;
-    Py_ssize_t held = m, zp = 0, free_left = free_slots;
-    Py_ssize_t nz = str_zero_list(zeros, skey, sval, held, 0, most);
-    if (nz < 0) goto unencodable;
-    Py_ssize_t nzero = nz;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *x = PyList_GET_ITEM(keys, i);
-        uint64_t h = hashes[i];
-        int32_t s = str_find(&t, x, h);
-        if (s >= 0) {
-            if (sval[s] == base) nzero--;
-            sval[s]++;
-        } else if (free_left) {
-            free_left--;
-            skey[held] = x;
-            shash[held] = h;
-            sval[held] = base + 1;
-            probe_put(&t, h, (int64_t)(intptr_t)x, (int32_t)held);
-            held++;
-        } else if (nzero) {
-            /* The smallest key still at zero leaves (a listed key may have grown since). */
-            int32_t z;
-            do {
-                z = (int32_t)zeros[zp++].item;
-            } while (sval[z] != base);
-            probe_remove(&t, shash[z], z);
-            skey[z] = x;
-            shash[z] = h;
-            sval[z] = base + 1;
-            probe_put(&t, h, (int64_t)(intptr_t)x, z);
-            nzero--;
-        } else {
-            d++;
-            base++;
-            nz = str_zero_list(zeros, skey, sval, held, base, most);
-            if (nz < 0) goto unencodable;
-            zp = 0;
-            nzero = nz;
+    int64_t d = 0;
+    Py_ssize_t held = run_loop(&r, n, m, &free_slots, &d);
+    if (held < 0) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+            PyErr_Clear();
+            result = Py_NewRef(Py_None);
         }
+        goto done;
     }
     PyObject *out_keys = PyList_New(held);
     if (!out_keys) goto done;
-    for (Py_ssize_t j = 0; j < held; j++) {
-        Py_INCREF(skey[j]);
-        PyList_SET_ITEM(out_keys, j, skey[j]);
-        sval[j] -= base;
-    }
-    result = Py_BuildValue("Nnn", out_keys, free_left, (Py_ssize_t)d);
-    goto done;
-unencodable:
-    if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
-        PyErr_Clear();
-        result = Py_None;
-        Py_INCREF(result);
-    }
+    for (Py_ssize_t j = 0; j < held; j++)
+        PyList_SET_ITEM(out_keys, j, Py_NewRef((PyObject *)(intptr_t)r.skey[j]));
+    result = Py_BuildValue("Nnn", out_keys, free_slots, (Py_ssize_t)d);
 done:
-    probe_free(&t);
+    probe_free(&r.probe);
     free(hashes);
-    free(skey);
-    free(shash);
-    free(zeros);
+    free(r.skey);
+    free(r.shash);
+    free(r.zeros);
     PyBuffer_Release(&b_out);
     PyBuffer_Release(&b_counts);
     return result;
