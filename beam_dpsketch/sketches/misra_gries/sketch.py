@@ -74,11 +74,11 @@ _DICT_SAFE = frozenset((int, str, bytes))
 def multiset_counts(keys: Any, counts: Any = None) -> tuple[list[Any], list[int]]:
     """The distinct canonical keys of a batch in the order of :func:`_order`, with their weights.
 
-    Every distinct key is encoded and compared once: integer numpy/Arrow arrays are counted with
-    ``bincount`` (compact ranges) or ``np.unique``, string and binary Arrow arrays with
-    ``pyarrow.compute.value_counts`` and a bytewise sort (bytewise UTF-8 order is code point
-    order), lists of ``str``/``int``/``bytes`` with a C-level dict count whose keys are checked
-    once each.
+    Every distinct key is encoded and compared once: integer numpy/Arrow arrays and lists of
+    ``int`` are counted with ``bincount`` (compact ranges) or ``np.unique``, string and binary
+    Arrow arrays and lists of ``str`` with ``pyarrow.compute.value_counts`` and a bytewise sort
+    (bytewise UTF-8 order is code point order), other lists of ``str``/``bytes`` with a C-level
+    dict count whose keys are checked once each.
 
     Parameters
     ----------
@@ -150,21 +150,11 @@ def _multiset(keys: Any, counts: Any = None) -> tuple[_Distinct, list[int]]:
                 np.add.at(per_entry, idx, weights)
             used = np.flatnonzero(per_entry)
             return _multiset(keys.dictionary.take(pa.array(used)), per_entry[used])
-        is_int = pa.types.is_integer(typ) or pa.types.is_boolean(typ)
-        if is_int and not (
-            pa.types.is_uint64(typ) and len(keys) and pc.max(keys).as_py() > _INT64_MAX
-        ):
-            keys = keys.to_numpy(zero_copy_only=False).astype(np.int64)
-        elif is_string_or_binary(typ):
+        if is_string_or_binary(typ):
             return _arrow_var_counts(keys, weights)
-    if isinstance(keys, np.ndarray) and keys.ndim == 1 and keys.dtype.kind in "iub":
-        if (
-            keys.dtype.kind != "u"
-            or keys.dtype.itemsize < 8
-            or not len(keys)
-            or (int(keys.max()) <= _INT64_MAX)
-        ):
-            return _int_counts(keys.astype(np.int64, copy=False), weights)
+    ints = _int_array(keys)
+    if ints is not None:
+        return _int_counts(ints, weights)
     if isinstance(keys, list) and keys and type(keys[0]) is str:
         # Arrow's hash table and sort beat a dict of str objects; Arrow infers ``string`` only
         # when every value is a str (str mixed with bytes infers binary: not these keys).
