@@ -3,8 +3,8 @@
 ``MisraGries.update`` sends batches of at least 1,024 keys that code to int64 (ints, or strs /
 bytes by their rank) through the C loop of ``misra_gries/kernel.c``; smaller batches and mixed
 key types stay on the Python loop. Both must give the naive reference's slots exactly, for every
-input form, from empty and non-empty starting states (zero-count keys, dummies listed out of
-range form) and across several calls, with small ``k`` so that every branch (hit, dummy,
+input form, from empty and non-empty starting states (zero-count keys, dummy ids listed rather
+than a range) and across several calls, with small ``k`` so that every branch (hit, dummy,
 zero-key replacement, decrement) runs thousands of times.
 """
 
@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 from oracles import NaiveMG
 
+from beam_dpsketch import serialization
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries import kernel
 
@@ -97,7 +98,7 @@ def test_batches_match_the_naive_reference(form, k, kernel_calls):
 @pytest.mark.parametrize("form", ["numpy int64", "list str", "arrow binary"])
 def test_compiled_and_python_loops_agree_from_any_state(form, kernel_calls):
     """A state left by the Python loop (small batches, zero-count keys, a partly used range of
-    dummies, dummies listed after a bytes round trip) continues identically on either loop."""
+    dummies) continues identically on either loop."""
     k = 12
     keys = FORMS[form](zipf_ints(11, 4 * BATCH, 60))
     head, tail = keys[:300], keys[300:]
@@ -115,14 +116,33 @@ def test_compiled_and_python_loops_agree_from_any_state(form, kernel_calls):
     assert compiled.slots() == NaiveMG(k).extend(plain_keys(keys)).slots()
 
 
+def with_listed_dummies(sketch: MisraGries) -> MisraGries:
+    """``sketch`` with its dummy slots given as a list of ids that is not a range (a form the
+    format accepts and a decoded sketch keeps)."""
+    _, params, arrays = serialization.loads(sketch.to_bytes())
+    start, stop = params.pop("dummy_range")
+    arrays["dummy_ids"] = (np.arange(start, stop, dtype=np.int64) * 3) + 1
+    return MisraGries.from_bytes(serialization.dumps(MisraGries.KIND, params, arrays))
+
+
 def test_listed_dummies_are_used_in_order(kernel_calls):
-    """Dummy ids that are not a range (as a decoded sketch may hold) are consumed first."""
-    sketch = MisraGries(6).update([1, 2])
-    listed = MisraGries.from_bytes(sketch.to_bytes())
+    """Dummy ids that are not a range are consumed first, smallest id first, by either loop."""
+    listed = with_listed_dummies(MisraGries(6).update([1, 2]))
+    assert "dummy_range" not in serialization.loads(listed.to_bytes())[1]
     keys = zipf_ints(3, 3000, 30)
-    listed.update(keys)
+    compiled = listed.copy().update(keys)
     assert kernel_calls
-    assert listed.slots() == NaiveMG(6).extend([1, 2, *keys.tolist()]).slots()
+    python = listed.copy()
+    for i in range(0, len(keys), 500):
+        python.update(keys[i : i + 500])
+    assert len(kernel_calls) == 1
+    assert compiled == python  # equality includes the ids of the dummies left
+    assert compiled.slots() == NaiveMG(6).extend([1, 2, *keys.tolist()]).slots()
+    # A batch that leaves dummies unused keeps the remaining ids, in order.
+    few = with_listed_dummies(MisraGries(3000).update([1, 2])).update(np.arange(10, 1034))
+    assert few == with_listed_dummies(MisraGries(3000).update([1, 2])).update(
+        np.arange(10, 1034).tolist()[:500]
+    ).update(np.arange(10, 1034).tolist()[500:])
 
 
 @pytest.mark.parametrize(
