@@ -14,6 +14,12 @@ Batching is per bundle and per window: an element only ever joins a batch of its
 Invalid keys (``None``, floats, lists, ...) raise ``TypeError`` naming their type. With
 ``dead_letter=True`` they go to the ``"invalid"`` output instead, as ``(element, reason)`` pairs;
 they are never dropped silently.
+
+:class:`FixedBatches` batches arbitrary elements (records, ``(value, weight)`` pairs) into lists
+with the same window and timestamp rules. Unlike ``beam.BatchElements``, no batching step here
+registers a Beam metric or writes a log line: ``BatchElements`` reports a ``batch_size``
+distribution whose sum is the exact number of input elements, and Beam metrics leave the
+pipeline outside any release.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ __all__ = [
     "MAIN_TAG",
     "BatchKeys",
     "BatchKeysPerGroup",
+    "FixedBatches",
     "KeyBatch",
     "is_batch_type",
     "is_key_batch",
@@ -214,6 +221,13 @@ class _Buffer:
         return KeyBatch(self.keys)
 
 
+def _at_window_end(batch: Any, window: Any) -> WindowedValue:
+    """``batch`` in exactly ``window``, at its ``max_timestamp()`` (as ``beam.BatchElements``)."""
+    # WindowedValue (not TimestampedValue) keeps the batch in exactly this window; a
+    # TimestampedValue would be re-assigned to windows by the input's WindowFn.
+    return WindowedValue(batch, window.max_timestamp(), (window,))
+
+
 class _BatchKeysDoFn(beam.DoFn):
     """Buffers canonical keys per (window, group) within a bundle and emits batches.
 
@@ -253,11 +267,7 @@ class _BatchKeysDoFn(beam.DoFn):
         window, group = slot
         buffer = self._buffers.pop(slot)
         self._buffered -= len(buffer.keys)
-        # WindowedValue (not TimestampedValue) keeps the batch in exactly this window; a
-        # TimestampedValue would be re-assigned to windows by the input's WindowFn.
-        return WindowedValue(
-            self._wrap(group, buffer.to_batch()), window.max_timestamp(), (window,)
-        )
+        return _at_window_end(self._wrap(group, buffer.to_batch()), window)
 
     def process(self, element: Any, window=beam.DoFn.WindowParam):
         if self._grouped:
@@ -420,6 +430,84 @@ class BatchKeysPerGroup(BatchKeys):
     """
 
     _grouped = True
+
+
+class _FixedBatchesDoFn(beam.DoFn):
+    """Buffers elements per window within a bundle and emits lists of ``batch_size`` of them.
+
+    It registers no metric and logs nothing: the batch sizes it sees are exact counts of the
+    bundle's elements.
+    """
+
+    def __init__(self, batch_size: int, max_buffered: int) -> None:
+        self._batch_size = batch_size
+        self._max_buffered = max_buffered
+        self._buffers: dict[Any, list[Any]] = {}
+        self._buffered = 0
+
+    def start_bundle(self) -> None:
+        self._buffers = {}
+        self._buffered = 0
+
+    def _flush(self, window: Any) -> WindowedValue:
+        batch = self._buffers.pop(window)
+        self._buffered -= len(batch)
+        return _at_window_end(batch, window)
+
+    def process(self, element: Any, window=beam.DoFn.WindowParam):
+        batch = self._buffers.setdefault(window, [])
+        batch.append(element)
+        self._buffered += 1
+        if len(batch) >= self._batch_size:
+            yield self._flush(window)
+        elif self._buffered > self._max_buffered:
+            # Many small buffers (many windows): emit them all, which bounds memory and keeps
+            # the cost amortised O(1) per element.
+            for other in list(self._buffers):
+                yield self._flush(other)
+
+    def finish_bundle(self):
+        for window in list(self._buffers):
+            yield self._flush(window)
+
+
+class FixedBatches(beam.PTransform):
+    """Batch any elements into lists of at most ``batch_size``, per bundle and window.
+
+    A drop-in for ``beam.BatchElements(min_batch_size=n, max_batch_size=n)`` inside DP
+    transforms: an element only joins a batch of its own window, each batch is emitted in that
+    window at its ``max_timestamp()``, a batch is emitted when it holds ``batch_size`` elements
+    and the rest at the end of the bundle. Batch boundaries depend only on the bundle, never on
+    timing.
+
+    Parameters
+    ----------
+    batch_size
+        Elements per batch (at most).
+    max_buffered
+        Bound on elements buffered across all windows of a bundle (default ``8 * batch_size``);
+        past it every buffer is emitted.
+
+    Returns
+    -------
+    PCollection
+        Lists of elements.
+
+    Notes
+    -----
+    **Release channels.** The step registers no Beam metric and writes no log: the number and
+    sizes of its batches are exact functions of the data, so they must not leave the pipeline.
+    The runner's own system metrics of its input and output (element counts, sampled byte
+    sizes) remain visible to whoever operates the runner (``docs/privacy-model.md``).
+    """
+
+    def __init__(self, batch_size: int = DEFAULT_BATCH_SIZE, *, max_buffered: int | None = None):
+        super().__init__()
+        self._batch_size, self._max_buffered = _check_batch_args(batch_size, max_buffered, None)
+
+    def expand(self, pcoll):
+        dofn = _FixedBatchesDoFn(self._batch_size, self._max_buffered)
+        return pcoll | beam.ParDo(dofn).with_output_types(list[Any])
 
 
 def unit_weight(weight: Any) -> int:

@@ -26,7 +26,12 @@ from beam_dpsketch.sketches.quantiles.domain import FloatDomain
 from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch
 from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 from beam_dpsketch.transforms.base import as_extractor
-from beam_dpsketch.transforms.batching import call_user_fn, is_batch_type, unit_weight
+from beam_dpsketch.transforms.batching import (
+    FixedBatches,
+    call_user_fn,
+    is_batch_type,
+    unit_weight,
+)
 from beam_dpsketch.transforms.combiners import WeightedSketchCombineFn
 from beam_dpsketch.transforms.release import (
     PANE_RELATIONS,
@@ -281,7 +286,8 @@ class DPQuantiles(AccountedTransform):
                         unit_weight(call_user_fn(weight_fn, r, "weight_fn")),
                     )
                 )
-                | "Batch" >> beam.BatchElements(min_batch_size=256, max_batch_size=4096)
+                # Not beam.BatchElements: its batch_size metric sums to the exact input size.
+                | "Batch" >> FixedBatches()
                 | "Index"
                 >> beam.Map(
                     lambda pairs: (

@@ -99,7 +99,7 @@ from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
 from beam_dpsketch.transforms.base import DPTransform, as_extractor
-from beam_dpsketch.transforms.batching import is_key_batch
+from beam_dpsketch.transforms.batching import FixedBatches, is_key_batch
 from beam_dpsketch.transforms.combiners import sum_by_cell
 
 __all__ = ["DPSlidingWindowFrequencies", "SlidingWindowRelease"]
@@ -1377,7 +1377,8 @@ class DPSlidingWindowFrequencies(DPTransform):
         rows = (
             stamped.rows
             | "SegmentWindows" >> segment_windows()
-            | "Batch" >> beam.BatchElements(min_batch_size=_BATCH, max_batch_size=_BATCH)
+            # Not beam.BatchElements: its batch_size metric sums to the exact number of rows.
+            | "Batch" >> FixedBatches(_BATCH)
         )
         parts = stamped[_PARTS] | "PartWindows" >> segment_windows()
         tables = (
