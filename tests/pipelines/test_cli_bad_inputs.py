@@ -1,9 +1,9 @@
 """Reliability of the ``beam-dpsketch`` input layer: bad inputs x subcommands, through ``cli.main``.
 
 Every subcommand reads through the same readers, so every bad input must fail the same way in
-every subcommand: exit status 2, one stderr line naming the file (and the line or row, where
-there is one), no traceback, nothing on stdout, no ``--output`` file, and no value or count from
-the data in the message. The CLI runs in-process (the FnApiRunner), one real process checks that
+every subcommand: exit status 2, one stderr line naming the file and the problem, no traceback,
+nothing on stdout, no ``--output`` file, and no value, count or position (line, row) from the
+data in the message: in an append-only file, a position is the count of the records before it. The CLI runs in-process (the FnApiRunner), one real process checks that
 Beam's own error log stays quiet.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -63,44 +64,44 @@ BAD_INPUTS = {
         "keys.txt",
         None,
         _with_line(_text(ROWS), 40, b"1\xff\xfe" + SECRET.encode()),
-        "line 40",
+        "invalid UTF-8",
     ),
     "invalid utf-8 csv": (
         "keys.csv",
         "k",
         _with_line(_csv(ROWS), 41, SECRET.encode() + b"\xc3,x"),
-        "line 41",
+        "invalid UTF-8",
     ),
     "invalid utf-8 jsonl": (
         "keys.jsonl",
         "k",
         _with_line(_jsonl(ROWS), 42, b'{"k": "' + SECRET.encode() + b'\xe2\x82"}'),
-        "line 42",
+        "invalid UTF-8",
     ),
     "not parquet": ("keys.parquet", "k", b"PAR1" + SECRET.encode() * 10, "Parquet"),
     "ragged csv": (
         "keys.csv",
         "k",
         _with_line(_csv(ROWS), 43, f"{SECRET},x,{SECRET}".encode()),
-        "line 43",
+        "a record has a different number of fields than the header",
     ),
     "jsonl not json": (
         "keys.jsonl",
         "k",
         _with_line(_jsonl(ROWS), 44, f'{{"k": "{SECRET}", '.encode()),
-        "line 44",
+        "a line is not valid JSON",
     ),
     "jsonl not an object": (
         "keys.jsonl",
         "k",
         _with_line(_jsonl(ROWS), 45, f'["{SECRET}"]'.encode()),
-        "line 45",
+        "a line is not a JSON object",
     ),
     "csv missing key": (
         "keys.csv",
         "k",
         _with_line(_csv(ROWS), 46, b",x"),
-        "row 45",  # data row 45: line 46 after the header
+        "column 'k'",
     ),
 }
 
@@ -164,8 +165,9 @@ def test_bad_input_fails_in_one_line_naming_the_file(tmp_path, capsys, command, 
     assert line.startswith(f"beam-dpsketch {command}: error: "), line
     assert path in line and also in line, line
     assert "Traceback" not in line and "while running" not in line, line
-    # No value and no count from the data.
+    # No value, no count and no position from the data.
     assert SECRET not in line and str(N_ROWS) not in line, line
+    assert not re.search(r"(?<![\w-])\d+(?![\w-])", line.replace(path, "<input>")), line
     assert not output.exists()
 
 
