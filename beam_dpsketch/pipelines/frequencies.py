@@ -22,6 +22,7 @@ from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 from beam_dpsketch.pipelines.options import (
     add_input_arguments,
     add_privacy_arguments,
+    bad_record_options,
     budget_from_args,
     convert_query_keys,
     given_options,
@@ -224,7 +225,13 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
             raise ValueError(
                 f"{wrong[0]} does not apply with --query-keys (exact counts, no sketch)"
             )
-    reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type=args.key_type)
+    reader = ReadKeyBatches(
+        args.input,
+        args.column,
+        args.input_format,
+        key_type=args.key_type,
+        **bad_record_options(args),
+    )
     if public_keys:
         raw = read_query_keys(args.query_keys)
     else:
@@ -290,7 +297,9 @@ def run_quantiles(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     refuse_given(args, ("key_type",), "in quantiles (values are read as numbers)")
     # Numbers, not keys: ints and floats of any size reach DPQuantiles, which maps each one
     # into [lower, upper] (clamping, NaN to upper, floor without --resolution).
-    reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type=NUMBERS)
+    reader = ReadKeyBatches(
+        args.input, args.column, args.input_format, key_type=NUMBERS, **bad_record_options(args)
+    )
     transform = DPQuantiles(
         args.q,
         args.lower,

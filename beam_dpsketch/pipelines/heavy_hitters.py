@@ -21,6 +21,7 @@ import apache_beam as beam
 from beam_dpsketch.pipelines.options import (
     add_input_arguments,
     add_privacy_arguments,
+    bad_record_options,
     budget_from_args,
     noise_source_from_args,
     option_strings,
@@ -270,7 +271,11 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
         options["selection_fraction"] = args.selection_fraction
     if args.privacy_id is not None:
         reader: beam.PTransform = ReadKeyPairs(
-            args.input, args.column, args.privacy_id, args.input_format
+            args.input,
+            args.column,
+            args.privacy_id,
+            args.input_format,
+            **bad_record_options(args),
         )
         options.update(
             privacy_id_fn=itemgetter(0),
@@ -278,12 +283,22 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
             max_contributions=args.max_contributions or 1,
         )
     else:
-        reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type=args.key_type)
+        reader = ReadKeyBatches(
+            args.input,
+            args.column,
+            args.input_format,
+            key_type=args.key_type,
+            **bad_record_options(args),
+        )
         if chosen == SELECT_COUNT:
             # The count pass reads the files again rather than having the runner hold every
             # row until the selection is final: memory stays flat in the input size.
             options["recount_source"] = ReadKeyBatches(
-                args.input, args.column, args.input_format, key_type=args.key_type
+                args.input,
+                args.column,
+                args.input_format,
+                key_type=args.key_type,
+                **bad_record_options(args),
             )
     transform = DPHeavyHitters(k, budget, **options)
     run_ = run_release(

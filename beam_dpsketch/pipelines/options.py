@@ -38,7 +38,13 @@ from google.protobuf import struct_pb2
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
-from beam_dpsketch.transforms.readers import INPUT_FORMATS, KEY_TYPES, ReadOrderedKeys
+from beam_dpsketch.transforms.readers import (
+    DEFAULT_MAX_RECORD_BYTES,
+    INPUT_FORMATS,
+    KEY_TYPES,
+    ON_BAD_RECORD,
+    ReadOrderedKeys,
+)
 
 __all__ = [
     "DEFAULT_RUNNER",
@@ -48,6 +54,7 @@ __all__ = [
     "FnApiRunnerWorkerLogging",
     "add_input_arguments",
     "add_privacy_arguments",
+    "bad_record_options",
     "budget_from_args",
     "check_local_destination",
     "check_plot_path",
@@ -245,7 +252,8 @@ def check_plot_path(path: str, *, formats: Sequence[str] | None = None) -> None:
 
 
 def add_input_arguments(parser: argparse.ArgumentParser, *, input_required: bool = True) -> None:
-    """Add ``--input``, ``--input-format``, ``--column`` and ``--key-type`` to ``parser``."""
+    """Add ``--input``, ``--input-format``, ``--column``, ``--key-type``, ``--on-bad-record`` and
+    ``--max-record-bytes`` to ``parser``."""
     group = parser.add_argument_group("input")
     group.add_argument(
         "--input",
@@ -272,6 +280,23 @@ def add_input_arguments(parser: argparse.ArgumentParser, *, input_required: bool
         default=None,
         help="convert keys to int or str (default: the column's type; CSV and text give str)",
     )
+    group.add_argument(
+        "--on-bad-record",
+        choices=ON_BAD_RECORD,
+        default="fail",
+        help="a malformed record (missing key, not an int key or number, ragged CSV record, "
+        "JSON line that is not an object or has another type, not UTF-8, longer than "
+        "--max-record-bytes): fail the run (default), or drop it before any DP step, "
+        "uncounted (JSON Lines input then needs --key-type)",
+    )
+    group.add_argument(
+        "--max-record-bytes",
+        type=int,
+        metavar="N",
+        default=DEFAULT_MAX_RECORD_BYTES,
+        help="the longest line or CSV record read, in bytes; memory holds one such record "
+        f"(default {DEFAULT_MAX_RECORD_BYTES})",
+    )
 
 
 def ordered_input(args: argparse.Namespace) -> ReadOrderedKeys:
@@ -282,7 +307,14 @@ def ordered_input(args: argparse.Namespace) -> ReadOrderedKeys:
         args.input_format,
         key_type=args.key_type,
         time_column=args.time_column,
+        **bad_record_options(args),
     )
+
+
+def bad_record_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The readers' ``on_bad_record`` and ``max_record_bytes`` from :func:`add_input_arguments`'
+    ``--on-bad-record`` and ``--max-record-bytes``."""
+    return {"on_bad_record": args.on_bad_record, "max_record_bytes": args.max_record_bytes}
 
 
 def option_strings(parser: argparse.ArgumentParser) -> list[str]:

@@ -24,6 +24,7 @@ from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 from beam_dpsketch.pipelines.options import (
     add_input_arguments,
+    bad_record_options,
     convert_query_keys,
     given_options,
     option_strings,
@@ -235,7 +236,13 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         refuse_given(
             args, ("output", "format"), f"without --query ({args.sketch} writes only --save-sketch)"
         )
-    reader = ReadKeyBatches(args.input, args.column, args.input_format, key_type=args.key_type)
+    reader = ReadKeyBatches(
+        args.input,
+        args.column,
+        args.input_format,
+        key_type=args.key_type,
+        **bad_record_options(args),
+    )
     queries = convert_query_keys(args.query or [], reader.key_type, args.column)
     released_sides: dict[str, beam.PTransform] = {
         "bound": beam.Map(_bound_note),
