@@ -25,16 +25,78 @@ Known limits
     data, so triggers with early firings are refused on Prism; on-time and late panes only, and
     the global window, run as on the other runners (``tests/engines/test_prism_*.py``).
 
-Every other runner is assumed to implement the model (the FnApiRunner, Flink, Spark and Dataflow
-do).
+Prism is reached by more routes than its runner class, and each is judged when the transform is
+applied (``tests/engines/test_engine_routes.py``):
+
+* ``PrismRunner`` (or a subclass; by instance or by the name ``"PrismRunner"``/``"prism"``):
+  Prism.
+* Beam's default ``DirectRunner`` (``SwitchingDirectRunner``, also ``TestDirectRunner``) hands
+  a pipeline to Prism whenever Prism can run it, decided over the whole pipeline at run time
+  (``--prism_location`` only says where the binary is). What can be proven when a DP transform
+  is applied is that a pipeline holding a ``TestStream``, or one with
+  ``--allow_unsafe_triggers`` or ``--update_compatibility_version``, is never handed over; any
+  other DirectRunner pipeline is treated as Prism.
+* A portable runner (``PortableRunner``, ``FlinkRunner``, ``SparkRunner``, ...) submitting to
+  ``--job_endpoint=<address>`` runs on whatever job service listens there, a standalone Prism
+  included; it is treated as Prism unless ``--job_endpoint_engine`` (:class:`EngineOptions`)
+  declares the engine behind the endpoint. ``--job_endpoint=embed`` is Beam's in-process
+  Python job service (the FnApiRunner), and a ``FlinkRunner`` or ``SparkRunner`` without a
+  job endpoint starts its own job server.
+
+Every other runner is assumed to implement the model (the FnApiRunner, the
+BundleBasedDirectRunner, Flink, Spark and Dataflow do).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RunnerLimits", "UnsupportedRunnerError", "check_runner", "runner_limits"]
+from apache_beam.options.pipeline_options import (
+    PipelineOptions,
+    PortableOptions,
+    StreamingOptions,
+    TypeOptions,
+)
+from apache_beam.testing.test_stream import TestStream
+
+__all__ = [
+    "EngineOptions",
+    "RunnerLimits",
+    "UnsupportedRunnerError",
+    "check_runner",
+    "runner_limits",
+]
+
+# Engines ``--job_endpoint_engine`` can name: what the job service behind ``--job_endpoint`` is.
+JOB_ENDPOINT_ENGINES = ("prism", "flink", "spark", "python")
+
+
+class EngineOptions(PipelineOptions):
+    """Pipeline options declaring the engine behind a portable ``--job_endpoint``.
+
+    A portable runner submitting to ``--job_endpoint=<address>`` runs the pipeline on whatever
+    job service listens there; nothing in the submitting process shows which engine that is.
+    Without a declaration such a pipeline is treated as running on Prism (early firings are
+    refused, see :func:`check_runner`). ``--job_endpoint_engine`` states it: ``prism``,
+    ``flink`` (Beam's Flink job server), ``spark`` (Beam's Spark job server) or ``python``
+    (Beam's Python job service, ``local_job_service_main``, which runs the FnApiRunner). The
+    declaration is the operator's; a wrong one voids the guarantee the check protects.
+    """
+
+    @classmethod
+    def _add_argparse_args(cls, parser: Any) -> None:
+        parser.add_argument(
+            "--job_endpoint_engine",
+            default=None,
+            help=(
+                "The engine of the job service at --job_endpoint: one of "
+                f"{', '.join(JOB_ENDPOINT_ENGINES)} (beam-dpsketch refuses triggers with early "
+                "firings on an undeclared endpoint, as on Prism)."
+            ),
+        )
 
 
 class UnsupportedRunnerError(ValueError):
@@ -75,6 +137,26 @@ _LIMITED_RUNNERS: dict[str, RunnerLimits] = {
     ),
 }
 
+_DIRECT_RUNNER = "apache_beam.runners.direct.direct_runner.SwitchingDirectRunner"
+_PORTABLE_RUNNER = "apache_beam.runners.portability.portable_runner.PortableRunner"
+_PRISM_RUNNER = "apache_beam.runners.portability.prism_runner.PrismRunner"
+
+# What Beam's DirectRunner may run a pipeline on: Prism, whose pane sequence it then has.
+_DIRECT_ON_PRISM = RunnerLimits(
+    "DirectRunner (which hands pipelines to Prism)",
+    keeps_windows=True,
+    keeps_state_and_timers=True,
+    keeps_early_panes=False,
+)
+# A job service the submitting process cannot identify: judged as Prism, the runner Beam's
+# documentation and this project's deploying guide start standalone.
+_UNDECLARED_ENDPOINT = RunnerLimits(
+    "a portable runner at an undeclared --job_endpoint (judged as Prism)",
+    keeps_windows=True,
+    keeps_state_and_timers=True,
+    keeps_early_panes=False,
+)
+
 
 def _has_early_firings(trigger: Any) -> bool:
     """Whether ``trigger`` is (or wraps) an ``AfterWatermark`` with early firings."""
@@ -87,20 +169,75 @@ def _has_early_firings(trigger: Any) -> bool:
     return any(_has_early_firings(t) for t in parts)
 
 
-def runner_limits(runner: Any) -> RunnerLimits | None:
+def _class_names(runner: Any) -> list[str]:
+    """Module-qualified names of ``runner``'s class and its bases (no runner is imported)."""
+    return [f"{cls.__module__}.{cls.__qualname__}" for cls in type(runner).__mro__]
+
+
+def _applied_transforms(pipeline: Any) -> Iterator[Any]:
+    """Every transform applied to ``pipeline`` so far, composites and their parts."""
+    stack = list(getattr(pipeline, "transforms_stack", [])[:1])
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(getattr(node, "parts", []))
+
+
+def _direct_runner_keeps_pipeline(pipeline: Any) -> bool:
+    """Whether Beam's DirectRunner is known, when a transform is applied, to keep ``pipeline``
+    off Prism: it holds a ``TestStream``, or its options exclude Prism (Beam 2.77's rules in
+    ``SwitchingDirectRunner.run_pipeline``; transforms applied later only ever exclude more)."""
+    if pipeline is None:
+        return False
+    options = getattr(pipeline, "options", None)
+    if options is not None and (
+        options.view_as(TypeOptions).allow_unsafe_triggers
+        or options.view_as(StreamingOptions).update_compatibility_version
+    ):
+        return True
+    return any(isinstance(node.transform, TestStream) for node in _applied_transforms(pipeline))
+
+
+def runner_limits(runner: Any, pipeline: Any = None) -> RunnerLimits | None:
     """The limits of ``runner`` (a ``PipelineRunner`` instance), ``None`` if it has none known.
 
     A subclass of a limited runner has its limits. An ``InteractiveRunner`` is judged by the
-    runner it wraps.
+    runner it wraps. Beam's ``DirectRunner`` has Prism's limits unless ``pipeline`` (the
+    pipeline being built, with its options) shows it will not hand the pipeline to Prism, and a
+    portable runner with a ``--job_endpoint`` other than ``embed`` has them unless
+    ``--job_endpoint_engine`` declares another engine (see the module docstring).
     """
     underlying = getattr(runner, "_underlying_runner", None)
     if underlying is not None and underlying is not runner:
-        return runner_limits(underlying)
-    for cls in type(runner).__mro__:
-        limits = _LIMITED_RUNNERS.get(f"{cls.__module__}.{cls.__qualname__}")
+        return runner_limits(underlying, pipeline)
+    names = _class_names(runner)
+    options = getattr(pipeline, "options", None)
+    if _PORTABLE_RUNNER in names and _PRISM_RUNNER not in names and options is not None:
+        endpoint = options.view_as(PortableOptions).job_endpoint
+        if endpoint and endpoint != "embed":
+            declared = options.view_as(EngineOptions).job_endpoint_engine
+            if declared is not None and declared not in JOB_ENDPOINT_ENGINES:
+                # Checked here, not by argparse, so that a wrong value is a ValueError naming
+                # the option when the transform is applied rather than an exit of the process.
+                raise ValueError(
+                    f"--job_endpoint_engine must be one of {', '.join(JOB_ENDPOINT_ENGINES)}"
+                )
+            if declared is None:
+                return _UNDECLARED_ENDPOINT
+            return _LIMITED_RUNNERS[_PRISM_RUNNER] if declared == "prism" else None
+    for name in names:
+        limits = _LIMITED_RUNNERS.get(name)
         if limits is not None:
             return limits
+    if _DIRECT_RUNNER in names and not _direct_runner_keeps_pipeline(pipeline):
+        return _DIRECT_ON_PRISM
     return None
+
+
+def _public_repr(obj: Any) -> str:
+    """``repr(obj)`` with default object reprs (``<module.Class object at 0x...>``) shortened to
+    the class name: a memory address is no parameter and has no place in a message."""
+    return re.sub(r"<(?:[\w.]+\.)?(\w+) object at 0x[0-9a-fA-F]+>", r"\1", repr(obj))
 
 
 def check_runner(transform: Any, pcoll: Any, name: str) -> None:
@@ -129,7 +266,7 @@ def check_runner(transform: Any, pcoll: Any, name: str) -> None:
         only).
     """
     pipeline = getattr(pcoll, "pipeline", None)
-    limits = runner_limits(getattr(pipeline, "runner", None))
+    limits = runner_limits(getattr(pipeline, "runner", None), pipeline)
     if limits is None:
         return
     kind = type(transform).__name__
@@ -147,15 +284,18 @@ def check_runner(transform: Any, pcoll: Any, name: str) -> None:
     ):
         raise UnsupportedRunnerError(
             f"{name}: {kind} cannot run on {limits.name} with early firings (trigger "
-            f"{windowing.triggerfn!r}): {limits.name} omits the on-time pane of a window that "
-            "received no element after its last early pane, so whether a release exists would "
-            "depend on the data. Use a trigger without early firings (on-time and late panes), "
-            "or the DirectRunner, Flink, Spark or Dataflow"
+            f"{_public_repr(windowing.triggerfn)}): Prism omits the on-time pane of a window "
+            "that received no element after its last early pane, so whether a release exists "
+            "would depend on the data. Use a trigger without early firings (on-time and late "
+            "panes), or name a runner that fires that pane: FnApiRunner, "
+            "BundleBasedDirectRunner, Flink, Spark or Dataflow (behind a --job_endpoint, "
+            "declare its engine with --job_endpoint_engine)"
         )
     if not limits.keeps_windows and windowing is not None and not windowing.is_default():
         raise UnsupportedRunnerError(
             f"{name}: {kind} cannot run on {limits.name} on windowed input "
-            f"({windowing.windowfn!r}, trigger {windowing.triggerfn!r}): {limits.name} ignores "
+            f"({type(windowing.windowfn).__name__}, trigger "
+            f"{_public_repr(windowing.triggerfn)}): {limits.name} ignores "
             "windows, triggers and timestamps, so it would release once for the whole input "
             "while the privacy plan is per window. Window the input into the global window "
             "with the default trigger, or use the FnApiRunner, Prism, Flink, Spark or Dataflow"

@@ -413,6 +413,20 @@ def test_refusal_names_parameters_never_data():
     assert "FixedWindows" in message and secret not in message
 
 
+@pytest.mark.parametrize("windowing", list(WINDOWINGS))
+def test_refusal_names_window_and_trigger_classes_without_addresses(windowing):
+    # A default object repr carries a memory address: no parameter, and no business in a message.
+    acc = PrivacyAccountant(SMALL, name="acc")
+    p = dask_pipeline()
+    data = p | beam.Create([1]) | WINDOWINGS[windowing]()
+    with pytest.raises(UnsupportedRunnerError) as e:
+        data | DPCount(accountant=acc, noise_source=_noise(), label="c")  # noqa: B018
+    message = str(e.value)
+    assert " at 0x" not in message and "object" not in message
+    windowfn = type(data.windowing.windowfn).__name__
+    assert f"on windowed input ({windowfn}, trigger " in message
+
+
 @pytest.mark.parametrize("name", ["DPCount", "DPHistogram", "DPIntermittentQueries-schedule"])
 def test_global_stateless_transforms_accepted_on_dask(name):
     acc = PrivacyAccountant(PURE if name.startswith("DPIntermittent") else SMALL, name="acc")
