@@ -18,6 +18,13 @@ then drop files into ``/tmp/drop`` (write them elsewhere and ``mv`` them in, so 
 half a file). Any other ``--flag`` is a Beam pipeline option. The pipeline stops polling after
 ``--duration-seconds`` and then releases the last windows.
 
+The script refuses to start (exit status 2, nothing released) unless ``--streaming`` is given
+with a runner that polls in real time: ``PrismRunner``, ``FlinkRunner``, ``SparkRunner``,
+``DataflowRunner``, or a ``PortableRunner`` submitting to a job service at ``--job_endpoint``.
+Beam's default DirectRunner, the FnApiRunner and the in-process ``--job_endpoint=embed`` run
+every poll at once when the pipeline starts, so they would read none of the files dropped
+later and release noise alone for every window.
+
 Privacy: ``--epsilon`` and ``--delta`` are the budget of the whole run; one line changes one
 window's count and heavy hitters, and both transforms charge one shared accountant. Which
 windows are released is public (``release_range`` covers the run). File names and the times files
@@ -36,7 +43,7 @@ from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
 from apache_beam.io import fileio
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions, StandardOptions
 from apache_beam.transforms.window import FixedWindows
 
 from beam_dpsketch.noise import NoiseSource
@@ -103,6 +110,41 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     return parser.parse_known_args(argv)
 
 
+# Runners that poll ``MatchContinuously`` in real time, by the module-qualified name of the
+# runner class or a base class; a PortableRunner qualifies when it submits to a job service.
+POLLING_RUNNERS = (
+    "apache_beam.runners.portability.prism_runner.PrismRunner",
+    "apache_beam.runners.portability.flink_runner.FlinkRunner",
+    "apache_beam.runners.portability.spark_runner.SparkRunner",
+    "apache_beam.runners.dataflow.dataflow_runner.DataflowRunner",
+)
+PORTABLE_RUNNER = "apache_beam.runners.portability.portable_runner.PortableRunner"
+
+
+def runner_refusal(p: beam.Pipeline) -> str | None:
+    """Why ``p`` cannot run this example (``None`` if it can).
+
+    The example reads files as they appear, so it needs a streaming pipeline on a runner that
+    polls in real time; any other would read nothing and release noise only.
+    """
+    options = p.options
+    names = {f"{c.__module__}.{c.__qualname__}" for c in type(p.runner).__mro__}
+    endpoint = options.view_as(PortableOptions).job_endpoint
+    polls = bool(names.intersection(POLLING_RUNNERS)) or (
+        PORTABLE_RUNNER in names and bool(endpoint) and endpoint != "embed"
+    )
+    if not polls or endpoint == "embed":
+        return (
+            f"the runner {type(p.runner).__name__} runs every poll of --input-dir at once when "
+            "the pipeline starts, so it would read no file dropped later and release noise "
+            'only; run on Prism: --runner=PrismRunner --prism_location="$(scripts/prism.sh)" '
+            "--environment_type=LOOPBACK --streaming (or Flink, Spark, Dataflow)"
+        )
+    if not options.view_as(StandardOptions).streaming:
+        return "--streaming is required: the input is an unbounded, polled directory"
+    return None
+
+
 def build(
     p: beam.Pipeline,
     args: argparse.Namespace,
@@ -159,6 +201,11 @@ def main(argv: Sequence[str] | None = None, noise_source: NoiseSource | None = N
     accountant = PrivacyAccountant(PrivacyBudget.approx(args.epsilon, args.delta), name="run")
     options = PipelineOptions(beam_args)
     p = beam.Pipeline(options=options)
+    refusal = runner_refusal(p)
+    if refusal is not None:
+        # Before anything is built, charged or printed: a refused run releases nothing.
+        print(f"stream_directory.py: error: {refusal}", file=sys.stderr)
+        return 2
     build(p, args, time.time(), accountant, noise_source)
     # Every charge is made at construction: the report is complete before anything runs.
     print(explain_pipeline(accountant), flush=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -20,9 +21,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-# About 10 s of wall-clock time: the pipeline polls the directory in real time.
-pytestmark = pytest.mark.slow
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "stream_directory.py"
 
@@ -64,6 +62,59 @@ def writer(directory: Path) -> None:
     (directory / "ignored.csv").write_text("a\n" * 50)
 
 
+# Runners that would run every poll at once, at the start: none of them may run the example.
+NOT_POLLING = {
+    "no runner options": [],
+    "FnApiRunner": ["--runner=FnApiRunner", "--streaming"],
+    "DirectRunner with Prism's location": [
+        "--runner=DirectRunner",
+        "--prism_location=/nonexistent/prism",
+        "--streaming",
+    ],
+    "BundleBasedDirectRunner": ["--runner=BundleBasedDirectRunner", "--streaming"],
+    "in-process job service": [
+        "--runner=PortableRunner",
+        "--job_endpoint=embed",
+        "--environment_type=LOOPBACK",
+        "--streaming",
+    ],
+    "Prism without --streaming": ["--runner=PrismRunner", "--prism_location=/nonexistent/prism"],
+}
+
+
+@pytest.mark.parametrize("case", list(NOT_POLLING))
+def test_refuses_to_run_without_a_polling_streaming_runner(tmp_path, capsys, case):
+    example = load_example()
+    directory = tmp_path / "drop"
+    directory.mkdir()
+    drop(directory, "f0.txt", FILES[0])
+    out = tmp_path / "releases.jsonl"
+    argv = [f"--input-dir={directory}", "--duration-seconds=1", f"--output={out}"]
+    started = time.monotonic()
+    assert example.main([*argv, *NOT_POLLING[case]]) == 2
+    assert time.monotonic() - started < 30  # refused before any pipeline starts
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no privacy report, no release
+    assert captured.err.startswith("stream_directory.py: error: ")
+    assert ("--streaming is required" if "streaming" in case else "PrismRunner") in captured.err
+    assert not out.exists()
+
+
+def test_refusal_is_a_non_zero_exit_of_the_script(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE), f"--input-dir={tmp_path}", "--duration-seconds=1"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "stream_directory.py: error: the runner SwitchingDirectRunner" in done.stderr
+
+
+# About 10 s of wall-clock time: the pipeline polls the directory in real time.
+@pytest.mark.slow
 def test_each_dropped_file_is_counted_once_per_window(tmp_path, prism_args, capsys):
     example = load_example()
     directory = tmp_path / "drop"
