@@ -1589,6 +1589,8 @@ class _ReadInOrder(_ColumnReader):
             key_valid = self._valid_mask(keys, kind)
             if key_valid is not None:
                 valid = pc.and_(valid, key_valid)
+            # is_nan of a null is null: a missing time is malformed too.
+            valid = pc.fill_null(valid, False)
             if valid.false_count:
                 keys, times = keys.filter(valid), times.filter(valid)
         return keys, times
