@@ -6,6 +6,13 @@ sets ``run=<callable(args, beam_args) -> int>`` as a default. Arguments this par
 are Beam pipeline options (``--runner``, ``--direct_num_workers``, ...) and are passed through.
 Errors print one line to stderr and exit with status 2; with ``--verbose`` they propagate, so the
 traceback shows.
+
+A command publishes its outputs only when it succeeds
+(:class:`~beam_dpsketch.pipelines.output.CommandOutputs`): every ``--output``, ``--plot`` and
+``--out`` destination is checked before the pipeline runs, files are renamed into place at the
+end and stdout is written last, so a run that exits non-zero has released nothing. ``SIGINT``
+(Ctrl-C) and ``SIGTERM`` stop the command, delete its staging folders and temporary files, print
+one line, and exit with status 130 and 143 (128 + the signal number).
 """
 
 from __future__ import annotations
@@ -15,8 +22,11 @@ import importlib
 import logging
 import os
 import re
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 
@@ -72,13 +82,99 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
     _configure_logging(verbose=args.verbose)
+    from beam_dpsketch.pipelines.output import CommandOutputs
+
+    received: list[int] = []
     try:
-        return int(args.run(args, beam_args) or 0)
+        with (
+            _stopping_on_signals(received) as signals,
+            CommandOutputs(_destinations(args)) as outputs,
+        ):
+            code = int(args.run(args, beam_args) or 0)
+            if code == 0:
+                # Past this point the command has succeeded: a signal must not interrupt the
+                # publication halfway, nor report a release that is out as "nothing released".
+                signals.ignore()
+                outputs.publish()
+            return code
+    except (KeyboardInterrupt, _Stopped):
+        return _stopped(args.command, received)
     except Exception as exc:
+        # A signal that arrived while Beam was running may come back wrapped in Beam's error.
+        if received:
+            return _stopped(args.command, received)
         if args.verbose:
             raise
         print(f"beam-dpsketch {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+
+
+def _destinations(args: argparse.Namespace) -> list:
+    """The output destinations the parsed command line names (``--output``, ``--plot``,
+    ``--out``), for :class:`~beam_dpsketch.pipelines.output.CommandOutputs`."""
+    from beam_dpsketch.pipelines.output import Destination
+
+    out = []
+    for name, option, is_folder in (("output", "--output", False), ("plot", "--plot", False)):
+        if getattr(args, name, None):
+            out.append(Destination(option, getattr(args, name), is_folder))
+    if getattr(args, "out", None):
+        out.append(Destination("--out", args.out, True))
+    return out
+
+
+class _Stopped(BaseException):
+    """Raised in the main thread by the ``SIGTERM`` handler: unwinds like ``KeyboardInterrupt``
+    (no ``except Exception`` stops it), so every cleanup on the way runs."""
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _SignalState:
+    """Whether the stop signals still stop the command (:meth:`ignore` ends that)."""
+
+    def __init__(self) -> None:
+        self.ignored = False
+
+    def ignore(self) -> None:
+        self.ignored = True
+
+
+@contextmanager
+def _stopping_on_signals(received: list[int]) -> Iterator[_SignalState]:
+    """While the command runs, turn ``SIGINT`` and ``SIGTERM`` into exceptions (recording the
+    signal in ``received``), so that the command's staging is deleted on the way out."""
+    state = _SignalState()
+    if threading.current_thread() is not threading.main_thread():
+        yield state  # signal handlers can only be set in the main thread
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        if state.ignored:
+            return
+        received.append(signum)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise _Stopped
+
+    previous = {s: signal.signal(s, stop) for s in _STOP_SIGNALS}
+    try:
+        yield state
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _stopped(command: str, received: list[int]) -> int:
+    """Report a command stopped by a signal; returns 128 + the signal's number."""
+    signum = received[0] if received else signal.SIGINT
+    name = "interrupted" if signum == signal.SIGINT else "terminated"
+    print(
+        f"beam-dpsketch {command}: {name} ({signal.Signals(signum).name}); nothing was released",
+        file=sys.stderr,
+    )
+    return 128 + int(signum)
 
 
 # Dask's ``distributed`` sets its loggers' levels from its configuration when it is imported,

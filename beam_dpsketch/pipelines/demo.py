@@ -32,7 +32,7 @@ from apache_beam.io.filesystems import FileSystems
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.heavy_hitters import CLI_DEFAULT_MECHANISM
 from beam_dpsketch.pipelines.options import format_table, pipeline_options
-from beam_dpsketch.pipelines.output import StagingArea, plain
+from beam_dpsketch.pipelines.output import StagingArea, atomic_destination, emit_text, plain
 from beam_dpsketch.pipelines.sketch import SaveSketch, load_sketch
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.misra_gries.core import ERROR_CONFIDENCE
@@ -98,6 +98,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--top", type=int, default=10, metavar="N", help="routes shown (10)")
     parser.add_argument("--width", type=int, default=8192, help="Count-Min width (8192)")
     parser.add_argument("--depth", type=int, default=5, help="Count-Min depth (5)")
+    parser.add_argument(
+        "--data-path",
+        action="store_true",
+        help="print the path of the bundled flights sample (Parquet) and exit, e.g. to try "
+        "the other subcommands on it",
+    )
     parser.set_defaults(run=run)
 
 
@@ -260,13 +266,17 @@ def _summary_lines(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def _write_text(path: str, text: str) -> None:
+    """Write a report file atomically, published with the command's other outputs."""
+    with atomic_destination(path) as temporary, open(temporary, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
 def _write_report(results: dict[str, Any], out: str) -> list[str]:
     os.makedirs(out, exist_ok=True)
     written = []
     json_path = os.path.join(out, "results.json")
-    with open(json_path, "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=2)
-        f.write("\n")
+    _write_text(json_path, json.dumps(results, indent=2) + "\n")
     written.append(json_path)
 
     plot_name = _write_plot(results, out)
@@ -292,8 +302,7 @@ def _write_report(results: dict[str, Any], out: str) -> list[str]:
     else:
         lines += ["(No chart: matplotlib is not installed.)", ""]
     report_path = os.path.join(out, "report.md")
-    with open(report_path, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines))
+    _write_text(report_path, "\n".join(lines))
     written.append(report_path)
     written.append(_write_html(results, out, plot_name))
     if plot_name:
@@ -329,8 +338,7 @@ def _write_html(results: dict[str, Any], out: str, plot_name: str | None) -> str
         "</body></html>",
     ]
     path = os.path.join(out, "report.html")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(parts))
+    _write_text(path, "\n".join(parts))
     return path
 
 
@@ -366,13 +374,17 @@ def _write_plot(results: dict[str, Any], out: str) -> str | None:
     ax.legend(loc="upper center", ncol=2, frameon=False, fontsize="small")
     fig.tight_layout()
     name = "top_routes.png"
-    fig.savefig(os.path.join(out, name), dpi=100)
+    with atomic_destination(os.path.join(out, name)) as temporary:
+        fig.savefig(temporary, dpi=100)
     plt.close(fig)
     return name
 
 
 def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Run the ``demo`` subcommand; returns the exit status."""
+    if args.data_path:
+        emit_text(data_path() + "\n")
+        return 0
     results = run_demo(
         k=args.k,
         epsilon=args.epsilon,
@@ -386,13 +398,10 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     if args.out:
         _progress(4, 4, f"writing the report to {args.out}")
         written = _write_report(results, args.out)
-    print(f"beam-dpsketch demo: {LABEL}")
-    for line in _summary_lines(results):
-        print(line)
-    print()
-    print(format_table(results["top_routes"], _COLUMNS, _HEADERS))
+    lines = [f"beam-dpsketch demo: {LABEL}", *_summary_lines(results), ""]
+    lines.append(format_table(results["top_routes"], _COLUMNS, _HEADERS))
     if args.out:
-        print()
-        for path in written:
-            print(f"wrote {path}")
+        lines += ["", *(f"wrote {path}" for path in written)]
+    # Printed once the report files are in place (inside the command line: when it succeeds).
+    emit_text("\n".join(lines) + "\n")
     return 0

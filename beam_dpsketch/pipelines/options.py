@@ -22,6 +22,7 @@ import difflib
 import importlib
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -71,6 +72,7 @@ __all__ = [
     "option_strings",
     "read_candidates",
     "refuse_given",
+    "terminal_safe",
 ]
 
 DEFAULT_RUNNER = "FnApiRunner"
@@ -421,15 +423,22 @@ def plot_figure(
     path: str, rows: int = 1, *, figsize: tuple[float, float] = (8, 4.5), dpi: int = 120
 ) -> Iterator[tuple[Any, Any]]:
     """``(figure, axes)`` of a ``--plot`` (matplotlib, Agg), laid out and saved to ``path`` on
-    exit (with ``rows > 1`` the axes share x)."""
+    exit (with ``rows > 1`` the axes share x).
+
+    The file is written atomically, with the command's other outputs
+    (:func:`~beam_dpsketch.pipelines.output.atomic_destination`): a failed save leaves nothing
+    at ``path``, and a command that fails later publishes no plot.
+    """
     from beam_dpsketch.evaluation.report import pyplot
+    from beam_dpsketch.pipelines.output import atomic_destination  # output imports this module
 
     plt = pyplot()
     fig, axes = plt.subplots(rows, 1, figsize=figsize, sharex=rows > 1)
     try:
         yield fig, axes
         fig.tight_layout()
-        fig.savefig(path, dpi=dpi)
+        with atomic_destination(path) as temporary:
+            fig.savefig(temporary, dpi=dpi)
     finally:
         plt.close(fig)
 
@@ -662,12 +671,26 @@ def convert_query_keys(queries: Sequence[str], key_type: str | None, column: str
     return list(queries)
 
 
+# Characters a terminal may act on rather than show: C0 and C1 controls (ESC starts the
+# sequences that recolour, move the cursor or retitle the window), DEL, line and paragraph
+# separators, and the bidirectional overrides that reorder what is shown.
+_UNSAFE_FOR_TERMINAL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]"
+)
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every character a terminal would act on shown as a Python escape
+    (``"\\x1b"``, ``"\\n"``, ``"\\u202e"``), so that keys from the data print as text."""
+    return _UNSAFE_FOR_TERMINAL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, bytes):
-        return value.decode("utf-8", "backslashreplace")
-    return str(value)
+        return terminal_safe(value.decode("utf-8", "backslashreplace"))
+    return terminal_safe(str(value))
 
 
 def format_table(
@@ -675,8 +698,12 @@ def format_table(
     columns: Sequence[str],
     headers: Sequence[str] | None = None,
 ) -> str:
-    """Records as an aligned text table (numbers right-aligned), one line per record."""
-    headers = list(headers or columns)
+    """Records as an aligned text table (numbers right-aligned), one line per record.
+
+    Cells and headers pass through :func:`terminal_safe`: a key holding terminal control
+    sequences prints as escaped text, never as a command to the terminal.
+    """
+    headers = [terminal_safe(h) for h in (headers or columns)]
     rows = [[_cell(r.get(c, "")) for c in columns] for r in records]
     numeric = [
         bool(records) and all(isinstance(r.get(c), int | float) for r in records) for c in columns
