@@ -783,6 +783,15 @@ def _probe_column(
     return schema.field(column).type
 
 
+def _parquet_error(path: str, exc: BaseException) -> InputError:
+    """A damaged Parquet file, named without the sizes Arrow reports (the size of a file or of
+    its footer follows from the number of rows it holds)."""
+    problem = _arrow_problem(exc)
+    if "size" in problem.lower():
+        problem = "the file is truncated or is not Parquet"
+    return _input_error(path, f"cannot read as Parquet ({problem})")
+
+
 def _parquet_call(
     path: str, use: Callable[[pq.ParquetFile], Any], read_dictionary: Sequence[str] = ()
 ) -> Any:
@@ -791,8 +800,8 @@ def _parquet_call(
     with _open(path, "parquet") as f:
         try:
             return use(pq.ParquetFile(f, read_dictionary=list(read_dictionary) or None))
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise _input_error(path, f"cannot read as Parquet ({_arrow_problem(exc)})") from None
+        except (pa.ArrowException, OSError) as exc:
+            raise _parquet_error(path, exc) from None
 
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -1042,8 +1051,8 @@ def _parquet_chunks(path: str, column: str, rows: int) -> Iterator[pa.Array]:
                 raise _missing_column(column, names, path)
             for batch in pf.iter_batches(batch_size=rows, columns=[column]):
                 yield batch.column(0)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise _input_error(path, f"cannot read as Parquet ({_arrow_problem(exc)})") from None
+        except (pa.ArrowException, OSError) as exc:
+            raise _parquet_error(path, exc) from None
 
 
 class _ReadCsvColumn(_ColumnReader):

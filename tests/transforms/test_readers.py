@@ -496,3 +496,14 @@ def test_numbers_read_ints_of_any_size_and_floats(tmp_path):
         InputError, match=r"column 'v' of .*v.csv has a value that is not a number$"
     ):
         ReadOrderedKeys(str(path), "v", key_type=NUMBERS).read()
+
+
+@pytest.mark.parametrize("data", [b"PAR1x", b"PAR1" + b"x" * 100 + b"PAR1"])
+def test_damaged_parquet_message_names_no_size(tmp_path, data):
+    # The size of a file (or of its footer) follows from its number of rows.
+    path = tmp_path / "k.parquet"
+    path.write_bytes(data)
+    with pytest.raises(InputError) as info:
+        ReadKeyBatches(str(path), "k")
+    message = str(info.value)
+    assert message == f"{path}: cannot read as Parquet (the file is truncated or is not Parquet)"
