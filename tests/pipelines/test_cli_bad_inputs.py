@@ -308,3 +308,53 @@ def test_quantiles_negative_bounds_in_exponent_notation(tmp_path, capsys):
     path.write_text("v\n" + "-5\n" * 400)
     got = _quantiles(path, ["--lower", "-1e1", "--upper", "-1e0"], capsys)
     assert got == [-5]
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_on_bad_record_drop_reads_past_malformed_records_in_every_subcommand(
+    tmp_path, capsys, command
+):
+    data = _with_line(_csv(ROWS), 43, f"{SECRET},x,{SECRET}".encode())
+    data = _with_line(data, 46, b",x")
+    path = tmp_path / "keys.csv"
+    path.write_bytes(data)
+    argv = [command, "--input", str(path), "--column", "k", *_subcommand(command, tmp_path)]
+    code, out, err = _run(
+        _seeded([*argv, "--on-bad-record", "drop", "--format", "json", f"--runner={RUNNER}"]),
+        capsys,
+    )
+    assert code == 0, err
+    assert "rows" in json.loads(out)
+    # Nothing counts the dropped records.
+    assert "drop" not in err and "malformed" not in err, err
+
+
+def test_max_record_bytes_limit_message_names_the_option(tmp_path, capsys):
+    path = tmp_path / "keys.txt"
+    path.write_bytes(_text(ROWS[:10]) + b"1" * 5000 + b"\n")
+    argv = ["frequencies", "--input", str(path), "--query", "101", "--epsilon", "1"]
+    code, out, err = _run([*argv, "--max-record-bytes", "4096", f"--runner={RUNNER}"], capsys)
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        f"beam-dpsketch frequencies: error: {path}: a record is longer than "
+        "max_record_bytes=4096 (--max-record-bytes): raise the limit, or drop such records "
+        "with on_bad_record='drop' (--on-bad-record drop)"
+    )
+    code, out, err = _run(
+        [*argv, "--max-record-bytes", "4096", "--on-bad-record", "drop", "--format", "json"]
+        + ["--insecure-test-seed", "1", f"--runner={RUNNER}"],
+        capsys,
+    )
+    assert code == 0, err
+
+
+def test_on_bad_record_drop_needs_key_type_for_json_lines(tmp_path, capsys):
+    path = tmp_path / "keys.jsonl"
+    path.write_bytes(_jsonl(ROWS[:10]))
+    argv = ["frequencies", "--input", str(path), "--column", "k", "--query", "101"]
+    argv += ["--epsilon", "1", "--on-bad-record", "drop", f"--runner={RUNNER}"]
+    code, out, err = _run(argv, capsys)
+    assert code == 2 and out == ""
+    assert "on_bad_record='drop' with JSON Lines input needs key_type" in err
+    code, out, err = _run([*argv, "--key-type", "str", "--insecure-test-seed", "1"], capsys)
+    assert code == 0, err
