@@ -158,12 +158,21 @@ def _stopping_on_signals(received: list[int]) -> Iterator[_SignalState]:
             raise KeyboardInterrupt
         raise _Stopped
 
+    def quiet_once_stopped(hook_args: threading.ExceptHookArgs) -> None:
+        # Once stopped, Beam's helper threads die of the stop (a worker process that Ctrl-C
+        # reached exits, its monitor thread raises): the one-line report says it all.
+        if not received:
+            previous_hook(hook_args)
+
+    previous_hook = threading.excepthook
+    threading.excepthook = quiet_once_stopped
     previous = {s: signal.signal(s, stop) for s in _STOP_SIGNALS}
     try:
         yield state
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        threading.excepthook = previous_hook
 
 
 def _stopped(command: str, received: list[int]) -> int:
