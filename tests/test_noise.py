@@ -893,8 +893,10 @@ def test_module_never_uses_insecure_randomness_or_hash():
         "check_release_source",
         "discrete_gaussian",
         "discrete_laplace",
+        "discrete_laplace_per_key",
         "gaussian",
         "laplace",
+        "new_run_salt",
         "new_secret_key",
     }
 

@@ -12,6 +12,9 @@ base carries what they share, so that each states it once:
 * the **noise source**, derived once for the transform with
   :func:`~beam_dpsketch.noise.application_source` (so two transforms never draw the same noise),
   and a warning when it is an insecure test key;
+* the **run salt** (:func:`run_salt_input`): drawn when a run starts, not when the pipeline is
+  built, and read by every release step as a side input, so a pipeline built once and run many
+  times draws new noise in every run while a retried bundle re-draws the same noise;
 * the **label**: ``label=`` is the Beam label (``PTransform.__init__(label)``), so two instances
   with different labels apply in one pipeline, and :meth:`DPTransform.default_label` is the class
   name. The *release label*, which names the accountant entry and keys every noise stream, is
@@ -71,8 +74,9 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.transforms.display import DisplayDataItem
+from apache_beam.typehints import native_type_compatibility, typehints
 
-from beam_dpsketch.noise import NoiseSource, application_source
+from beam_dpsketch.noise import NoiseSource, application_source, new_run_salt
 from beam_dpsketch.privacy.accountant import BudgetExceededError, Charge, PrivacyAccountant
 from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.transforms.engines import check_runner
@@ -84,7 +88,9 @@ __all__ = [
     "as_extractor",
     "check_label",
     "remaining_budget",
+    "run_salt_input",
     "same_windowing",
+    "with_run_salt",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -211,6 +217,68 @@ def applied_label(pcoll: beam.PCollection, fallback: str) -> str:
         return fallback
 
 
+def _draw_run_salt(_impulse: bytes, noise_source: NoiseSource) -> bytes:
+    return new_run_salt(noise_source)
+
+
+def run_salt_input(pcoll: beam.PCollection, noise_source: NoiseSource) -> beam.pvalue.AsSingleton:
+    """The run salt of one transform application, as a singleton side input for its releases.
+
+    Adds ``Impulse -> Map(new_run_salt)`` (labels ``RunSalt`` and ``DrawRunSalt``, in the scope
+    of the transform being expanded) to ``pcoll``'s pipeline. The salt is drawn on a worker
+    when the run executes, not when the pipeline is built: a pipeline constructed once and
+    launched many times (a staged template, a pipeline a scheduler keeps) gets a new salt in
+    every run. A runner materialises a side input once per run before any consumer reads it,
+    so every bundle of a release step, and every retry of one, reads the same salt.
+
+    A release step derives its noise source as ``noise_source.for_run(salt)``
+    (:meth:`~beam_dpsketch.noise.NoiseSource.for_run`, cached per salt). The salt is in the
+    global window; Beam maps every main-input window to it. For an insecure test source the
+    salt is a fixed public constant, so seeded runs reproduce
+    (:func:`~beam_dpsketch.noise.new_run_salt`).
+
+    Parameters
+    ----------
+    pcoll
+        The input of the transform being expanded (only its pipeline is used).
+    noise_source
+        The transform application's noise source.
+    """
+    salt = (
+        pcoll.pipeline
+        | "RunSalt" >> beam.Impulse()
+        | "DrawRunSalt" >> beam.Map(_draw_run_salt, noise_source).with_output_types(bytes)
+    )
+    return beam.pvalue.AsSingleton(salt)
+
+
+def _attach_salt(element: tuple[Any, Any], salt: bytes) -> tuple[Any, tuple[bytes, Any]]:
+    key, value = element
+    return key, (salt, value)
+
+
+def with_run_salt(keyed: beam.PCollection, run_salt: beam.pvalue.AsSingleton) -> beam.PCollection:
+    """``(key, value)`` pairs as ``(key, (salt, value))``: the run salt for a stateful step.
+
+    A stateful ``DoFn`` reads the run salt from its elements, not as a side input: Beam's
+    Python SDK (2.77) picks the coder of a stateful ``ParDo``'s timer keys from an arbitrary
+    one of its inputs when it has side inputs (sometimes the salt's), and timer callbacks
+    receive no side inputs. The salt is the same for every element of a run; a step with
+    timers keeps it in state for them. It costs 16 bytes per element; the stateful steps of
+    this library receive pre-aggregated elements (summaries, segment tables, batches).
+
+    The key type hint of ``keyed`` is kept, so the state key coder stays deterministic.
+    Adds the step ``WithRunSalt`` in the scope of the transform being expanded.
+    """
+    hint = native_type_compatibility.convert_to_beam_type(keyed.element_type)
+    key_type: Any = Any
+    value_type: Any = Any
+    if isinstance(hint, typehints.TupleConstraint) and len(hint.tuple_types) == 2:
+        key_type, value_type = hint.tuple_types
+    out_type = typehints.KV[key_type, typehints.Tuple[bytes, value_type]]
+    return keyed | "WithRunSalt" >> beam.Map(_attach_salt, run_salt).with_output_types(out_type)
+
+
 def remaining_budget(accountant: PrivacyAccountant, name: str) -> PrivacyBudget:
     """What ``accountant`` has left, as a budget of its kind, for the transform ``name``.
 
@@ -260,7 +328,9 @@ class DPTransform(beam.PTransform, abc.ABC):
     noise_source
         Secret noise key; default ``NoiseSource()`` (``os.urandom``). The transform derives its
         own key from it once, here (:func:`~beam_dpsketch.noise.application_source`); the derived
-        source travels pickled to the workers, so a retried bundle re-draws the same noise.
+        source travels pickled to the workers. Each run then salts it with a value drawn when the
+        run starts (:attr:`run_salt`), so two runs never share noise and a retried bundle
+        re-draws the same noise.
     label
         Beam label of the transform, and the name of its release (accountant entry, noise ids).
         Default: the class name as Beam label, and the applied full label as release name.
@@ -316,6 +386,9 @@ class DPTransform(beam.PTransform, abc.ABC):
         # Set when applied (the last application's, for an instance applied more than once).
         self.charge: Charge | None = None
         self.release_label: str | None = None
+        #: The run salt side input of the application being expanded (:func:`run_salt_input`);
+        #: every step of :meth:`expand_release` that draws noise takes it.
+        self.run_salt: beam.pvalue.AsSingleton | None = None
 
     # -- Beam -------------------------------------------------------------------------------
 
@@ -366,6 +439,7 @@ class DPTransform(beam.PTransform, abc.ABC):
             )
         self.charge = charge
         self.release_label = name
+        self.run_salt = run_salt_input(pcoll, self._noise_source)
         return self.expand_release(pcoll)
 
     # -- Hooks ------------------------------------------------------------------------------
@@ -381,7 +455,11 @@ class DPTransform(beam.PTransform, abc.ABC):
 
     @abc.abstractmethod
     def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
-        """Build the pipeline of the release planned by :meth:`plan_release`."""
+        """Build the pipeline of the release planned by :meth:`plan_release`.
+
+        Every step that draws noise takes :attr:`run_salt` as a side input and draws from
+        ``noise_source.for_run(salt)``, never from :attr:`noise_source` itself.
+        """
 
     # -- Helpers for subclasses ---------------------------------------------------------------
 

@@ -123,7 +123,12 @@ from beam_dpsketch.sketches.continual.sketch import (
     check_continual_budget,
     new_continual_sketch,
 )
-from beam_dpsketch.transforms.base import DPTransform, as_extractor, same_windowing
+from beam_dpsketch.transforms.base import (
+    DPTransform,
+    as_extractor,
+    same_windowing,
+    with_run_salt,
+)
 from beam_dpsketch.transforms.batching import KeyBatch, validate_key_batch
 from beam_dpsketch.transforms.combiners import SketchCombineFn, SketchSpec
 from beam_dpsketch.transforms.release import release_id_for
@@ -489,12 +494,12 @@ class _ContinualDoFn(beam.DoFn):
     def setup(self) -> None:
         self._qh = hash_keys(list(self._config.queries), self._config.seed)
 
-    def _load(self, state: Any, window: Any) -> Any:
+    def _load(self, state: Any, window: Any, source: NoiseSource) -> Any:
         data = state.read()
         if data:
-            return self._cls.from_bytes(data, self._noise_source)
+            return self._cls.from_bytes(data, source)
         c = self._config
-        return _new_sketch(c, self._noise_source, continual_release_prefix(c.label, window))
+        return _new_sketch(c, source, continual_release_prefix(c.label, window))
 
     def _check_pane(self, index: int, t: int) -> None:
         # The messages name the parameter (horizon, position) and never a position or a count
@@ -514,19 +519,28 @@ class _ContinualDoFn(beam.DoFn):
 
     def process(
         self,
-        element: tuple[int, Any],
+        element: tuple[int, tuple[bytes, Any]],
         window=beam.DoFn.WindowParam,
         sketch_state=_SKETCH_PARAM,
         buffer=_BUFFER_PARAM,
         clock=_CLOCK_PARAM,
     ) -> Iterator[Any]:
+        # The run's noise: every element of a run (and every retry) carries the same salt.
+        run_salt, payload = element[1]
+        source = self._noise_source.for_run(run_salt)
         if self._config.time_model == "pane":
-            yield from self._process_pane(element[1], window, sketch_state, buffer, clock)
+            yield from self._process_pane(payload, window, sketch_state, buffer, clock, source)
         else:
-            yield from self._process_interval(element[1], window, sketch_state, buffer, clock)
+            yield from self._process_interval(payload, window, sketch_state, buffer, clock, source)
 
     def _process_interval(
-        self, summary: IntervalSummary, window: Any, sketch_state: Any, buffer: Any, clock: Any
+        self,
+        summary: IntervalSummary,
+        window: Any,
+        sketch_state: Any,
+        buffer: Any,
+        clock: Any,
+        source: NoiseSource,
     ) -> Iterator[Any]:
         """Element model: apply the release intervals in order, each once it is complete.
 
@@ -562,7 +576,7 @@ class _ContinualDoFn(beam.DoFn):
         if start in held:
             summary = held.pop(start).merge(summary)
         waiting.pop(start, None)
-        sketch = self._load(sketch_state, window)
+        sketch = self._load(sketch_state, window, source)
         sketch.apply_interval(summary)
         yield from self._release(sketch, window)
         # Later intervals the buffer completed, in order.
@@ -576,7 +590,13 @@ class _ContinualDoFn(beam.DoFn):
         sketch_state.write(sketch.to_bytes())
 
     def _process_pane(
-        self, pane: tuple[int, Any], window: Any, sketch_state: Any, buffer: Any, clock: Any
+        self,
+        pane: tuple[int, Any],
+        window: Any,
+        sketch_state: Any,
+        buffer: Any,
+        clock: Any,
+        source: NoiseSource,
     ) -> Iterator[Any]:
         """Pane model: one step per pane index, buffered until its predecessors are done."""
         position, payload = pane
@@ -592,7 +612,7 @@ class _ContinualDoFn(beam.DoFn):
             buffer.add((position, payload))
             clock.write((t, sorted([*waiting, position])))
             return
-        sketch = self._load(sketch_state, window)
+        sketch = self._load(sketch_state, window, source)
         yield from self._apply(sketch, payload, window)
         if waiting and waiting[0] <= sketch.t:
             # The gap is filled: process the buffered steps that are now next, in order.
@@ -1009,4 +1029,4 @@ class ContinualDPSketch(DPTransform):
         dofn = _ContinualDoFn(config, self._noise_source)
         # Typed input: the state key coder must be deterministic (VarInt for the int key).
         stateful = beam.ParDo(dofn).with_input_types(_KEYED).with_output_types(Any)
-        return keyed | "ContinualRelease" >> stateful
+        return with_run_salt(keyed, self.run_salt) | "ContinualRelease" >> stateful

@@ -663,7 +663,9 @@ class DPHistogram(AccountedTransform):
                 # select-then-count and user-exact count each unit's distinct keys once.
                 units = users | "KeysPerUnit" >> beam.Map(unit_key_set)
                 if self._select_count is not None:
-                    return units | "SelectThenCount" >> _SelectCount(self._select_count)
+                    return units | "SelectThenCount" >> _SelectCount(
+                        self._select_count, self.run_salt
+                    )
                 return self._apply_step(units)
             users = users | "PAMGPerUnit" >> beam.Map(
                 _pamg_of_users(self.k, self._max_contributions)
@@ -676,7 +678,9 @@ class DPHistogram(AccountedTransform):
             again = pcoll.pipeline | "ReadAgain" >> self._recount_source
             if self._key_fn is not None or not _is_batched(again):
                 again = again | "BatchKeysAgain" >> BatchKeys(self._key_fn)
-            return keys | "SelectThenCount" >> _SelectCount(self._select_count, again)
+            return keys | "SelectThenCount" >> _SelectCount(
+                self._select_count, self.run_salt, again
+            )
         if self.mechanism_name == "sequential":
             keys = (
                 keys
@@ -687,7 +691,7 @@ class DPHistogram(AccountedTransform):
                 .with_output_types(MisraGries)
             )
         if self._select_count is not None:
-            return keys | "SelectThenCount" >> _SelectCount(self._select_count)
+            return keys | "SelectThenCount" >> _SelectCount(self._select_count, self.run_salt)
         return self._apply_step(keys)
 
 
@@ -717,13 +721,19 @@ class DPHeavyHitters(DPHistogram):
 class _SelectCount(beam.PTransform):
     """Apply a planned :class:`~beam_dpsketch.transforms.select_count.SelectThenCount`."""
 
-    def __init__(self, plan: SelectThenCount, recount: beam.PCollection | None = None) -> None:
+    def __init__(
+        self,
+        plan: SelectThenCount,
+        run_salt: Any,
+        recount: beam.PCollection | None = None,
+    ) -> None:
         super().__init__()
         self._plan = plan
+        self._run_salt = run_salt
         self._recount = recount
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        return self._plan.expand(pcoll, self._recount)
+        return self._plan.expand(pcoll, self._run_salt, self._recount)
 
 
 def _count_fraction(

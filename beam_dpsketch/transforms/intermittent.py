@@ -125,7 +125,7 @@ from beam_dpsketch.sketches.intermittent.sketch import (
     UseAndKeepSketch,
     pure_budget_epsilon,
 )
-from beam_dpsketch.transforms.base import DPTransform, as_extractor
+from beam_dpsketch.transforms.base import DPTransform, as_extractor, with_run_salt
 from beam_dpsketch.transforms.batching import is_key_batch
 from beam_dpsketch.transforms.combiners import sum_by_cell
 
@@ -346,7 +346,8 @@ class _CoreConfig:
     def split(self) -> int:
         return _CLOCK_SPLIT[self.clock]
 
-    def new(self, quiet: bool = True) -> UseAndKeepSketch:
+    def new(self, quiet: bool = True, source: NoiseSource | None = None) -> UseAndKeepSketch:
+        """An empty core drawing from ``source`` (a run's source; default: the application's)."""
         with warnings.catch_warnings():
             if quiet:
                 # The even-depth warning was shown once, at pipeline construction.
@@ -355,15 +356,18 @@ class _CoreConfig:
                 self.width,
                 self.depth,
                 self.budget,
-                noise_source=self.noise_source,
+                noise_source=self.noise_source if source is None else source,
                 sketch_id=self.sketch_id,
                 kind=self.kind,
                 seed=self.seed,
                 neighbouring=_CLOCK_NEIGHBOURING[self.clock],
             )
 
-    def restore(self, data: bytes | None) -> UseAndKeepSketch:
-        return self.new() if data is None else UseAndKeepSketch.from_bytes(data, self.noise_source)
+    def restore(self, data: bytes | None, source: NoiseSource) -> UseAndKeepSketch:
+        """The core saved as ``data`` (an empty one for ``None``), drawing from ``source``."""
+        if data is None:
+            return self.new(source=source)
+        return UseAndKeepSketch.from_bytes(data, source)
 
 
 # --------------------------------------------------------------------------------------------
@@ -652,7 +656,9 @@ class _RunSchedule(beam.DoFn):
         # schedule's keys as Python objects cost about ten times their pickle.
         self._batches = pickle.dumps(schedule.batches, protocol=pickle.HIGHEST_PROTOCOL)
 
-    def process(self, element: tuple[int, tuple[np.ndarray, np.ndarray]]) -> Iterator[Any]:
+    def process(
+        self, element: tuple[int, tuple[np.ndarray, np.ndarray]], run_salt: bytes
+    ) -> Iterator[Any]:
         _, (index, counts) = element
         config, reads = self._config, self._reads
         batches = pickle.loads(self._batches)
@@ -660,7 +666,7 @@ class _RunSchedule(beam.DoFn):
         order = np.argsort(batch, kind="stable")
         cells, counts, batch = cells[order], counts[order], batch[order]
         starts = np.searchsorted(batch, np.arange(1, len(batches) + 2))
-        core = config.new()
+        core = config.new(source=config.noise_source.for_run(run_salt))
         # One scratch delta, reset after each use: no table is allocated per batch.
         delta = SKETCH_KINDS[config.kind](config.width, config.depth, config.seed)
         flat = delta.table.reshape(-1)
@@ -748,6 +754,8 @@ _DATA_STATE = BagStateSpec("data", PickleCoder())
 _QUERY_STATE = BagStateSpec("queries", PickleCoder())
 _NEXT_STATE = ReadModifyWriteStateSpec("next", PickleCoder())
 _LAST_STATE = ReadModifyWriteStateSpec("last", PickleCoder())
+# The run salt, for the timer (Beam hands side inputs to process only).
+_SALT_STATE = ReadModifyWriteStateSpec("run_salt", BytesCoder())
 _ANSWER_TIMER = TimerSpec("answer", TimeDomain.WATERMARK)
 # Module-level parameter singletons (Beam reads them from the signature's defaults).
 _SKETCH_PARAM = beam.DoFn.StateParam(_SKETCH_STATE)
@@ -755,6 +763,7 @@ _DATA_PARAM = beam.DoFn.StateParam(_DATA_STATE)
 _QUERY_PARAM = beam.DoFn.StateParam(_QUERY_STATE)
 _NEXT_PARAM = beam.DoFn.StateParam(_NEXT_STATE)
 _LAST_PARAM = beam.DoFn.StateParam(_LAST_STATE)
+_SALT_PARAM = beam.DoFn.StateParam(_SALT_STATE)
 _TIMER_PARAM = beam.DoFn.TimerParam(_ANSWER_TIMER)
 
 
@@ -774,14 +783,18 @@ class _AnswerAtEventTime(beam.DoFn):
 
     def process(
         self,
-        element: tuple[int, tuple[str, Any, Any]],
+        element: tuple[int, tuple[bytes, tuple[str, Any, Any]]],
         data=_DATA_PARAM,
         queries=_QUERY_PARAM,
         next_time=_NEXT_PARAM,
         last=_LAST_PARAM,
+        salt=_SALT_PARAM,
         timer=_TIMER_PARAM,
     ) -> None:
-        _, (tag, t, payload) = element
+        _, (run_salt, (tag, t, payload)) = element
+        # The timer answers; it reads the run's salt from state, written before it is set.
+        if salt.read() != run_salt:
+            salt.write(run_salt)
         if tag == _DATA:
             data.add((t, payload))
             return
@@ -809,6 +822,7 @@ class _AnswerAtEventTime(beam.DoFn):
         queries=_QUERY_PARAM,
         next_time=_NEXT_PARAM,
         last=_LAST_PARAM,
+        salt=_SALT_PARAM,
         timer=_TIMER_PARAM,
     ) -> Iterator[Any]:
         now = next_time.read()
@@ -818,7 +832,8 @@ class _AnswerAtEventTime(beam.DoFn):
         rest = [q for q in pending if q[0] > now]
         if not due:
             return
-        core = self._config.restore(sketch.read())
+        config = self._config
+        core = config.restore(sketch.read(), config.noise_source.for_run(salt.read()))
         buffered = list(data.read())
         if buffered:
             times = np.concatenate([b[0] for b in buffered])
@@ -1135,7 +1150,7 @@ class DPIntermittentQueries(DPTransform):
             | "ExactReads" >> beam.CombinePerKey(_ReadCountsFn())
             | "AnswerBatches"
             >> beam.ParDo(
-                _RunSchedule(config, schedule, reads, self._with_metadata)
+                _RunSchedule(config, schedule, reads, self._with_metadata), self.run_salt
             ).with_output_types(  # type: ignore[arg-type]
                 Any
             )
@@ -1148,11 +1163,7 @@ class DPIntermittentQueries(DPTransform):
             | "GlobalQueries" >> beam.WindowInto(GlobalWindows())
             | "ParseQueries" >> beam.ParDo(_ParseQuery())
         )
-        return (
-            (data, queries)
-            | "Flatten" >> beam.Flatten()
-            | "AnswerAtEventTime"
-            >> beam.ParDo(_AnswerAtEventTime(config, self._with_metadata))
-            .with_input_types(tuple[int, Any])
-            .with_output_types(Any)
-        )
+        both = (data, queries) | "Flatten" >> beam.Flatten()
+        return with_run_salt(both, self.run_salt) | "AnswerAtEventTime" >> beam.ParDo(
+            _AnswerAtEventTime(config, self._with_metadata)
+        ).with_input_types(tuple[int, Any]).with_output_types(Any)

@@ -16,10 +16,12 @@ A DP transform in this library is *exact aggregation, then one noisy release per
 3. ``CombineGlobally(combine_fn)`` builds the exact aggregate of every pane (no noise there:
    Beam makes one accumulator per bundle, so noise in ``add_input`` would stack).
 4. A release ``DoFn`` adds noise **once** per pane with a :class:`ReleaseMechanism`. Its random
-   bits come from ``noise_source.stream(release_id)`` with ``release_id = (label, window bounds,
-   pane index)``, where ``noise_source`` carries a key derived for this transform application
-   alone (two transforms never share noise, whatever their labels), so a retried bundle re-draws
-   exactly the same noise instead of publishing a second draw of the same data. A pane whose
+   bits come from ``noise_source.for_run(salt).stream(release_id)`` with ``release_id = (label,
+   window bounds, pane index)``, where ``noise_source`` carries a key derived for this transform
+   application alone (two transforms never share noise, whatever their labels) and ``salt`` is
+   the run salt side input (:func:`~beam_dpsketch.transforms.base.run_salt_input`), drawn once
+   when the run starts: a retried bundle re-draws exactly the same noise instead of publishing a
+   second draw of the same data, and a second run of the same pipeline draws new noise. A pane whose
    index is at or beyond the declared maximum is **withheld** (never emitted): no pane is ever
    released without being accounted. No Beam metric counts panes: how many there are depends on
    the data.
@@ -292,7 +294,13 @@ class _ReleaseDoFn(beam.DoFn):
         # Window starts (microseconds) that may be released, from the public release_range.
         self._start_range = _micros_range(plan.release_range)
 
-    def process(self, accumulator, window=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
+    def process(
+        self,
+        accumulator,
+        run_salt: bytes,
+        window=beam.DoFn.WindowParam,
+        pane=beam.DoFn.PaneInfoParam,
+    ):
         index = int(pane.index)
         if not self._plan.allows_pane(index):
             # Only the declared number of panes was charged: a further pane would be an
@@ -304,7 +312,8 @@ class _ReleaseDoFn(beam.DoFn):
             # Outside the declared range no heartbeat guarantees a release, so releasing a
             # window there would reveal that it had data.
             return
-        stream = self._noise_source.stream(release_id_for(self._label, window, index))
+        source = self._noise_source.for_run(run_salt)
+        stream = source.stream(release_id_for(self._label, window, index))
         records = self._mechanism.release(accumulator, self._budget, stream)
         if not self._with_metadata:
             yield from records
@@ -615,8 +624,15 @@ class ReleaseStep:
         )
         return (pcoll, beats) | "WithHeartbeats" >> beam.Flatten()
 
-    def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        """The exact combine and the noisy release of the planned release, applied to ``pcoll``."""
+    def expand(
+        self, pcoll: beam.PCollection, run_salt: beam.pvalue.AsSingleton
+    ) -> beam.PCollection:
+        """The exact combine and the noisy release of the planned release, applied to ``pcoll``.
+
+        ``run_salt`` is the owner's run salt side input
+        (:func:`~beam_dpsketch.transforms.base.run_salt_input`): the release draws its noise
+        from ``noise_source.for_run(salt)``.
+        """
         if self.plan is None or self.release_label is None:
             raise RuntimeError("a release step is expanded only after plan_for()")
         combine_fn = self.combine_fn
@@ -640,18 +656,19 @@ class ReleaseStep:
             self._noise_scale,
             self._threshold,
         )
-        return combined | "NoisyRelease" >> beam.ParDo(release).with_output_types(Any)
+        return combined | "NoisyRelease" >> beam.ParDo(release, run_salt).with_output_types(Any)
 
 
 class _ApplyReleaseStep(beam.PTransform):
     """Apply a planned :class:`ReleaseStep` (the composite that owns it charged already)."""
 
-    def __init__(self, step: ReleaseStep) -> None:
+    def __init__(self, step: ReleaseStep, run_salt: beam.pvalue.AsSingleton) -> None:
         super().__init__()
         self._step = step
+        self._run_salt = run_salt
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        return self._step.expand(pcoll)
+        return self._step.expand(pcoll, self._run_salt)
 
 
 class DPAggregate(DPTransform):
@@ -688,17 +705,19 @@ class DPAggregate(DPTransform):
     noise_source
         Secret key of the noise. Default: ``NoiseSource()`` with a fresh ``os.urandom`` key.
         Either way the transform derives its own key from it here, once
-        (:func:`~beam_dpsketch.noise.application_source`), which travels pickled to the workers
-        so that a retry reuses it.
+        (:func:`~beam_dpsketch.noise.application_source`), which travels pickled to the workers;
+        each run salts it with a value drawn when the run starts, so a retry reuses the noise of
+        its run and another run draws new noise.
     with_metadata
         If true, emit one :class:`Release` per pane instead of the bare records.
     label
         Beam label of the transform and name of its release (part of every release id, and the
         name charged to the accountant). Default: the class name as Beam label, and the
         transform's full label in the pipeline as release name. The noise key is derived per
-        transform application (:meth:`~beam_dpsketch.noise.NoiseSource.for_application`), so a
-        label never makes two transforms, or two runs with a secret key, draw the same noise;
-        only an insecure test source (``NoiseSource.insecure_for_tests``) reproduces noise.
+        transform application (:meth:`~beam_dpsketch.noise.NoiseSource.for_application`) and
+        salted per run (:meth:`~beam_dpsketch.noise.NoiseSource.for_run`), so a label never
+        makes two transforms, or two runs of one pipeline, draw the same noise; only an insecure
+        test source (``NoiseSource.insecure_for_tests``) reproduces noise.
     windowing
         Windowing strategy the release plan is read from; default: the input's. A composite that
         transforms its input before aggregating (e.g. with a ``GroupByKey``) passes its own
@@ -795,7 +814,7 @@ class DPAggregate(DPTransform):
         return self._step.plan_for(windowing, name, self)
 
     def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
-        return self._step.expand(pcoll)
+        return self._step.expand(pcoll, self.run_salt)  # type: ignore[arg-type]
 
 
 def _step_parameters(step: ReleaseStep) -> dict[str, Any]:
@@ -843,4 +862,4 @@ class AccountedTransform(DPTransform):
         return self._step.plan_for(pcoll.windowing, name, self)
 
     def _apply_step(self, pcoll: beam.PCollection) -> beam.PCollection:
-        return pcoll | "DPAggregate" >> _ApplyReleaseStep(self._step)
+        return pcoll | "DPAggregate" >> _ApplyReleaseStep(self._step, self.run_salt)  # type: ignore[arg-type]

@@ -419,12 +419,13 @@ class _FixedBudget:
 
 
 class _ApplyStep(beam.PTransform):
-    def __init__(self, step: ReleaseStep) -> None:
+    def __init__(self, step: ReleaseStep, run_salt: beam.pvalue.AsSingleton) -> None:
         super().__init__()
         self._step = step
+        self._run_salt = run_salt
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        return self._step.expand(pcoll)
+        return self._step.expand(pcoll, self._run_salt)
 
 
 class SelectThenCount:
@@ -496,21 +497,26 @@ class SelectThenCount:
         return charge
 
     def expand(
-        self, pcoll: beam.PCollection, recount: beam.PCollection | None = None
+        self,
+        pcoll: beam.PCollection,
+        run_salt: beam.pvalue.AsSingleton,
+        recount: beam.PCollection | None = None,
     ) -> beam.PCollection:
         """Select, count the selected keys in the same window, release the counts.
 
+        ``run_salt`` is the owner's run salt side input
+        (:func:`~beam_dpsketch.transforms.base.run_salt_input`), read by both releases.
         ``recount``, if given, is the same input read again (see ``recount_source`` of
         :class:`~beam_dpsketch.transforms.DPHistogram`): the count pass reads it after the
         selection is final, so no runner has to hold ``pcoll`` until then.
         """
         if self.selection is None:
             raise RuntimeError("select-then-count is expanded only after plan()")
-        selected = pcoll | "Selection" >> _ApplyStep(self.selection)
+        selected = pcoll | "Selection" >> _ApplyStep(self.selection, run_salt)
         counted = pcoll if recount is None else recount
         counts = counted | "CountCandidates" >> beam.ParDo(
             _CountCandidates(), beam.pvalue.AsList(selected)
         )
         markers = selected | "CandidateWindows" >> same_windowing(pcoll.windowing)
         both = (counts, markers) | "WithCandidates" >> beam.Flatten()
-        return both | "Count" >> _ApplyStep(self.count)
+        return both | "Count" >> _ApplyStep(self.count, run_salt)

@@ -98,7 +98,7 @@ from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
-from beam_dpsketch.transforms.base import DPTransform, as_extractor
+from beam_dpsketch.transforms.base import DPTransform, as_extractor, with_run_salt
 from beam_dpsketch.transforms.batching import FixedBatches, is_key_batch
 from beam_dpsketch.transforms.combiners import sum_by_cell
 
@@ -665,11 +665,14 @@ _SEGMENTS_STATE = userstate.BagStateSpec("segments", _SEGMENT_CODER)
 _SKETCH_STATE = userstate.ReadModifyWriteStateSpec("sketch", coders.BytesCoder())
 _PROGRESS_STATE = userstate.ReadModifyWriteStateSpec("progress", _PROGRESS_CODER)
 _AHEAD_STATE = userstate.ReadModifyWriteStateSpec("ahead", _AHEAD_CODER)
+# The run salt, for the timer (Beam hands side inputs to process only).
+_SALT_STATE = userstate.ReadModifyWriteStateSpec("run_salt", coders.BytesCoder())
 _QUERY_TIMER = userstate.TimerSpec("query", TimeDomain.WATERMARK)
 _SEGMENTS_PARAM = beam.DoFn.StateParam(_SEGMENTS_STATE)
 _SKETCH_PARAM = beam.DoFn.StateParam(_SKETCH_STATE)
 _PROGRESS_PARAM = beam.DoFn.StateParam(_PROGRESS_STATE)
 _AHEAD_PARAM = beam.DoFn.StateParam(_AHEAD_STATE)
+_SALT_PARAM = beam.DoFn.StateParam(_SALT_STATE)
 _QUERY_PARAM = beam.DoFn.TimerParam(_QUERY_TIMER)
 
 _GAP_MESSAGE = (
@@ -748,6 +751,9 @@ class _SealAndQuery(beam.DoFn):
     def __init__(self, transform: DPSlidingWindowFrequencies) -> None:
         self._factory = transform._factory
         self._noise_source = transform._noise_source
+        # The run's noise source (noise_source.for_run(salt)), set by process and on_query
+        # before they fold: the sketch draws its noise from it.
+        self._run_source: NoiseSource | None = None
         self._mode = transform.mode
         self._every = transform.release_every
         self._clock = transform._clock
@@ -794,9 +800,15 @@ class _SealAndQuery(beam.DoFn):
         sketch_state=_SKETCH_PARAM,
         progress=_PROGRESS_PARAM,
         ahead_state=_AHEAD_PARAM,
+        salt=_SALT_PARAM,
         timer=_QUERY_PARAM,
     ):
-        _, (first, last, max_step, items, cells) = element
+        _, (run_salt, segment) = element
+        # The timer folds too; it reads the run's salt from state, written here first.
+        if salt.read() != run_salt:
+            salt.write(run_salt)
+        self._run_source = self._noise_source.for_run(run_salt)
+        first, last, max_step, items, cells = segment
         if self._mode == "count" and items > last - first + 1:
             # Counts and positions come from the data: the message names the rule only.
             raise ValueError(
@@ -827,8 +839,10 @@ class _SealAndQuery(beam.DoFn):
         sketch_state=_SKETCH_PARAM,
         progress=_PROGRESS_PARAM,
         ahead_state=_AHEAD_PARAM,
+        salt=_SALT_PARAM,
         timer=_QUERY_PARAM,
     ):
+        self._run_source = self._noise_source.for_run(salt.read())
         next_q, seen, armed, frontier, _ = progress.read()
         # The watermark has passed the end of the fired step (a runner that fires a timer it
         # has since moved later gives an earlier step: only what is up to it is complete).
@@ -863,10 +877,12 @@ class _SealAndQuery(beam.DoFn):
         gap-free prefix)``; records go to ``released``.
         """
         data = sketch_state.read()
+        source = self._run_source
+        assert source is not None
         if data is None:
-            sketch = self._factory(self._noise_source)
+            sketch = self._factory(source)
         else:
-            sketch = DPSWSketch.from_bytes(data, self._noise_source)
+            sketch = DPSWSketch.from_bytes(data, source)
         count = self._mode == "count"
         ahead = list(ahead_state.read() or ()) if count else []
         # In step order, sealing as the tables go in: the sketch then holds raw counts for a
@@ -1396,11 +1412,9 @@ class DPSlidingWindowFrequencies(DPTransform):
                 tuple[str, Any]
             )
         )
-        return (
-            tables
-            | "ToAggregator" >> beam.WindowInto(GlobalWindows())
-            | "SealAndQuery" >> beam.ParDo(_SealAndQuery(self)).with_output_types(Any)
-        )
+        aggregated = tables | "ToAggregator" >> beam.WindowInto(GlobalWindows())
+        release = beam.ParDo(_SealAndQuery(self)).with_output_types(Any)
+        return with_run_salt(aggregated, self.run_salt) | "SealAndQuery" >> release
 
     def _shape(self) -> tuple[int, int, int]:
         kw = self._factory.kwargs

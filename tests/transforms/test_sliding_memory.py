@@ -17,7 +17,7 @@ from apache_beam.testing.util import assert_that
 from apache_beam.utils.timestamp import Timestamp
 from collect import DumpToFile
 
-from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.noise import NoiseSource, new_run_salt
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
@@ -96,7 +96,8 @@ def segments(dp: DPSlidingWindowFrequencies, keys: list[str]) -> list[tuple]:
         rows = [k for s, k in zip(steps.tolist(), keys, strict=True) if first <= s <= last]
         table = CountMinSketch(WIDTH, DEPTH, SEED).update(rows).table
         payload = (first, last, min(last, len(keys)), len(rows), _pack_cells(*_sparse(table)))
-        out.append((dp.release_label, payload))
+        # Each element carries the run salt (the aggregator is stateful).
+        out.append((dp.release_label, (new_run_salt(dp.noise_source), payload)))
     return out
 
 
@@ -110,6 +111,7 @@ def drive(dp: DPSlidingWindowFrequencies, keys: list[str], order=None):
         "sketch_state": sketch,
         "progress": progress,
         "ahead_state": ahead,
+        "salt": Value(),
         "timer": timer,
     }
     elements = segments(dp, keys)

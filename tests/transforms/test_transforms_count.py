@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from apache_beam.testing.util import assert_that
 
-from beam_dpsketch.noise import NoiseSource, discrete_gaussian, discrete_laplace
+from beam_dpsketch.noise import NoiseSource, discrete_gaussian, discrete_laplace, new_run_salt
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.transforms import DPCount
 from beam_dpsketch.transforms.count import CountGaussianMechanism, CountLaplaceMechanism
@@ -150,14 +150,16 @@ def test_release_dofn_draws_from_the_release_stream_only():
     dofn = _ReleaseDoFn("lbl", mech, plan, budget, budget, source, False, 1.0, None)
     pane = PaneInfo(True, True, PaneInfoTiming.ON_TIME, 0, 0)
     window = IntervalWindow(10, 20)
-    out = list(dofn.process(7, window=window, pane=pane))
+    # An insecure source's run source is the source itself, whatever the run salt.
+    salt = new_run_salt(source)
+    out = list(dofn.process(7, salt, window=window, pane=pane))
     rid = release_id_for("lbl", window, 0)
     assert out == [{"count": 7 + int(discrete_laplace(source.stream(rid), 1, 1)[0])}]
     # Retrying the same release gives the same value.
-    assert list(dofn.process(7, window=window, pane=pane)) == out
+    assert list(dofn.process(7, salt, window=window, pane=pane)) == out
     # A pane past the plan's maximum (1 here) is withheld.
     late = PaneInfo(False, True, PaneInfoTiming.LATE, 1, 1)
-    assert list(dofn.process(7, window=window, pane=late)) == []
+    assert list(dofn.process(7, salt, window=window, pane=late)) == []
 
 
 def test_gaussian_count_noise_is_centred_with_variance_near_sigma_squared():

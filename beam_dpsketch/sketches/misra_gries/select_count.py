@@ -18,7 +18,11 @@ epsilon``:
    :func:`selection_parameters`).
 2. **Count.** For every key of ``C``, zero counts included, the exact count of the same window
    plus discrete Laplace noise of scale ``Delta_1 / eps_count`` (Canonne, Kamath and Steinke,
-   "The Discrete Gaussian for Differential Privacy", 2020, the discrete Laplace mechanism). With
+   "The Discrete Gaussian for Differential Privacy", 2020, the discrete Laplace mechanism). The
+   noise of a key is drawn from the release's stream keyed by the key itself
+   (:func:`~beam_dpsketch.noise.discrete_laplace_per_key`), not by its position in ``C``, so a
+   key gets the same noise whatever the other candidates are and in whatever order they
+   arrive (runners whose selections differ agree on the keys they share). With
    ``C`` fixed, the count vector has L1 sensitivity ``Delta_1 = 1`` at element level (one element
    touches one key) and ``Delta_1 = m`` at user level (one unit touches at most ``m`` keys once
    each), so this step is ``eps_count``-DP (pure) given ``C``.
@@ -46,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from beam_dpsketch.hashing import encode_key
-from beam_dpsketch.noise import NoiseStream, discrete_laplace
+from beam_dpsketch.noise import NoiseStream, discrete_laplace_per_key
 from beam_dpsketch.sketches.misra_gries.core import (
     ERROR_CONFIDENCE,
     ErrorBound,
@@ -205,7 +209,10 @@ def count_release(
     epsilon
         The count step's budget ``eps_count``.
     stream
-        The release's noise stream; exactly ``k`` draws are taken whatever ``len(C)`` is.
+        The release's noise stream. Each candidate's noise comes from the substream keyed by the
+        candidate's canonical encoding (:func:`~beam_dpsketch.noise.discrete_laplace_per_key`):
+        it depends on the key only, never on the other candidates or on their order. One draw
+        per candidate: how many is ``len(C)``, an output of the selection (public).
     k
         Maximum number of candidates.
     sensitivity
@@ -237,8 +244,8 @@ def count_release(
     if any(key not in known for key in counts):
         raise ValueError("counts: every counted key must be a candidate")
     scale = laplace_scale_exact(sens, eps)
-    # Always k draws, so the amount of noise drawn does not depend on the data.
-    z = discrete_laplace(stream, scale, kk)[: len(cands)].tolist()
+    # Keyed by the key: a key's noise is the same whichever candidates come with it.
+    z = discrete_laplace_per_key(stream, scale, cands).tolist()
     pairs = [(x, int(counts.get(x, 0)) + int(zi)) for x, zi in zip(cands, z, strict=True)]
     # Public: a quantile of the noise distribution, the same for every key and every input.
     t = geometric_two_sided_quantile(scale, 1.0 - ERROR_CONFIDENCE)

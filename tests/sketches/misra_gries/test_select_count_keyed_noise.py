@@ -1,0 +1,67 @@
+"""The count step of select-then-count draws each key's noise from a stream keyed by the key.
+
+Two runners whose selections differ (Design B depends on how the input is sharded), or a
+retried bundle that meets the candidates in another order, must give a key that both
+releases hold the same noisy count: noise assigned by a key's position among the candidates
+would give it another draw whenever another candidate sorts before it.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from beam_dpsketch.noise import NoiseSource, discrete_laplace_per_key
+from beam_dpsketch.privacy import PrivacyBudget
+from beam_dpsketch.sketches.misra_gries.select_count import count_release
+from beam_dpsketch.transforms.select_count import SelectedCountMechanism, SelectionMechanism
+
+COUNTS = {"a": 40, "b": 7, ("t", 1): 3, 12: 5, b"raw": 0}
+
+
+def stream():
+    return NoiseSource.insecure_for_tests(11).stream(("stc", "global", 0))
+
+
+def test_a_keys_noisy_count_does_not_depend_on_the_other_candidates():
+    full = count_release(COUNTS, list(COUNTS), 0.5, stream(), k=8)
+    values = dict(full.items)
+    # Every subset of the candidates that keeps a key gives that key the same noisy count
+    # (keys sort as 12 < "a" < "b" < b"raw" < ("t", 1), so dropping one shifts the positions
+    # of the others).
+    for r in range(1, len(COUNTS)):
+        for subset in itertools.combinations(COUNTS, r):
+            counts = {key: COUNTS[key] for key in subset}
+            release = count_release(counts, subset, 0.5, stream(), k=8)
+            assert dict(release.items) == {key: values[key] for key in subset}
+
+
+def test_a_keys_noisy_count_does_not_depend_on_the_candidates_order():
+    keys = list(COUNTS)
+    first = count_release(COUNTS, keys, 0.5, stream(), k=8).items
+    for perm in itertools.permutations(keys):
+        counts = {key: COUNTS[key] for key in perm}
+        assert count_release(counts, perm, 0.5, stream(), k=8).items == first
+
+
+def test_the_count_mechanism_agrees_on_shared_keys_across_candidate_sets():
+    # The Beam release of the count step, fed the candidate counts of two selections that
+    # share keys "a" and "b" (as two runners' selections can); "A" sorts before both.
+    budget = PrivacyBudget.approx(1.0, 1e-6)
+    mechanism = SelectedCountMechanism(8, None, None, SelectionMechanism(8, 1, None))
+    one = dict(mechanism.release({"a": 40, "b": 7, "c": 2}, budget, stream()))
+    other = dict(mechanism.release({"A": 9, "b": 7, "a": 40}, budget, stream()))
+    assert one["a"] == other["a"] and one["b"] == other["b"]
+
+
+def test_keyed_draws_are_independent_of_the_stream_position_and_differ_between_keys():
+    s = stream()
+    before = discrete_laplace_per_key(s, 100, ["a", "b", "c"])
+    s.uint64(5)  # the release stream's own position is neither read nor advanced
+    np.testing.assert_array_equal(discrete_laplace_per_key(s, 100, ["a", "b", "c"]), before)
+    assert s.position == 40
+    # Scale 100: three equal draws would be a coincidence of probability about 1e-5.
+    assert len(set(before.tolist())) > 1
+    zero = NoiseSource.zero_noise_for_tests().stream("z")
+    assert discrete_laplace_per_key(zero, 100, ["a", "b"]).tolist() == [0, 0]
