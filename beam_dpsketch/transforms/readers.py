@@ -448,7 +448,7 @@ def _record_blocks(
     drop: bool,
     *,
     header: bool = False,
-    block: int = _BLOCK_SIZE,
+    block: int | None = None,
 ) -> Iterator[bytes]:
     """Blocks of whole records of a CSV, JSON Lines or text file, each record ending in ``\\n``.
 
@@ -461,6 +461,7 @@ def _record_blocks(
     first record (a CSV header) is left out; a header over the limit always raises. Without
     ``drop`` the bytes are checked as UTF-8 on the way (:class:`_CheckedText`).
     """
+    block = block or _BLOCK_SIZE
     quoted = fmt == "csv"
     held: list[bytes] = []  # the start of the record being read
     held_bytes = 0
@@ -570,7 +571,7 @@ def _parse_records(
 
 
 def _text_line_blocks(
-    path: str, limit: int, drop: bool, block: int = _BLOCK_SIZE
+    path: str, limit: int, drop: bool, block: int | None = None
 ) -> Iterator[list[str]]:
     """Blocks of the lines of a text file, each line one key (see :func:`_split_lines`); a last
     line without a newline counts. Lines longer than ``limit`` bytes, and with ``drop`` lines

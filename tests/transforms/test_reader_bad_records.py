@@ -107,8 +107,12 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("block", [None, 7])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_drop_removes_exactly_the_malformed_records(tmp_path, case):
+def test_drop_removes_exactly_the_malformed_records(tmp_path, monkeypatch, case, block):
+    if block is not None:
+        # Reads of a few bytes: records, quoted newlines and UTF-8 characters straddle reads.
+        monkeypatch.setattr(readers, "_BLOCK_SIZE", block)
     name, data, column, key_type, expected = CASES[case]
     path = tmp_path / name
     path.write_bytes(data)
