@@ -2,21 +2,25 @@
 
 ``python -m benchmarks.run --only Scale``: every subcommand of ``beam-dpsketch`` (heavy hitters
 with its default release and with ``--mechanism sequential``, frequencies, quantiles,
-continual, sliding-window, intermittent, and the exact ``sketch``) on Parquet files of int64
-keys, each in a fresh process timed by ``/usr/bin/time`` (wall seconds and peak resident
-memory):
+continual, sliding-window with the windows ``W`` of :data:`SLIDING_WINDOWS`, intermittent,
+and the exact ``sketch``) on Parquet files of int64 keys, each in a fresh process timed by
+``/usr/bin/time`` (wall seconds and peak resident memory):
 
 * 1 M, 10 M and 100 M rows of Zipf(1.1) keys folded onto 10^4 distinct values;
 * 10 M rows with 10^4 and with 10^7 distinct keys (each key about once: a permutation);
 * ``intermittent`` on 10 M rows with 100, 10^4 and 10^5 query batches (two keys each).
 
 Memory should stay flat in the distinct keys, the query batches and the rows (the reader
-streams batches), and time grow linearly in the rows. ``--quick`` drops the 100 M-row file.
+streams batches), and time grow linearly in the rows; for sliding-window also in ``W`` (about
+20 queries per run, so the aggregator holds the tables of the blocks they read). ``--quick``
+drops the 100 M-row file; ``python -m benchmarks.bench_scale --sliding 1e6`` runs the
+sliding-window rows alone at the sizes given.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import subprocess
 import sys
 import tempfile
@@ -27,6 +31,19 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+#: Sliding-window lengths W: ten-row blocks to the window of the other subcommands' rows.
+SLIDING_WINDOWS = (100, 1_000, 100_000)
+
+
+def _sliding_args(window: int, n: int) -> list[str]:
+    """``sliding-window`` arguments: window ``W``, about 20 queries whatever ``n``."""
+    every = max(100_000, n // 20)
+    return [
+        "--window", str(window), "--release-every", str(every),
+        "--query", "1", "2", "--epsilon", "1", "--delta", "1e-6",
+    ]  # fmt: skip
+
 
 #: Subcommand label -> (subcommand, its arguments given the number of rows).
 COMMANDS: dict[str, tuple[str, Callable[[int], list[str]]]] = {
@@ -50,13 +67,10 @@ COMMANDS: dict[str, tuple[str, Callable[[int], list[str]]]] = {
         "continual",
         lambda n: ["--horizon", str(n), "--query", "1", "2", "--epsilon", "0.5", "--delta", "1e-6"],
     ),
-    "sliding-window": (
-        "sliding-window",
-        lambda n: [
-            "--window", "100000", "--release-every", str(max(100_000, n // 20)),
-            "--query", "1", "2", "--epsilon", "1", "--delta", "1e-6",
-        ],
-    ),
+    **{
+        f"sliding-window W={w:,}": ("sliding-window", functools.partial(_sliding_args, w))
+        for w in SLIDING_WINDOWS
+    },
     "sketch": ("sketch", lambda n: ["--sketch", "count-min", "--query", "1", "2"]),
 }  # fmt: skip
 
@@ -143,6 +157,28 @@ def run(quick: bool = False) -> list[dict]:
     return rows
 
 
+def run_sliding(rows: tuple[int, ...] = (1_000_000, 10_000_000)) -> list[dict]:
+    """The ``sliding-window`` rows alone, at the given input sizes (a reduced-size run)."""
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, n in enumerate(rows):
+            path = Path(tmp) / f"keys_{n}.parquet"
+            _write(path, n, 10_000, seed=i)
+            for w in SLIDING_WINDOWS:
+                label = f"sliding-window W={w:,}"
+                command, args = COMMANDS[label]
+                seconds, peak = _run(command, args(n), path)
+                out.append(_row(label, n, 10_000, "", seconds, peak))
+            path.unlink()
+    return out
+
+
 if __name__ == "__main__":
-    for row in run(quick="--quick" in sys.argv):
+    # ``--sliding [ROWS ...]``: the sliding-window rows only, e.g. ``--sliding 1000000``.
+    if "--sliding" in sys.argv:
+        sizes = [int(float(a)) for a in sys.argv[sys.argv.index("--sliding") + 1 :]]
+        result = run_sliding(tuple(sizes) or (1_000_000, 10_000_000))
+    else:
+        result = run(quick="--quick" in sys.argv)
+    for row in result:
         print(row)

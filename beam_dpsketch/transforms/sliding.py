@@ -9,13 +9,18 @@ A thin adapter over :class:`~beam_dpsketch.sketches.sliding.dpsw.DPSWSketch` (Wa
    ``floor((timestamp - origin) / time_unit) + 1`` (time-based mode). A count-based element at
    position ``t`` is given the event time ``t - 1`` seconds, so both modes run the same
    event-time pipeline below. A **batch element** (many rows, see
-   :class:`DPSlidingWindowFrequencies`) is split with numpy by ``(block, segment)`` instead: its
-   keys are hashed once and it becomes one exact partial table per segment it touches, so Beam
-   moves a handful of elements per segment, not one per row.
+   :class:`DPSlidingWindowFrequencies`) is split with numpy by window instead (no Python loop
+   over its rows): its keys are hashed once and it becomes one exact partial table per window
+   it touches, so Beam moves a handful of elements per window, not one per row.
 2. **Segments as windows.** A non-merging ``WindowFn`` puts each element into the window of its
    ``(block, segment)`` (``docs/algorithms.md#dpsw-segments``; segments are the elementary
    intervals of the cut points
-   ``{0, B} U {I[j], B - I[j]}``). Windowing uses the default ``AfterWatermark()`` trigger,
+   ``{0, B} U {I[j], B - I[j]}``) when a query of the public schedule reads its block, and
+   otherwise into one window per maximal run of blocks that no query reads (with
+   ``release_every`` longer than the window, the blocks between query windows): such a
+   window's table carries only its row count and last step (the end of the schedule and, in
+   count-based mode, the gap-free check), never cells, since nothing of those blocks is
+   released. Windowing uses the default ``AfterWatermark()`` trigger,
    ``allowed_lateness = 0`` and ``DISCARDING``: a segment's table is emitted once, when the
    watermark has passed its end (assumption A2). The input must be in
    ``GlobalWindows()`` (an element of ``k`` overlapping windows would be counted ``k`` times)
@@ -97,7 +102,7 @@ from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.sketches import CountMinSketch
-from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
+from beam_dpsketch.sketches.sliding.dpsw import MAX_INDEX, DPSWSketch
 from beam_dpsketch.transforms.base import DPTransform, as_extractor, with_run_salt
 from beam_dpsketch.transforms.batching import FixedBatches, is_key_batch
 from beam_dpsketch.transforms.combiners import sum_by_cell
@@ -226,35 +231,99 @@ class _StepClock:
 
 
 class _SegmentWindows(NonMergingWindowFn):
-    """Assigns each element to the window of its ``(block, segment)`` (DPSW-segments).
+    """Assigns each element to the window of its ``(block, segment)`` (DPSW-segments), or to
+    the window of a *skipped run* of blocks that no query reads.
 
-    Data independent: a window depends only on the element's timestamp, never on its key, so
-    every range is fixed before any data is seen.
+    The queries run at ``t = every, 2 every, ...`` and a query at ``t`` reads the blocks that
+    meet ``[max(t - W + 1, 1), t]`` (Wang, Wang and Chen, Algorithm 3). A block that no query
+    reads contributes nothing to any release: its rows only tell the aggregator the last step
+    holding an element (the end of the schedule) and, in count-based mode, that the positions
+    are gap-free. So the steps of a maximal run of such blocks share one window, whose table
+    carries those two facts and no cells, and Beam moves one element per run instead of one per
+    segment (a period much longer than the window then costs per query, not per row).
+
+    Data independent: a window depends only on the element's timestamp and the public schedule
+    ``(every, window)``, never on its key, so every range is fixed before any data is seen.
     """
 
-    def __init__(self, block: int, cuts: Sequence[int], clock: _StepClock) -> None:
+    def __init__(
+        self,
+        block: int,
+        cuts: Sequence[int],
+        clock: _StepClock,
+        every: int = 1,
+        window: int = 1,
+    ) -> None:
         self.block, self.cuts, self.clock = block, tuple(cuts), clock
+        # A period beyond any step has no query: the same windows as the largest exact one.
+        self.every, self.window = min(every, MAX_INDEX), window
 
     def segment_steps(self, step: int) -> tuple[int, int]:
         """``(last step before the segment, last step of the segment)`` of ``step``."""
         lo, hi = self.segment_bounds(np.array([step], dtype=np.int64))
         return int(lo[0]), int(hi[0])
 
-    def segment_bounds(self, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Vectorised :meth:`segment_steps` of int64 ``steps`` (the core's ``locate``)."""
+    def _check_steps(self, steps: np.ndarray) -> None:
         if steps.size and steps.min() < 1:
             # The offending time is data: name the rule, not the value.
             raise ValueError(
                 f"an event time is before the origin {_seconds(self.clock.origin)} s of the steps"
             )
+
+    def segment_bounds(self, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Vectorised :meth:`segment_steps` of int64 ``steps`` (the core's ``locate``)."""
+        self._check_steps(steps)
         base = (steps - 1) // self.block * self.block
         cuts = np.asarray(self.cuts, dtype=np.int64)
         # Same rule as DPSWLayout.segment_of: relative position c_g < rel <= c_{g+1}.
         g = np.searchsorted(cuts[1:-1], steps - base, side="left")
         return base + cuts[g], base + cuts[g + 1]
 
+    def read_blocks(self, blocks: np.ndarray) -> np.ndarray:
+        """Whether a query at some ``t = m every`` (``m >= 1``) reads each 1-based block.
+
+        Block ``k`` meets the window ``[max(t - W + 1, 1), t]`` of ``t`` iff
+        ``(k - 1) B < t <= k B + W - 1``: some multiple of ``every`` lies there.
+        """
+        b, n = self.block, self.every
+        first = np.maximum((blocks - 1) * b // n + 1, 1)
+        return (blocks * b + self.window - 1) // n >= first
+
+    def _oldest_block(self, t: np.ndarray) -> np.ndarray:
+        """The oldest block the query at ``t >= 1`` reads (the block of its window start)."""
+        return (np.maximum(t - self.window + 1, 1) - 1) // self.block + 1
+
+    def window_bounds(self, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(last step before, last step of the window, is a segment)`` of int64 ``steps``.
+
+        A step of a block that a query reads lies in its segment's window; any other step in
+        the window of the maximal run of unread blocks around it: from the block after the
+        newest block of the last query at or before the block's start (block 1 if there is
+        none) to the block before the oldest block of the next query.
+        """
+        lo, hi = self.segment_bounds(steps)
+        blocks = (steps - 1) // self.block + 1
+        read = self.read_blocks(blocks)
+        if read.all():
+            return lo, hi, read
+        skip = ~read
+        b, n = self.block, self.every
+        m = (blocks[skip] - 1) * b // n
+        # The newest block read by the query m * every (none for m = 0) and the oldest block
+        # read by the next one.
+        newest = np.where(m > 0, (m * n - 1) // b + 1, 0)
+        oldest = self._oldest_block((m + 1) * n)
+        lo[skip] = newest * b
+        hi[skip] = (oldest - 1) * b
+        return lo, hi, read
+
+    def window_steps(self, step: int) -> tuple[int, int, bool]:
+        """Scalar :meth:`window_bounds`."""
+        lo, hi, read = self.window_bounds(np.array([step], dtype=np.int64))
+        return int(lo[0]), int(hi[0]), bool(read[0])
+
     def assign(self, context: Any) -> list[IntervalWindow]:
-        lo, hi = self.segment_steps(self.clock.step_of(context.timestamp))
+        lo, hi, _ = self.window_steps(self.clock.step_of(context.timestamp))
         return [IntervalWindow(self.clock.end_of(lo), self.clock.end_of(hi))]
 
     def get_window_coder(self) -> coders.Coder:
@@ -262,15 +331,14 @@ class _SegmentWindows(NonMergingWindowFn):
 
     def __eq__(self, other: object) -> bool:
         return (
-            type(other) is type(self)
-            and (self.block, self.cuts, self.clock.unit, self.clock.origin)
-            == (other.block, other.cuts, other.clock.unit, other.clock.origin)  # type: ignore[attr-defined]
+            type(other) is type(self) and self._identity() == other._identity()  # type: ignore[attr-defined]
         )
 
+    def _identity(self) -> tuple:
+        return (self.block, self.cuts, self.clock.unit, self.clock.origin, self.every, self.window)
+
     def __hash__(self) -> int:
-        return hash_keys([(self.block, self.cuts, self.clock.unit, self.clock.origin)], 0)[0][
-            0
-        ].item()
+        return hash_keys([self._identity()], 0)[0][0].item()
 
 
 # Tag of the per-segment partial tables that :class:`_Stamp` builds from batch elements.
@@ -333,24 +401,44 @@ def _unpack_cells(data: bytes, depth: int, width: int) -> np.ndarray:
     return table.reshape(depth, width)
 
 
-def _rebuild_part(shape: tuple[int, int, int], total: int, cells, counts, max_step: int):
-    return _SegmentPart(_table_from_sparse(shape, total, cells, counts), max_step)
+def _rebuild_part(shape: tuple[int, int, int], total: int, max_step: int, cells, counts):
+    return _SegmentPart.from_cells(shape, cells, counts, total, max_step)
 
 
 class _SegmentPart:
-    """Exact Count-Min table of the rows of one batch that fall in one segment.
+    """Exact Count-Min counts of the rows of one batch that fall in one segment window.
 
-    ``max_step`` is the last step among those rows (the aggregator's query schedule needs it).
-    Pickled (hence moved and buffered by Beam) as its non-zero cells.
+    Held and pickled (hence moved and buffered by Beam) as its non-zero cells: ``cells`` (flat
+    ``row * width + bucket``, sorted, distinct) and their ``counts``, with ``total`` rows and
+    ``max_step`` the last step among them (the aggregator's query schedule needs it), for a
+    table of ``shape`` ``(width, depth, seed)``.
     """
 
-    __slots__ = ("sketch", "max_step")
+    __slots__ = ("shape", "cells", "counts", "total", "max_step")
 
     def __init__(self, sketch: CountMinSketch, max_step: int) -> None:
-        self.sketch, self.max_step = sketch, max_step
+        self.shape = (sketch.width, sketch.depth, sketch.seed)
+        self.cells, self.counts = _sparse(sketch.table)
+        self.total, self.max_step = int(sketch.total_weight), int(max_step)
+
+    @classmethod
+    def from_cells(
+        cls, shape: tuple[int, int, int], cells: Any, counts: Any, total: int, max_step: int
+    ) -> _SegmentPart:
+        part = cls.__new__(cls)
+        part.shape = tuple(shape)
+        part.cells = np.asarray(cells, dtype=np.int64)
+        part.counts = np.asarray(counts, dtype=np.int64)
+        part.total, part.max_step = int(total), int(max_step)
+        return part
+
+    @property
+    def sketch(self) -> CountMinSketch:
+        """The dense :class:`CountMinSketch` of these cells."""
+        return _table_from_sparse(self.shape, self.total, self.cells, self.counts)
 
     def __reduce__(self):
-        return _rebuild_part, (*_sketch_reduce_args(self.sketch), self.max_step)
+        return _rebuild_part, (self.shape, self.total, self.max_step, self.cells, self.counts)
 
 
 class _SegmentAccumulator:
@@ -471,22 +559,69 @@ class _Stamp(beam.DoFn):
         steps, micros = self._batch_steps(where, n, seconds)
         if not n:
             return
-        # Hashing validates the keys (a None or float raises TypeError naming its type).
+        # Hashing validates every key (a None or float raises TypeError naming its type), also
+        # those of rows in blocks that no query reads.
         h1, h2 = hash_keys(keys, self._shape[2])
-        lo, _ = self._windows.segment_bounds(steps)
+        lo, _, read = self._windows.window_bounds(steps)
+        # Rows grouped by window (stable): one partial table per window the batch touches.
         order = np.argsort(lo, kind="stable")
-        _, starts = np.unique(lo[order], return_index=True)
-        bounds = np.append(starts, n)
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            idx = order[a:b]
-            sketch = CountMinSketch(*self._shape).update_hashes(h1[idx], h2[idx])
-            if self._cells is not None:
-                if self._mask is None:
-                    self._mask = _cell_mask(self._cells, self._shape)
-                sketch.table.ravel()[~self._mask] = 0
-            part = _SegmentPart(sketch, int(steps[idx].max()))
-            when = Timestamp(micros=int(micros[idx].min()))
+        lo = lo[order]
+        starts = np.flatnonzero(np.r_[True, lo[1:] != lo[:-1]])
+        totals = np.diff(np.append(starts, n))
+        max_steps = np.maximum.reduceat(steps[order], starts)
+        first_micros = np.minimum.reduceat(micros[order], starts)
+        group_read = read[order][starts]
+        group_cells, group_counts = self._group_cells(h1, h2, order, starts, read)
+        for g in range(len(starts)):
+            if group_read[g]:
+                cells, counts = group_cells[g], group_counts[g]
+            else:
+                # A run of blocks that no query reads: its row count and last step only.
+                cells = counts = np.zeros(0, dtype=np.int64)
+            part = _SegmentPart.from_cells(
+                self._shape, cells, counts, int(totals[g]), int(max_steps[g])
+            )
+            when = Timestamp(micros=int(first_micros[g]))
             yield beam.pvalue.TaggedOutput(_PARTS, TimestampedValue(part, when))
+
+    def _group_cells(
+        self,
+        h1: np.ndarray,
+        h2: np.ndarray,
+        order: np.ndarray,
+        starts: np.ndarray,
+        read: np.ndarray,
+    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per group of rows (``order`` split at ``starts``), the sorted non-zero kept cells of
+        its Count-Min table and their counts; groups of unread rows get empty arrays.
+
+        One ``sum_by_cell`` over ``group * depth * width + cell`` for the whole batch: no
+        dense table and no Python loop over rows.
+        """
+        width, depth, _ = self._shape
+        size = depth * width
+        groups = len(starts)
+        group_of_row = np.repeat(
+            np.arange(groups, dtype=np.int64), np.diff(np.append(starts, len(order)))
+        )
+        rows = order[read[order]]
+        group_of_row = group_of_row[read[order]]
+        buckets = row_buckets(h1[rows], h2[rows], depth, width)
+        buckets += (np.arange(depth, dtype=np.int64) * width)[:, None]
+        flat = buckets.ravel()
+        owner = np.tile(group_of_row, depth)
+        if self._cells is not None:
+            if self._mask is None:
+                self._mask = _cell_mask(self._cells, self._shape)
+            keep = self._mask[flat]
+            flat, owner = flat[keep], owner[keep]
+        keys, counts = sum_by_cell(owner * size + flat, np.ones(len(flat), dtype=np.int64))
+        bounds = np.searchsorted(keys, np.arange(groups + 1, dtype=np.int64) * size)
+        cells = [
+            keys[a:b] - g * size
+            for g, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))
+        ]
+        return cells, [counts[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
     def _batch_steps(
         self, where: int | np.ndarray, n: int, seconds: np.ndarray | None
@@ -563,8 +698,8 @@ class _SegmentCombineFn(beam.CombineFn):
     def add_input(self, mutable_accumulator: _SegmentAccumulator, element: Any):
         acc = mutable_accumulator
         if isinstance(element, _SegmentPart):
-            cells, counts = self._keep(*_sparse(element.sketch.table))
-            acc.add(cells, counts, element.sketch.total_weight, element.max_step)
+            cells, counts = self._keep(element.cells, element.counts)
+            acc.add(cells, counts, element.total, element.max_step)
             return acc
         pairs = element if isinstance(element, list) else [element]
         if pairs:
@@ -636,11 +771,13 @@ class _SegmentTables(beam.DoFn):
         clock = self._windows.clock
         lo = clock.step_of(window.start) - 1
         hi = clock.step_of(window.end) - 1
-        if self._windows.segment_steps(lo + 1) != (lo, hi):
+        first, last, read = self._windows.window_steps(lo + 1)
+        if (first, last) != (lo, hi):
             raise RuntimeError(f"{self._label}: a window reaching the aggregator is not a segment")
         sketch, max_step = accumulator
-        # The table travels to the aggregator as its non-zero cells (a segment may hold one row).
-        cells = _pack_cells(*_sparse(sketch.table))
+        # The table travels to the aggregator as its non-zero cells (a segment may hold one row);
+        # a run of blocks that no query reads as its row count and last step only.
+        cells = _pack_cells(*_sparse(sketch.table)) if read else b""
         yield self._label, (lo + 1, hi, int(max_step), int(sketch.total_weight), cells)
 
 
@@ -732,12 +869,15 @@ class _SealAndQuery(beam.DoFn):
       wait in the bag, as their non-zero cells, until the timer (armed at the last step seen)
       fires, and are then added and sealed in step order. In a streaming pipeline the bag spans
       the watermark's lag; a batch runner advances the watermark once, at the end, so the bag
-      then holds every segment of the input (at most ``16 depth min(keys, width)`` bytes of
-      cells each, see :class:`DPSlidingWindowFrequencies`).
+      then holds every segment of the blocks the queries read (at most
+      ``16 depth min(keys, width)`` bytes of cells each, see :class:`DPSlidingWindowFrequencies`).
 
-    Blocks that no query from the next query step on reads are dropped unsealed
-    (:meth:`DPSWSketch.advance_to` with ``next_query``), so a period longer than the window
-    holds and seals only the blocks the query windows cover.
+    Blocks that no query reads reach this DoFn only as one table without cells per run of such
+    blocks (:class:`_SegmentWindows`): it moves the last step seen and, in count-based mode,
+    the gap-free prefix, and is never added to the sketch. Blocks that no query from the next
+    query step on reads are dropped unsealed (:meth:`DPSWSketch.advance_to` with
+    ``next_query``), so a period longer than the window holds and seals only the blocks the
+    query windows cover.
 
     One event-time timer is armed at the end of the latest query step ``<= max step seen``
     (time-based mode, when no query is due: at the max step seen, for the sealing). When it fires the watermark has passed the end of every step up to it, so all
@@ -893,8 +1033,10 @@ class _SealAndQuery(beam.DoFn):
                 # watermark has passed them).
                 bound = min(limit, first - 1)
                 next_q = self._catch_up(sketch, next_q, seen, frontier, bound, released)
-            table = _unpack_cells(cells, self._depth, self._width)
-            sketch.add_range_counts(first, last, table)
+            if cells or self._windows.window_steps(first)[2]:
+                table = _unpack_cells(cells, self._depth, self._width)
+                sketch.add_range_counts(first, last, table)
+            # else: a run of blocks that no query reads; only its steps and count matter.
             if count and items == last - first + 1:
                 extended = _extend_frontier(frontier, ahead, first, last)
                 if extended is None:
@@ -1139,13 +1281,20 @@ class DPSlidingWindowFrequencies(DPTransform):
     aggregator's state is bounded by the sketches of the window (see :class:`_SealAndQuery`).
     Not bounded by the window on the in-process batch runners (FnApiRunner, DirectRunner in
     batch mode): they materialise the whole input of the single-key aggregator, i.e. one table
-    per segment of the input (``ceil(n / B)`` blocks of at most ``2 |I| - 1`` segments each; 4
-    with the ``paper_experiments`` preset), each about ``40 + len(label) + 16 c`` bytes
-    encoded, ``c <= depth min(keys, width)`` its non-zero query cells (``keys`` query keys or
+    per segment of the blocks that the queries read (a query reads at most ``ceil(W / B) + 1``
+    blocks of at most ``2 |I| - 1`` segments each: 11 blocks of 4 segments with the
+    ``paper_experiments`` preset), each about ``40 + len(label) + 16 c`` bytes encoded,
+    ``c <= depth min(keys, width)`` its non-zero query cells (``keys`` query keys or
     candidates): at most about 150 bytes per segment with two query keys and ``depth = 3``,
     at most about ``16 depth width`` bytes (48 KiB at ``width = 1024, depth = 3``) with many
-    more candidates than the width. In time-based mode on those runners the aggregator's bag
-    holds the same tables until the end of the input.
+    more candidates than the width; plus one small table (no cells) per run of blocks between
+    query windows. So with ``release_every >= W + B`` the aggregator's input grows with the
+    number of queries, not the rows; with ``release_every < W + B`` every block is read and it
+    grows as ``n / B`` segments. In time-based mode on those runners the aggregator's bag holds
+    the same tables until the end of the input. Time: every sealed block draws
+    ``depth * width`` Gaussian samples per PCMS (up to 5 PCMSs per block with the preset),
+    whatever its rows, so a period that reads every block of a small window costs that noise
+    per ``B`` rows.
     """
 
     needs_state_and_timers = True  # stateful DoFn: sealed segments and query timers
@@ -1237,7 +1386,9 @@ class DPSlidingWindowFrequencies(DPTransform):
         # per segment is bounded by the queries, not by the segment's rows or the width.
         cells = _released_cells(self._queries.keys, self._shape())
         self._cells = None if len(cells) == probe.depth * probe.width else cells
-        self._windows = _SegmentWindows(probe.block, probe.layout.cuts, self._clock)
+        self._windows = _SegmentWindows(
+            probe.block, probe.layout.cuts, self._clock, self.release_every, probe.window
+        )
         # (mechanism, noise scale, relation) of the metadata records; set when applied.
         self._release_facts: tuple[str, float, str] | None = None
 

@@ -348,3 +348,135 @@ def test_a_promised_next_query_survives_serialization():
             sk.advance_to(t).estimate(QUERIES).tolist()
             == ref.advance_to(t).estimate(QUERIES).tolist()
         )
+
+
+def run_small_window(tmp_path, n: int, queries: int, monkeypatch) -> tuple[list, list[int], int]:
+    """``DPSlidingWindowFrequencies`` with W = 100 (ten-row blocks) over ``n`` rows read as
+    batch elements, ``queries`` evenly spaced queries, on the FnApiRunner: the records, the
+    number of cells of each table packed for the aggregator, and the period."""
+    packed: list[int] = []
+    pack = sliding._pack_cells
+
+    def recording(cells: np.ndarray, counts: np.ndarray) -> bytes:
+        packed.append(len(cells))
+        return pack(cells, counts)
+
+    monkeypatch.setattr(sliding, "_pack_cells", recording)
+    every = n // queries
+    dp = DPSlidingWindowFrequencies(
+        100,
+        WIDTH,
+        DEPTH,
+        PrivacyBudget.zcdp(1.0),
+        release_every=every,
+        query_keys=QUERIES,
+        seed=SEED,
+        preset="paper_experiments",
+        noise_source=NoiseSource.insecure_for_tests(SEED),
+        label="sw-small-window",
+    )
+    keys = np.random.default_rng(n).integers(0, 5, n)
+    # (first 0-based position, keys, seconds): the elements of ReadOrderedKeys.
+    chunk = 1 << 15
+    batches = [(a, [f"k{v}" for v in keys[a : a + chunk]], None) for a in range(0, n, chunk)]
+    p = beam.Pipeline(runner="FnApiRunner")
+    out = DumpToFile(str(tmp_path / f"out{n}.pickle"))
+    assert_that(p | beam.Create(batches) | dp, out)
+    p.run().wait_until_finish()
+    monkeypatch.setattr(sliding, "_pack_cells", pack)
+
+    ref = DPSWSketch.paper_experiments(
+        100,
+        PrivacyBudget.zcdp(1.0),
+        width=WIDTH,
+        depth=DEPTH,
+        seed=SEED,
+        noise_source=NoiseSource.insecure_for_tests(SEED).for_application(),
+        label=dp.release_label,
+    )
+    names = [f"k{v}" for v in keys]
+    expected = []
+    for t in range(every, n + 1, every):
+        ref.update_at(names[ref.t : t], np.arange(ref.t + 1, t + 1))
+        ref.advance_to(t)
+        expected += [
+            (t, k, v) for k, v in zip(QUERIES, ref.estimate(QUERIES).tolist(), strict=True)
+        ]
+        # The core then seals only what the next query reads (its answers are unchanged).
+        ref.advance_to(t, next_query=t + every)
+    assert sorted(out.load()) == sorted(expected)
+    return out.load(), packed, every
+
+
+def test_a_small_window_holds_tables_per_query_not_per_row(tmp_path, monkeypatch):
+    """W = 100: 10x the rows with the same queries, the same tables at the aggregator.
+
+    A block that no query reads (Wang, Wang and Chen, Algorithm 3) reaches the aggregator only
+    in the row count and last step of its run of such blocks, so the tables that a batch runner
+    materialises for the single-key aggregator follow the queries' windows, not the stream.
+    """
+    queries = 4
+    sizes = {}
+    for n in (20_000, 200_000):
+        records, packed, _ = run_small_window(tmp_path, n, queries, monkeypatch)
+        assert len(records) == queries * len(QUERIES)
+        sizes[n] = packed
+    # Each query reads at most W / B + 1 = 11 blocks of 4 segments; the tables keep only the
+    # query keys' cells.
+    for packed in sizes.values():
+        assert len(packed) <= queries * 11 * 4
+        assert max(packed) <= DEPTH * len(QUERIES)
+    assert len(sizes[200_000]) <= len(sizes[20_000])
+
+
+@pytest.mark.parametrize("as_batch", [False, True])
+def test_time_based_sparse_schedule_matches_the_core(tmp_path, as_batch):
+    """Time-based mode with a period much longer than the window (most blocks unread, gaps
+    in event time), single rows or one batch: the answers of the core fed every event."""
+    window, block, every = 20, 10, 70
+    rng = np.random.default_rng(4)
+    seconds = np.sort(np.concatenate([rng.uniform(0, 200, 150), rng.uniform(400, 690, 150)]))
+    keys = [f"k{v}" for v in rng.integers(0, 5, len(seconds))]
+    dp = DPSlidingWindowFrequencies(
+        window,
+        WIDTH,
+        DEPTH,
+        PrivacyBudget.zcdp(1.0),
+        release_every=every,
+        query_keys=QUERIES,
+        seed=SEED,
+        block=block,
+        alpha="1/2",
+        mode="time",
+        time_fn=lambda e: e[0],
+        key_fn=lambda e: e[1],
+        noise_source=NoiseSource.insecure_for_tests(SEED),
+        label="sw-time-sparse",
+    )
+    rows = [(float(s), k) for s, k in zip(seconds, keys, strict=True)]
+    elements = [(seconds, keys)] if as_batch else rows
+    p = beam.Pipeline(runner="FnApiRunner")
+    out = DumpToFile(str(tmp_path / "out.pickle"))
+    assert_that(p | beam.Create(elements) | dp, out)
+    p.run().wait_until_finish()
+
+    steps = np.floor(seconds).astype(np.int64) + 1
+    ref = DPSWSketch(
+        window,
+        PrivacyBudget.zcdp(1.0),
+        width=WIDTH,
+        depth=DEPTH,
+        seed=SEED,
+        block=block,
+        alpha="1/2",
+        noise_source=NoiseSource.insecure_for_tests(SEED).for_application(),
+        label=dp.release_label,
+    ).update_at(keys, steps)
+    expected = []
+    for t in range(every, int(steps.max()) + 1, every):
+        ref.advance_to(t)
+        expected += [
+            (t, k, v) for k, v in zip(QUERIES, ref.estimate(QUERIES).tolist(), strict=True)
+        ]
+    assert len(expected) == 2 * (int(steps.max()) // every)
+    assert sorted(out.load()) == sorted(expected)

@@ -689,6 +689,52 @@ def test_vectorised_segments_match_the_core():
 
 
 @pytest.mark.parametrize(
+    ("window", "block", "every"),
+    [(20, 10, 7), (20, 10, 45), (20, 10, 100), (100, 10, 1000), (20, 5, 33), (30, 10, 30)],
+)
+def test_windows_of_unread_blocks_are_runs_that_no_query_reads(window, block, every):
+    """Segment windows for every block a query reads, one window per run of the others.
+
+    The oracle is the core's own query selection (Wang, Wang and Chen, Algorithm 3): the
+    blocks of ``selection(t)`` for every query ``t = every, 2 every, ...``.
+    """
+    ref = DPSWSketch(
+        window,
+        PrivacyBudget.zcdp(1.0),
+        noise_source=NoiseSource.zero_noise_for_tests(),
+        block=block,
+        alpha="1/2",
+        **SHAPE,
+    )
+    n = 2000
+    read: set[int] = set()
+    # The schedule is unbounded: queries after step n read its last blocks too.
+    for t in range(every, n + window + every, every):
+        read |= {sel.block for sel in ref.advance_to(t).selection(t)}
+    windows = _SegmentWindows(ref.block, ref.layout.cuts, _StepClock(1, 0), every, window)
+    steps = np.arange(1, n + 1, dtype=np.int64)
+    lo, hi, is_segment = windows.window_bounds(steps)
+    blocks = (steps - 1) // block + 1
+    assert is_segment.tolist() == [int(b) in read for b in blocks]
+    seg_lo, seg_hi = windows.segment_bounds(steps)
+    assert (lo[is_segment] == seg_lo[is_segment]).all()
+    assert (hi[is_segment] == seg_hi[is_segment]).all()
+    # Every step lies in its window; windows are disjoint block-aligned runs of unread blocks.
+    assert ((lo < steps) & (steps <= hi)).all()
+    runs = sorted(set(zip(lo[~is_segment].tolist(), hi[~is_segment].tolist(), strict=True)))
+    for (_, b), (c, _) in zip(runs, runs[1:], strict=False):
+        assert b < c
+    for a, b in runs:
+        assert a % block == 0 and b % block == 0
+        run_blocks = set(range(a // block + 1, b // block + 1))
+        assert not run_blocks & read
+        # Maximal: the blocks on either side are read (or before the stream).
+        assert a == 0 or a // block in read
+        assert b // block + 1 in read
+    assert windows.window_steps(int(steps[-1])) == (int(lo[-1]), int(hi[-1]), bool(is_segment[-1]))
+
+
+@pytest.mark.parametrize(
     ("mode", "element", "error", "message"),
     [
         ("count", (np.array([1, 2]), ["a"]), ValueError, "one entry per key"),
