@@ -23,7 +23,7 @@ from beam_dpsketch.privacy.windowing import check_element_count_trigger
 from beam_dpsketch.sketches.linear.calibration import pane_calibration, pane_relation_text
 from beam_dpsketch.sketches.linear.private import parse_neighbouring
 from beam_dpsketch.sketches.quantiles.domain import FloatDomain
-from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch
+from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch, fitting_leaf_bits
 from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 from beam_dpsketch.transforms.base import as_extractor
 from beam_dpsketch.transforms.batching import (
@@ -61,11 +61,16 @@ class QuantileMechanism(ReleaseMechanism):
         *,
         turnstile: bool = False,
         pane_relation: str = "add_remove",
+        tree: dict[str, Any] | None = None,
+        consistency: bool = False,
     ) -> None:
         self.quantiles = tuple(float(q) for q in quantiles)
         self.domain = domain
         self.neighbouring = parse_neighbouring(neighbouring)[0]
         self.layout = layout
+        # branching, exact_nodes, leaf_bits of the sketch (public); {} is the binary tree.
+        self.tree = dict(tree or {})
+        self.consistency = bool(consistency)
         self.turnstile = bool(turnstile)
         if pane_relation not in PANE_RELATIONS:
             raise ValueError(
@@ -87,6 +92,7 @@ class QuantileMechanism(ReleaseMechanism):
             stream,
             neighbouring=self.calibrated_for,
             publish_total=self.publish_total,
+            consistency=self.consistency,
         )
         answers = np.asarray(private.quantiles(list(self.quantiles)))
         if self.domain is not None:
@@ -106,12 +112,14 @@ class QuantileMechanism(ReleaseMechanism):
                 self.layout,
                 turnstile=self.turnstile,
                 pane_relation=pane_relation,
+                tree=self.tree,
+                consistency=self.consistency,
             )
         return super().for_pane_relation(pane_relation)
 
     def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
         levels = PrivateDyadicCountSketch.calibrate(
-            DyadicCountSketch(*self.layout), budget, neighbouring=self.calibrated_for
+            DyadicCountSketch(*self.layout, **self.tree), budget, neighbouring=self.calibrated_for
         )
         return {
             "noise": levels[0].noise,
@@ -124,6 +132,9 @@ class QuantileMechanism(ReleaseMechanism):
                 self.neighbouring, self.pane_relation, self.calibrated_for
             ),
             "total_published": self.publish_total,
+            "tree": f"branching {self.tree.get('branching', 2)}, "
+            f"leaves of {2 ** self.tree.get('leaf_bits', 0)} value(s), {len(levels)} levels",
+            "consistency": self.consistency,
             "out_of_range_values": "clamped to [lower, upper]; NaN mapped to upper",
         }
 
@@ -159,7 +170,24 @@ class DPQuantiles(AccountedTransform):
         Section 4.2)
         and over the releases a privacy unit can influence.
     width, depth, seed
-        Shape of each level's Count Sketch.
+        Shape of each sketched level's Count Sketch. With the default ``leaf_bits`` no level
+        is sketched; they matter when ``leaf_bits`` asks for finer leaves than
+        ``exact_nodes`` allows (e.g. ``leaf_bits=0`` on a wide range: the paper's dyadic Count
+        Sketch down to single values).
+    branching
+        Children per tree node, a power of two (default 16; 2 is the paper's dyadic tree).
+        Fewer levels share the budget, so each gets more of it.
+    exact_nodes
+        Levels with at most this many nodes are counted exactly (memory: about
+        ``8 * 1.07 * exact_nodes`` bytes per accumulator at most).
+    leaf_bits
+        Leaves hold ``2**leaf_bits`` consecutive values of the integer domain (bins of
+        ``resolution``). ``None`` (default): the finest leaves for which every level is exact,
+        0 whenever ``upper - lower + 1 <= exact_nodes``; a quantile that falls inside a
+        wider leaf is placed by linear interpolation.
+    consistency
+        Read the tree through its least-squares consistent estimates (default ``True``;
+        post-processing, no budget; docs/algorithms.md#lin-wide-range).
     resolution
         If given, values are floats and bin ``i`` is ``[lower + i*resolution, ...)``.
     clamp
@@ -200,6 +228,10 @@ class DPQuantiles(AccountedTransform):
         width: int = 1024,
         depth: int = 5,
         seed: int = 0,
+        branching: int = 16,
+        exact_nodes: int = 1 << 16,
+        leaf_bits: int | None = None,
+        consistency: bool = True,
         resolution: float | None = None,
         clamp: bool = True,
         value_fn: Callable[[Any], Any] | None = None,
@@ -232,15 +264,26 @@ class DPQuantiles(AccountedTransform):
                 raise ValueError("lower/upper must be integers unless resolution is given")
             int_lower, int_upper = int(lower), int(upper)
         layout = (int_lower, int_upper, width, depth, seed)
-        DyadicCountSketch(*layout)  # validate now, at construction
+        if leaf_bits is None:
+            leaf_bits = fitting_leaf_bits(int_lower, int_upper, exact_nodes)
+        tree = {"branching": branching, "exact_nodes": exact_nodes, "leaf_bits": leaf_bits}
+        if not isinstance(consistency, bool):
+            raise TypeError("consistency must be a bool")
+        DyadicCountSketch(*layout, **tree)  # validate now, at construction
         self._value_fn, self._weight_fn = value_fn, weight_fn
         self.mechanism = QuantileMechanism(
-            qs, self.domain, neighbouring, layout, turnstile=weight_fn is not None
+            qs,
+            self.domain,
+            neighbouring,
+            layout,
+            turnstile=weight_fn is not None,
+            tree=tree,
+            consistency=consistency,
         )
         self._build_step(
             # clamp=True: the indexer already maps every value into the bounds; the sketch's
             # clamp is the same public map, so it can never raise on a record.
-            WeightedSketchCombineFn(lambda: DyadicCountSketch(*layout, clamp=True)),
+            WeightedSketchCombineFn(lambda: DyadicCountSketch(*layout, clamp=True, **tree)),
             self.mechanism,
             max_panes_per_window=max_panes_per_window,
             max_windows_per_unit=max_windows_per_unit,
@@ -260,6 +303,10 @@ class DPQuantiles(AccountedTransform):
             width=width,
             depth=depth,
             seed=seed,
+            branching=m.tree["branching"],
+            exact_nodes=m.tree["exact_nodes"],
+            leaf_bits=m.tree["leaf_bits"],
+            consistency=m.consistency,
             neighbouring_relation=m.neighbouring,
             turnstile=m.turnstile,
         )

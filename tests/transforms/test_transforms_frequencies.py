@@ -183,10 +183,13 @@ def test_quantiles_equal_the_core_release_and_are_accurate(dump):
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create(np.array_split(values, 5)) | t, dump)
     out = dump.load()
+    # The transform's default tree: branching 16, every level exact, consistent estimates.
+    assert t.mechanism.tree == {"branching": 16, "exact_nodes": 1 << 16, "leaf_bits": 0}
     private = PrivateDyadicCountSketch.release(
-        DyadicCountSketch(0, 255, 64, 3, 0).update(values),
+        DyadicCountSketch(0, 255, 64, 3, 0, **t.mechanism.tree).update(values),
         budget,
         t.aggregate.noise_source.stream(release_id_for("q", GlobalWindow(), 0)),
+        consistency=True,
     )
     assert sorted(out, key=lambda r: r["quantile"]) == [
         {"quantile": q, "value": int(v)} for q, v in zip(qs, private.quantiles(qs), strict=True)
@@ -334,7 +337,9 @@ def test_streaming_empty_on_time_pane_of_dpquantiles_is_released_with_noise(dump
     p.run().wait_until_finish()
     panes = {r.pane_index: r for r in dump.load()}
     assert sorted(panes) == [0, 1, 2] and panes[2].pane_timing == "ON_TIME"
-    expected = _empty_pane_release(t, DyadicCountSketch(0, 255, 16, 3, 0, clamp=True))
+    expected = _empty_pane_release(
+        t, DyadicCountSketch(0, 255, 16, 3, 0, clamp=True, **t.mechanism.tree)
+    )
     assert list(panes[2].records) == expected and len(expected) == 2
 
 

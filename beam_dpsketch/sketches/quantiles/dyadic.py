@@ -54,7 +54,9 @@ __all__ = [
     "DyadicCountSketch",
     "FloatDomain",
     "dyadic_shape",
+    "fitting_leaf_bits",
     "level_seed",
+    "tree_shifts",
 ]
 
 #: Largest supported domain: ``upper - lower + 1 <= 2**62`` (so ``L <= 62``).
@@ -109,6 +111,33 @@ def _levels_for(lower: int, upper: int) -> int:
     return max(1, (size - 1).bit_length())
 
 
+def fitting_leaf_bits(lower: int, upper: int, exact_nodes: int) -> int:
+    """The smallest ``leaf_bits`` for which every level of ``[lower, upper]`` is exact.
+
+    Leaves of ``2**leaf_bits`` values, so that the finest level has at most ``exact_nodes``
+    nodes: 0 when the whole domain fits (then ranks and quantiles are at one-value
+    resolution), else the public resolution that memory allows (docs/algorithms.md#lin-wide-range).
+    Depends on public parameters only.
+    """
+    bits = _levels_for(check_int(lower, "lower", None), check_int(upper, "upper", None))
+    cap = check_int(exact_nodes, "exact_nodes", 2, 1 << 26)
+    return max(0, bits - (cap.bit_length() - 1))
+
+
+def tree_shifts(bits: int, branching: int, leaf_bits: int = 0) -> tuple[int, ...]:
+    """Bit shift of each tree level, leaves first, over a domain of ``2**bits`` values.
+
+    Level ``j`` counts ``(x - lower) >> (leaf_bits + j log2 branching)``. There are
+    ``max(1, (bits - leaf_bits) // log2 branching)`` levels, so the top level takes the bits
+    left over: it has at least ``branching`` nodes (unless the domain is smaller) and at most
+    ``branching**2 / 2``. ``branching = 2``, ``leaf_bits = 0`` gives the paper's ``L`` levels
+    ``0 .. L-1`` [ZQR+22, Section 4.1].
+    """
+    step = int(branching).bit_length() - 1
+    count = max(1, (bits - leaf_bits) // step)
+    return tuple(leaf_bits + step * j for j in range(count))
+
+
 # --------------------------------------------------------------------------------------------
 # Shared layout and queries
 # --------------------------------------------------------------------------------------------
@@ -132,6 +161,11 @@ class DyadicLayout(abc.ABC):
         "depth",
         "seed",
         "exact_levels",
+        "branching",
+        "exact_nodes",
+        "leaf_bits",
+        "bits",
+        "shifts",
         "levels",
         "n_sketched",
         "level_seeds",
@@ -141,28 +175,50 @@ class DyadicLayout(abc.ABC):
     )
 
     def _init_layout(
-        self, lower: int, upper: int, width: int, depth: int, seed: int, exact_levels: bool
+        self,
+        lower: int,
+        upper: int,
+        width: int,
+        depth: int,
+        seed: int,
+        exact_levels: bool,
+        branching: int = 2,
+        exact_nodes: int | None = None,
+        leaf_bits: int = 0,
     ) -> None:
         self.lower = check_int(lower, "lower", None)
         self.upper = check_int(upper, "upper", None)
-        self.levels = _levels_for(self.lower, self.upper)
+        self.bits = _levels_for(self.lower, self.upper)
         self.width = check_int(width, "width", 1, MAX_WIDTH)
         self.depth = check_int(depth, "depth", 1, MAX_DEPTH)
         self.seed = check_seed(seed)
         if not isinstance(exact_levels, bool):
             raise TypeError("exact_levels must be a bool")
         self.exact_levels = exact_levels
-        cells = self.depth * self.width
+        self.branching = check_int(branching, "branching", 2, 1 << 8)
+        if self.branching & (self.branching - 1):
+            raise ValueError(f"branching must be a power of two, got {self.branching}")
+        if exact_nodes is not None:
+            exact_nodes = check_int(exact_nodes, "exact_nodes", 2, 1 << 26)
+        self.exact_nodes = exact_nodes
+        self.leaf_bits = check_int(leaf_bits, "leaf_bits", 0, self.bits - 1)
+        self.shifts = tree_shifts(self.bits, self.branching, self.leaf_bits)
+        self.levels = len(self.shifts)
+        cells = self.depth * self.width if exact_nodes is None else exact_nodes
         n_sk = self.levels
         if exact_levels:
-            # Level j has 2**(L-j) nodes; exact iff that is <= depth * width (docs/algorithms.md#lin-exact-levels).
-            n_sk = sum(1 for j in range(self.levels) if (1 << (self.levels - j)) > cells)
+            # Exact iff the level has at most `cells` nodes (docs/algorithms.md#lin-exact-levels).
+            n_sk = sum(1 for j in range(self.levels) if self.level_nodes(j) > cells)
         self.n_sketched = n_sk
         self.level_seeds = tuple(level_seed(self.seed, j) for j in range(n_sk))
         offsets = [0]
         for j in range(n_sk, self.levels):
-            offsets.append(offsets[-1] + (1 << (self.levels - j)))
+            offsets.append(offsets[-1] + self.level_nodes(j))
         self.exact_offsets = tuple(offsets)
+
+    def level_nodes(self, level: int) -> int:
+        """Number of nodes of level ``level``: ``2**(L - shifts[level])``."""
+        return 1 << (self.bits - self.shifts[level])
 
     @property
     def size(self) -> int:
@@ -174,7 +230,17 @@ class DyadicLayout(abc.ABC):
         return level >= self.n_sketched
 
     def _config(self) -> tuple:
-        return (self.lower, self.upper, self.width, self.depth, self.seed, self.exact_levels)
+        return (
+            self.lower,
+            self.upper,
+            self.width,
+            self.depth,
+            self.seed,
+            self.exact_levels,
+            self.branching,
+            self.exact_nodes,
+            self.leaf_bits,
+        )
 
     def _counter_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         return self.sketched, self.exact
@@ -189,8 +255,9 @@ class DyadicLayout(abc.ABC):
         """
         level = check_int(level, "level", 0, self.levels - 1)
         nodes = np.asarray(nodes, dtype=np.int64)
-        if nodes.size and (nodes.min() < 0 or nodes.max() >= 1 << (self.levels - level)):
-            raise ValueError(f"nodes must be in [0, 2**{self.levels - level}) at level {level}")
+        count = self.level_nodes(level)
+        if nodes.size and (nodes.min() < 0 or nodes.max() >= count):
+            raise ValueError(f"nodes must be in [0, {count}) at level {level}")
         return self._node_estimates(level, nodes)
 
     def _node_estimates(self, level: int, nodes: np.ndarray) -> np.ndarray:
@@ -213,8 +280,10 @@ class DyadicLayout(abc.ABC):
         """Total weight ``N`` (see subclasses)."""
 
     def _top_total(self) -> float:
-        """``est_{L-1}(0) + est_{L-1}(1)`` ([ZQR+22, Section 4.1] and docs/algorithms.md#lin-extensions)."""
-        return float(self._node_estimates(self.levels - 1, np.array([0, 1])).sum())
+        """Sum of the top level's estimates (``est_{L-1}(0) + est_{L-1}(1)`` in the binary tree,
+        [ZQR+22, Section 4.1] and docs/algorithms.md#lin-extensions)."""
+        top = self.levels - 1
+        return float(self._node_estimates(top, np.arange(self.level_nodes(top))).sum())
 
     # ---------------------------------------------------------------- rank and quantiles
 
@@ -243,17 +312,42 @@ class DyadicLayout(abc.ABC):
         off = [min(max(int(v) - self.lower, -1), size) for v in items]
         return np.array(off, dtype=np.int64), scalar
 
+    def _prefix_terms(self, y: np.ndarray, values: Any) -> np.ndarray:
+        """``sum`` of ``values(level, nodes)`` over the tree nodes that tile ``[0, y)``, plus the
+        interpolated share ``r / 2**leaf_bits`` of the partial leaf when ``leaf_bits > 0``.
+
+        ``u = y >> leaf_bits`` full leaves are written in base ``b`` (``branching``): the digit
+        ``d_j`` of level ``j`` selects the ``d_j`` nodes just left of ``u``'s ancestor, so at
+        most ``b - 1`` nodes per level (more at the top) tile the prefix exactly. With ``b = 2``
+        and ``leaf_bits = 0`` these are the ``popcount(y)`` dyadic nodes of [ZQR+22, Section 4.1].
+        """
+        out = np.zeros(len(y), dtype=np.float64)
+        u = y >> self.shifts[0]
+        for j in range(self.levels):
+            rel = self.shifts[j] - self.shifts[0]
+            anc = u >> rel
+            if j + 1 < self.levels:
+                digit = anc & (self.branching - 1)
+            else:
+                digit = anc
+            first = anc - digit
+            for k in range(int(digit.max()) if digit.size else 0):
+                sel = np.flatnonzero(digit > k)
+                out[sel] += values(j, first[sel] + k)
+        if self.leaf_bits:
+            r = y - (u << self.leaf_bits)
+            sel = np.flatnonzero(r > 0)
+            if sel.size:
+                out[sel] += values(0, u[sel]) * (r[sel] / float(1 << self.leaf_bits))
+        return out
+
     def _rank_offsets(self, off: np.ndarray) -> np.ndarray:
         out = np.zeros(len(off), dtype=np.float64)
         top = off >= self.size - 1
         if top.any():
             out[top] = self.total()
         mid = np.flatnonzero((off >= 0) & ~top)
-        y = off[mid] + 1
-        for j in range(self.levels):
-            sel = np.flatnonzero((y >> j) & 1)
-            if sel.size:
-                out[mid[sel]] += self._node_estimates(j, (y[sel] >> j) - 1)
+        out[mid] = self._prefix_terms(off[mid] + 1, self._node_estimates)
         return out
 
     def rank(self, x: Any) -> np.ndarray | float:
@@ -262,7 +356,10 @@ class DyadicLayout(abc.ABC):
         ``x < lower`` gives 0 and ``x >= upper`` gives :meth:`total` (no item exceeds
         ``upper``). Otherwise ``y = x - lower + 1`` and ``R^ = sum over the set bits j of y of
         est_j((y >> j) - 1)``: the ``popcount(y) <= L`` dyadic nodes that tile ``[lower, x]``
-        exactly (docs/algorithms.md#lin-e8: ``<=``, not ``<``). Vectorised over ``x`` (one pass per level).
+        exactly (docs/algorithms.md#lin-e8: ``<=``, not ``<``); with a larger ``branching``, the
+        base-``b`` digits of ``y`` pick the nodes, and with ``leaf_bits > 0`` the last, partial
+        leaf counts in proportion to the part of it up to ``x`` (docs/algorithms.md#lin-wide-range).
+        Vectorised over ``x`` (one pass per level).
         Returns a float for a scalar ``x``, else a float64 array.
         """
         off, scalar = self._query_offsets(x)
@@ -281,9 +378,12 @@ class DyadicLayout(abc.ABC):
         ``k = min(max(1, ceil(q N^)), max(1, round(N^)))`` with ``N^`` = :meth:`total`; then from
         the top level down, go left when the left child's estimate is ``>= t``, else subtract it
         and go right. The descent tolerates negative or inconsistent (noisy) counts and always
-        ends at an item; the result is clipped to ``upper`` (post-processing). For fixed
-        estimates it is **monotone** in ``k`` (paths only split with the larger ``k`` to the
-        right), so sorted ``qs`` give non-decreasing items. Vectorised over ``qs``; returns int64.
+        ends at an item; the result is clipped to ``upper`` (post-processing). With a
+        larger ``branching`` the descent goes to the first child whose running sum of estimates
+        reaches ``t``; with ``leaf_bits > 0`` it ends in a leaf and places the item by linear
+        interpolation inside it. For fixed estimates it is **monotone** in ``k`` (paths only
+        split with the larger ``k`` to the right), so sorted ``qs`` give non-decreasing items.
+        Vectorised over ``qs``; returns int64.
         """
         q = np.atleast_1d(np.asarray(qs, dtype=np.float64))
         if q.ndim != 1:
@@ -296,13 +396,33 @@ class DyadicLayout(abc.ABC):
         k = np.minimum(np.maximum(1.0, np.ceil(q * n_hat)), max(1.0, float(round(n_hat))))
         node = np.zeros(len(q), dtype=np.int64)
         t = k.copy()
+        rows = np.arange(len(q))
         for j in range(self.levels - 1, -1, -1):
-            left = 2 * node
-            c = self._node_estimates(j, left)
-            right = c < t
-            t = np.where(right, t - c, t)
-            node = np.where(right, left + 1, left)
-        return np.minimum(node, self.size - 1) + np.int64(self.lower)
+            if j == self.levels - 1:
+                children = np.broadcast_to(
+                    np.arange(self.level_nodes(j)), (len(q), self.level_nodes(j))
+                )
+            else:
+                children = node[:, None] * self.branching + np.arange(self.branching)
+            c = self._node_estimates(j, children.ravel()).reshape(children.shape)
+            cum = np.cumsum(c, axis=1)
+            # The first child whose running sum reaches t (the last child if none does).
+            reach = cum >= t[:, None]
+            idx = np.where(reach.any(axis=1), reach.argmax(axis=1), children.shape[1] - 1)
+            before = np.where(idx > 0, cum[rows, np.maximum(idx - 1, 0)], 0.0)
+            t = t - before
+            node = children[rows, idx]
+        off = node << self.leaf_bits
+        if self.leaf_bits:
+            # Post-processing: the t-th of the leaf's c items sits at (t - 1/2) / c of its width
+            # when they spread evenly (docs/algorithms.md#lin-wide-range).
+            c = self._node_estimates(0, node)
+            frac = np.where(
+                c > 0, np.clip(t - 0.5, 0.0, np.maximum(c, 0.0)) / np.maximum(c, 1e-300), 0.5
+            )
+            span = 1 << self.leaf_bits
+            off = off + np.minimum(np.floor(frac * span).astype(np.int64), span - 1)
+        return np.minimum(off, self.size - 1) + np.int64(self.lower)
 
     def quantile(self, q: float) -> int:
         """The item at quantile ``q`` in ``[0, 1]`` (see :meth:`quantiles`)."""
@@ -327,11 +447,14 @@ class DyadicLayout(abc.ABC):
         if math.isnan(float(threshold)):
             raise ValueError("threshold must not be NaN")
         cap = check_int(max_candidates, "max_candidates")
-        nodes = np.arange(2, dtype=np.int64)
+        if self.leaf_bits:
+            raise ValueError("heavy_hitters needs leaf_bits=0 (leaves of one item each)")
+        nodes = np.arange(self.level_nodes(self.levels - 1), dtype=np.int64)
         est = np.zeros(0)
+        kids = np.arange(self.branching, dtype=np.int64)
         for j in range(self.levels - 1, -1, -1):
             if j < self.levels - 1:
-                nodes = np.stack([2 * nodes, 2 * nodes + 1], axis=1).ravel()
+                nodes = (nodes[:, None] * self.branching + kids).ravel()
             est = self._node_estimates(j, nodes)
             keep = est >= float(threshold)
             nodes, est = nodes[keep], est[keep]
@@ -361,6 +484,9 @@ class DyadicLayout(abc.ABC):
             "depth": self.depth,
             "seed": self.seed,
             "exact_levels": self.exact_levels,
+            "branching": self.branching,
+            "exact_nodes": self.exact_nodes,
+            "leaf_bits": self.leaf_bits,
         }
 
     @classmethod
@@ -375,6 +501,10 @@ class DyadicLayout(abc.ABC):
                 req(params, "depth", int),
                 req(params, "seed", int),
                 req(params, "exact_levels", bool),
+                # Absent in bytes written before these options existed: the binary tree.
+                params.get("branching", 2),
+                params.get("exact_nodes"),
+                params.get("leaf_bits", 0),
             )
         except (TypeError, ValueError) as exc:
             raise err(f"invalid dyadic sketch parameters: {exc}") from None
@@ -412,6 +542,21 @@ class DyadicCountSketch(DyadicLayout):
         Default policy for values outside ``[lower, upper]``: ``False`` raises ``ValueError``
         (naming the bounds, never the values), ``True`` clamps them to the nearest bound (a
         public, data-independent map applied to each value alone).
+    branching
+        Children per node, a power of two ``b`` (default 2, the paper's dyadic tree). Level
+        ``j`` counts the nodes ``(x - lower) >> (leaf_bits + j log2 b)``; the top level takes
+        the remaining bits, so it has between ``b`` and ``b**2 / 2`` nodes (fewer when the
+        domain is small). A larger ``b`` means fewer levels, so each level gets a larger share of
+        the budget (docs/algorithms.md#lin-wide-range).
+    exact_nodes
+        A level with at most this many nodes is stored exactly (with ``exact_levels``); default
+        ``depth * width``. Public, so memory stays bounded by it.
+    leaf_bits
+        The finest level counts blocks of ``2**leaf_bits`` consecutive values (a public
+        resolution); ranks and quantiles interpolate linearly inside a block.
+
+    Every item adds 1 to exactly one node (or, in a sketched level, to one counter per row) of
+    each level, whatever ``branching``, ``exact_nodes`` and ``leaf_bits`` are.
 
     Memory: ``n_sketched * depth * width + (exact nodes)`` int64 counters (docs/algorithms.md#lin-e14).
     """
@@ -429,8 +574,13 @@ class DyadicCountSketch(DyadicLayout):
         *,
         exact_levels: bool = True,
         clamp: bool = False,
+        branching: int = 2,
+        exact_nodes: int | None = None,
+        leaf_bits: int = 0,
     ) -> None:
-        self._init_layout(lower, upper, width, depth, seed, exact_levels)
+        self._init_layout(
+            lower, upper, width, depth, seed, exact_levels, branching, exact_nodes, leaf_bits
+        )
         if not isinstance(clamp, bool):
             raise TypeError("clamp must be a bool")
         self.clamp = clamp
@@ -552,8 +702,7 @@ class DyadicCountSketch(DyadicLayout):
         nodes, weights = off[order], counts[order]
         d, w = self.depth, self.width
         for j in range(self.levels):
-            if j:
-                nodes = nodes >> 1
+            nodes = nodes >> (self.shifts[j] - (self.shifts[j - 1] if j else 0))
             starts = np.flatnonzero(np.concatenate(([True], nodes[1:] != nodes[:-1])))
             weights = np.add.reduceat(weights, starts)
             nodes = nodes[starts]
@@ -580,7 +729,8 @@ class DyadicCountSketch(DyadicLayout):
         if self._config() != other._config():
             raise ValueError(
                 "cannot merge DyadicCountSketches with different (lower, upper, width, depth, "
-                f"seed, exact_levels): {self._config()} vs {other._config()}"
+                f"seed, exact_levels, branching, exact_nodes, leaf_bits): {self._config()} vs "
+                f"{other._config()}"
             )
 
     def merge(self, other: DyadicCountSketch) -> Self:
@@ -606,12 +756,12 @@ class DyadicCountSketch(DyadicLayout):
         return float(self.total_weight)
 
     def level_table(self, level: int) -> np.ndarray:
-        """Level ``level``'s counters: ``(depth, width)`` sketched or ``(2**(L-level),)`` exact."""
+        """Level ``level``'s counters: ``(depth, width)`` sketched or ``(level_nodes(level),)`` exact."""
         level = check_int(level, "level", 0, self.levels - 1)
         if level < self.n_sketched:
             return self.sketched[level]
         start = self.exact_offsets[level - self.n_sketched]
-        return self.exact[start : start + (1 << (self.levels - level))]
+        return self.exact[start : start + self.level_nodes(level)]
 
     # ---------------------------------------------------------------- identity and bytes
 

@@ -104,6 +104,8 @@ class PrivateDyadicCountSketch(DyadicLayout):
         "beta_noise",
         "neighbouring",
         "public_total",
+        "consistency",
+        "consistent_cache",
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -177,6 +179,7 @@ class PrivateDyadicCountSketch(DyadicLayout):
         split: Any = "uniform",
         beta_noise: float = 0.005,
         publish_total: bool | None = None,
+        consistency: bool = False,
     ) -> Self:
         """Release ``sketch`` once with ``budget`` split across its levels ([ZQR+22, Section 4.2]).
 
@@ -206,6 +209,10 @@ class PrivateDyadicCountSketch(DyadicLayout):
             ``N`` stays private and is estimated from the noisy top level, e.g. when the noise
             is calibrated for replacement only because a pane can lose one element and gain
             another. ``True`` is accepted only with ``"replace"``.
+        consistency
+            Whether ranks and quantiles read the exact levels through their least-squares
+            consistent estimates (:meth:`consistent_estimates`; post-processing of the noisy
+            counts with public noise variances, so it costs no budget).
 
         Raises
         ------
@@ -218,6 +225,8 @@ class PrivateDyadicCountSketch(DyadicLayout):
             sketch, budget, neighbouring=neighbouring, split=split, beta_noise=beta_noise
         )
         publish = check_publish_total(publish_total, cals[0].neighbouring)
+        if not isinstance(consistency, bool):
+            raise TypeError("consistency must be a bool")
         obj = object.__new__(cls)
         obj._init_layout(*sketch._config())
         sketched = sketch.sketched.copy()
@@ -254,10 +263,13 @@ class PrivateDyadicCountSketch(DyadicLayout):
             float(beta_noise),
             name,
             int(sketch.total_weight) if publish else None,
+            consistency,
         )
         return obj
 
-    def _finish(self, sketched, exact, cals, guarantee, split, beta_noise, name, public_total):
+    def _finish(
+        self, sketched, exact, cals, guarantee, split, beta_noise, name, public_total, consistency
+    ):
         sketched = np.ascontiguousarray(sketched, dtype=np.int64)
         exact = np.ascontiguousarray(exact, dtype=np.int64)
         sketched.flags.writeable = False
@@ -269,6 +281,78 @@ class PrivateDyadicCountSketch(DyadicLayout):
         self.beta_noise = beta_noise
         self.neighbouring = name
         self.public_total = public_total
+        self.consistency = consistency
+        self.consistent_cache = None
+
+    # ---------------------------------------------------------------- consistency
+
+    def consistent_estimates(self) -> tuple[np.ndarray, ...]:
+        """Least-squares consistent counts of the exact levels (post-processing), finest first.
+
+        The exact levels ``n_sketched .. levels-1`` form a tree whose finest level is treated
+        as its leaves. Each node's released count ``y_v`` has the public noise variance
+        ``V_j`` of its level; a node that lies wholly above ``upper`` holds no value of the
+        domain, so its count is known to be 0 (variance 0). The classic two-pass estimator for
+        trees (Hay, Rastogi, Miklau and Suciu, VLDB 2010, generalised to unequal variances)
+        gives the unbiased, minimum-variance linear estimates whose children sum to their
+        parent (and whose top level sums to the public total, when there is one):
+
+        * up: ``z_v = (V_c y_v + V_v S_v) / (V_v + V_c)`` with ``S_v`` the sum of the
+          children's ``z`` and ``V_c`` the sum of their variances; its variance is
+          ``V_v V_c / (V_v + V_c)``;
+        * down: each child gets ``z_c + (x_v - S_v) var(z_c) / V_c``.
+
+        Only released counts and public parameters enter, so this is post-processing: it
+        changes no guarantee. Returns one float64 array per exact level (finest first).
+        """
+        if self.consistent_cache is not None:
+            return self.consistent_cache
+        first = self.n_sketched
+        b = self.branching
+        z: list[np.ndarray] = []
+        v: list[np.ndarray] = []
+        for j in range(first, self.levels):
+            count = self.level_nodes(j)
+            start = self.exact_offsets[j - first]
+            y = self.exact[start : start + count].astype(np.float64)
+            var = np.full(count, float(self.calibrations[j].noise_variance))
+            # Nodes starting at or above `size` cover no value of the domain: public zeros.
+            outside = (np.arange(count, dtype=np.int64) << self.shifts[j]) >= self.size
+            y[outside] = 0.0
+            var[outside] = 0.0
+            if z:
+                kids_z = z[-1].reshape(count, -1).sum(axis=1)
+                kids_v = v[-1].reshape(count, -1).sum(axis=1)
+                both = var + kids_v
+                safe = np.where(both > 0, both, 1.0)
+                y = np.where(both > 0, (kids_v * y + var * kids_z) / safe, kids_z)
+                var = np.where(both > 0, var * kids_v / safe, 0.0)
+            z.append(y)
+            v.append(var)
+        x = [np.empty(0)] * len(z)
+        top = z[-1].copy()
+        if self.public_total is not None and v[-1].sum() > 0:
+            top += (self.public_total - top.sum()) * v[-1] / v[-1].sum()
+        x[-1] = top
+        for i in range(len(z) - 1, 0, -1):
+            kids_z = z[i - 1].reshape(len(z[i]), -1)
+            kids_v = v[i - 1].reshape(len(z[i]), -1)
+            total_v = kids_v.sum(axis=1)
+            gap = x[i] - kids_z.sum(axis=1)
+            share = np.where(
+                total_v[:, None] > 0, kids_v / np.where(total_v > 0, total_v, 1.0)[:, None], 1.0 / b
+            )
+            x[i - 1] = (kids_z + gap[:, None] * share).ravel()
+        out = tuple(a for a in x)
+        for a in out:
+            a.flags.writeable = False
+        self.consistent_cache = out
+        return out
+
+    def _node_estimates(self, level: int, nodes: np.ndarray) -> np.ndarray:
+        if self.consistency and level >= self.n_sketched:
+            return self.consistent_estimates()[level - self.n_sketched][nodes]
+        return super()._node_estimates(level, nodes)
 
     # ---------------------------------------------------------------- metadata
 
@@ -327,6 +411,9 @@ class PrivateDyadicCountSketch(DyadicLayout):
             "level_sensitivities": self.level_sensitivities.tolist(),
             "noise_bounds": self.noise_bounds.tolist(),
             "total_public": self.public_total is not None,
+            "branching": self.branching,
+            "leaf_bits": self.leaf_bits,
+            "consistency": self.consistency,
         }
 
     # ---------------------------------------------------------------- refused operations
@@ -357,18 +444,21 @@ class PrivateDyadicCountSketch(DyadicLayout):
     def rank_noise_bound(self, x: Any) -> np.ndarray | float:
         """Bound on ``|R^(x) - R~(x)|`` that holds for all ``x`` on the noise event (docs/algorithms.md#lin-oracles).
 
-        ``sum`` of ``E_j`` over the levels of the ``popcount(x - lower + 1)`` decomposition
-        nodes; ``2 E_{L-1}`` (or 0 when the total is public) for ``x >= upper``; 0 below.
+        ``sum`` of ``E_j`` over the nodes of the decomposition of ``[lower, x]`` (the
+        ``popcount(x - lower + 1)`` dyadic nodes in the binary tree; the partial leaf, with
+        ``leaf_bits > 0``, counts in proportion); ``level_nodes(top) E_top`` (or 0 when the
+        total is public) for ``x >= upper``; 0 below. It bounds the raw noisy sums; the
+        consistent estimates (``consistency=True``) are averages of such sums and are not
+        covered by it.
         """
         off, scalar = self._query_offsets(x)
         bounds = self.noise_bounds
         out = np.zeros(len(off), dtype=np.float64)
         top = off >= self.size - 1
-        out[top] = 0.0 if self.public_total is not None else 2.0 * bounds[-1]
+        top_nodes = self.level_nodes(self.levels - 1)
+        out[top] = 0.0 if self.public_total is not None else top_nodes * bounds[-1]
         mid = np.flatnonzero((off >= 0) & ~top)
-        y = off[mid] + 1
-        for j in range(self.levels):
-            out[mid] += ((y >> j) & 1) * bounds[j]
+        out[mid] = self._prefix_terms(off[mid] + 1, lambda j, nodes: np.full(len(nodes), bounds[j]))
         return float(out[0]) if scalar else out
 
     # ---------------------------------------------------------------- identity and bytes
@@ -376,13 +466,21 @@ class PrivateDyadicCountSketch(DyadicLayout):
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        mine = (self._config(), self.calibrations, self.budget_kind, self.epsilon, self.delta)
+        mine = (
+            self._config(),
+            self.calibrations,
+            self.budget_kind,
+            self.epsilon,
+            self.delta,
+            self.consistency,
+        )
         theirs = (
             other._config(),
             other.calibrations,
             other.budget_kind,
             other.epsilon,
             other.delta,
+            other.consistency,
         )
         rest = (self.rho, self.split, self.beta_noise, self.neighbouring, self.public_total)
         rest_o = (other.rho, other.split, other.beta_noise, other.neighbouring, other.public_total)
@@ -416,6 +514,7 @@ class PrivateDyadicCountSketch(DyadicLayout):
             beta_noise=self.beta_noise,
             neighbouring=self.neighbouring,
             public_total=self.public_total,
+            consistency=self.consistency,
         )
         arrays = {"sketched": self.sketched, "exact": self.exact}
         return serialization.dumps(self.KIND, params, arrays)
@@ -453,6 +552,9 @@ class PrivateDyadicCountSketch(DyadicLayout):
             raise err("public_total must be an int or null")
         if public_total is not None and name != "replace":
             raise err("public_total may be present only for the 'replace' relation")
+        consistency = params.get("consistency", False)
+        if not isinstance(consistency, bool):
+            raise err("consistency must be a bool")
         obj._finish(
             obj.sketched,
             obj.exact,
@@ -462,6 +564,7 @@ class PrivateDyadicCountSketch(DyadicLayout):
             beta_noise,
             name,
             public_total,
+            consistency,
         )
         return obj
 
