@@ -1107,7 +1107,7 @@ _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 # Numbers in Arrow's messages are counts, sizes, positions or cells taken from the data
 # ("Expected 3 columns, got 2", block-relative "row 5", "couldn't parse:1.5"): every token that
 # starts with a digit goes; type names such as int64 are kept.
-_NUMBER = re.compile(r"(?<![\w.])\d[\w.]*")
+_NUMBER = re.compile(r"(?<![\w.])(?<!UTF-)\d[\w.]*")
 
 
 def _arrow_problem(exc: BaseException) -> str:
@@ -1366,7 +1366,7 @@ def _read_table(
         changed = next(n for n in columns if len({str(t.schema.field(n).type) for t in tables}) > 1)
         raise _input_error(path, f"column {changed!r} changes type between records") from None
     for name in columns:
-        if pa.types.is_null(table.schema.field(name).type):
+        if name not in seen:
             raise _missing_column(name, list(seen), path)
     return table
 
