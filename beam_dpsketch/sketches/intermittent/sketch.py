@@ -118,10 +118,19 @@ def discrete_laplace_variance(scale: float | Fraction) -> float:
     return noise_variance("discrete_laplace", float(scale))
 
 
+#: Largest ``batches`` a decoded state may claim: a count stored as int64 elsewhere in the
+#: library; strategies whose budget runs out bound it further (``_restore_state``).
+MAX_BATCHES = (1 << 63) - 1
+
+
 def check_scale(scale: Fraction, what: str) -> Fraction:
+    """``scale`` if the sampler accepts it, else a ``ValueError`` saying the budget is exhausted."""
     if scale > _MAX_SCALE:
+        # Only the order of magnitude: an exhausted geometric budget gives scales far beyond a
+        # float's range, and the message must not fail on them.
+        bits = scale.numerator.bit_length() - scale.denominator.bit_length()
         raise ValueError(
-            f"{what}: the noise scale {float(scale):.3g} exceeds the sampler limit 2**52; the "
+            f"{what}: the noise scale (about 2**{bits}) exceeds the sampler limit 2**52; the "
             "budget is exhausted (answers would carry no information)"
         )
     return scale
@@ -785,8 +794,8 @@ class IntermittentSketch(abc.ABC):
         except (TypeError, ValueError) as exc:
             raise err(str(exc)) from None
         batches = req(params, "batches", int)
-        if batches < 0:
-            raise err("batches must be >= 0")
+        if not 0 <= batches <= MAX_BATCHES:
+            raise err("batches must lie in [0, 2**63 - 1]")
         last_time = params.get("last_time")
         if last_time is not None and (
             isinstance(last_time, bool)

@@ -42,6 +42,7 @@ from beam_dpsketch.noise import NoiseSource, discrete_laplace
 from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.privacy.calibration import geometric_split_epsilon
 from beam_dpsketch.sketches.intermittent.sketch import (
+    MAX_BATCHES,
     CellNoiseSketch,
     IntermittentAnswer,
     IntermittentSketch,
@@ -76,6 +77,32 @@ def _check_eta(eta: Any) -> Fraction:
     if isinstance(eta, Fraction):
         return eta
     return Fraction(float(eta)) if isinstance(eta, float) else Fraction(eta)
+
+
+# The largest scale the discrete Laplace sampler accepts, as a power of two.
+_MAX_SCALE_BITS = 52
+
+
+def _max_geometric_uses(epsilon: Fraction, eta: Fraction) -> int:
+    """An upper bound on the uses ``r`` whose share ``epsilon (1-eta) eta^(r-1)`` is at least
+    ``2**-52``, i.e. whose noise scale ``1/share`` the sampler accepts.
+
+    A use-and-forget state never holds more uses than this (the next use is refused with the
+    budget exhausted), so a decoded count above it is forged; checking it first also spares
+    computing ``eta^(r-1)`` exactly for a forged ``r``, whose size grows with ``r``. Computed in
+    floating point from the exact logarithms, then widened (relatively by 1e-12, and by one) so
+    that rounding never puts it below the exact bound.
+    """
+    head = epsilon * (1 - eta)
+    top = math.log(head.numerator) - math.log(head.denominator) + _MAX_SCALE_BITS * math.log(2)
+    gap = float(1 - eta)
+    if gap == 0.0:
+        # eta is within a float's resolution of 1: the decay is too slow to bound anything.
+        return MAX_BATCHES
+    decay = -math.log1p(-gap) if gap < 0.5 else math.log(eta.denominator) - math.log(eta.numerator)
+    if top < 0:
+        return 0 if top < -1e-9 else 1
+    return min(MAX_BATCHES, 2 + math.floor(top / decay * (1 + 1e-12)))
 
 
 class _GeometricMixin:
@@ -197,6 +224,10 @@ class UseAndForgetCellSketch(_GeometricMixin, CellNoiseSketch):
     def _init_state(self) -> None:
         self._used = np.zeros((self.depth, self.width), dtype=np.int32)
 
+    def max_uses(self) -> int:
+        """An upper bound on a cell's uses before its next draw exceeds the sampler's scale."""
+        return _max_geometric_uses(self._epsilon / self.depth, self._eta)
+
     def use_scale(self, use: int) -> Fraction:
         """Scale ``1/eps'_r`` of the fresh draw at a cell's ``use``-th use (``use >= 1``)."""
         return 1 / (geometric_split_epsilon(self._epsilon, self._eta, use) / self.depth)
@@ -222,6 +253,13 @@ class UseAndForgetCellSketch(_GeometricMixin, CellNoiseSketch):
         used = self._used.reshape(-1)
         before = used[cells]
         levels = np.unique(before).tolist()
+        if levels[-1] + 1 > self.max_uses():
+            # Refused before the exact power: eta**(use - 1) grows with the use.
+            raise ValueError(
+                f"{type(self).__name__}: the noise scale of a cell's use {levels[-1] + 1} "
+                "exceeds the sampler limit 2**52; the budget is exhausted (answers would carry "
+                "no information)"
+            )
         scales = {u: check_scale(self.use_scale(u + 1), type(self).__name__) for u in levels}
         values = self._exact.table.reshape(-1)[cells].copy()
         variance = np.empty(cells.size, dtype=np.float64)
@@ -240,6 +278,11 @@ class UseAndForgetCellSketch(_GeometricMixin, CellNoiseSketch):
         used = serialization.require_array(arrays, "uses", "<i4", (self.depth, self.width))
         if (used < 0).any() or (used > self._batches).any():
             raise serialization.SketchFormatError("use counts must lie in [0, batches]")
+        if used.size and int(used.max()) > self.max_uses():
+            raise serialization.SketchFormatError(
+                "use counts exceed what epsilon and eta allow (a later use's noise scale would "
+                "exceed 2**52)"
+            )
         self._used = used.copy()
 
 
@@ -333,6 +376,10 @@ class SingleQuerySketch(_MedianNoiseSketch):
     def epsilon_spent(self) -> float:
         return float(self._epsilon) if self._batches else 0.0
 
+    def _restore_state(self, params: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        if self._batches > 1:
+            raise serialization.SketchFormatError("a single-query state answers at most one batch")
+
 
 class BatchNaiveSketch(_MedianNoiseSketch):
     """S2, batch with naive composition ([YKAE, Section III-B]): ``Lap(n_Q/eps)`` on each distinct answer.
@@ -392,6 +439,20 @@ class UseAndForgetMedianSketch(_GeometricMixin, _MedianNoiseSketch):
     def _sensitivity(self, buckets: np.ndarray, n_q: int) -> int:
         return min(n_q, mhat_bound(buckets, self.width))
 
+    def max_batches(self) -> int:
+        """An upper bound on the batches answered before the next batch's scale exceeds the
+        sampler's (with the smallest sensitivity, 1)."""
+        return _max_geometric_uses(self._epsilon, self._eta)
+
+    def _check_can_answer(self, n_distinct: int) -> None:
+        k = self._batches + 1
+        if k > self.max_batches():
+            # Refused before the exact power: eta**(k - 1) grows with k.
+            raise ValueError(
+                f"{type(self).__name__}: the noise scale of batch {k} exceeds the sampler limit "
+                "2**52; the budget is exhausted (answers would carry no information)"
+            )
+
     def batch_epsilon(self, k: int) -> Fraction:
         return geometric_split_epsilon(self._epsilon, self._eta, k)
 
@@ -400,6 +461,11 @@ class UseAndForgetMedianSketch(_GeometricMixin, _MedianNoiseSketch):
 
     def _restore_state(self, params: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         self._restore_eta(params)
+        if self._batches > self.max_batches():
+            raise serialization.SketchFormatError(
+                "batches exceeds what epsilon and eta allow (a later batch's noise scale would "
+                "exceed 2**52)"
+            )
 
 
 #: Strategy name -> class (``make_intermittent_sketch``). Paper ids in the module table.
