@@ -1,8 +1,9 @@
 """Read one key column of Parquet, CSV, JSON Lines or text files as batches of keys.
 
 No format goes through per-element Python (Beam costs microseconds per element): Parquet row
-groups, CSV blocks (``pyarrow.csv.open_csv``), JSON Lines blocks (``pyarrow.json.open_json``) and
-blocks of text lines become one pyarrow ``Array`` each, which the sketches hash as a whole.
+groups, and blocks of whole CSV records (parsed by ``pyarrow.csv``), JSON Lines records (parsed
+by ``pyarrow.json``) and text lines become one pyarrow ``Array`` each, which the sketches hash
+as a whole.
 
 One input layer
 ---------------
@@ -63,7 +64,8 @@ Missing values
 --------------
 A null in the key column (a JSON ``null`` or missing field, an empty CSV cell, a Parquet null)
 raises ``TypeError`` naming the column, is dropped with ``on_bad_record="drop"``, or goes to
-the ``"invalid"`` output as ``(None, reason)`` with ``dead_letter=True``. Quoted empty CSV cells (``""``) are the empty-string key.
+the ``"invalid"`` output as ``(None, reason)`` with ``dead_letter=True``. Quoted empty CSV
+cells (``""``) are the empty-string key.
 
 Public order
 ------------
@@ -858,7 +860,7 @@ class _ColumnReader(beam.DoFn):
         """
         valid = pc.is_valid(arr)
         if self._key_type == NUMBERS and kind == "str":
-            check: Callable[[str], bool] | None = lambda t: _parse_number(t) is not None  # noqa: E731
+            check: Callable[[str], bool] | None = _is_number_text
             targets = (pa.int64(), pa.float64())
         elif self._key_type == "int" and kind == "str":
             check = _is_int64_text
@@ -975,6 +977,11 @@ class _ColumnReader(beam.DoFn):
         if all(isinstance(v, int) for v in values):
             return pa.array(values, pa.int64())
         return pa.array([float(v) for v in values], pa.float64())
+
+
+def _is_number_text(text: str) -> bool:
+    """Whether ``text`` is a number for ``key_type=NUMBERS`` (see :func:`_parse_number`)."""
+    return _parse_number(text) is not None
 
 
 def _is_int64_text(text: str) -> bool:

@@ -3,8 +3,9 @@
 Every subcommand reads through the same readers, so every bad input must fail the same way in
 every subcommand: exit status 2, one stderr line naming the file and the problem, no traceback,
 nothing on stdout, no ``--output`` file, and no value, count or position (line, row) from the
-data in the message: in an append-only file, a position is the count of the records before it. The CLI runs in-process (the FnApiRunner), one real process checks that
-Beam's own error log stays quiet.
+data in the message: in an append-only file, a position is the count of the records before it.
+The CLI runs in-process (the FnApiRunner), one real process checks that Beam's own error log
+stays quiet.
 """
 
 from __future__ import annotations
