@@ -161,11 +161,12 @@ def test_count_mode_heavy_hitters_with_metadata_equals_core(tmp_path):
 
 
 def test_queries_are_post_processing_same_values_whatever_the_schedule(tmp_path):
-    """A query re-reads sealed sketches; no schedule draws fresh noise."""
+    """A query re-reads sealed sketches; no schedule draws fresh noise. Every 48 steps (more
+    than W + B = 40) the blocks between query windows are never counted: the same values."""
     keys = stream_data(120, 8, 3)
     budget = PrivacyBudget.zcdp(1.0)
     runs = {}
-    for every in (4, 6):
+    for every in (4, 6, 48):
         transform = DPSlidingWindowFrequencies(
             30,
             WIDTH,
@@ -186,23 +187,32 @@ def test_queries_are_post_processing_same_values_whatever_the_schedule(tmp_path)
     four = {(t, k): v for t, k, v in runs[4] if t % 12 == 0}
     six = {(t, k): v for t, k, v in runs[6] if t % 12 == 0}
     assert len(four) == 30 and four == six
+    sparse = {(t, k): v for t, k, v in runs[48]}
+    assert len(sparse) == 6 and sparse == {tk: v for tk, v in four.items() if tk[0] % 48 == 0}
+
+
+GAP = "does not hold one element per position"
+DUPLICATE = "segment holds more elements than positions"
 
 
 @pytest.mark.parametrize(
-    ("positions", "message"),
+    ("positions", "message", "every"),
     [
-        ([1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12], "does not hold one element per position"),
-        ([1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "segment holds more elements than positions"),
+        ([1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12], GAP, 10),
+        ([1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], DUPLICATE, 10),
+        # Every 40 steps the first two blocks are read by no query (one window): still checked.
+        ([t for t in range(1, 41) if t != 5], GAP, 40),
+        ([3, *range(1, 41)], DUPLICATE, 40),
     ],
 )
-def test_count_mode_refuses_gaps_and_duplicates(tmp_path, positions, message):
+def test_count_mode_refuses_gaps_and_duplicates(tmp_path, positions, message, every):
     # The message names the rule (position_fn, each position once), never counts or positions.
     transform = DPSlidingWindowFrequencies(
         20,
         WIDTH,
         DEPTH,
         PrivacyBudget.zcdp(1.0),
-        release_every=10,
+        release_every=every,
         query_keys=["a"],
         noise_source=source(),
         seed=SEED,
@@ -221,7 +231,9 @@ def test_count_mode_refuses_gaps_and_duplicates(tmp_path, positions, message):
 # ------------------------------------------------------------------------------------------------
 
 
-def test_time_mode_teststream_equals_core_and_drops_late_data(tmp_path):
+# Every 40 steps (> W + B = 32): blocks between the query windows share one window per run.
+@pytest.mark.parametrize("every", [5, 40])
+def test_time_mode_teststream_equals_core_and_drops_late_data(tmp_path, every):
     rng = np.random.default_rng(4)
     n = 240
     # Millisecond times (TestStream watermarks are whole milliseconds), several items per step.
@@ -238,7 +250,7 @@ def test_time_mode_teststream_equals_core_and_drops_late_data(tmp_path):
         WIDTH,
         DEPTH,
         budget,
-        release_every=5,
+        release_every=every,
         query_keys=queries,
         mode="time",
         time_unit=0.5,
@@ -277,13 +289,13 @@ def test_time_mode_teststream_equals_core_and_drops_late_data(tmp_path):
     ref = core(24, budget, "time", block=8, alpha="1/2")
     ref.update_at(keys, steps)
     expected = []
-    for t in range(5, int(steps.max()) + 1, 5):
+    for t in range(every, int(steps.max()) + 1, every):
         ref.advance_to(t)
         when = 0.25 + 0.5 * t
         expected += [
             (when, k, v) for k, v in zip(queries, ref.estimate(queries).tolist(), strict=True)
         ]
-    assert len(expected) == 3 * (int(steps.max()) // 5)
+    assert len(expected) == 3 * (int(steps.max()) // every)
     assert sorted(got) == sorted(expected)
 
 
