@@ -258,6 +258,7 @@ STAGING_PREFIX = ".beam-dpsketch-staging-"
 #: A staging folder without its lock file is left alone for this long (it may be being created).
 _UNLOCKED_STAGING_GRACE_SECONDS = 3600.0
 _LOCK_NAME = ".lock"
+_PENDING_PREFIX = ".beam-dpsketch-new-"
 
 
 def remove_stale_staging(folder: str) -> list[str]:
@@ -305,10 +306,16 @@ class _StagingFolder:
     def __init__(self, base: str) -> None:
         os.makedirs(base, exist_ok=True)
         remove_stale_staging(base)
-        self.path = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=base)
-        self._lock: TextIO | None = open(os.path.join(self.path, _LOCK_NAME), "w")  # noqa: SIM115
+        # Created under another name and renamed once locked: a sweep by another command
+        # never sees it unlocked.
+        pending = tempfile.mkdtemp(prefix=_PENDING_PREFIX, dir=base)
+        self._lock: TextIO | None = open(os.path.join(pending, _LOCK_NAME), "w")  # noqa: SIM115
         if fcntl is not None:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self.path = os.path.join(
+            base, STAGING_PREFIX + os.path.basename(pending).removeprefix(_PENDING_PREFIX)
+        )
+        os.rename(pending, self.path)
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
