@@ -1478,6 +1478,26 @@ def _time_values(column: Any, name: str, path: str) -> tuple[np.ndarray, np.ndar
     )
 
 
+def _refuse_timestamps(path: str, fmt: str, column: str, limit: int) -> None:
+    """Refuse a CSV or JSON Lines time column of timestamps under ``on_bad_record="drop"``,
+    which reads event times as numbers: every row would be dropped. Looks at the first block
+    of the first file only (a guard against a wrong setting, not a check of every value)."""
+    if _is_empty(path, fmt):
+        return
+    blocks = _table_blocks(path, fmt, [column], limit=limit, drop=True)
+    try:
+        first = next(blocks, None)
+    finally:
+        blocks.close()
+    if first is not None and column in first.column_names:
+        if pa.types.is_timestamp(first.schema.field(column).type):
+            raise ValueError(
+                f"time column {column!r} of {path} holds timestamps, but on_bad_record='drop' "
+                "reads event times of CSV and JSON Lines as numbers (seconds): convert them, "
+                "or read with on_bad_record='fail'"
+            )
+
+
 def _numbers_or_null(texts: pa.Array) -> pa.Array:
     """Strings as numbers (int64, else float64), a string that is not a number as null."""
     for target in (pa.int64(), pa.float64()):
@@ -1741,6 +1761,8 @@ class ReadOrderedKeys(beam.PTransform):
         if time_column is not None:
             # Like the key column: a missing time column fails now, listing the columns.
             _probe_column(self._paths[0], self.input_format, time_column, max_record_bytes, drop)
+            if drop and self.input_format in ("csv", "jsonl"):
+                _refuse_timestamps(self._paths[0], self.input_format, time_column, max_record_bytes)
         self._reader = _ReadInOrder(
             self.input_format,
             column or "line",

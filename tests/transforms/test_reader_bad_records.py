@@ -293,3 +293,18 @@ def test_drop_skips_an_overlong_line_without_holding_it(tmp_path):
         tracemalloc.stop()
     assert keys.to_pylist() == ["a", "b"]
     assert peak < 16 << 20, peak
+
+
+@pytest.mark.parametrize("name", ["t.csv", "t.jsonl"])
+def test_drop_refuses_a_time_column_of_timestamps(tmp_path, name):
+    # Under drop, event times of CSV and JSON Lines are numbers: timestamps would all be dropped.
+    path = tmp_path / name
+    rows = [("a", "2001-01-01T00:00:00"), ("b", "2001-01-01T00:00:05")]
+    if name.endswith(".csv"):
+        path.write_text("k,t\n" + "".join(f"{k},{t}\n" for k, t in rows))
+    else:
+        path.write_text("".join(json.dumps({"k": k, "t": t}) + "\n" for k, t in rows))
+    with pytest.raises(ValueError, match="holds timestamps, but on_bad_record='drop'"):
+        ReadOrderedKeys(str(path), "k", time_column="t", key_type="str", on_bad_record="drop")
+    keys, times = ReadOrderedKeys(str(path), "k", time_column="t", key_type="str").read()
+    assert keys.to_pylist() == ["a", "b"] and times.tolist() == [978307200.0, 978307205.0]
