@@ -8,9 +8,10 @@ Errors print one line to stderr and exit with status 2; with ``--verbose`` they 
 traceback shows.
 
 A command publishes its outputs only when it succeeds
-(:class:`~beam_dpsketch.pipelines.output.CommandOutputs`): every ``--output``, ``--plot`` and
-``--out`` destination is checked before the pipeline runs, files are renamed into place at the
-end and stdout is written last, so a run that exits non-zero has released nothing. ``SIGINT``
+(:class:`~beam_dpsketch.pipelines.output.CommandOutputs`): every ``--output``, ``--plot``,
+``--save-sketch`` and ``--out`` destination is checked before the pipeline runs, files are
+renamed into place at the end and stdout is written last, so a run that exits non-zero has
+released nothing (``--save-sketch``, the exact sketch, is written by the pipeline). ``SIGINT``
 (Ctrl-C) and ``SIGTERM`` stop the command, delete its staging folders and temporary files, print
 one line, and exit with status 130 and 143 (128 + the signal number).
 """
@@ -111,16 +112,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _destinations(args: argparse.Namespace) -> list:
     """The output destinations the parsed command line names (``--output``, ``--plot``,
-    ``--out``), for :class:`~beam_dpsketch.pipelines.output.CommandOutputs`."""
+    ``--save-sketch``, ``--out``), for :class:`~beam_dpsketch.pipelines.output.CommandOutputs`,
+    which checks each before anything runs."""
     from beam_dpsketch.pipelines.output import Destination
 
-    out = []
-    for name, option, is_folder in (("output", "--output", False), ("plot", "--plot", False)):
-        if getattr(args, name, None):
-            out.append(Destination(option, getattr(args, name), is_folder))
-    if getattr(args, "out", None):
-        out.append(Destination("--out", args.out, True))
-    return out
+    named = (
+        ("output", "--output", False),
+        ("plot", "--plot", False),
+        ("save_sketch", "--save-sketch", False),
+        ("out", "--out", True),
+    )
+    return [
+        Destination(option, getattr(args, name), is_folder)
+        for name, option, is_folder in named
+        if getattr(args, name, None)
+    ]
 
 
 class _Stopped(BaseException):

@@ -179,6 +179,17 @@ def test_an_unwritable_output_is_refused_before_the_pipeline(events, tmp_path, c
     assert "# guarantee" not in err  # refused before anything ran
 
 
+def test_an_unwritable_sketch_destination_is_refused_before_the_pipeline(events, tmp_path, capsys):
+    (tmp_path / "taken").write_text("")
+    code = main(
+        ["sketch", "--input", events, "--column", "item", "--sketch", "count-min"]
+        + ["--save-sketch", str(tmp_path / "taken/s.sketch"), RUNNER]
+    )
+    out, err = capsys.readouterr()
+    assert code == 2 and "--save-sketch" in err and out == ""
+    assert os.listdir(tmp_path) == ["taken"]
+
+
 def test_stale_staging_of_a_killed_run_is_removed_by_the_next(events, tmp_path, capsys):
     if fcntl is None:
         pytest.skip("needs POSIX file locks")
