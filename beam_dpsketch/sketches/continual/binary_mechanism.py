@@ -95,6 +95,10 @@ _FINGERPRINT_TAG = "GaussianBinaryMechanism/v1/source-fingerprint"
 # microseconds for the exact rejection sampler) is small against the per-value cost.
 DEFAULT_BLOCK_VALUES = 1 << 15
 _MAX_HORIZON = 1 << 62
+# Bound of the sensitivity factors ``m`` and ``max_contributions``: far above any useful value
+# (the noise grows with them), and small enough that the L2 sensitivity they give is a finite
+# float, so an absurd value is a ValueError naming it rather than an OverflowError.
+MAX_SENSITIVITY_FACTOR = 1 << 40
 
 
 class HorizonExceededError(ValueError):
@@ -165,8 +169,8 @@ def gaussbm_sigma(
     any ``epsilon > 0``. Golden values: docs/algorithms.md#lazy-oracles.
     """
     h = gaussbm_height(horizon)
-    m = check_int(m, "m")
-    c = check_int(max_contributions, "max_contributions")
+    m = check_int(m, "m", 1, MAX_SENSITIVITY_FACTOR)
+    c = check_int(max_contributions, "max_contributions", 1, MAX_SENSITIVITY_FACTOR)
     check_epsilon(epsilon)
     check_delta(delta, allow_zero=False)
     l2 = c * math.sqrt(m * h)
@@ -291,8 +295,10 @@ class GaussianBinaryMechanism:
     ) -> None:
         self.n = check_int(n, "n", 1, 1 << 40)
         self.horizon = check_int(horizon, "horizon", 1, _MAX_HORIZON)
-        self.m = check_int(m, "m")
-        self.max_contributions = check_int(max_contributions, "max_contributions")
+        self.m = check_int(m, "m", 1, MAX_SENSITIVITY_FACTOR)
+        self.max_contributions = check_int(
+            max_contributions, "max_contributions", 1, MAX_SENSITIVITY_FACTOR
+        )
         self.calibration = _check_calibration(calibration)
         if not isinstance(budget, PrivacyBudget):
             raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")

@@ -944,7 +944,7 @@ class MisraGries:
                 not isinstance(dummy_range, list)
                 or len(dummy_range) != 2
                 or not all(type(v) is int for v in dummy_range)
-                or not 0 <= dummy_range[0] <= dummy_range[1]
+                or not 0 <= dummy_range[0] <= dummy_range[1] <= _INT64_MAX
                 or len(dummy_ids)
             ):
                 raise err("malformed dummy slots")
@@ -954,12 +954,17 @@ class MisraGries:
         # Check sizes against the arrays before building anything of size k.
         if not 1 <= k <= MAX_K or dummy_ids.ndim != 1 or len(encoded) + n_dummies != k:
             raise err("a MisraGries sketch must hold exactly k slots, 1 <= k <= 2**24")
-        if n < 0 or d < 0 or (k + 1) * d > n:
+        if n < 0 or d < 0 or (k + 1) * d > n or n > _INT64_MAX:
             # The totals are exact counts of the data: name the constraint, not the values.
-            raise err("impossible Misra-Gries totals: need n >= 0, d >= 0 and (k+1)d <= n")
+            raise err(
+                "impossible Misra-Gries totals: need n >= 0, d >= 0, (k+1)d <= n and n < 2**63"
+            )
         if len(counts) and counts.min() < 0:
             raise err("negative Misra-Gries counter")
-        held = int(counts.sum())
+        # Summed as Python ints: numpy's int64 sum wraps around, and forged counters near 2**63
+        # would then add up to a small number that passes the check below.
+        values = counts.tolist()
+        held = sum(values)
         if held > n - (k + 1) * d or (not merged and held != n - (k + 1) * d):
             raise err("Misra-Gries counters do not add up to n - (k+1)d")
         if len(dummy_ids) and (dummy_ids.min() < 0 or len(np.unique(dummy_ids)) != len(dummy_ids)):
@@ -969,7 +974,7 @@ class MisraGries:
         except (ValueError, TypeError, RecursionError) as exc:
             # The decoder's message can quote the key's bytes: keep only its type.
             raise err(f"malformed key encoding ({type(exc).__name__})") from None
-        cnt: dict[Any, int] = dict(zip(keys, counts.tolist(), strict=True))
+        cnt: dict[Any, int] = dict(zip(keys, values, strict=True))
         if len(cnt) != len(keys):
             raise err("duplicate keys in MisraGries bytes")
         ids = np.sort(dummy_ids)
