@@ -19,11 +19,11 @@ Known limits
 
 ``PrismRunner`` (``apache_beam.runners.portability.prism_runner.PrismRunner``, Prism 2.77)
     Implements windows, state and timers, but **fires no ON_TIME pane after early firings when
-    no element arrived since the last early pane** (the model, and the DirectRunner, fire it
-    empty), and with an accumulating trigger it has been seen to label a late element's panes
-    as early and on time. With early firings, whether a release exists would then depend on the
-    data, so triggers with early firings are refused on Prism; on-time and late panes only, and
-    the global window, run as on the other runners (``tests/engines/test_prism_*.py``).
+    no element arrived since the last early pane** (the model, and the BundleBasedDirectRunner,
+    fire it empty), and with an accumulating trigger it has been seen to label a late element's
+    panes as early and on time. With early firings, whether a release exists would then depend
+    on the data, so triggers with early firings are refused on Prism; on-time and late panes
+    only, and the global window, run as on the other runners (``tests/engines/test_prism_*.py``).
 
 Prism is reached by more routes than its runner class, and each is judged when the transform is
 applied (``tests/engines/test_engine_routes.py``):
@@ -110,7 +110,7 @@ class RunnerLimits:
     Attributes
     ----------
     name
-        The runner's class name, as error messages show it.
+        The runner (or route to an engine) as error messages name it.
     keeps_windows
         ``False`` if the runner ignores windows, triggers and timestamps (groups globally).
     keeps_state_and_timers
