@@ -217,15 +217,16 @@ def applied_label(pcoll: beam.PCollection, fallback: str) -> str:
         return fallback
 
 
-def _draw_run_salt(_impulse: bytes, noise_source: NoiseSource) -> bytes:
+def _draw_run_salt(_seed: None, noise_source: NoiseSource) -> bytes:
     return new_run_salt(noise_source)
 
 
 def run_salt_input(pcoll: beam.PCollection, noise_source: NoiseSource) -> beam.pvalue.AsSingleton:
     """The run salt of one transform application, as a singleton side input for its releases.
 
-    Adds ``Impulse -> Map(new_run_salt)`` (labels ``RunSalt`` and ``DrawRunSalt``, in the scope
-    of the transform being expanded) to ``pcoll``'s pipeline. The salt is drawn on a worker
+    Adds ``Create([None]) -> Map(new_run_salt)`` (labels ``RunSalt`` and ``DrawRunSalt``, in the
+    scope of the transform being expanded) to ``pcoll``'s pipeline; ``Create`` rather than a bare
+    ``Impulse``, which the DaskRunner does not evaluate. The salt is drawn on a worker
     when the run executes, not when the pipeline is built: a pipeline constructed once and
     launched many times (a staged template, a pipeline a scheduler keeps) gets a new salt in
     every run. A runner materialises a side input once per run before any consumer reads it,
@@ -246,7 +247,7 @@ def run_salt_input(pcoll: beam.PCollection, noise_source: NoiseSource) -> beam.p
     """
     salt = (
         pcoll.pipeline
-        | "RunSalt" >> beam.Impulse()
+        | "RunSalt" >> beam.Create([None])
         | "DrawRunSalt" >> beam.Map(_draw_run_salt, noise_source).with_output_types(bytes)
     )
     return beam.pvalue.AsSingleton(salt)
