@@ -51,7 +51,7 @@ def test_invalid_utf8_key_bytes_are_not_quoted():
 # --------------------------------------------------------------------------------------------
 # on_bad_record="drop" keeps the neighbouring relation: dropping is a function of each record
 # alone, so D and D plus one malformed record give the same input to every DP step, and with a
-# fixed (insecure test) noise key the same release. D and D plus one valid record are the
+# seeded (insecure test) noise key the same release. D and D plus one valid record are the
 # neighbours every DP test already covers.
 # --------------------------------------------------------------------------------------------
 
@@ -134,7 +134,7 @@ def test_drop_gives_the_same_release_with_one_malformed_record_more(
 ):
     name, write, bad, extra = MALFORMED[case]
     if command == "quantiles" and name.endswith(".jsonl"):
-        extra = []  # quantiles read numbers: the JSON type is fixed without --key-type
+        extra = []  # quantiles read numbers: the JSON type is set without --key-type
     data = write(ROWS)
     # The malformed record goes in the middle (the unclosed quote last: it joins what follows).
     at = len(data) if case.endswith("at the end") else data.index(b"\n", len(data) // 2) + 1
