@@ -672,7 +672,7 @@ def _describe_csv_record(path: str) -> Callable[[bytes, BaseException], InputErr
 
 
 def _json_parser(schema: pa.Schema | None, check_utf8: bool) -> Callable[[bytes], pa.Table]:
-    """Parse blocks of whole JSON Lines records; ``schema`` fixes the types of its fields (the
+    """Parse blocks of whole JSON Lines records; ``schema`` sets the types of its fields (the
     others are skipped), without it pyarrow infers every field's type."""
     options = pa_json.ParseOptions()
     if schema is not None:
@@ -766,7 +766,7 @@ def _probe_column(
     drop: bool = False,
 ) -> pa.DataType:
     """Check that the first file has ``column`` and return its Arrow type (with ``drop``, for
-    JSON Lines, the type of its first appearance: the caller fixes the type)."""
+    JSON Lines, the type of its first appearance: the caller sets the type)."""
     if fmt == "parquet":
         schema = _parquet_call(path, lambda pf: pf.schema_arrow)
     elif fmt == "csv":
@@ -1034,7 +1034,7 @@ def _json_chunks(
 ) -> Iterator[pa.Array]:
     """The values of one JSON Lines field, block by block (:func:`_table_blocks`).
 
-    With ``arrow_type`` (the first file's type, or the one ``key_type`` fixes) only that field
+    With ``arrow_type`` (the first file's type, or the one ``key_type`` sets) only that field
     is parsed, with that type: a record of another type is malformed instead of changing the
     type of its block.
     """
@@ -1277,7 +1277,7 @@ class ReadKeyBatches(beam.PTransform):
             return
         arrow_type = _probe_column(first, self.input_format, self._column, self._limit, self._drop)
         if self._arrow_type is not None:
-            # The type key_type fixes (on_bad_record="drop"), not the first values' type.
+            # The type key_type sets (on_bad_record="drop"), not the first values' type.
             arrow_type = self._arrow_type
         kind = _key_kind(arrow_type)
         if self._requested_key_type == NUMBERS:
