@@ -93,6 +93,7 @@ class QuantileMechanism(ReleaseMechanism):
             neighbouring=self.calibrated_for,
             publish_total=self.publish_total,
             consistency=self.consistency,
+            approx_noise="auto",
         )
         answers = np.asarray(private.quantiles(list(self.quantiles)))
         if self.domain is not None:
@@ -119,7 +120,10 @@ class QuantileMechanism(ReleaseMechanism):
 
     def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
         levels = PrivateDyadicCountSketch.calibrate(
-            DyadicCountSketch(*self.layout, **self.tree), budget, neighbouring=self.calibrated_for
+            DyadicCountSketch(*self.layout, **self.tree),
+            budget,
+            neighbouring=self.calibrated_for,
+            approx_noise="auto",
         )
         return {
             "noise": levels[0].noise,
@@ -175,11 +179,12 @@ class DPQuantiles(AccountedTransform):
         ``exact_nodes`` allows (e.g. ``leaf_bits=0`` on a wide range: the paper's dyadic Count
         Sketch down to single values).
     branching
-        Children per tree node, a power of two (default 16; 2 is the paper's dyadic tree).
+        Children per tree node, a power of two (default 32; 2 is the paper's dyadic tree).
         Fewer levels share the budget, so each gets more of it.
     exact_nodes
         Levels with at most this many nodes are counted exactly (memory: about
-        ``8 * 1.07 * exact_nodes`` bytes per accumulator at most).
+        ``8.3 * exact_nodes`` bytes per accumulator at most with ``branching=32``; default
+        ``2**15``, about 270 kB).
     leaf_bits
         Leaves hold ``2**leaf_bits`` consecutive values of the integer domain (bins of
         ``resolution``). ``None`` (default): the finest leaves for which every level is exact,
@@ -207,7 +212,9 @@ class DPQuantiles(AccountedTransform):
     Notes
     -----
     **Privacy guarantee.** ``budget``-DP under the chosen neighbouring relation (Zhao et al.,
-    Section 4.2, private dyadic Count Sketch); quantile answers are
+    Section 4.2, private dyadic Count Sketch; an ``(epsilon, delta)`` budget is spent as pure
+    ``epsilon``-DP Laplace noise when that is less noisy than the Gaussian, see
+    ``PrivateDyadicCountSketch.calibrate``); quantile answers are
     post-processing of the noisy sketch (and, under a declared ``"replace"`` only, of the public
     total).
 
@@ -228,8 +235,8 @@ class DPQuantiles(AccountedTransform):
         width: int = 1024,
         depth: int = 5,
         seed: int = 0,
-        branching: int = 16,
-        exact_nodes: int = 1 << 16,
+        branching: int = 32,
+        exact_nodes: int = 1 << 15,
         leaf_bits: int | None = None,
         consistency: bool = True,
         resolution: float | None = None,

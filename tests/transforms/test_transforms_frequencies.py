@@ -183,8 +183,8 @@ def test_quantiles_equal_the_core_release_and_are_accurate(dump):
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create(np.array_split(values, 5)) | t, dump)
     out = dump.load()
-    # The transform's default tree: branching 16, every level exact, consistent estimates.
-    assert t.mechanism.tree == {"branching": 16, "exact_nodes": 1 << 16, "leaf_bits": 0}
+    # The transform's default tree: branching 32, every level exact, consistent estimates.
+    assert t.mechanism.tree == {"branching": 32, "exact_nodes": 1 << 15, "leaf_bits": 0}
     private = PrivateDyadicCountSketch.release(
         DyadicCountSketch(0, 255, 64, 3, 0, **t.mechanism.tree).update(values),
         budget,

@@ -392,6 +392,8 @@ class DyadicLayout(abc.ABC):
             raise ValueError(
                 f"every q must be in [0, 1], got {q[(np.isnan(q)) | (q < 0) | (q > 1)][:5].tolist()}"
             )
+        if self._relative_descent():
+            return self._quantiles_relative(q)
         n_hat = self.total()
         k = np.minimum(np.maximum(1.0, np.ceil(q * n_hat)), max(1.0, float(round(n_hat))))
         node = np.zeros(len(q), dtype=np.int64)
@@ -420,6 +422,59 @@ class DyadicLayout(abc.ABC):
             frac = np.where(
                 c > 0, np.clip(t - 0.5, 0.0, np.maximum(c, 0.0)) / np.maximum(c, 1e-300), 0.5
             )
+            span = 1 << self.leaf_bits
+            off = off + np.minimum(np.floor(frac * span).astype(np.int64), span - 1)
+        return np.minimum(off, self.size - 1) + np.int64(self.lower)
+
+    def _relative_descent(self) -> bool:
+        """Whether :meth:`quantiles` uses :meth:`_quantiles_relative` (the released sketch's
+        consistent mode); the exact sketch uses the absolute descent."""
+        return False
+
+    def _children(self, level: int, node: np.ndarray) -> np.ndarray:
+        """``(len(node), fan-out)`` node ids: every top node, or the children of ``node``."""
+        if level == self.levels - 1:
+            count = self.level_nodes(level)
+            return np.broadcast_to(np.arange(count, dtype=np.int64), (len(node), count))
+        return node[:, None] * self.branching + np.arange(self.branching, dtype=np.int64)
+
+    def _quantiles_relative(self, q: np.ndarray) -> np.ndarray:
+        """Top-down descent by **fractions** of the children's total (docs/algorithms.md#lin-wide-range).
+
+        At a node, with the children's estimates ``c`` and their running sums ``S``, the target
+        is ``f * S_last`` (``f = q`` at the top): the descent goes to the first child with
+        ``c > 0`` whose running sum reaches it, and ``f`` becomes the target's position inside
+        that child. Past the last positive child it takes that child with ``f = 1``; a node
+        without a positive child spreads ``f`` evenly over its children. Negative estimates
+        stay in the running sums: reading them as 0 would add the positive part of the noise
+        of every empty node and push quantiles to the right in sparse regions. In the leaf,
+        ``f`` places the item by linear interpolation. Only released estimates are read (post-
+        processing), and the result is monotone in ``q``: a larger target never picks an earlier
+        child, nor a smaller ``f`` inside the same one.
+        """
+        node = np.zeros(len(q), dtype=np.int64)
+        frac = q.copy()
+        rows = np.arange(len(q))
+        for j in range(self.levels - 1, -1, -1):
+            children = self._children(j, node)
+            fan = children.shape[1]
+            c = self._node_estimates(j, children.ravel()).reshape(children.shape)
+            cum = np.cumsum(c, axis=1)
+            target = frac * cum[:, -1]
+            positive = c > 0
+            reach = (cum >= target[:, None]) & positive
+            found = reach.any(axis=1)
+            last = fan - 1 - np.argmax(positive[:, ::-1], axis=1)
+            even = np.minimum(np.floor(frac * fan).astype(np.int64), fan - 1)
+            idx = np.where(found, reach.argmax(axis=1), np.where(positive.any(axis=1), last, even))
+            before = np.where(idx > 0, cum[rows, np.maximum(idx - 1, 0)], 0.0)
+            mass = c[rows, idx]
+            inside = (target - before) / np.where(mass > 0, mass, 1.0)
+            frac = np.where(found, inside, np.where(positive.any(axis=1), 1.0, frac * fan - even))
+            frac = np.clip(frac, 0.0, 1.0)
+            node = children[rows, idx]
+        off = node << self.leaf_bits
+        if self.leaf_bits:
             span = 1 << self.leaf_bits
             off = off + np.minimum(np.floor(frac * span).astype(np.int64), span - 1)
         return np.minimum(off, self.size - 1) + np.int64(self.lower)

@@ -125,12 +125,20 @@ class PrivateDyadicCountSketch(DyadicLayout):
         neighbouring: str = "add_remove",
         split: Any = "uniform",
         beta_noise: float = 0.005,
+        approx_noise: str = "gaussian",
     ) -> tuple[LinearCalibration, ...]:
         """Per-level calibrations :meth:`release` would use for ``sketch``'s layout (no noise).
 
         Level ``j``'s record holds its share of the budget (``epsilon`` or ``rho``), noise
         scale, sensitivity and ``noise_bound`` ``E_j`` (union bound over **all** the sketch's
         counters, so all levels together fail with probability ``<= beta_noise``).
+
+        ``approx_noise`` applies to an ``(epsilon, delta)`` budget only: ``"gaussian"``
+        (default) spends ``rho = approx_to_zcdp(epsilon, delta)`` with discrete Gaussian noise;
+        ``"auto"`` uses discrete Laplace at ``epsilon`` instead (pure ``epsilon``-DP, which
+        implies ``(epsilon, delta)``-DP for every ``delta``) whenever its per-level noise
+        variances sum to less. The choice depends on public parameters only; with few levels
+        (a large ``branching``) and small ``epsilon`` Laplace usually wins.
         """
         if not isinstance(sketch, DyadicCountSketch):
             raise TypeError(
@@ -141,7 +149,6 @@ class PrivateDyadicCountSketch(DyadicLayout):
         name, _ = parse_neighbouring(neighbouring)
         beta_noise = check_probability(beta_noise, "beta_noise")
         weights = _split_weights(split, sketch.levels)
-        wsum = sum(weights, Fraction(0))
         counters = sketch.n_sketched * sketch.depth * sketch.width + sketch.exact_offsets[-1]
         if budget.is_pure:
             total, kind = budget.epsilon, "pure"
@@ -149,6 +156,28 @@ class PrivateDyadicCountSketch(DyadicLayout):
             total, kind = budget.rho, "zcdp"
         else:
             total, kind = approx_to_zcdp(budget.epsilon, budget.delta), "zcdp"  # type: ignore[arg-type]
+        if approx_noise not in ("gaussian", "auto"):
+            raise ValueError(f"approx_noise must be 'gaussian' or 'auto', got {approx_noise!r}")
+        out = cls._level_calibrations(sketch, total, kind, weights, name, counters, beta_noise)
+        if approx_noise == "auto" and budget.kind == "approx":
+            laplace = cls._level_calibrations(
+                sketch, budget.epsilon, "pure", weights, name, counters, beta_noise
+            )
+            if sum(c.noise_variance for c in laplace) < sum(c.noise_variance for c in out):
+                out = laplace
+        return out
+
+    @staticmethod
+    def _level_calibrations(
+        sketch: DyadicCountSketch,
+        total: Any,
+        kind: str,
+        weights: tuple[Fraction, ...],
+        name: str,
+        counters: int,
+        beta_noise: float,
+    ) -> tuple[LinearCalibration, ...]:
+        wsum = sum(weights, Fraction(0))
         out = []
         for j in range(sketch.levels):
             share = _share(total, weights[j], wsum)  # type: ignore[arg-type]
@@ -180,6 +209,7 @@ class PrivateDyadicCountSketch(DyadicLayout):
         beta_noise: float = 0.005,
         publish_total: bool | None = None,
         consistency: bool = False,
+        approx_noise: str = "gaussian",
     ) -> Self:
         """Release ``sketch`` once with ``budget`` split across its levels ([ZQR+22, Section 4.2]).
 
@@ -211,8 +241,13 @@ class PrivateDyadicCountSketch(DyadicLayout):
             another. ``True`` is accepted only with ``"replace"``.
         consistency
             Whether ranks and quantiles read the exact levels through their least-squares
-            consistent estimates (:meth:`consistent_estimates`; post-processing of the noisy
-            counts with public noise variances, so it costs no budget).
+            consistent estimates (:meth:`consistent_estimates`), and quantiles descend by
+            fractions of each node's children (docs/algorithms.md#lin-wide-range). Post-processing of the noisy counts with public
+            noise variances, so it costs no budget.
+        approx_noise
+            ``"gaussian"`` or ``"auto"``: see :meth:`calibrate`. When ``"auto"`` picks Laplace
+            under an ``(epsilon, delta)`` budget, the release states the pure ``epsilon``-DP
+            guarantee it then has.
 
         Raises
         ------
@@ -222,7 +257,12 @@ class PrivateDyadicCountSketch(DyadicLayout):
         """
         stream = check_stream(stream)
         cals = cls.calibrate(
-            sketch, budget, neighbouring=neighbouring, split=split, beta_noise=beta_noise
+            sketch,
+            budget,
+            neighbouring=neighbouring,
+            split=split,
+            beta_noise=beta_noise,
+            approx_noise=approx_noise,
         )
         publish = check_publish_total(publish_total, cals[0].neighbouring)
         if not isinstance(consistency, bool):
@@ -243,7 +283,8 @@ class PrivateDyadicCountSketch(DyadicLayout):
                 stream, cal.noise, cal.sampler_parameter(), stop - start
             )
         name, _ = parse_neighbouring(neighbouring)
-        if budget.is_pure:
+        if budget.is_pure or cals[0].rho is None:
+            # Pure budget, or Laplace chosen for an (epsilon, delta) budget: epsilon-DP.
             guarantee = ("pure", float(budget.epsilon), 0.0, None)  # type: ignore[arg-type]
         elif budget.kind == "zcdp":
             rho = float(budget.rho)  # type: ignore[arg-type]
@@ -348,6 +389,9 @@ class PrivateDyadicCountSketch(DyadicLayout):
             a.flags.writeable = False
         self.consistent_cache = out
         return out
+
+    def _relative_descent(self) -> bool:
+        return self.consistency
 
     def _node_estimates(self, level: int, nodes: np.ndarray) -> np.ndarray:
         if self.consistency and level >= self.n_sketched:
