@@ -501,7 +501,13 @@ class DPTransform(beam.PTransform, abc.ABC):
 
     @property
     def noise_source(self) -> NoiseSource:
-        """This transform's noise source (its key is never shown)."""
+        """This transform application's noise source (its key is never shown).
+
+        Releases draw from ``noise_source.for_run(salt)`` with the salt of their run, so with a
+        secret key this source alone does not determine any release's noise; with an insecure
+        test source ``for_run`` returns the source itself, and seeded tests can recompute the
+        noise of a release from it.
+        """
         return self._noise_source
 
     def explain(self) -> str:
