@@ -135,10 +135,12 @@ def runner_refusal(p: beam.Pipeline) -> str | None:
     )
     if not polls or endpoint == "embed":
         return (
-            f"the runner {type(p.runner).__name__} runs every poll of --input-dir at once when "
-            "the pipeline starts, so it would read no file dropped later and release noise "
-            'only; run on Prism: --runner=PrismRunner --prism_location="$(scripts/prism.sh)" '
-            "--environment_type=LOOPBACK --streaming (or Flink, Spark, Dataflow)"
+            f"the runner {type(p.runner).__name__} is not known to poll --input-dir in real "
+            "time (the FnApiRunner, and the DirectRunner when it falls back to it, run every "
+            "poll at once when the pipeline starts), so it could read no file dropped later and "
+            "release noise only; run on Prism: --runner=PrismRunner "
+            '--prism_location="$(scripts/prism.sh)" --environment_type=LOOPBACK --streaming '
+            "(or Flink, Spark, Dataflow)"
         )
     if not options.view_as(StandardOptions).streaming:
         return "--streaming is required: the input is an unbounded, polled directory"
