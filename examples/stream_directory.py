@@ -21,9 +21,10 @@ half a file). Any other ``--flag`` is a Beam pipeline option. The pipeline stops
 The script refuses to start (exit status 2, nothing released) unless ``--streaming`` is given
 with a runner that polls in real time: ``PrismRunner``, ``FlinkRunner``, ``SparkRunner``,
 ``DataflowRunner``, or a ``PortableRunner`` submitting to a job service at ``--job_endpoint``.
-Beam's default DirectRunner, the FnApiRunner and the in-process ``--job_endpoint=embed`` run
-every poll at once when the pipeline starts, so they would read none of the files dropped
-later and release noise alone for every window.
+The FnApiRunner and the in-process ``--job_endpoint=embed`` run every poll at once when the
+pipeline starts, and Beam's default DirectRunner falls back to the FnApiRunner whenever it cannot
+start Prism, so they would read none of the files dropped later and release noise alone for
+every window.
 
 Privacy: ``--epsilon`` and ``--delta`` are the budget of the whole run; one line changes one
 window's count and heavy hitters, and both transforms charge one shared accountant. Which
