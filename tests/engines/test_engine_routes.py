@@ -8,7 +8,9 @@ through any portable runner whose ``--job_endpoint`` is a standalone Prism. Each
 here the way a user writes it (runner instance, runner name, ``--runner`` option) and refused at
 construction: no pipeline runs and nothing is charged. Routes that are proven to fire the pane
 (the FnApiRunner, the BundleBasedDirectRunner, the DirectRunner with a ``TestStream``, the
-in-process ``embed`` job service, a declared engine) still accept early firings.
+in-process ``embed`` job service, a declared engine) still accept early firings. One test runs a
+plain (non-DP) pipeline to pin the premise of the DirectRunner route: with Prism at hand, Beam's
+DirectRunner runs it on Prism.
 """
 
 from __future__ import annotations
@@ -222,3 +224,20 @@ def test_job_endpoint_engine_accepts_only_named_engines():
     with pytest.raises(ValueError, match="--job_endpoint_engine must be one of prism, flink"):
         _ = windowed | dp
     assert acc.all_charges() == []
+
+
+def test_direct_runner_does_hand_a_plain_pipeline_to_prism(prism_binary):
+    # The premise of the DirectRunner route: given Prism's location, Beam's default runner runs
+    # an ordinary pipeline (no TestStream) on Prism, a portable job, not in process.
+    p = beam.Pipeline(
+        options=_options(
+            "--runner=DirectRunner",
+            f"--prism_location={prism_binary}",
+            "--environment_type=LOOPBACK",
+            "--prism_log_level=warn",
+        )
+    )
+    _ = p | beam.Create([1, 2, 3]) | beam.Map(lambda x: x + 1)
+    result = p.run()
+    result.wait_until_finish()
+    assert type(result).__module__ == "apache_beam.runners.portability.portable_runner"
