@@ -109,6 +109,9 @@ _MIN_KEY_BYTES = 16
 # ``encryptor.update`` is negligible, small enough to stay in cache.
 _BLOCK_BYTES = 1 << 16
 _ZEROS = bytes(_BLOCK_BYTES)
+# The first refill of a stream: most releases (a count, one key's noise) draw a few words, and
+# encrypting a whole block for them would cost more than the draw. Refills then double.
+_FIRST_FILL = 1 << 10
 # cryptography's ChaCha20 refuses to let the 32-bit block counter wrap: 2**32 blocks of 64 bytes.
 _MAX_STREAM_BYTES = (1 << 32) * 64
 
@@ -247,7 +250,8 @@ class NoiseStream:
         head = buf[pos:]
         need = nbytes - len(head)
         if need <= _BLOCK_BYTES:
-            fill = _BLOCK_BYTES
+            # The keystream is the same whatever the refill sizes: only the cost changes.
+            fill = min(_BLOCK_BYTES, max(_FIRST_FILL, need, self._generated))
             if self._generated + fill > _MAX_STREAM_BYTES:
                 fill = need
             self._check_budget(fill)
