@@ -793,6 +793,14 @@ class _ContinualSketch(abc.ABC):
     def _check_state(self) -> None:
         if not np.array_equal(self._mech._k, self._expected_steps()):
             raise serialization.SketchFormatError("counter update counts do not match t")
+        # A row's absolute counts add up to at most the number of arrivals, far below 2**61 for
+        # any real stream; larger ones are forged, and would wrap around in the int64 sums
+        # below (a cell plus its pending count, a row's sum) and pass the checks. Summed in
+        # float64: its rounding is far smaller than the margin to 2**63.
+        tables = [self._mech._total.reshape(self.depth, self.width)]
+        tables += list(self._extra_arrays().values())
+        if any(np.abs(t.astype(np.float64)).sum(axis=1).max() >= 2.0**61 for t in tables):
+            raise serialization.SketchFormatError("exact counts beyond the int64 range")
         if self.kind == "cms":
             content = self._exact_content()
             sums = content.sum(axis=1)

@@ -4,6 +4,7 @@ forged ``m`` or ``max_contributions`` of 10**400)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from beam_dpsketch import serialization
@@ -110,3 +111,33 @@ def test_constructors_name_an_absurd_sensitivity_factor(field):
         )
     with pytest.raises(ValueError, match=field):
         LazySketch(7, 3, 400, BUDGET, noise_source=SRC, release_prefix="p", **{field: 10**400})
+
+
+INT64_MAX = (1 << 63) - 1
+
+
+@pytest.mark.parametrize("name", [n for n in OBJECTS if n.endswith("-cms")])
+def test_count_min_totals_that_wrap_around_int64_refused(name):
+    # Row 0 sums to 2**64 + 2, which int64 wraps to 2: with the other rows forged to 2 as well,
+    # the equal-row-sums check alone would pass.
+    obj = OBJECTS[name]
+    kind, params, arrays = serialization.loads(obj.to_bytes())
+    total = np.zeros((obj.depth, obj.width), dtype="<i8")
+    total[0, :3] = [INT64_MAX, INT64_MAX, 4]
+    total[1:, 0] = 2
+    arrays["mech_total"] = total.reshape(-1)
+    if "pending" in arrays:
+        arrays["pending"] = np.zeros_like(arrays["pending"])
+    with pytest.raises(SketchFormatError, match="int64"):
+        type(obj).from_bytes(serialization.dumps(kind, params, arrays), SRC)
+
+
+def test_lazy_pending_counts_beyond_int64_refused():
+    obj = OBJECTS["LazySketch-cs"]
+    kind, params, arrays = serialization.loads(obj.to_bytes())
+    pending = np.zeros((obj.depth, obj.width), dtype="<i8")
+    # Away from the column pushed last, which must have no pending count.
+    pending[:, (obj.t - 2) % obj.width] = INT64_MAX
+    arrays["pending"] = pending
+    with pytest.raises(SketchFormatError, match="int64"):
+        type(obj).from_bytes(serialization.dumps(kind, params, arrays), SRC)
