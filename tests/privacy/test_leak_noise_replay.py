@@ -25,7 +25,7 @@ from apache_beam.testing.util import assert_that
 from apache_beam.transforms.window import FixedWindows, TimestampedValue
 from collect import DumpToFile
 
-from beam_dpsketch.noise import NoiseSource, NoiseStream, discrete_laplace
+from beam_dpsketch.noise import NoiseSource, NoiseStream, discrete_laplace, new_run_salt
 from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.transforms import (
     ContinualDPSketch,
@@ -86,9 +86,7 @@ def _build(p: beam.Pipeline, out: Path) -> dict[str, DumpToFile]:
         "histogram": keys | "DPHistogram" >> DPHistogram(8, APPROX, noise_source=_source()),
         "select_count": keys
         | "SelectThenCount"
-        >> DPHeavyHitters(
-            8, APPROX, mechanism="select-then-count", top=3, noise_source=_source()
-        ),
+        >> DPHeavyHitters(8, APPROX, mechanism="select-then-count", top=3, noise_source=_source()),
         "frequencies": keys
         | "DPFrequencies"
         >> DPFrequencies(32, 3, SMALL, seed=1, query_keys=["a", "b"], noise_source=_source()),
@@ -98,7 +96,13 @@ def _build(p: beam.Pipeline, out: Path) -> dict[str, DumpToFile]:
         "continual": indexed
         | "Continual"
         >> ContinualDPSketch(
-            16, 3, len(KEYS), APPROX, query_keys=["a", "b"], release_every=40, noise_source=_source()
+            16,
+            3,
+            len(KEYS),
+            APPROX,
+            query_keys=["a", "b"],
+            release_every=40,
+            noise_source=_source(),
         ),
         "sliding": positions
         | "Sliding"
@@ -272,8 +276,6 @@ def test_the_run_key_is_a_function_of_the_application_key_and_the_salt():
 
 
 def test_run_salts_are_fresh_for_secret_sources_and_fixed_for_test_sources():
-    from beam_dpsketch.noise import new_run_salt
-
     secret = _source().for_application()
     assert new_run_salt(secret) != new_run_salt(secret)
     assert len(new_run_salt(secret)) == 16
