@@ -68,6 +68,8 @@ def _windowed_keys(p: beam.Pipeline, name: str) -> beam.PCollection:
 def _build(p: beam.Pipeline, out: Path) -> dict[str, DumpToFile]:
     """One application of every DP transform family, each output dumped to its own file."""
     keys = p | "Keys" >> beam.Create(KEYS)
+    # Heavy enough that the thresholded heavy-hitter releases are never empty.
+    many = p | "ManyKeys" >> beam.Create(KEYS * 10)
     positions = p | "Positions" >> beam.Create([(i + 1, k) for i, k in enumerate(KEYS)])
     indexed = p | "Indexed" >> beam.Create(list(enumerate(KEYS)))
     values = p | "Values" >> beam.Create([i % 97 for i in range(len(KEYS))])
@@ -83,13 +85,15 @@ def _build(p: beam.Pipeline, out: Path) -> dict[str, DumpToFile]:
             budget=SMALL,
             noise_source=_source(),
         ),
-        "histogram": keys | "DPHistogram" >> DPHistogram(8, APPROX, noise_source=_source()),
-        "select_count": keys
+        "histogram": many | "DPHistogram" >> DPHistogram(8, APPROX, noise_source=_source()),
+        "select_count": many
         | "SelectThenCount"
-        >> DPHeavyHitters(8, APPROX, mechanism="select-then-count", top=3, noise_source=_source()),
+        >> DPHeavyHitters(8, APPROX, mechanism="select-then-count", noise_source=_source()),
         "frequencies": keys
         | "DPFrequencies"
-        >> DPFrequencies(32, 3, SMALL, seed=1, query_keys=["a", "b"], noise_source=_source()),
+        >> DPFrequencies(
+            32, 3, SMALL, seed=1, query_keys=["a", "b", "c", "d"], noise_source=_source()
+        ),
         "quantiles": values
         | "DPQuantiles"
         >> DPQuantiles([0.25, 0.5, 0.75], 0, 100, SMALL, width=32, depth=3, noise_source=_source()),
