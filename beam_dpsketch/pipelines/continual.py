@@ -42,7 +42,6 @@ from beam_dpsketch.pipelines.options import (
     noise_source_from_args,
     option_strings,
     ordered_input,
-    plot_series,
 )
 from beam_dpsketch.pipelines.output import (
     ORDER,
@@ -51,6 +50,7 @@ from beam_dpsketch.pipelines.output import (
     check_output_arguments,
     guarantee_of,
     plain,
+    plot_series,
     run_release,
     write_release,
 )

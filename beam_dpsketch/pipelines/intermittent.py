@@ -53,7 +53,6 @@ from beam_dpsketch.pipelines.options import (
     noise_source_from_args,
     option_strings,
     ordered_input,
-    plot_figure,
 )
 from beam_dpsketch.pipelines.output import (
     ORDER,
@@ -62,6 +61,7 @@ from beam_dpsketch.pipelines.output import (
     check_output_arguments,
     guarantee_of,
     plain,
+    plot_figure,
     run_release,
     write_release,
 )

@@ -24,8 +24,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
 import apache_beam as beam
@@ -67,8 +66,6 @@ __all__ = [
     "noise_source_from_args",
     "ordered_input",
     "pipeline_options",
-    "plot_figure",
-    "plot_series",
     "option_strings",
     "read_candidates",
     "refuse_given",
@@ -416,55 +413,6 @@ def read_candidates(path: str) -> list[str]:
     if not keys:
         raise ValueError(f"--candidates file {path} has no keys")
     return keys
-
-
-@contextmanager
-def plot_figure(
-    path: str, rows: int = 1, *, figsize: tuple[float, float] = (8, 4.5), dpi: int = 120
-) -> Iterator[tuple[Any, Any]]:
-    """``(figure, axes)`` of a ``--plot`` (matplotlib, Agg), laid out and saved to ``path`` on
-    exit (with ``rows > 1`` the axes share x).
-
-    The file is written atomically, with the command's other outputs
-    (:func:`~beam_dpsketch.pipelines.output.atomic_destination`): a failed save leaves nothing
-    at ``path``, and a command that fails later publishes no plot.
-    """
-    from beam_dpsketch.evaluation.report import pyplot
-    from beam_dpsketch.pipelines.output import atomic_destination  # output imports this module
-
-    plt = pyplot()
-    fig, axes = plt.subplots(rows, 1, figsize=figsize, sharex=rows > 1)
-    try:
-        yield fig, axes
-        fig.tight_layout()
-        with atomic_destination(path) as temporary:
-            fig.savefig(temporary, dpi=dpi)
-    finally:
-        plt.close(fig)
-
-
-def plot_series(
-    path: str,
-    series: Mapping[Any, tuple[Sequence[Any], Sequence[float]]],
-    *,
-    xlabel: str,
-    ylabel: str,
-    title: str,
-    legend_title: str | None = None,
-    max_series: int = 20,
-) -> None:
-    """A ``--plot`` of estimates over time: one line per key (``{key: (xs, ys)}``), at most
-    ``max_series`` of them."""
-    with plot_figure(path) as (_, ax):
-        shown = list(series.items())[:max_series]
-        for key, (xs, ys) in shown:
-            ax.plot(xs, ys, marker="." if len(xs) < 50 else None, label=str(key))
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.set_title(title[:100], fontsize=8)
-        if shown:
-            ax.legend(title=legend_title, fontsize=7, ncol=2 if len(shown) > 10 else 1)
-        ax.grid(True, alpha=0.3)
 
 
 def _has_flag(args: Sequence[str], name: str) -> bool:

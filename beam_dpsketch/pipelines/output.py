@@ -133,6 +133,8 @@ __all__ = [
     "emit_text",
     "guarantee_of",
     "plain",
+    "plot_figure",
+    "plot_series",
     "remove_stale_staging",
     "run_release",
     "write_release",
@@ -880,3 +882,51 @@ def _write_file(output: str, data: bytes) -> None:
     with atomic_destination(output) as temporary, FileSystems.create(temporary) as f:
         f.write(data)
     _note(f"# wrote {output}")
+
+
+@contextmanager
+def plot_figure(
+    path: str, rows: int = 1, *, figsize: tuple[float, float] = (8, 4.5), dpi: int = 120
+) -> Iterator[tuple[Any, Any]]:
+    """``(figure, axes)`` of a ``--plot`` (matplotlib, Agg), laid out and saved to ``path`` on
+    exit (with ``rows > 1`` the axes share x).
+
+    The file is written atomically, with the command's other outputs
+    (:func:`atomic_destination`): a failed save leaves nothing
+    at ``path``, and a command that fails later publishes no plot.
+    """
+    from beam_dpsketch.evaluation.report import pyplot
+
+    plt = pyplot()
+    fig, axes = plt.subplots(rows, 1, figsize=figsize, sharex=rows > 1)
+    try:
+        yield fig, axes
+        fig.tight_layout()
+        with atomic_destination(path) as temporary:
+            fig.savefig(temporary, dpi=dpi)
+    finally:
+        plt.close(fig)
+
+
+def plot_series(
+    path: str,
+    series: Mapping[Any, tuple[Sequence[Any], Sequence[float]]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    legend_title: str | None = None,
+    max_series: int = 20,
+) -> None:
+    """A ``--plot`` of estimates over time: one line per key (``{key: (xs, ys)}``), at most
+    ``max_series`` of them."""
+    with plot_figure(path) as (_, ax):
+        shown = list(series.items())[:max_series]
+        for key, (xs, ys) in shown:
+            ax.plot(xs, ys, marker="." if len(xs) < 50 else None, label=str(key))
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title[:100], fontsize=8)
+        if shown:
+            ax.legend(title=legend_title, fontsize=7, ncol=2 if len(shown) > 10 else 1)
+        ax.grid(True, alpha=0.3)

@@ -49,7 +49,6 @@ from beam_dpsketch.pipelines.options import (
     noise_source_from_args,
     option_strings,
     ordered_input,
-    plot_series,
     read_candidates,
     refuse_given,
 )
@@ -60,6 +59,7 @@ from beam_dpsketch.pipelines.output import (
     check_output_arguments,
     guarantee_of,
     plain,
+    plot_series,
     run_release,
     write_release,
 )
