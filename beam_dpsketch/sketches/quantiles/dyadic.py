@@ -445,7 +445,8 @@ class DyadicLayout(abc.ABC):
         is ``f * S_last`` (``f = q`` at the top): the descent goes to the first child with
         ``c > 0`` whose running sum reaches it, and ``f`` becomes the target's position inside
         that child. Past the last positive child it takes that child with ``f = 1``; a node
-        without a positive child spreads ``f`` evenly over its children. Negative estimates
+        without a positive child, or whose children sum to at most 0, spreads ``f`` evenly over
+        its children. Negative estimates
         stay in the running sums: reading them as 0 would add the positive part of the noise
         of every empty node and push quantiles to the right in sparse regions. In the leaf,
         ``f`` places the item by linear interpolation. Only released estimates are read (post-
@@ -461,7 +462,8 @@ class DyadicLayout(abc.ABC):
             c = self._node_estimates(j, children.ravel()).reshape(children.shape)
             cum = np.cumsum(c, axis=1)
             target = frac * cum[:, -1]
-            positive = c > 0
+            # A node whose children sum to <= 0 carries no usable mass: spread f evenly.
+            positive = (c > 0) & (cum[:, -1:] > 0)
             reach = (cum >= target[:, None]) & positive
             found = reach.any(axis=1)
             last = fan - 1 - np.argmax(positive[:, ::-1], axis=1)
