@@ -114,7 +114,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Release differentially private quantiles of one numeric column with a private "
             "dyadic Count Sketch over the declared public range [--lower, --upper] (Zhao et al. "
-            "2022, Section 4.2). Integer columns are used as they are; declare "
+            "2022, Section 4.2), as a tree of --branching children per node whose levels are "
+            "counted exactly up to --exact-nodes nodes; on a range wider than that, leaves hold "
+            "several values and a quantile inside a leaf is interpolated. Integer columns are used as they are; declare "
             "--resolution for fractional values (without it a fraction counts as its floor). "
             "Integer and float columns are read as numbers, CSV and text cells parsed as "
             "numbers of any size (1.5, 1e3, 18446744073709551615, nan). Every value is mapped "
@@ -130,8 +132,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--lower", type=float, required=True, help="public lower bound")
     group.add_argument("--upper", type=float, required=True, help="public upper bound")
     group.add_argument("--resolution", type=float, help="bin width for fractional values")
-    group.add_argument("--width", type=int, default=1024, help="counters per row (1024)")
-    group.add_argument("--depth", type=int, default=5, help="rows (5)")
+    group.add_argument(
+        "--branching",
+        type=int,
+        default=32,
+        help="children per tree node, a power of two (32; 2 is the paper's dyadic tree)",
+    )
+    group.add_argument(
+        "--exact-nodes",
+        type=int,
+        default=1 << 15,
+        help="count levels with at most this many nodes exactly (32768; bounds the memory)",
+    )
+    group.add_argument(
+        "--leaf-bits",
+        type=int,
+        help="leaves of 2**LEAF_BITS values (default: the finest for which every level is "
+        "exact; 0 = one value per leaf, with Count Sketch levels on a wide range)",
+    )
+    group.add_argument(
+        "--width", type=int, default=1024, help="counters per row of sketched levels (1024)"
+    )
+    group.add_argument("--depth", type=int, default=5, help="rows of sketched levels (5)")
     add_privacy_arguments(group)
     add_output_arguments(quant)
     quant.set_defaults(run=run_quantiles, known_options=option_strings(quant))
@@ -307,6 +329,9 @@ def run_quantiles(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         budget_from_args(args),
         width=args.width,
         depth=args.depth,
+        branching=args.branching,
+        exact_nodes=args.exact_nodes,
+        leaf_bits=args.leaf_bits,
         resolution=args.resolution,
         noise_source=noise_source_from_args(args),
         label="quantiles",
@@ -319,6 +344,9 @@ def run_quantiles(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         "resolution": args.resolution,
         "width": args.width,
         "depth": args.depth,
+        "branching": args.branching,
+        "exact_nodes": args.exact_nodes,
+        "leaf_bits": transform.mechanism.tree["leaf_bits"],
     }
     return _run(
         args,
