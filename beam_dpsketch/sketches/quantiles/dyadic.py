@@ -11,8 +11,11 @@ Structure ([ZQR+22, Section 4.1] and docs/algorithms.md#lin-exact-levels)
   data, docs/algorithms.md#lin-hashing). Item ``x`` is stored as ``x - lower`` in ``[0, U)``, ``U = 2**L`` the
   domain size rounded up to a power of two (``L >= 1``).
 * Level ``j = 0 .. L-1`` counts the dyadic intervals of length ``2**j``: node ``(x - lower) >> j``.
-  Level 0 holds the items, level ``L-1`` the two halves ``{0, 1}``.
-* A level with more than ``depth * width`` nodes is a Count Sketch of ``depth`` rows and
+  Level 0 holds the items, level ``L-1`` the two halves ``{0, 1}``. This is the paper's layout
+  (``branching=2``, ``leaf_bits=0``); in general level ``j`` counts
+  ``(x - lower) >> shifts[j]`` with ``shifts`` from :func:`tree_shifts`: ``b = branching``
+  children per node and leaves of ``2**leaf_bits`` values (docs/algorithms.md#lin-wide-range).
+* A level with more than ``depth * width`` nodes (``exact_nodes`` when given) is a Count Sketch of ``depth`` rows and
   ``width`` signed int64 counters over the node ids, with its **own hash seed** ([ZQR+22, Section 4.1]:
   independent seeds per level; :func:`level_seed`). Its table equals that of
   ``CountSketch(width, depth, level_seed(seed, j))`` updated with the node ids.

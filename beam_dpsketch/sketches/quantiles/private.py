@@ -79,8 +79,14 @@ class PrivateDyadicCountSketch(DyadicLayout):
     Guarantee: ``epsilon``-DP (pure budget; discrete Laplace per level, L1 sensitivities) or
     ``rho``-zCDP (zCDP budget, or an ``(epsilon, delta)`` budget converted by the inverse of
     Lemma 2.9, then ``(epsilon, delta)``-DP; discrete Gaussian per level, L2 sensitivities),
-    under :attr:`neighbouring` (docs/algorithms.md#lin-sensitivity). One item touches every level, so the levels compose
-    sequentially: level ``j`` gets the share ``w_j / sum(w)`` of the budget (``split``; the
+    under :attr:`neighbouring` (docs/algorithms.md#lin-sensitivity). Whatever the layout
+    (``branching``, ``exact_nodes``, ``leaf_bits``; docs/algorithms.md#lin-wide-range), one item
+    adds its weight to exactly one node ``(x - lower) >> shifts[j]`` of every level ``j``. So an
+    exact level's table changes by 1 in one entry (add/remove), by 1 in each of at most two
+    entries (replace), by at most 2 in one entry (replace_update) or by at most ``k`` in total
+    (user:k), and a sketched level changes in one counter per row in the same way: each level's
+    sensitivity is the one below for its rows. One item touches every level, so the levels
+    compose sequentially: level ``j`` gets the share ``w_j / sum(w)`` of the budget (``split``; the
     paper's equal split ``rho / L`` by default, [ZQR+22, Section 4.2]), and the shares add up to at most the
     budget. Per-level sensitivities are exact (docs/algorithms.md#lin-sensitivity with the level's rows): a sketched
     level is a Count Sketch (``2 sqrt(d)`` under ``replace``, docs/algorithms.md#lin-e3, not the paper's
