@@ -54,6 +54,7 @@ from beam_dpsketch.pipelines.output import (
     run_release,
     write_release,
 )
+from beam_dpsketch.sketches.continual.binary_mechanism import CALIBRATIONS, DEFAULT_CALIBRATION
 from beam_dpsketch.sketches.continual.sketch import CONTINUAL_ALGORITHMS, CONTINUAL_SKETCH_KINDS
 from beam_dpsketch.transforms.continual import ContinualDPSketch
 
@@ -117,9 +118,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     group.add_argument(
         "--calibration",
-        choices=("paper", "analytic"),
-        default="paper",
-        help="Gaussian calibration: the paper's classical one (epsilon < 1) or analytic",
+        choices=CALIBRATIONS,
+        default=DEFAULT_CALIBRATION,
+        help=(
+            f"Gaussian noise calibration ({DEFAULT_CALIBRATION}): analytic is the smallest noise "
+            "that meets (epsilon, delta) exactly, for any epsilon > 0; paper is Holland's "
+            "classical Gaussian, only for epsilon < 1 and never less noisy (to reproduce the "
+            "paper)"
+        ),
     )
     add_privacy_arguments(group, delta="required")
     group.add_argument("--plot", metavar="PATH.png", help="also write a line plot of the series")

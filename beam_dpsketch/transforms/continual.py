@@ -112,7 +112,11 @@ from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.privacy.windowing import plan_releases
-from beam_dpsketch.sketches.continual.binary_mechanism import CALIBRATIONS, HorizonExceededError
+from beam_dpsketch.sketches.continual.binary_mechanism import (
+    CALIBRATIONS,
+    DEFAULT_CALIBRATION,
+    HorizonExceededError,
+)
 from beam_dpsketch.sketches.continual.sketch import (
     CONTINUAL_ALGORITHMS,
     CONTINUAL_SKETCH_KINDS,
@@ -718,9 +722,10 @@ class ContinualDPSketch(DPTransform):
     seed
         Public hash seed.
     calibration
-        ``"paper"`` (Holland's classical Gaussian of Lemma 1; needs ``epsilon < 1`` per window,
-        ``docs/algorithms.md#lazy-e5``) or
-        ``"analytic"`` (Balle-Wang; any ``epsilon``).
+        ``"analytic"`` (default: the Balle-Wang analytic Gaussian, the smallest noise whose
+        exact privacy profile meets ``(epsilon, delta)``; any ``epsilon > 0``) or ``"paper"``
+        (Holland's classical Gaussian of Lemma 1, to reproduce the paper; needs
+        ``epsilon < 1`` per window, ``docs/algorithms.md#lazy-e5``, and is never less noisy).
     cs_sensitivity
         ``"corrected_4d"`` (default, ``docs/algorithms.md#lazy-e10``) or ``"paper_2d"`` (NOT
         private; reproduction).
@@ -789,7 +794,7 @@ class ContinualDPSketch(DPTransform):
         time_model: str = "element",
         release_every: int = 1,
         seed: int = 0,
-        calibration: str = "paper",
+        calibration: str = DEFAULT_CALIBRATION,
         cs_sensitivity: str = "corrected_4d",
         max_contributions: int = 1,
         key_fn: Callable[[Any], Any] | None = None,

@@ -195,7 +195,7 @@ def test_text_input_punctual(tmp_path, capsys):
     [
         (["--horizon", "1000"], "beyond the declared horizon T=1000"),
         (["--column", "nope"], "column 'nope' not found"),
-        (["--epsilon", "1.5"], "epsilon"),
+        (["--epsilon", "1.5", "--calibration", "paper"], "epsilon must be < 1"),
         (["--time-column", "missing"], "column 'missing' not found"),
     ],
 )

@@ -522,7 +522,11 @@ def test_zero_noise_source_is_refused():
         ({"query_keys": [1.5]}, TypeError, "query_keys:"),
         ({"budget": PrivacyBudget.pure(0.5)}, ValueError, "delta > 0"),
         ({"budget": PrivacyBudget.zcdp(0.5)}, ValueError, "delta > 0"),
-        ({"budget": PrivacyBudget.approx(1.5, 1e-6)}, ValueError, "epsilon"),
+        (
+            {"budget": PrivacyBudget.approx(1.5, 1e-6), "calibration": "paper"},
+            ValueError,
+            "epsilon must be < 1 with calibration='paper'",
+        ),
         ({"width": 0}, ValueError, "width"),
         ({"max_contributions": 2}, ValueError, "max_contributions applies to the pane"),
         ({"key_fn": str}, ValueError, "key_fn applies to the pane"),

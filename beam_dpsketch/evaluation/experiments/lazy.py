@@ -321,6 +321,7 @@ def _new_sketch(
         kind=_kind(sketch),
         seed=hash_seed,
         noise_source=noise,
+        calibration="paper",
         faithful=faithful,
     )
 

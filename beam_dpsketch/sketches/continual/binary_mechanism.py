@@ -30,11 +30,14 @@ our extension for steps that carry up to ``C`` changed arrivals). Each changed l
 ``h - 1`` ancestors equally, so the L2 sensitivity of all tree nodes together is at most
 ``C * sqrt(m * h)``, ``h = bit_length(horizon)`` ([Hol25, Algorithm 1; Algorithm 2 and Theorem 1]). Adding ``N(0, sigma**2)`` to
 every node with ``sigma`` from :func:`gaussbm_sigma` makes **all outputs at all times jointly
-(epsilon, delta)-DP**; queries are post-processing. ``calibration="paper"`` is Algorithm 1's
-classical Gaussian ``sigma = C * sqrt(2 h m ln(1.25/delta)) / epsilon`` (with the factor 2 the
-Theorem 1 proof drops, docs/algorithms.md#lazy-e4), valid only for ``epsilon < 1`` (docs/algorithms.md#lazy-e5: ``ValueError`` otherwise);
-``calibration="analytic"`` is the exact Balle-Wang Gaussian for ``Delta2 = C sqrt(m h)``, valid for
-any ``epsilon`` (docs/algorithms.md#continual-observation; not in the paper). Exceeding ``horizon`` raises
+(epsilon, delta)-DP**; queries are post-processing. ``calibration="analytic"``
+(:data:`DEFAULT_CALIBRATION`) is the exact Balle-Wang Gaussian for ``Delta2 = C sqrt(m h)``: the
+smallest ``sigma`` whose exact privacy profile meets ``delta`` at ``epsilon``, valid for any
+``epsilon > 0`` and never noisier than the classical one where that applies
+(docs/algorithms.md#continual-observation; not in the paper). ``calibration="paper"`` reproduces
+Algorithm 1's classical Gaussian ``sigma = C * sqrt(2 h m ln(1.25/delta)) / epsilon`` (with the
+factor 2 the Theorem 1 proof drops, docs/algorithms.md#lazy-e4), valid only for ``epsilon < 1``
+(docs/algorithms.md#lazy-e5: ``ValueError`` otherwise). Exceeding ``horizon`` raises
 :class:`HorizonExceededError` before anything changes (docs/algorithms.md#lazy-beam).
 
 Noise scheme (retry-safe, docs/algorithms.md#lazy-beam and docs/algorithms.md#noise-sampling)
@@ -76,6 +79,7 @@ from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma, classical
 
 __all__ = [
     "CALIBRATIONS",
+    "DEFAULT_CALIBRATION",
     "GaussianBinaryMechanism",
     "HorizonExceededError",
     "created_node",
@@ -87,6 +91,11 @@ __all__ = [
 
 Calibration = Literal["paper", "analytic"]
 CALIBRATIONS: tuple[str, ...] = ("paper", "analytic")
+#: The calibration every constructor, transform and the CLI use unless told otherwise: the
+#: analytic Gaussian accepts every ``epsilon > 0`` and needs no more noise than the paper's
+#: classical Gaussian wherever that one is valid (``epsilon < 1``); ``"paper"`` stays available to
+#: reproduce the paper's numbers.
+DEFAULT_CALIBRATION: Calibration = "analytic"
 
 _KIND = "GaussianBinaryMechanism"
 _NOISE_TAG = "GaussianBinaryMechanism/v1"
@@ -156,17 +165,22 @@ def gaussbm_sigma(
     epsilon: float,
     delta: float,
     *,
-    calibration: Calibration = "paper",
+    calibration: Calibration = DEFAULT_CALIBRATION,
     max_contributions: int = 1,
 ) -> float:
     """Noise standard deviation per tree node for ``(epsilon, delta)``-DP under continual observation.
 
     ``Delta2 = max_contributions * sqrt(m * h)`` with ``h = bit_length(horizon)`` ([Hol25, Algorithm 2 and Theorem 1]).
+    ``"analytic"`` (default): :func:`~beam_dpsketch.privacy.calibration.analytic_gaussian_sigma`
+    (Balle-Wang), the smallest sigma with exact ``delta(epsilon) <= delta``, any ``epsilon > 0``.
     ``"paper"``: Algorithm 1's ``sqrt(2 h m ln(1.25/delta)) / epsilon`` (times
     ``max_contributions``) through :func:`~beam_dpsketch.privacy.calibration.classical_gaussian_sigma`;
-    it requires ``epsilon < 1`` (docs/algorithms.md#lazy-e5) and keeps the factor 2 of Algorithm 1 (docs/algorithms.md#lazy-e4).
-    ``"analytic"``: :func:`~beam_dpsketch.privacy.calibration.analytic_gaussian_sigma` (Balle-Wang),
-    any ``epsilon > 0``. Golden values: docs/algorithms.md#lazy-oracles.
+    it requires ``epsilon < 1`` (docs/algorithms.md#lazy-e5) and keeps the factor 2 of Algorithm 1
+    (docs/algorithms.md#lazy-e4). Golden values of ``"paper"``: docs/algorithms.md#lazy-oracles.
+
+    Guarantee: adding ``N(0, sigma**2)`` to every tree node is ``(epsilon, delta)``-DP for
+    neighbours within ``Delta2`` in L2 under either calibration; ``"analytic"`` returns a sigma no
+    larger than ``"paper"``'s wherever ``"paper"`` is valid.
     """
     h = gaussbm_height(horizon)
     m = check_int(m, "m", 1, MAX_SENSITIVITY_FACTOR)
@@ -181,7 +195,12 @@ def gaussbm_sigma(
                 f"erratum LAZY-E5 in docs/algorithms.md#lazy-e5), got {epsilon!r}; use calibration='analytic' for epsilon >= 1"
             )
         return classical_gaussian_sigma(l2, epsilon, delta)
-    return analytic_gaussian_sigma(l2, epsilon, delta)
+    sigma = analytic_gaussian_sigma(l2, epsilon, delta)
+    if epsilon < 1:
+        # Both sigmas are valid here; taking the smaller makes "never noisier than the paper"
+        # hold exactly, whatever the bisection's last-bit rounding.
+        sigma = min(sigma, classical_gaussian_sigma(l2, epsilon, delta))
+    return sigma
 
 
 def max_error_bound(
@@ -200,15 +219,15 @@ def max_error_bound(
     ``sigma * sqrt(2 h ln(2 num_times n / beta))``; with Algorithm 1's sigma this is
     ``B_max = (2 h / epsilon) sqrt(m ln(1.25/delta) ln(2 num_times n / beta))``.
 
-    ``sigma`` defaults to the ``"paper"`` calibration; pass a mechanism's actual ``sigma`` for
-    another calibration.
+    ``sigma`` defaults to the ``"paper"`` calibration (the lemma's formula, so it needs
+    ``epsilon < 1``); pass a mechanism's actual ``sigma`` for another calibration.
     """
     h = gaussbm_height(horizon)
     n = check_int(n, "n")
     num_times = check_int(num_times, "num_times")
     beta = check_probability(beta, "beta")
     if sigma is None:
-        sigma = gaussbm_sigma(horizon, m, epsilon, delta)
+        sigma = gaussbm_sigma(horizon, m, epsilon, delta, calibration="paper")
     return sigma * math.sqrt(2.0 * h * math.log(2.0 * num_times * n / beta))
 
 
@@ -246,7 +265,8 @@ class GaussianBinaryMechanism:
         Release-id prefix of this mechanism's noise streams (str, bytes, int or tuples of these);
         must be distinct for every mechanism sharing a noise source.
     calibration
-        ``"paper"`` (classical Gaussian, Algorithm 1) or ``"analytic"`` (Balle-Wang).
+        ``"analytic"`` (default, Balle-Wang; any ``epsilon > 0``) or ``"paper"`` (classical
+        Gaussian of Algorithm 1; ``epsilon < 1``).
     max_contributions
         Bound ``C`` on each affected counter's total change (``Delta2 = C sqrt(m h)``).
     rounds_per_block
@@ -288,7 +308,7 @@ class GaussianBinaryMechanism:
         *,
         noise_source: NoiseSource | None = None,
         release_prefix: Any,
-        calibration: Calibration = "paper",
+        calibration: Calibration = DEFAULT_CALIBRATION,
         max_contributions: int = 1,
         rounds_per_block: int | None = None,
         faithful: bool = True,

@@ -41,7 +41,7 @@ from beam_dpsketch.hashing import (
 )
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy.budget import PrivacyBudget
-from beam_dpsketch.sketches.continual.binary_mechanism import Calibration
+from beam_dpsketch.sketches.continual.binary_mechanism import DEFAULT_CALIBRATION, Calibration
 from beam_dpsketch.sketches.continual.sketch import Kind, LazySketch, PunctualSketch, check_kind
 
 __all__ = ["CandidateHeavyHitters", "HierarchicalLazySketch"]
@@ -162,7 +162,7 @@ class HierarchicalLazySketch:
         kind: Kind = "cms",
         seed: int = 0,
         noise_source: NoiseSource | None = None,
-        calibration: Calibration = "paper",
+        calibration: Calibration = DEFAULT_CALIBRATION,
         max_contributions: int = 1,
         faithful: bool | None = None,
     ) -> None:

@@ -30,8 +30,10 @@ differ in one arrival, processed in a data-independent order. One replaced arriv
 Sketch ([Hol25, Section 4.1; Theorem 2], docs/algorithms.md#lazy-e10: the paper's ``2d`` misses the same-cell, opposite-sign case).
 ``cs_sensitivity="paper_2d"`` reproduces the paper's numbers and is **not** formally private
 (``UserWarning``; :attr:`~_ContinualSketch.formally_private` is ``False``). Calibration: Algorithm
-1's classical Gaussian (``calibration="paper"``, ``epsilon < 1``, docs/algorithms.md#lazy-e4, docs/algorithms.md#lazy-e5) or the analytic Gaussian
-(``"analytic"``, any ``epsilon``), through :func:`~beam_dpsketch.sketches.continual.binary_mechanism.gaussbm_sigma`.
+the analytic Gaussian (``calibration="analytic"``, the default: any ``epsilon > 0``, never noisier
+than the classical one) or Algorithm 1's classical Gaussian (``"paper"``, ``epsilon < 1``, to
+reproduce the paper; docs/algorithms.md#lazy-e4, docs/algorithms.md#lazy-e5), through
+:func:`~beam_dpsketch.sketches.continual.binary_mechanism.gaussbm_sigma`.
 
 Time models (docs/algorithms.md#lazy-beam)
 -----------------------
@@ -82,6 +84,7 @@ from beam_dpsketch.hashing import (
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy.budget import PrivacyBudget, check_delta, check_epsilon
 from beam_dpsketch.sketches.continual.binary_mechanism import (
+    DEFAULT_CALIBRATION,
     Calibration,
     GaussianBinaryMechanism,
     HorizonExceededError,
@@ -143,8 +146,10 @@ def lazy_noise_bound(
     """``B_noise`` of [Hol25, Lemma 5] (corrected Lemma 5, docs/algorithms.md#lazy-e8, docs/algorithms.md#lazy-e9): with probability ``>= 1 - beta/2``
     the noise of every LazySketch counter at every time is at most
     ``sigma * sqrt(2 h_loc ln(4 d w T_loc / beta))``, ``T_loc = ceil(T/w)``,
-    ``h_loc = bit_length(T_loc)``; with Algorithm 1's sigma (``m = 2d`` CMS, ``4d`` CS) this is
-    ``(2 h_loc / eps) sqrt(m ln(1.25/delta) ln(4 d w T_loc / beta))``.
+    ``h_loc = bit_length(T_loc)``; with Algorithm 1's sigma (``m = 2d`` CMS, ``4d`` CS), the
+    default when ``sigma`` is not given (so it needs ``eps < 1``), this is
+    ``(2 h_loc / eps) sqrt(m ln(1.25/delta) ln(4 d w T_loc / beta))``. Pass a sketch's ``sigma``
+    for its own calibration (:meth:`LazySketch.noise_bound` does).
 
     Reference values (tested): ``T = 2**20, w = 55, d = 3, eps = 0.3, delta = 1e-3, beta = 0.05`` gives
     2876.8 (CMS) and 4068.5 (CS).
@@ -156,7 +161,9 @@ def lazy_noise_bound(
     beta = check_probability(beta, "beta")
     t_loc = -(-horizon // width)
     if sigma is None:
-        sigma = gaussbm_sigma(t_loc, _default_m(kind, depth, "corrected_4d"), epsilon, delta)
+        sigma = gaussbm_sigma(
+            t_loc, _default_m(kind, depth, "corrected_4d"), epsilon, delta, calibration="paper"
+        )
     h = gaussbm_height(t_loc)
     return sigma * math.sqrt(2.0 * h * math.log(4.0 * depth * width * t_loc / beta))
 
@@ -361,7 +368,7 @@ class _ContinualSketch(abc.ABC):
         kind: Kind = "cms",
         seed: int = 0,
         noise_source: NoiseSource | None = None,
-        calibration: Calibration = "paper",
+        calibration: Calibration = DEFAULT_CALIBRATION,
         cs_sensitivity: str = "corrected_4d",
         m: int | None = None,
         max_contributions: int = 1,
@@ -1079,7 +1086,7 @@ def new_continual_sketch(
     algorithm: str = "lazy",
     seed: int = 0,
     noise_source: NoiseSource | None = None,
-    calibration: str = "paper",
+    calibration: str = DEFAULT_CALIBRATION,
     cs_sensitivity: str = "corrected_4d",
     max_contributions: int = 1,
 ) -> LazySketch | PunctualSketch:

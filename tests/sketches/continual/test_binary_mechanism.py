@@ -58,12 +58,12 @@ def test_g1_height(horizon, h):
     ],
 )
 def test_g1_sigma_table(horizon, m, eps, sigma):
-    got = gaussbm_sigma(horizon, m, eps, 1e-3)
+    got = gaussbm_sigma(horizon, m, eps, 1e-3, calibration="paper")
     assert got == pytest.approx(sigma, rel=1e-4)
     # Independent formula of Algorithm 1 (with the factor 2 the Theorem 1 proof drops, docs/algorithms.md#lazy-e4).
     h = horizon.bit_length()
     assert got == pytest.approx(math.sqrt(2 * h * m * L_1250) / eps, rel=1e-8)
-    assert _gbm(horizon=horizon, m=m, eps=eps).sigma == got
+    assert _gbm(horizon=horizon, m=m, eps=eps, calibration="paper").sigma == got
 
 
 def test_sigma_scales_with_max_contributions():
@@ -73,9 +73,9 @@ def test_sigma_scales_with_max_contributions():
 
 def test_paper_calibration_refuses_large_epsilon():
     with pytest.raises(ValueError, match="epsilon"):
-        gaussbm_sigma(100, 6, 1.0, 1e-5)
+        gaussbm_sigma(100, 6, 1.0, 1e-5, calibration="paper")
     with pytest.raises(ValueError, match="epsilon"):
-        _gbm(eps=2.0)
+        _gbm(eps=2.0, calibration="paper")
 
 
 def test_analytic_calibration_meets_exact_profile():
@@ -87,7 +87,7 @@ def test_analytic_calibration_meets_exact_profile():
         assert gaussian_delta(l2, 0.99 * sigma, eps) > 1e-6
     # Analytic needs no more noise than classical where both apply.
     assert gaussbm_sigma(1000, 6, 0.5, 1e-6, calibration="analytic") < gaussbm_sigma(
-        1000, 6, 0.5, 1e-6
+        1000, 6, 0.5, 1e-6, calibration="paper"
     )
 
 
@@ -217,7 +217,9 @@ T_STAT = 64
 @pytest.fixture(scope="module")
 def noise_run():
     """Errors e_k = output - prefix of 40,000 counters at every k = 1..64 (seeded)."""
-    mech = _gbm(n=R_COUNTERS, horizon=T_STAT, eps=0.5, m=2, release_prefix="stats")
+    mech = _gbm(
+        n=R_COUNTERS, horizon=T_STAT, eps=0.5, m=2, release_prefix="stats", calibration="paper"
+    )
     rng = np.random.default_rng(3)
     x = rng.integers(0, 3, size=R_COUNTERS)
     errors = np.empty((T_STAT, R_COUNTERS))

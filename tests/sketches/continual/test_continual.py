@@ -74,7 +74,7 @@ def _assert_same_state(a, b):
     ],
 )
 def test_s4_sigma_of_paper_configs(cls, width, kind, sigma):
-    s = _sketch(cls, kind, width=width, depth=3, horizon=2**20, eps=0.3)
+    s = _sketch(cls, kind, width=width, depth=3, horizon=2**20, eps=0.3, calibration="paper")
     assert s.sigma == pytest.approx(sigma, rel=1e-4)
     m = 6 if kind == "cms" else 12
     h = (-(-(2**20) // width)).bit_length() if cls is LazySketch else 21
@@ -90,7 +90,7 @@ def test_noise_bound_golden_values():
     assert lazy_noise_bound(*args) == pytest.approx(2876.8, abs=0.1)
     assert lazy_noise_bound(*args, kind="cs") == pytest.approx(4068.5, abs=0.1)
     assert lazy_noise_bound_paper(*args) == pytest.approx(2840.1, abs=0.1)
-    s = _sketch(LazySketch, width=55, depth=3, horizon=2**20, eps=0.3)
+    s = _sketch(LazySketch, width=55, depth=3, horizon=2**20, eps=0.3, calibration="paper")
     assert s.noise_bound(0.05) == pytest.approx(2876.8, abs=0.1)
 
 
@@ -108,7 +108,7 @@ def test_max_contributions_scales_sigma_and_analytic_allows_large_eps():
     three = _sketch(LazySketch, max_contributions=3)
     assert three.sigma == pytest.approx(3 * one.sigma)
     with pytest.raises(ValueError, match="epsilon"):
-        _sketch(LazySketch, eps=1.5)
+        _sketch(LazySketch, eps=1.5, calibration="paper")
     big = _sketch(LazySketch, eps=1.5, calibration="analytic")
     assert gaussian_delta(math.sqrt(big.m * big.tree_height), big.sigma, 1.5) <= 1e-3
 
@@ -132,6 +132,7 @@ def test_s6_cs_needs_m_4d():
             eps=0.3,
             delta=1e-6,
             cs_sensitivity="paper_2d",
+            calibration="paper",
         )
     assert not paper.formally_private and paper.m == 6
     exact = gaussian_delta(math.sqrt(12 * paper.tree_height), paper.sigma, 0.3)
