@@ -134,13 +134,15 @@ def _flights(quick: bool) -> tuple[Any, str]:
 
 
 def _ours_quantiles(values: np.ndarray, epsilon: float, stream: Any) -> np.ndarray:
+    """``DPQuantiles``' own release (its default tree) on the exact sketch of ``values``."""
     from beam_dpsketch.privacy import PrivacyBudget
     from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch
-    from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
+    from beam_dpsketch.transforms import DPQuantiles
 
-    sketch = DyadicCountSketch(*DELAY_DOMAIN, 1024, 5, 0, clamp=True).update(values)
-    rel = PrivateDyadicCountSketch.release(sketch, PrivacyBudget.pure(epsilon), stream)
-    return rel.quantiles([p / 100 for p in PERCENTILES])
+    budget = PrivacyBudget.pure(epsilon)
+    mechanism = DPQuantiles([p / 100 for p in PERCENTILES], *DELAY_DOMAIN, budget).mechanism
+    sketch = DyadicCountSketch(*mechanism.layout, clamp=True, **mechanism.tree).update(values)
+    return np.array([r["value"] for r in mechanism.release(sketch, budget, stream)])
 
 
 _SINK: dict[str, list] = {}
