@@ -26,7 +26,10 @@ implementation draws fresh noise from the same exact data:
 Budgets: ``pure(eps)`` for both, and ``approx(eps, 1e-6)`` for ours (PipelineDP's quantile tree
 uses Laplace noise either way).
 
-Run: ``python -m benchmarks.bench_quantiles_wide [--quick] [--trials N]``.
+:func:`bench_moderate_quantiles` runs the same comparison on the moderate ranges of the flights
+``delay`` and ``distance`` columns.
+
+Run: ``python -m benchmarks.bench_quantiles_wide [--quick] [--trials N] [--moderate]``.
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ def rank_errors(ordered: np.ndarray, values: Any, qs: np.ndarray = QUANTILES) ->
     return np.maximum(np.maximum(lo - qs, qs - hi), 0.0)
 
 
-def _ours(values: np.ndarray) -> dict[str, Any]:
+def _ours(values: np.ndarray, lower: int = LOWER, upper: int = UPPER) -> dict[str, Any]:
     """Release functions ``(budget, stream) -> released values`` for our two configurations."""
     from beam_dpsketch.privacy import PrivacyBudget
     from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch
@@ -89,10 +92,10 @@ def _ours(values: np.ndarray) -> dict[str, Any]:
     from beam_dpsketch.transforms import DPQuantiles
 
     qs = QUANTILES.tolist()
-    mechanism = DPQuantiles(qs, LOWER, UPPER, PrivacyBudget.pure(1.0)).mechanism
-    default = DyadicCountSketch(LOWER, UPPER, 1024, 5, 0, clamp=True, **mechanism.tree)
+    mechanism = DPQuantiles(qs, lower, upper, PrivacyBudget.pure(1.0)).mechanism
+    default = DyadicCountSketch(lower, upper, 1024, 5, 0, clamp=True, **mechanism.tree)
     default.update(values)
-    binary = DyadicCountSketch(LOWER, UPPER, 1024, 5, 0, clamp=True).update(values)
+    binary = DyadicCountSketch(lower, upper, 1024, 5, 0, clamp=True).update(values)
 
     def release_default(budget: Any, stream: Any) -> np.ndarray:
         return np.array([r["value"] for r in mechanism.release(default, budget, stream)])
@@ -106,13 +109,13 @@ def _ours(values: np.ndarray) -> dict[str, Any]:
     }
 
 
-def _pipelinedp(values: np.ndarray) -> Any:
+def _pipelinedp(values: np.ndarray, lower: int = LOWER, upper: int = UPPER) -> Any:
     from pipeline_dp.combiners import QuantileAccumulator
     from pydp.algorithms.quantile_tree import QuantileTree
 
     tree = QuantileTree(
-        float(LOWER),
-        float(UPPER),
+        float(lower),
+        float(upper),
         QuantileAccumulator.TREE_HEIGHT,
         QuantileAccumulator.BRANCHING_FACTOR,
     )
@@ -143,21 +146,59 @@ def bench_wide_quantiles(
         Rows ``benchmark, impl, dataset, epsilon, metric, value, seconds`` (``value`` the mean
         rank error as a fraction of N; ``ratio_to_pipelinedp`` added to our rows).
     """
-    from beam_dpsketch.noise import NoiseSource
-    from beam_dpsketch.privacy import PrivacyBudget
-
     flights, flights_label = flights_timestamps(quick)
     n_synth = 200_000 if quick else 1_000_000
     data = {
-        flights_label: flights,
-        f"Gaussian + Zipf timestamps, N={n_synth:,}": gaussian_zipf_timestamps(n_synth),
+        flights_label: (flights, LOWER, UPPER),
+        f"Gaussian + Zipf timestamps, N={n_synth:,}": (
+            gaussian_zipf_timestamps(n_synth),
+            LOWER,
+            UPPER,
+        ),
     }
+    return _compare(data, trials, epsilons, "quantiles, 20 M-wide range: rank error")
+
+
+def bench_moderate_quantiles(
+    quick: bool = False, trials: int = 20, epsilons: tuple[float, ...] = (0.1, 1.0)
+) -> list[dict]:
+    """The same comparison on moderate ranges: flights ``delay`` in ``[-1024, 3071]`` and
+    ``distance`` in ``[0, 8191]`` (3 M rows; the 300 k sample with ``quick``)."""
+    from beam_dpsketch.evaluation import datasets
+
+    table, label = None, "flights 3M"
+    if not quick:
+        try:
+            datasets.fetch_flights()
+            table = datasets.load_flights()
+        except datasets.DatasetUnavailableError as exc:
+            print(f"  full flights unavailable ({exc}); using the sample", file=sys.stderr)
+    if table is None:
+        table, label = datasets.load_flights(sample=True), "flights 300k sample"
+    cols = datasets.flights_columns(table)
+    data = {
+        f"{label} delay": (np.clip(cols.delay, -1024, 3071), -1024, 3071),
+        f"{label} distance": (np.clip(cols.distance, 0, 8191), 0, 8191),
+    }
+    return _compare(data, trials, epsilons, "quantiles, moderate range: rank error")
+
+
+def _compare(
+    data: dict[str, tuple[np.ndarray, int, int]],
+    trials: int,
+    epsilons: tuple[float, ...],
+    benchmark: str,
+) -> list[dict]:
+    from beam_dpsketch.noise import NoiseSource
+    from beam_dpsketch.privacy import PrivacyBudget
+
     source = NoiseSource()
     rows: list[dict] = []
-    for label, values in data.items():
+    for label, (values, lower, upper) in data.items():
+        values = np.asarray(values, dtype=np.int64)
         ordered = np.sort(values)
-        ours = _ours(values)
-        pipelinedp = _pipelinedp(values)
+        ours = _ours(values, lower, upper)
+        pipelinedp = _pipelinedp(values, lower, upper)
         for eps in epsilons:
             budgets = {"pure": PrivacyBudget.pure(eps), "approx": PrivacyBudget.approx(eps, DELTA)}
             results: dict[str, tuple[list[float], float]] = {}
@@ -179,7 +220,7 @@ def bench_wide_quantiles(
             for impl, (errs, secs) in results.items():
                 mean = float(np.mean(errs))
                 row = {
-                    "benchmark": "quantiles, 20 M-wide range: rank error",
+                    "benchmark": benchmark,
                     "impl": impl,
                     "dataset": label,
                     "epsilon": eps,
@@ -202,8 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="reduced sizes")
     parser.add_argument("--trials", type=int, default=20, help="noise draws per cell (20)")
+    parser.add_argument(
+        "--moderate", action="store_true", help="also the flights delay and distance columns"
+    )
     args = parser.parse_args(argv)
     bench_wide_quantiles(args.quick, args.trials)
+    if args.moderate:
+        bench_moderate_quantiles(args.quick, args.trials)
     return 0
 
 
