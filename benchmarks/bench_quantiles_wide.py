@@ -16,8 +16,8 @@ implementation draws fresh noise from the same exact data:
 
 * ``DPQuantiles`` (default): the transform's own release mechanism (``DPQuantiles(...).mechanism
   .release``) on the exact sketch, i.e. what the transform emits per window;
-* the binary tree it replaced (branching 2, 1024 x 5 sketches below 5,120-node levels, no
-  consistency), for the before/after record;
+* the paper's binary tree (branching 2, 1024 x 5 sketches below 5,120-node levels, no
+  consistency, Gaussian noise for ``(eps, delta)``), for comparison;
 * PipelineDP 0.3.1 ``PERCENTILE``: PipelineDP's own accumulator (PyDP ``QuantileTree``,
   height 4, branching 16 over ``[min_value, max_value]``), built once, and the call its
   ``compute_metrics`` makes per release (``compute_quantiles(eps, delta, 1, 1, qs, "laplace")``),
@@ -105,7 +105,7 @@ def _ours(values: np.ndarray, lower: int = LOWER, upper: int = UPPER) -> dict[st
 
     return {
         "beam-dpsketch DPQuantiles (default)": release_default,
-        "beam-dpsketch binary dyadic tree (previous default)": release_binary,
+        "beam-dpsketch binary dyadic tree (paper layout, 1024 x 5)": release_binary,
     }
 
 
@@ -233,7 +233,7 @@ def _compare(
                 rows.append(row)
                 ratio = mean / reference
                 print(
-                    f"  {label:<38} eps={eps:<4} {impl:<62} {mean:.3e}  x{ratio:.2f}",
+                    f"  {label:<38} eps={eps:<4} {impl:<62} {mean:.3e}  x{ratio:.3g}",
                     file=sys.stderr,
                 )
     return rows

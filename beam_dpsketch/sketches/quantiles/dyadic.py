@@ -561,7 +561,7 @@ class DyadicLayout(abc.ABC):
                 req(params, "depth", int),
                 req(params, "seed", int),
                 req(params, "exact_levels", bool),
-                # Absent in bytes written before these options existed: the binary tree.
+                # Bytes without these keys describe the paper's binary tree.
                 params.get("branching", 2),
                 params.get("exact_nodes"),
                 params.get("leaf_bits", 0),
