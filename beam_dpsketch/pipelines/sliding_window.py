@@ -15,7 +15,9 @@ Steps:
 * **Time-based** (``--time-column``): the step of a row is
   ``floor((time - origin) / time_unit) + 1`` of its numeric (seconds) or timestamp value; rows
   need not be sorted (segments are assigned by event time). ``--window`` and
-  ``--release-every`` are in time units.
+  ``--release-every`` are in time units. ``--origin`` is required: a public instant chosen
+  without looking at the data (never derived from it), where step 1 and the query schedule
+  start.
 
 Budget: ``--epsilon`` with ``--delta`` (converted to the largest ``rho`` whose (epsilon, delta)
 bound of Wang, Wang and Chen, Theorem 3.2, after Bun and Steinke 2016, fits), or ``--rho``; one
@@ -105,11 +107,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     win.add_argument(
         "--origin",
         type=_origin,
-        default=0.0,
-        help="with --time-column: public start of the time axis, the event time of step 1, in "
-        "seconds since the epoch "
-        "or as an ISO date/time in UTC such as 2001-01-01 (default 0, i.e. 1970-01-01); queries "
-        "run at origin + N, origin + 2 N, ... (N = --release-every)",
+        help="required with --time-column: public start of the time axis, the event time of "
+        "step 1, in seconds since the epoch or as an ISO date/time in UTC such as 2001-01-01; "
+        "fix it without looking at the data (e.g. the start of the reporting period): queries "
+        "run at origin + N, origin + 2 N, ... (N = --release-every), and a row before it is "
+        "refused",
     )
     win.add_argument("--window", type=int, required=True, help="window W in steps")
     win.add_argument(
@@ -196,6 +198,14 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
         refuse_given(
             args, ("time_unit", "origin"), "without --time-column (steps are file positions)"
         )
+    elif args.origin is None:
+        # The time axis is anchored on a public instant, never on the data's first time: a
+        # default such as the epoch would release every empty window before the data.
+        raise ValueError(
+            "--origin is required with --time-column: the public start of the time axis "
+            "(seconds since the epoch or an ISO date such as 2001-01-01), fixed without "
+            "looking at the data"
+        )
     if args.block is not None:
         refuse_given(args, ("preset",), "with --block (the explicit block length replaces it)")
     elif args.preset == "paper_experiments":
@@ -235,7 +245,7 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
         hh_slack=args.hh_slack,
         mode="time" if time_mode else "count",
         time_unit=args.time_unit if time_mode else 1,
-        origin=args.origin if time_mode else 0,
+        origin=args.origin if time_mode else None,
         preset=preset,
         noise_source=noise_source_from_args(args),
         label="sliding-window",

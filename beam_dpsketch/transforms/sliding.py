@@ -1227,8 +1227,15 @@ class DPSlidingWindowFrequencies(DPTransform):
         ``"time"``: steps are event-time units ``floor((ts - origin) / time_unit) + 1`` of the
         element timestamp (or of ``time_fn(element)`` seconds); ``key_fn`` defaults to identity.
         Each extractor is a callable or the field name of ``dict`` / ``beam.Row`` elements.
-    time_unit, origin
-        Seconds per step and event time at which step 1 starts (time-based mode).
+    time_unit
+        Seconds per step (time-based mode only; default 1).
+    origin
+        Event time in seconds at which step 1 starts: **required** in time-based mode (refused
+        in count-based mode). It anchors the blocks, the segments and the query times
+        ``origin + release_every * time_unit, ...``, so it must be public and fixed without
+        looking at the data (e.g. the start of the reporting period); an event before it is
+        refused. There is no default: an origin far before the data (such as the epoch) would
+        release every empty window in between.
     preset
         ``None`` (explicit ``block``/``beta``, ``alpha``/``checkpoints``, ``split``...),
         ``"theory"`` or ``"paper_experiments"`` (:meth:`DPSWSketch.theory`,
@@ -1317,7 +1324,7 @@ class DPSlidingWindowFrequencies(DPTransform):
         position_fn: Callable[[Any], Any] | None = None,
         time_fn: Callable[[Any], Any] | None = None,
         time_unit: float = 1,
-        origin: float = 0,
+        origin: float | None = None,
         preset: str | None = None,
         accountant: PrivacyAccountant | None = None,
         noise_source: NoiseSource | None = None,
@@ -1339,12 +1346,17 @@ class DPSlidingWindowFrequencies(DPTransform):
         if mode == "count":
             if time_fn is not None:
                 raise ValueError("time_fn applies to mode='time' only")
-            if time_unit != 1 or origin != 0:
+            if time_unit != 1 or origin is not None:
                 raise ValueError("time_unit and origin apply to mode='time' only")
             self._clock = _StepClock(_MICROS, 0)
         else:
             if position_fn is not None:
                 raise ValueError("position_fn applies to mode='count' only")
+            if origin is None:
+                raise ValueError(
+                    "origin is required with mode='time': the public event time (seconds) at "
+                    "which step 1 starts, fixed without looking at the data"
+                )
             self._clock = _StepClock(
                 _micros(time_unit, "time_unit", positive=True),
                 _micros(origin, "origin", positive=False),

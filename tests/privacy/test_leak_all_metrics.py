@@ -227,6 +227,7 @@ CASES: dict[str, Case] = {
             PrivacyBudget.zcdp(1.0),
             release_every=5,
             mode="time",
+            origin=0,
             query_keys=["k1", "k2"],
             block=5,
             alpha="1/2",

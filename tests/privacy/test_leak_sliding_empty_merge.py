@@ -99,6 +99,7 @@ def test_early_discarding_input_is_refused_naming_the_trigger(mode):
         release_every=5,
         query_keys=["a"],
         mode=mode,
+        origin=0 if mode == "time" else None,
         seed=SHAPE[2],
         block=10,
         alpha="1/2",

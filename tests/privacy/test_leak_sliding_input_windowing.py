@@ -36,6 +36,7 @@ def transform(mode: str) -> DPSlidingWindowFrequencies:
         release_every=5,
         query_keys=["a"],
         mode=mode,
+        origin=0 if mode == "time" else None,
         block=10,
         alpha="1/2",
         noise_source=NoiseSource.insecure_for_tests(3),

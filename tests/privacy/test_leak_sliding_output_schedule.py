@@ -38,6 +38,7 @@ def transform(name: str, **kwargs) -> DPSlidingWindowFrequencies:
         PrivacyBudget.zcdp(1.0),
         release_every=5,
         mode="time",
+        origin=0,
         block=5,
         alpha="1/2",
         noise_source=NoiseSource.insecure_for_tests(11),

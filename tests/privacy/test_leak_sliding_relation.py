@@ -38,6 +38,7 @@ def transform(mode: str) -> DPSlidingWindowFrequencies:
         release_every=5,
         query_keys=["a"],
         mode=mode,
+        origin=0 if mode == "time" else None,
         block=10,
         alpha="1/2",
         noise_source=NoiseSource.insecure_for_tests(3),
@@ -67,7 +68,7 @@ def events_csv(tmp_path):
 
 @pytest.mark.parametrize(
     ("extra", "relation"),
-    [([], COUNT_RELATION), (["--time-column", "ts"], TIME_RELATION)],
+    [([], COUNT_RELATION), (["--time-column", "ts", "--origin", "0"], TIME_RELATION)],
     ids=["count", "time"],
 )
 def test_cli_prints_the_replace_one_guarantee(events_csv, capsys, extra, relation):

@@ -448,6 +448,7 @@ def test_time_based_sparse_schedule_matches_the_core(tmp_path, as_batch):
         block=block,
         alpha="1/2",
         mode="time",
+        origin=0,
         time_fn=lambda e: e[0],
         key_fn=lambda e: e[1],
         noise_source=NoiseSource.insecure_for_tests(SEED),

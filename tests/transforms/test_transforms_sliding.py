@@ -479,8 +479,13 @@ def _build(**overrides):
         ({"query_keys": [1.5]}, TypeError, "float"),
         ({"gamma": 0.5}, ValueError, "gamma and hh_slack"),
         ({"time_unit": 2}, ValueError, "time_unit"),
-        ({"mode": "time", "time_unit": 0}, ValueError, "time_unit"),
+        ({"mode": "time", "time_unit": 0, "origin": 0}, ValueError, "time_unit"),
         ({"mode": "time", "position_fn": lambda e: e}, ValueError, "position_fn"),
+        # The time axis starts at a public origin the caller gives: there is no default.
+        ({"mode": "time"}, ValueError, "origin is required with mode='time'"),
+        ({"mode": "time", "origin": None}, ValueError, "origin is required"),
+        ({"origin": 0}, ValueError, "origin apply to mode='time' only"),
+        ({"mode": "time", "origin": float("nan")}, ValueError, "origin"),
         ({"block": 30}, ValueError, "block"),
         ({"width": 0}, ValueError, "width"),
         ({"preset": "fast"}, ValueError, "preset"),
@@ -522,7 +527,7 @@ def test_pure_budget_is_refused():
     ],
 )
 def test_early_triggers_and_lateness_are_refused_at_construction(windowing, message):
-    transform = _build(mode="time")
+    transform = _build(mode="time", origin=0)
     p = beam.Pipeline(runner="FnApiRunner")
     windowed = p | beam.Create(["a"]) | beam.WindowInto(FixedWindows(10), **windowing)
     with pytest.raises(ValueError, match=message):
@@ -804,6 +809,7 @@ def test_time_mode_charge_claims_replace_one_only(tmp_path):
             release_every=5,
             query_keys=[0],
             mode="time",
+            origin=0,
             noise_source=source(),
             label="time-rel",
             seed=SEED,
