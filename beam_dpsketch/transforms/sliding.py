@@ -1183,7 +1183,11 @@ class DPSlidingWindowFrequencies(DPTransform):
     query position ``t`` (count-based) or the event time ``origin + t * time_unit`` in seconds
     that ends the window ``[time - window * time_unit, time)`` (time-based). With
     ``with_metadata=True`` one :class:`SlidingWindowRelease` per query time. Each record is
-    timestamped at the end of its query step, ``origin + t * time_unit``.
+    timestamped at the end of its query step, ``origin + t * time_unit``. An estimate is
+    :meth:`DPSWSketch.estimate` with its default estimator: the paper's sum of Count-Min
+    minima with the public mean of each noise minimum added back, so it is unbiased for a key
+    that shares no cell with another (an absent key averages 0;
+    ``docs/algorithms.md#dpsw-debiased``).
 
     Input elements are single rows (see ``mode``) or **batches** of rows, in any mix:
 
