@@ -1,9 +1,10 @@
 """``beam-dpsketch frequencies`` and ``beam-dpsketch quantiles``: DP linear sketches on Beam.
 
-``frequencies`` releases a private Count Sketch (or Count-Min sketch) of one column and answers
-point queries for ``--query`` keys or a ``--candidates`` file, each with an ``error_bound`` at 95%
-confidence; with ``--query-keys`` it releases exact noisy counts of declared public keys instead
-(no sketch error; every declared key, zero counts included); ``quantiles`` releases a private
+``frequencies`` counts the keys named before the run (``--query`` or ``--query-keys``) exactly,
+with noise calibrated for a count (no sketch error; every declared key, zero counts included), or
+releases a private Count Sketch (or Count-Min sketch) of one column that answers a
+``--candidates`` file (or ``--query`` keys when a sketch option is given), each estimate with an
+``error_bound`` at 95% confidence; ``quantiles`` releases a private
 dyadic Count Sketch of a numeric column and answers ``--q`` quantiles (Zhao, Qiao, Redberg, Agrawal,
 El Abbadi and Wang, "Differentially Private Linear Sketches": Section 3, Theorems 3.1-3.2 for the
 sketches, Section 4.2 for the private dyadic Count Sketch).
@@ -69,12 +70,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Release a differentially private Count Sketch (or Count-Min sketch) of one column "
             "(noise added once to every cell; Zhao et al. 2022, Section 3) and write the estimated "
-            "frequency of each --query key or of every key in a --candidates file, with an "
+            "frequency of every key in a --candidates file, with an "
             f"error_bound at {ERROR_BOUND_CONFIDENCE:g} confidence per estimate (hashing error "
-            "plus noise). With --query-keys, count exactly the declared public keys instead "
+            "plus noise, read off the released sketch). Keys named with --query or "
+            "--query-keys are known before the run and are counted exactly instead "
             "(noise for a count of sensitivity 1, no sketch error; every declared key is "
-            "released, zero counts included). Element level: neighbouring inputs differ by one "
-            "row."
+            "released, zero counts included); give a sketch option (--sketch, --width, "
+            "--depth, --seed) to have the sketch answer --query keys. Element level: "
+            "neighbouring inputs differ by one row."
         ),
     )
     accept_negative_numbers(freq)
@@ -90,7 +93,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.add_argument("--depth", type=int, default=_DEPTH, help=f"rows ({_DEPTH})")
     group.add_argument("--seed", type=int, default=0, help="public hash seed (0)")
     group.add_argument(
-        "--query", nargs="+", action="extend", metavar="KEY", help="keys to estimate"
+        "--query",
+        nargs="+",
+        action="extend",
+        metavar="KEY",
+        help="keys to estimate, declared before the run: counted exactly with noise (no sketch "
+        "error) unless --sketch, --width, --depth or --seed asks the sketch to answer them",
     )
     group.add_argument(
         "--candidates", metavar="FILE", help="file of public candidate keys, one per line"
@@ -240,9 +248,13 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         raise ValueError("pass one of --query KEY ..., --candidates FILE or --query-keys KEYS")
     if args.top is not None and not (args.candidates or args.query_keys is not None):
         raise ValueError("--top applies with --candidates or --query-keys only")
-    public_keys = args.query_keys is not None
-    if public_keys:
-        wrong = given_options(args, "sketch", "width", "depth", "seed")
+    sketch_options = given_options(args, "sketch", "width", "depth", "seed")
+    # Keys named on the command line are known before the run: they are counted exactly (public
+    # partitions, no sketch error) unless a sketch option asks for the sketch to answer them.
+    declared_query = bool(args.query) and not sketch_options
+    public_keys = args.query_keys is not None or declared_query
+    if args.query_keys is not None:
+        wrong = sketch_options
         if wrong:
             raise ValueError(
                 f"{wrong[0]} does not apply with --query-keys (exact counts, no sketch)"
@@ -254,7 +266,7 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         key_type=args.key_type,
         **bad_record_options(args),
     )
-    if public_keys:
+    if args.query_keys is not None:
         raw = read_query_keys(args.query_keys)
     else:
         raw = args.query or read_candidates(args.candidates)
@@ -269,7 +281,7 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         parameters: dict[str, Any] = {
             "column": args.column,
             "query_keys": len(dict.fromkeys(keys)),
-            "queries": "public_keys",
+            "queries": "keys" if declared_query else "public_keys",
             "top": args.top,
         }
     else:
@@ -293,7 +305,7 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
             "top": args.top,
         }
     parameters["error_confidence"] = ERROR_BOUND_CONFIDENCE
-    if public_keys:
+    if args.query_keys is not None:
         # Every declared key is a row (zero counts included), largest first with --top.
         keys = list(dict.fromkeys(keys))
     return _run(
@@ -304,7 +316,8 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         functools.partial(
             frequency_rows,
             keys=keys,
-            candidates=bool(args.candidates) or (public_keys and args.top is not None),
+            candidates=bool(args.candidates)
+            or (args.query_keys is not None and args.top is not None),
             top=args.top,
         ),
         ("key", "estimate", "error_bound"),

@@ -54,6 +54,7 @@ int64).
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from dataclasses import asdict, dataclass
@@ -62,7 +63,8 @@ from typing import Any
 
 import numpy as np
 
-from beam_dpsketch.checks import check_probability
+from beam_dpsketch.checks import check_int, check_probability
+from beam_dpsketch.hashing import MAX_DEPTH
 from beam_dpsketch.noise import NoiseStream, discrete_gaussian, discrete_laplace
 from beam_dpsketch.privacy.budget import PrivacyBudget, approx_to_zcdp, zcdp_to_epsilon
 from beam_dpsketch.privacy.calibration import discrete_laplace_scale, zcdp_gaussian_sigma
@@ -79,6 +81,8 @@ __all__ = [
     "check_stream",
     "draw_noise",
     "linear_sensitivity",
+    "noise_abs_quantile",
+    "noise_minimum_mean",
     "noise_tail_bound",
     "pane_calibration",
     "pane_relation_text",
@@ -270,6 +274,146 @@ def noise_tail_bound(noise: str, scale: float, counters: int, beta_noise: float)
     while tail(e) > beta:
         e += 1
     return float(e)
+
+
+# --------------------------------------------------------------------------------------------
+# Moments and quantiles of one noise law (docs/algorithms.md#lin-error-bounds)
+# --------------------------------------------------------------------------------------------
+
+#: Noise laws whose minimum has a tabulated mean: the continuous Gaussian of
+#: :func:`beam_dpsketch.noise.gaussian` and the two exact discrete samplers.
+MINIMUM_NOISE_KINDS: tuple[str, ...] = ("gaussian", NOISE_DISCRETE_GAUSSIAN, NOISE_DISCRETE_LAPLACE)
+# Above this many support points a discrete law is replaced by the continuous one: its scale is
+# then over 10^5 and the two means differ by a negligible fraction of it.
+_MAX_SUPPORT = 1 << 22
+
+
+@functools.lru_cache(maxsize=64)
+def _normal_minimum_mean(depth: int) -> float:
+    """``E[min]`` of ``depth`` i.i.d. standard normals, ``-c_a`` (Appendix-B constants).
+
+    ``E[max] = int x a phi(x) Phi(x)^(a-1) dx``, by the trapezoid rule on ``[-12, 12]`` with step
+    ``2**-11``: the integrand is smooth and below ``1e-29`` outside, so the error is far below
+    ``1e-9``.
+    """
+    if depth == 1:
+        return 0.0
+    x = np.linspace(-12.0, 12.0, 24 * 2048 + 1)
+    cdf = 0.5 * np.array([math.erfc(-v / math.sqrt(2.0)) for v in x.tolist()])
+    f = x * depth * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi) * cdf ** (depth - 1)
+    h = float(x[1] - x[0])
+    return -h * (math.fsum(f.tolist()) - 0.5 * (f[0] + f[-1]))
+
+
+def _discrete_pmf(noise: str, scale: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """Support and probability mass of a discrete noise law (``None`` if too wide to tabulate).
+
+    Discrete Gaussian ``P[k] ~ exp(-k^2 / (2 sigma^2))`` on ``|k| <= 13 sigma``; discrete Laplace
+    ``P[k] ~ exp(-|k| / b)`` on ``|k| <= 40 b``: the mass left out is below ``1e-17``.
+    """
+    half = math.ceil((13.0 if noise == NOISE_DISCRETE_GAUSSIAN else 40.0) * scale) + 1
+    if 2 * half + 1 > _MAX_SUPPORT:
+        return None
+    k = np.arange(-half, half + 1, dtype=np.float64)
+    if noise == NOISE_DISCRETE_GAUSSIAN:
+        pmf = np.exp(-(k * k) / (2.0 * scale * scale))
+    else:
+        pmf = np.exp(-np.abs(k) / scale)
+    return k, pmf / pmf.sum()
+
+
+@functools.lru_cache(maxsize=64)
+def _discrete_minimum_mean(depth: int, noise: str, scale: float) -> float | None:
+    """``E[min]`` of ``depth`` i.i.d. values of a discrete noise law, from its mass function."""
+    law = _discrete_pmf(noise, scale)
+    if law is None:
+        return None
+    k, pmf = law
+    # P[Z >= k] for each k of the support, then P[min >= k] = P[Z >= k]^depth.
+    above = np.cumsum(pmf[::-1])[::-1] ** depth
+    mass = above - np.append(above[1:], 0.0)
+    return float(math.fsum((k * mass).tolist()))
+
+
+def noise_minimum_mean(depth: int, sigma: float, noise: str = "gaussian") -> float:
+    """Mean of the minimum of ``depth`` i.i.d. noise values of one counter's law.
+
+    ``E[min_r Z_r]`` with ``Z_r ~ N(0, sigma^2)`` (``noise="gaussian"``, the noise of
+    :func:`~beam_dpsketch.noise.gaussian`, a lattice of step ``<= 2**-20 sigma``): ``-c_a sigma``,
+    ``c_a`` the expected maximum of ``a = depth`` standard normals (0.5642 for ``a = 2``, 0.8463
+    for ``a = 3``, 1.1630 for ``a = 5``). With ``noise="discrete_gaussian"`` the same mean for
+    the discrete Gaussian on the integers, and with ``noise="discrete_laplace"`` for the discrete
+    Laplace of scale ``sigma`` (``P[k] ~ exp(-|k| / sigma)``), each computed from its probability
+    mass function. A public constant: it depends on public parameters only. Subtracting it from
+    a minimum over noisy counters removes the noise's downward bias (Count-Min, DPSW).
+
+    Parameters
+    ----------
+    depth
+        Number of rows ``a >= 1`` (0 for ``a = 1``).
+    sigma
+        Per-counter noise standard deviation (the Gaussian's parameter), or the discrete
+        Laplace scale, ``> 0``.
+    noise
+        ``"gaussian"``, ``"discrete_gaussian"`` or ``"discrete_laplace"``.
+    """
+    depth = check_int(depth, "depth", 1, MAX_DEPTH)
+    if isinstance(sigma, bool) or not isinstance(sigma, int | float | np.floating | np.integer):
+        raise TypeError(f"sigma must be a number, got {type(sigma).__name__}")
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise ValueError("sigma must be finite and > 0")
+    if noise not in MINIMUM_NOISE_KINDS:
+        raise ValueError(f"noise must be one of {MINIMUM_NOISE_KINDS}, got {noise!r}")
+    if depth == 1:
+        return 0.0
+    if noise != "gaussian":
+        exact = _discrete_minimum_mean(depth, noise, float(sigma))
+        if exact is not None:
+            return exact
+        if noise == NOISE_DISCRETE_LAPLACE:
+            # Too wide to tabulate: the law is then the continuous Laplace on a lattice of
+            # step below 1e-5 of its scale, whose minimum's mean is linear in the scale.
+            ref = float(_MAX_SUPPORT // 100)
+            return _discrete_minimum_mean(depth, noise, ref) * float(sigma) / ref
+    return _normal_minimum_mean(depth) * float(sigma)
+
+
+def noise_abs_quantile(noise: str, scale: float, beta: float) -> float:
+    """Smallest integer ``E >= 0`` with ``P(|Z| > E) <= beta`` for ONE noise value ``Z``.
+
+    Exact for the discrete Laplace (closed form) and for the discrete Gaussian (summed mass
+    function; the continuous normal tail when the law is too wide to tabulate, a relative
+    difference below 1e-5). Unlike :func:`noise_tail_bound` with one counter, which uses the
+    sub-Gaussian tail for the discrete Gaussian (about 2.7 sigma at 95 %), this is the
+    quantile itself (about 1.96 sigma), so a bound built on it covers close to its stated level.
+    """
+    beta = check_probability(beta, "beta")
+    if noise == NOISE_DISCRETE_LAPLACE:
+        return noise_tail_bound(noise, scale, 1, beta)
+    if noise != NOISE_DISCRETE_GAUSSIAN:
+        raise ValueError(f"unknown noise {noise!r}")
+    law = _discrete_pmf(noise, scale)
+    if law is None:
+        z = _normal_abs_quantile(beta)
+        return float(math.ceil(scale * z - 1e-9))
+    k, pmf = law
+    # P(|Z| > e) for e = 0, 1, ...: the mass outside [-e, e].
+    centre = len(k) // 2
+    inside = np.cumsum(np.concatenate(([pmf[centre]], pmf[centre + 1 :] + pmf[centre - 1 :: -1])))
+    outside = 1.0 - inside
+    return float(int(np.argmax(outside <= beta)))
+
+
+def _normal_abs_quantile(beta: float) -> float:
+    """``z`` with ``P(|N(0, 1)| > z) = beta`` (bisection on ``erfc``)."""
+    lo, hi = 0.0, 40.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if math.erfc(mid / math.sqrt(2.0)) > beta:
+            lo = mid
+        else:
+            hi = mid
+    return hi
 
 
 def draw_noise(

@@ -35,7 +35,7 @@ from beam_dpsketch.sketches.linear.calibration import (
     calibrate_linear,
     check_stream,
     draw_noise,
-    noise_tail_bound,
+    noise_abs_quantile,
     parse_neighbouring,
 )
 from beam_dpsketch.sketches.linear.private import check_confidence
@@ -253,11 +253,13 @@ class PrivateKeyCounts:
         """``B`` with ``|count(x) - f(x)| <= B`` with probability ``>= confidence``, per key.
 
         Noise only (there is no sketch error): the ``confidence`` quantile of one noise value's
-        absolute value (:func:`~beam_dpsketch.sketches.linear.calibration.noise_tail_bound` with
-        one counter), from the public calibration.
+        absolute value, computed exactly from the public calibration
+        (:func:`~beam_dpsketch.sketches.linear.calibration.noise_abs_quantile`), so the bound
+        covers its stated level up to the rounding of an integer level (not the wider
+        sub-Gaussian tail).
         """
         beta = 1.0 - check_confidence(confidence)
-        return float(noise_tail_bound(self.noise, self.scale, 1, beta))
+        return float(noise_abs_quantile(self.noise, self.scale, beta))
 
     def describe(self) -> dict[str, Any]:
         """Public calibration facts (never a count)."""

@@ -49,7 +49,6 @@ state backend; a second instance over the same stream composes (``k`` instances 
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 from collections.abc import Sequence
@@ -64,6 +63,7 @@ from beam_dpsketch.checks import check_int, check_probability
 from beam_dpsketch.hashing import MAX_DEPTH, MAX_WIDTH, check_seed, hash_keys, row_buckets
 from beam_dpsketch.noise import NoiseSource, discrete_gaussian, gaussian
 from beam_dpsketch.privacy.budget import PrivacyBudget, approx_to_zcdp
+from beam_dpsketch.sketches.linear.calibration import noise_minimum_mean
 
 __all__ = [
     "BUDGET_SPLITS",
@@ -147,82 +147,6 @@ def _sigma_up(variance: Fraction) -> float:
     while Fraction(s) ** 2 < variance:
         s = math.nextafter(s, math.inf)
     return s
-
-
-# --------------------------------------------------------------------------------------------
-# Mean of a noise minimum (docs/algorithms.md#dpsw-debiased)
-# --------------------------------------------------------------------------------------------
-
-# Above this many support points the discrete law is replaced by the continuous one: sigma is then
-# over 10^5 and the two means differ by a negligible fraction of sigma.
-_MAX_SUPPORT = 1 << 22
-
-
-@functools.lru_cache(maxsize=64)
-def _normal_minimum_mean(depth: int) -> float:
-    """``E[min]`` of ``depth`` i.i.d. standard normals, ``-c_a`` (Appendix-B constants).
-
-    ``E[max] = int x a phi(x) Phi(x)^(a-1) dx``, by the trapezoid rule on ``[-12, 12]`` with step
-    ``2**-11``: the integrand is smooth and below ``1e-29`` outside, so the error is far below
-    ``1e-9``.
-    """
-    if depth == 1:
-        return 0.0
-    x = np.linspace(-12.0, 12.0, 24 * 2048 + 1)
-    cdf = 0.5 * np.array([math.erfc(-v / math.sqrt(2.0)) for v in x.tolist()])
-    f = x * depth * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi) * cdf ** (depth - 1)
-    h = float(x[1] - x[0])
-    return -h * (math.fsum(f.tolist()) - 0.5 * (f[0] + f[-1]))
-
-
-@functools.lru_cache(maxsize=64)
-def _discrete_minimum_mean(depth: int, sigma: float) -> float | None:
-    """``E[min]`` of ``depth`` i.i.d. discrete Gaussians ``P[k] ~ exp(-k^2 / (2 sigma^2))``."""
-    half = math.ceil(13.0 * sigma) + 1
-    if 2 * half + 1 > _MAX_SUPPORT:
-        return None
-    k = np.arange(-half, half + 1, dtype=np.float64)
-    pmf = np.exp(-(k * k) / (2.0 * sigma * sigma))
-    pmf /= pmf.sum()
-    # P[Z >= k] for each k of the support, then P[min >= k] = P[Z >= k]^depth.
-    above = np.cumsum(pmf[::-1])[::-1] ** depth
-    mass = above - np.append(above[1:], 0.0)
-    return float(math.fsum((k * mass).tolist()))
-
-
-def noise_minimum_mean(depth: int, sigma: float, noise: str = "gaussian") -> float:
-    """Mean of the minimum of ``depth`` i.i.d. noise values of one PCMS counter law.
-
-    ``E[min_r Z_r]`` with ``Z_r ~ N(0, sigma^2)`` (``noise="gaussian"``, the noise of
-    :func:`~beam_dpsketch.noise.gaussian`, a lattice of step ``<= 2**-20 sigma``): ``-c_a sigma``,
-    ``c_a`` the expected maximum of ``a = depth`` standard normals (0.5642 for ``a = 2``, 0.8463
-    for ``a = 3``, 1.1630 for ``a = 5``). With ``noise="discrete_gaussian"`` the same mean for
-    the discrete Gaussian on the integers, computed from its probability mass function. A public
-    constant: it depends on public parameters only.
-
-    Parameters
-    ----------
-    depth
-        Number of rows ``a >= 1`` (0 for ``a = 1``).
-    sigma
-        Per-counter noise standard deviation (the Gaussian's parameter), ``> 0``.
-    noise
-        ``"gaussian"`` or ``"discrete_gaussian"``.
-    """
-    depth = check_int(depth, "depth", 1, MAX_DEPTH)
-    if isinstance(sigma, bool) or not isinstance(sigma, int | float | np.floating | np.integer):
-        raise TypeError(f"sigma must be a number, got {type(sigma).__name__}")
-    if not (math.isfinite(sigma) and sigma > 0):
-        raise ValueError("sigma must be finite and > 0")
-    if noise not in NOISE_KINDS:
-        raise ValueError(f"noise must be one of {NOISE_KINDS}, got {noise!r}")
-    if depth == 1:
-        return 0.0
-    if noise == "discrete_gaussian":
-        exact = _discrete_minimum_mean(depth, float(sigma))
-        if exact is not None:
-            return exact
-    return _normal_minimum_mean(depth) * float(sigma)
 
 
 # --------------------------------------------------------------------------------------------
