@@ -176,10 +176,19 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
             ),
             "total_published": self.publish_total,
             "offset": 0,
-            "estimator": "minimum over rows" if self.sketch == "count-min" else "median over rows",
+            "estimator": (
+                "minimum over rows minus the public mean of the minimum of the row noises"
+                if self.sketch == "count-min"
+                else "median over rows"
+            ),
             "point_query_noise_bound": (
                 f"{noise_q:.6g} at {ERROR_BOUND_CONFIDENCE:g} per key (noise only; the released "
-                "sketch's error_bound(confidence) adds the hashing error)"
+                "sketch's error_bound(confidence) covers hashing and noise together)"
+            ),
+            "error_bound": (
+                "per key, the quantile of one row's error read off the released cells, combined "
+                "over the rows as the estimator does: post-processing of the released table, no "
+                "budget spent"
             ),
         }
 
