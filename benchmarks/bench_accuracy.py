@@ -305,12 +305,15 @@ def release_ours(
     aggregate: Any,
     stream: NoiseStream,
     max_shards: int | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """One release of the transform's release mechanism on ``aggregate`` (global window)."""
+    raw: bool = False,
+) -> Any:
+    """One release of the transform's release mechanism on ``aggregate`` (global window):
+    ``(keys, values)``, or with ``raw`` the released records themselves (error bounds)."""
     from beam_dpsketch.privacy import PrivacyBudget
 
     mech = _histogram(mechanism, k, epsilon, max_shards).aggregate.mechanism
-    return _pairs(mech.release(aggregate, PrivacyBudget.approx(epsilon, DELTA), stream))
+    out = mech.release(aggregate, PrivacyBudget.approx(epsilon, DELTA), stream)
+    return out if raw else _pairs(out)
 
 
 #: ``streams(eps, trial, part)``: the noise stream of one release; ``part`` is ``""``, or
@@ -331,12 +334,15 @@ def sketch_layer_driver(
     design_b: dict[int, tuple[Any, float]],
     streams: Streams | None = None,
     segments: int = SEGMENTS,
+    raw: bool = False,
 ) -> Driver | None:
     """``(release(eps, trial), build seconds, counters)`` without Beam, or ``None``.
 
     ``None`` means the mechanism's Beam shape is not reproduced here: run it on Beam.
     ``design_b`` caches the Design B aggregate per ``k`` (select-then-count selects from it).
     ``streams`` gives each release's noise (default: seeded by trial, keyed by the cell).
+    With ``raw``, ``release`` returns the released records (with their error bounds) instead of
+    ``(keys, values)``.
     """
     if streams is None:
 
@@ -351,7 +357,7 @@ def sketch_layer_driver(
 
         def release(eps: float, trial: int) -> tuple[np.ndarray, np.ndarray]:
             stream = streams(eps, trial, "")
-            return release_ours(mechanism, k, eps, aggregate, stream, max_shards)
+            return release_ours(mechanism, k, eps, aggregate, stream, max_shards, raw)
 
         counters = _counters(aggregate)
         return release, build_s, lambda: counters
@@ -379,7 +385,8 @@ def sketch_layer_driver(
         counts = drive_combine(step.combine_fn, [[partial, *markers]])
         held.append(len(counts))
         stream = streams(eps, trial, "count")
-        return _pairs(step.mechanism.release(counts, budget, stream))
+        out = step.mechanism.release(counts, budget, stream)
+        return out if raw else _pairs(out)
 
     def counters() -> int | None:
         # Memory: the selection's Design B aggregate plus the candidates' counters (at most k).

@@ -117,6 +117,18 @@ def _run(command: str, args: list[str], path: Path) -> tuple[float, float]:
     return seconds, peak_kib / 1024
 
 
+def write_keys(path: Path, rows: int, distinct: int, seed: int) -> None:
+    """Write the Scale section's input: ``rows`` Zipf(1.1) int64 keys folded onto ``distinct``
+    values (a shuffled permutation when ``distinct >= rows``), column ``key``."""
+    _write(path, rows, distinct, seed)
+
+
+def run_cli(command: str, args: list[str], path: Path) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of ``beam-dpsketch command`` on ``path`` in a fresh
+    process, as each row of the Scale section is measured."""
+    return _run(command, args, path)
+
+
 def _row(label: str, n: int, distinct: int, batches: str, seconds: float, peak: float) -> dict:
     print(
         f"  {label:<25} {n:>11,} rows {distinct:>11,} keys {batches:>8} batches "

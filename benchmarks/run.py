@@ -15,7 +15,10 @@ Writes ``benchmarks/RESULTS.md`` with the machine, the command and the date. Sec
    (``benchmarks/bench_user_level.py``; ``--only "User level"``).
 6. speed of the hot paths next to DataSketches and PipelineDP in the same run
    (``benchmarks/bench_speed.py``; ``--only Speed``).
-7. time and peak memory of every subcommand at 1 M to 100 M rows and 10^4 or 10^7 distinct
+7. beyond the head: keys released, point queries, error bars, wide-range quantiles, user
+   level, memory and speed at the defaults, against PipelineDP in the same run
+   (``benchmarks/bench_beyond_head.py``; ``--only "Beyond the head"``).
+8. time and peak memory of every subcommand at 1 M to 100 M rows and 10^4 or 10^7 distinct
    keys, and of ``intermittent`` at 100 to 10^5 query batches (``benchmarks/bench_scale.py``;
    ``--only Scale``).
 """
@@ -189,6 +192,11 @@ def _machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
 
 
+def machine() -> str:
+    """CPU model, cores, Python version and OS of this machine, for a results section."""
+    return _machine()
+
+
 def _table(rows: list[dict], columns: list[str]) -> str:
     def fmt(value: object) -> str:
         if isinstance(value, float):
@@ -262,6 +270,12 @@ SECTIONS = (
         "Speed",
         "benchmarks.bench_speed:run",
         ["benchmark", "impl", "keys", "n", "items_per_s", "notes"],
+    ),
+    # Returns its own Markdown (goal table, tables, plot); the columns are unused.
+    (
+        "Beyond the head vs PipelineDP 0.3.1: keys, point queries, error bars, quantiles, scale",
+        "benchmarks.bench_beyond_head:run",
+        [],
     ),
     (
         "Scale: rows and distinct keys through the command line",

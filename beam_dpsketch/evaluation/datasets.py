@@ -20,6 +20,7 @@ Synthetic generators
                                    ([WWC24, Table 2 and Appendix A])
     :func:`word_stream`            i.i.d. draws from a real English word-frequency table
                                    (docs/evaluation.md#real-data; a drop-in for "Zipf(1)")
+    :func:`name_stream`            i.i.d. draws from the 1990 US census surname frequencies
     =============================  ==========================================================
 
     Rank ``r`` is mapped to item id ``r`` (no permutation), a library choice where
@@ -28,8 +29,9 @@ Synthetic generators
     never comes from numpy (docs/algorithms.md#noise-sampling).
 
 Real data
-    :func:`fetch_flights` / :func:`load_flights` (US flights 2001, npm ``vega-datasets@3.2.1``)
-    and :func:`fetch_wordfreq` / :func:`load_word_frequencies` (PyPI ``wordfreq==3.1.1``) fetch
+    :func:`fetch_flights` / :func:`load_flights` (US flights 2001, npm ``vega-datasets@3.2.1``),
+    :func:`fetch_wordfreq` / :func:`load_word_frequencies` (PyPI ``wordfreq==3.1.1``) and
+    :func:`fetch_names` / :func:`load_name_frequencies` (PyPI ``names==0.3.0``) fetch
     the pinned package with the registry's ordinary client (``npm pack``, ``pip download``) into
     a cache directory (``$BEAM_DPSKETCH_CACHE`` or ``~/.cache/beam-dpsketch``) on first use, check
     the sha256 of the package and of the file taken from it, and raise
@@ -69,6 +71,7 @@ __all__ = [
     "FLIGHTS_PACKAGE",
     "FLIGHTS_SAMPLE_PATH",
     "FlightsColumns",
+    "NAMES_PACKAGE",
     "WORDFREQ_PACKAGE",
     "WindowCounter",
     "WordFrequencies",
@@ -77,6 +80,7 @@ __all__ = [
     "counts_of",
     "exact_counts",
     "fetch_flights",
+    "fetch_names",
     "fetch_wordfreq",
     "flights_columns",
     "gaussian_mixture_pmf",
@@ -85,10 +89,12 @@ __all__ = [
     "gaussian_stream",
     "heavy_hitters",
     "load_flights",
+    "load_name_frequencies",
     "load_word_frequencies",
     "quantile_points",
     "sample_pmf",
     "top_k",
+    "name_stream",
     "true_ranks",
     "word_stream",
     "zipf_mixture_pmf",
@@ -610,6 +616,17 @@ WORDFREQ_PACKAGE = _Package(
 )
 """English word frequencies (321,180 words), docs/evaluation.md#real-data."""
 
+NAMES_PACKAGE = _Package(
+    registry="pypi",
+    name="names",
+    version="0.3.0",
+    archive="names-0.3.0.tar.gz",
+    archive_sha256="726e46254f2ed03f1ffb5d941dae3bc67c35123941c29becd02d48d0caa2a671",
+    member="names-0.3.0/names/dist.all.last",
+    member_sha256="b0e2b3743ccbad641ca48b344c24cdebcd1d9a1f76dc6dbf05986f2919f0b4e1",
+)
+"""1990 US census surnames with their frequencies (88,799 names; MIT-licensed package)."""
+
 FLIGHTS_SAMPLE_PATH = Path(
     str(
         importlib.resources.files("beam_dpsketch.pipelines")
@@ -667,7 +684,8 @@ def _run_client(cmd: Sequence[str], cwd: Path, what: str, timeout: float) -> Non
 
 def _extract_member(package: _Package, archive: Path) -> bytes:
     try:
-        if package.registry == "npm":
+        # npm packages and PyPI source distributions are gzipped tarballs, wheels are zips.
+        if package.archive.endswith((".tgz", ".tar.gz")):
             with tarfile.open(archive, "r:gz") as tar:
                 fh = tar.extractfile(package.member)
                 if fh is None:
@@ -710,7 +728,10 @@ def _fetch(
                 cmd.append(f"--registry={registry}")
         else:
             cmd = [*(command or [sys.executable, "-m", "pip"]), "download", "--no-deps"]
-            cmd += ["--only-binary=:all:", "--retries", "0", "--timeout", "30"]
+            # A pinned wheel is taken as a wheel; a package published only as a source
+            # distribution (names) is taken as one.
+            binary = ":all:" if package.archive.endswith(".whl") else ":none:"
+            cmd += [f"--only-binary={binary}", "--retries", "0", "--timeout", "30"]
             cmd += ["-d", str(tmp_path), package.spec]
             if registry:
                 cmd += ["--index-url", registry]
@@ -947,6 +968,81 @@ def word_stream(n: int, seed: SeedLike, freqs: WordFrequencies) -> np.ndarray:
     word. A real long tail with exact ground truth, as docs/evaluation.md#real-data suggests for
     experiments whose papers used data unavailable here.
     """
+    return sample_pmf(freqs.probabilities, n, seed)
+
+
+def fetch_names(
+    *,
+    cache: str | os.PathLike[str] | None = None,
+    pip_command: Sequence[str] | None = None,
+    registry: str | None = None,
+    download: bool = True,
+    timeout: float = _FETCH_TIMEOUT,
+) -> Path:
+    """Path of the cached ``dist.all.last`` (1990 US census surnames) from ``names==0.3.0``.
+
+    The source distribution (0.8 MB) is fetched with ``pip download --no-deps`` into a
+    temporary directory, its sha256 checked, and only the 2.4 MB table is kept; nothing is
+    installed. Parameters and errors as in :func:`fetch_wordfreq`.
+    """
+    return _fetch(
+        NAMES_PACKAGE,
+        cache=cache,
+        command=pip_command,
+        registry=registry,
+        download=download,
+        timeout=timeout,
+    )
+
+
+def load_name_frequencies(
+    path: str | os.PathLike[str] | None = None, **fetch_kwargs: Any
+) -> WordFrequencies:
+    """US surname frequencies from the census table ``dist.all.last`` (rank order).
+
+    Each line is ``NAME percent cumulative-percent rank``, percentages rounded to 0.001. The
+    69,960 rarest names print ``0.000``; they share the mass the cumulative column gives them
+    (about 13 % of the covered population) as a power law in the rank, ``w_r = w0 (r0/r)^s``
+    with ``w0 = 0.0005`` (half the last printed unit, so the tail continues the printed head)
+    and ``s`` solved so that the tail's sum matches. Probabilities are normalised over the
+    88,799 names.
+
+    Parameters
+    ----------
+    path
+        A local ``dist.all.last`` (default: :func:`fetch_names`).
+    **fetch_kwargs
+        Passed to :func:`fetch_names`.
+    """
+    if path is None:
+        path = fetch_names(**fetch_kwargs)
+    names: list[str] = []
+    printed: list[float] = []
+    cumulative: list[float] = []
+    for line in Path(path).read_text().splitlines():
+        parts = line.split()
+        if len(parts) != 4:
+            raise ValueError(f"{path} is not a census name table")
+        names.append(parts[0])
+        printed.append(float(parts[1]))
+        cumulative.append(float(parts[2]))
+    p = np.asarray(printed, dtype=np.float64)
+    head = int(np.count_nonzero(p > 0))
+    if head < len(p):
+        residual = cumulative[-1] - cumulative[head - 1]
+        if residual > 0.0005 * (len(p) - head):
+            raise ValueError(f"{path}: the unprinted tail holds more than 0.0005 % per name")
+        ranks = np.arange(head + 1, len(p) + 1, dtype=np.float64) / (head + 1)
+        lo, hi = 0.0, 10.0  # the tail's sum decreases in s: bisect for the residual mass
+        for _ in range(60):
+            s = (lo + hi) / 2
+            lo, hi = (s, hi) if float(np.sum(0.0005 * ranks**-s)) > residual else (lo, s)
+        p[head:] = 0.0005 * ranks ** -((lo + hi) / 2)
+    return WordFrequencies(words=np.asarray(names, dtype=object), probabilities=p / p.sum())
+
+
+def name_stream(n: int, seed: SeedLike, freqs: WordFrequencies) -> np.ndarray:
+    """I.i.d. stream of surname ids (``int64`` indices into ``freqs.words``; 0 is SMITH)."""
     return sample_pmf(freqs.probabilities, n, seed)
 
 
