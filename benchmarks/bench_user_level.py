@@ -8,9 +8,11 @@ heavy-tailed number of distinct items (mean about 106) drawn by popularity (Zipf
 Ours (``DPHistogram`` at user level, the release mechanisms and ``CombineFn``\\ s of the transform,
 driven without Beam as in :mod:`benchmarks.bench_accuracy`):
 
-* ``select-then-count`` (the default at user level): a Design B selection at ``eps/m`` by group
-  privacy, then exact counts of the selected items with noise scaled by ``m``;
-* ``user-exact``: exact bounded counts, Gaussian sparse histogram at ``l = m``;
+* ``select-then-count`` (memory bounded by ``k``): a selection at ``0.75 eps`` by a Gaussian
+  threshold on hashed one-counter PAMG sketches (``4 k`` buckets, noise for L2 sensitivity
+  ``sqrt(m)``), then exact counts of the selected items with noise scaled by ``m``;
+* ``user-exact`` (the default at user level; memory grows with the distinct items): exact
+  bounded counts, Gaussian sparse histogram at ``l = m``;
 * ``pamg-gshm``: PAMG sketches merged and released with GSHM at ``l = k``.
 
 Each user's ``m`` items are chosen uniformly at random once per ``m`` (as the transform's keyed
@@ -94,12 +96,9 @@ def release(mechanism: str, m: int, eps: float, units: list[list[int]], trial: i
     cell = ("bench-user-level", mechanism, m, repr(eps))
     parts = [list(p) for p in np.array_split(np.asarray(units, dtype=object), SEGMENTS)]
     if mechanism == "select-then-count":
-        from beam_dpsketch.transforms.heavy_hitters import DesignBCombineFn
-
-        selection_input = _drive(DesignBCombineFn(K, 256), parts)
-        markers = step.mechanism.selection.release(
-            selection_input, budget, source.stream((*cell, "selection"))
-        )
+        selection = step.mechanism.selection
+        selection_input = _drive(selection.user_combine_fn(), parts)
+        markers = selection.release(selection_input, budget, source.stream((*cell, "selection")))
         candidates = {x for mk in markers for x in mk.keys}
         exact: dict[int, int] = {}
         for unit in units:

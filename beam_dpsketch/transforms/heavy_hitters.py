@@ -34,8 +34,9 @@ Which release a pipeline shape allows follows from their Section 7 (merged sketc
     into a PAMG sketch (Algorithm 4) merged with ``MERGE_k``, released with GSHM at ``l = k``
     (Lebeda and Tětek, Section 8: Algorithm 4, Theorem 5 and Theorem 12).
 ``"select-then-count"`` (element or user level, memory ``O(k)``)
-    A Design B selection of at most ``k`` candidate keys (share ``selection_fraction`` of
-    epsilon), then the exact counts of those keys in the same window (a windowed side input)
+    A selection of at most ``k`` candidate keys (share ``selection_fraction`` of epsilon; at
+    user level a Gaussian threshold on hashed one-counter PAMG sketches, noise growing with
+    ``sqrt(m)``), then the exact counts of those keys in the same window (a windowed side input)
     released with discrete Laplace noise of scale ``1/eps_count`` (``m/eps_count`` at user
     level), zero counts included; basic composition. Global or fixed windows, a trigger that
     fires once. See :mod:`beam_dpsketch.transforms.select_count`.
@@ -89,6 +90,7 @@ from beam_dpsketch.transforms.release import AccountedTransform, ReleaseMechanis
 from beam_dpsketch.transforms.select_count import (
     SELECT_COUNT,
     USER_EXACT,
+    USER_SELECTION_FRACTION,
     CandidateCountCombineFn,
     ExactCountCombineFn,
     SelectedCountMechanism,
@@ -459,7 +461,8 @@ class DPHistogram(AccountedTransform):
         :func:`~beam_dpsketch.sketches.misra_gries.private.approx_pp`.
     selection_fraction
         ``"select-then-count"`` only: share of epsilon spent on the selection, in ``(0, 1)``
-        (default 0.5); the count gets the rest and no delta. :meth:`explain` shows both charges.
+        (default 0.5 at element level, 0.75 at user level); the count gets the rest and no
+        delta. :meth:`explain` shows both charges.
     recount_source
         ``"select-then-count"`` at element level, global window only: a root ``PTransform``
         that reads the same input again (e.g. a second ``ReadKeyBatches`` of the same files).
@@ -525,10 +528,10 @@ class DPHistogram(AccountedTransform):
         privacy_id_fn = as_extractor(privacy_id_fn, "privacy_id_fn")
         user_level = privacy_id_fn is not None
         if mechanism is None:
-            # User level: user-exact's noise follows sqrt(m) (pamg-gshm's follows k, and
-            # select-then-count's selection follows m by group privacy), and it is the one that
-            # releases keys at the counts user-level data sets have (benchmarks/RESULTS.md, "User
-            # level"). Element level: design-b accepts every windowing and trigger.
+            # User level: user-exact's noise follows sqrt(m) (pamg-gshm's follows k; the
+            # bounded-memory select-then-count spends part of epsilon on its selection and
+            # releases about half of user-exact's keys: benchmarks/RESULTS.md, "User level").
+            # Element level: design-b accepts every windowing and trigger.
             mechanism = USER_EXACT if user_level else "design-b"
         if mechanism not in MECHANISMS:
             raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
@@ -561,9 +564,8 @@ class DPHistogram(AccountedTransform):
                 f"selection_fraction applies to mechanism {SELECT_COUNT!r}, not {mechanism!r}"
             )
         if mechanism == SELECT_COUNT:
-            fraction = (
-                DEFAULT_SELECTION_FRACTION if selection_fraction is None else selection_fraction
-            )
+            default_fraction = USER_SELECTION_FRACTION if user_level else DEFAULT_SELECTION_FRACTION
+            fraction = default_fraction if selection_fraction is None else selection_fraction
             selection = SelectionMechanism(k, max_shards, m_or_none, fraction)
             self._mechanism = SelectedCountMechanism(k, self._top, m_or_none, selection)
             combine: beam.CombineFn = CandidateCountCombineFn()
@@ -608,11 +610,13 @@ class DPHistogram(AccountedTransform):
             with_metadata=with_metadata,
             release_range=release_range,
         )
-        self._select_count = (
-            SelectThenCount(self._step, DesignBCombineFn(k, max_shards))
-            if mechanism == SELECT_COUNT
-            else None
-        )
+        self._select_count = None
+        if mechanism == SELECT_COUNT:
+            # User level: bucketed PAMG sketches (noise for sqrt(m)); element level: Design B.
+            selection_combine = (
+                selection.user_combine_fn() if user_level else DesignBCombineFn(k, max_shards)
+            )
+            self._select_count = SelectThenCount(self._step, selection_combine)
 
     def display_parameters(self) -> dict[str, Any]:
         params = super().display_parameters()

@@ -9,9 +9,11 @@ Used by :class:`~beam_dpsketch.transforms.DPHistogram` and
 ``"select-then-count"`` (element or user level, memory ``O(k)`` per window)
     Two releases per window over the same input, accounted as one charge of the whole budget
     (basic composition; :meth:`explain` states both parts). The **selection** (budget share
-    ``selection_fraction``) is the Design B release of Misra-Gries sketches (Lebeda and Tětek,
-    PODS 2023, Sections 6-7), cut to its ``k`` largest noisy estimates; at user level it runs at
-    ``(eps/m, delta/(m e^eps))`` so that group privacy of size ``m`` covers one unit. The
+    ``selection_fraction``, by default 0.5 at element level and 0.75 at user level) is the Design B release of Misra-Gries sketches (Lebeda and Tětek,
+    PODS 2023, Sections 6-7), cut to its ``k`` largest noisy estimates; at user level it is
+    a Gaussian threshold on hashed one-counter PAMG sketches of ``4 k`` buckets, calibrated
+    for L2 sensitivity ``sqrt(m)`` without group privacy
+    (:func:`~beam_dpsketch.sketches.misra_gries.hashed.hashed_selection`). The
     released key set reaches a second pass over the same window as a windowed side input; that
     pass counts exactly those keys (a dict of at most ``k`` counters) and the **count** release
     (the rest of epsilon) adds discrete Laplace noise of scale ``1/eps_count`` (element level)
@@ -42,6 +44,11 @@ from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.privacy.windowing import max_trigger_firings
 from beam_dpsketch.sketches.misra_gries.exact import exact_user_gshm
+from beam_dpsketch.sketches.misra_gries.hashed import (
+    HashedPAMG,
+    hashed_selection,
+    hashed_selection_parameters,
+)
 from beam_dpsketch.sketches.misra_gries.merged import calibrate_gshm
 from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum, approx_pp
 from beam_dpsketch.sketches.misra_gries.select_count import (
@@ -54,11 +61,13 @@ from beam_dpsketch.sketches.misra_gries.select_count import (
     split_budget,
 )
 from beam_dpsketch.transforms.base import same_windowing
+from beam_dpsketch.transforms.combiners import SketchCombineFn
 from beam_dpsketch.transforms.release import ReleaseMechanism, ReleaseStep
 
 __all__ = [
     "SELECT_COUNT",
     "USER_EXACT",
+    "USER_SELECTION_FRACTION",
     "CandidateCountCombineFn",
     "ExactCountCombineFn",
     "SelectThenCount",
@@ -70,6 +79,28 @@ __all__ = [
 
 SELECT_COUNT = "select-then-count"
 USER_EXACT = "user-exact"
+
+#: Share of epsilon the user-level selection spends unless declared otherwise: its threshold
+#: grows like ``sqrt(m)/eps_sel``, and the keys it keeps are what a user-level release lacks
+#: (benchmarks/RESULTS.md, "User level").
+USER_SELECTION_FRACTION = 0.75
+
+#: Hash buckets of the user-level selection sketch per candidate (``k``): memory ``4 k`` keys,
+#: few collisions among the keys that can pass the threshold.
+USER_BUCKETS_PER_CANDIDATE = 4
+
+
+def user_relation(m: int) -> str:
+    """The neighbouring relation of user-level select-then-count."""
+    return (
+        f"add/remove one privacy unit, whose contribution is a set of at most m={m} distinct "
+        "keys per window (selection: hashed one-counter PAMG sketches, at most m counters "
+        "change by 1; counts: L1 sensitivity m)"
+    )
+
+
+def _relation(m: int | None) -> str:
+    return select_count_relation(None) if m is None else user_relation(m)
 
 
 def _check_approx(name: str, budget: PrivacyBudget) -> None:
@@ -202,8 +233,11 @@ class SelectionMechanism(ReleaseMechanism):
     """The selection of select-then-count: Design B (APPROX_PP), top ``k`` keys as a marker.
 
     It receives the whole per-release budget ``(eps, delta)`` of the transform and spends
-    ``(selection_fraction * eps, delta)`` of it (the count spends the rest); at user level it
-    runs APPROX_PP at the group-privacy budget of :func:`selection_parameters`.
+    ``(selection_fraction * eps, delta)`` of it (the count spends the rest). At user level it
+    is :func:`~beam_dpsketch.sketches.misra_gries.hashed.hashed_selection` on a
+    :class:`~beam_dpsketch.sketches.misra_gries.hashed.HashedPAMG` of ``4 k`` buckets
+    (:meth:`user_combine_fn`): Gaussian noise for L2 sensitivity ``sqrt(m)``, no group privacy,
+    memory that does not grow with the distinct keys.
 
     Parameters
     ----------
@@ -212,7 +246,7 @@ class SelectionMechanism(ReleaseMechanism):
     max_shards
         Declared maximum number of Design B segments per window.
     m
-        ``None`` at element level; the contribution bound at user level (group privacy).
+        ``None`` at element level; the contribution bound at user level.
     selection_fraction
         Share of epsilon spent here, in ``(0, 1)``.
     """
@@ -234,9 +268,34 @@ class SelectionMechanism(ReleaseMechanism):
         _check_approx(self.name, budget)
 
     def parameters(self, budget: PrivacyBudget) -> tuple[float, float]:
-        """``(eps0, delta0)`` at which APPROX_PP runs for the transform's ``budget``."""
+        """``(eps_sel, delta)``: the selection's share of the transform's ``budget``."""
         eps_sel, _ = split_budget(budget.epsilon, self.selection_fraction)  # type: ignore[arg-type]
-        return selection_parameters(eps_sel, budget.delta, self.m)
+        if self.m is not None:
+            return eps_sel, budget.delta  # type: ignore[return-value]
+        return selection_parameters(eps_sel, budget.delta, None)
+
+    @property
+    def buckets(self) -> int:
+        """Hash buckets of the user-level selection sketch."""
+        return USER_BUCKETS_PER_CANDIDATE * self.k
+
+    def user_combine_fn(self) -> beam.CombineFn:
+        """The user-level selection's ``CombineFn``: one unit's key list per input element.
+
+        Raises ``ValueError`` at element level, whose selection combines Design B sketches.
+        """
+        if self.m is None:
+            raise ValueError("user_combine_fn: the element-level selection uses Design B")
+        buckets = self.buckets
+        return SketchCombineFn(lambda: HashedPAMG(buckets))
+
+    def selected_keys(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list:
+        """The selected keys (at most ``k``) of one window and pane."""
+        if self.m is None:
+            return list(self._release(accumulator, budget, stream).keys())
+        eps_sel, delta = self.parameters(budget)
+        chosen = hashed_selection(accumulator, self.m, eps_sel, delta, stream, k=self.k)
+        return [x for x, _ in chosen]
 
     def _release(self, acc: PostProcessedSum, budget: PrivacyBudget, stream: NoiseStream) -> Any:
         eps0, delta0 = self.parameters(budget)
@@ -246,9 +305,28 @@ class SelectionMechanism(ReleaseMechanism):
     def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
         # One marker per released pane, empty or not: the count release then exists exactly
         # when this one does.
-        return [_Candidates(tuple(self._release(accumulator, budget, stream).keys()))]
+        return [_Candidates(tuple(self.selected_keys(accumulator, budget, stream)))]
+
+    def _user_describe(self, budget: PrivacyBudget) -> dict[str, Any]:
+        eps_sel, delta = self.parameters(budget)
+        params = hashed_selection_parameters(self.m, eps_sel, delta)  # type: ignore[arg-type]
+        return {
+            "noise": "gaussian",
+            "noise_scale": float(params.sigma),
+            "threshold": float(params.threshold),
+            "sensitivity": f"hashed one-counter PAMG sketches ({self.buckets} buckets): one "
+            f"unit changes at most m = {self.m} counters, each by 1 (Lebeda and Tetek, Section "
+            "8, Lemma 9 and Corollary 10, bucket by bucket); Gaussian for L2 sensitivity "
+            "sqrt(m) at (eps_sel, delta/2), and a key stored on one side only (counter 1) "
+            "passes with probability at most delta / (2 m e^eps_sel); candidates: the k "
+            "largest noisy counters (post-processing)",
+            "neighbouring_relation": user_relation(self.m),  # type: ignore[arg-type]
+            "memory": f"at most {self.buckets} keys (hash buckets), whatever the distinct keys",
+        }
 
     def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
+        if self.m is not None:
+            return self._user_describe(budget)
         probe = self._release(
             PostProcessedSum(self.k, max_shards=self.max_shards),
             budget,
@@ -322,7 +400,7 @@ class SelectedCountMechanism(ReleaseMechanism):
             stream,
             k=self.k,
             sensitivity=self.sensitivity,
-            relation=select_count_relation(self.m),
+            relation=_relation(self.m),
             privacy_unit="element" if self.m is None else "user",
         )
 
@@ -349,7 +427,7 @@ class SelectedCountMechanism(ReleaseMechanism):
             "sensitivity": f"count: L1 = {self.sensitivity} ({unit}), every candidate released, "
             "zero counts included, so which keys appear depends only on the selection; "
             f"selection: {sel['sensitivity']}",
-            "neighbouring_relation": select_count_relation(self.m),
+            "neighbouring_relation": _relation(self.m),
             "budget_split": _split_note(self.selection.selection_fraction),
             "memory": f"O(k): at most k = {self.k} candidate counters per window; selection "
             f"at most max_shards * k = {self.selection.max_shards * self.k} keys",

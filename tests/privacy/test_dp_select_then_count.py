@@ -15,6 +15,7 @@ aggregates of one window with its own seeded noise source.
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import numpy as np
 from privacy_audit import FAILURE, epsilon_lower_bound
@@ -22,6 +23,7 @@ from privacy_audit import FAILURE, epsilon_lower_bound
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
+from beam_dpsketch.sketches.misra_gries.hashed import HashedPAMG
 from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum
 from beam_dpsketch.sketches.misra_gries.select_count import split_budget
 from beam_dpsketch.transforms.select_count import SelectedCountMechanism, SelectionMechanism
@@ -32,17 +34,27 @@ EPS_COUNT = split_budget(EPS, 0.5)[1]
 TRIALS = 3000
 
 
-def aggregate(units: list[list[int]]) -> tuple[PostProcessedSum, Counter]:
-    """The exact aggregates of one window: Design B's post-processed sketch and true counts."""
+def aggregate(
+    units: list[list[int]], m: int | None = None
+) -> tuple[PostProcessedSum | HashedPAMG, Counter]:
+    """The exact aggregates of one window: the selection's sketch and the true counts.
+
+    Element level: Design B's post-processed sketch; user level: hashed one-counter PAMG
+    sketches of ``4 K`` buckets, as the transform builds them.
+    """
     sketch = MisraGries(K)
+    hashed = HashedPAMG(4 * K)
     truth: Counter = Counter()
     for keys in units:
-        sketch.update(keys)
+        if m is None:
+            sketch.update(keys)
+        else:
+            hashed.update(keys)
         truth.update(keys)
-    return PostProcessedSum.from_sketch(sketch), truth
+    return (PostProcessedSum.from_sketch(sketch) if m is None else hashed), truth
 
 
-def release(pp: PostProcessedSum, truth: Counter, m: int | None, seed: int) -> dict[int, int]:
+def release(pp: Any, truth: Counter, m: int | None, seed: int) -> dict[int, int]:
     """One select-then-count release (selection, then count) with its own noise source."""
     source = NoiseSource.insecure_for_tests(seed)
     selection = SelectionMechanism(K, 1, m, 0.5)
@@ -56,8 +68,8 @@ def release(pp: PostProcessedSum, truth: Counter, m: int | None, seed: int) -> d
 
 def audit(d: list[list[int]], d2: list[list[int]], heavy: list[int], m: int | None) -> float:
     """Lower bound on epsilon from the event: every heavy key's noisy count >= its count in D."""
-    pp, truth = aggregate(d)
-    pp2, truth2 = aggregate(d2)
+    pp, truth = aggregate(d, m)
+    pp2, truth2 = aggregate(d2, m)
 
     outs_d = [release(pp, truth, m, seed) for seed in range(TRIALS)]
     outs_d2 = [release(pp2, truth2, m, 10**6 + seed) for seed in range(TRIALS)]
@@ -79,8 +91,9 @@ def test_element_level_count_noise_is_calibrated_to_one_element():
 
 def test_user_level_count_noise_scales_with_m():
     m = 3
-    unit = [0, 1, 2]
-    d = [unit] * 1000 + [[3], [4]] * 50
+    # Keys in distinct buckets of the user-level selection sketch (0 and 1 share one of 20).
+    unit = [0, 2, 3]
+    d = [unit] * 1000 + [[4], [5]] * 50
     d2 = d[1:]  # one unit with m heavy keys removed
     bound = audit(d, d2, unit, m)
     assert bound <= EPS_COUNT, bound

@@ -35,6 +35,7 @@ from beam_dpsketch.pipelines.cli import main
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries.exact import exact_user_gshm
+from beam_dpsketch.sketches.misra_gries.hashed import HashedPAMG, hashed_selection
 from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum, approx_pp
 from beam_dpsketch.sketches.misra_gries.select_count import (
     count_release,
@@ -73,6 +74,22 @@ def expected_stc(t, keys, window, m=None, units=None, fraction=0.5):
         for unit_keys in units:
             sketch.update(unit_keys)
             truth.update(unit_keys)
+    selection_stream = source.stream(release_id_for(f"{label}/selection", window, 0))
+    if m is not None:
+        # User level: hashed one-counter PAMG sketches of 4 k buckets, Gaussian threshold.
+        hashed = HashedPAMG(4 * t.k)
+        for unit_keys in units:
+            hashed.update(unit_keys)
+        chosen = hashed_selection(hashed, m, eps_sel, DELTA, selection_stream, k=t.k)
+        cands = [x for x, _ in chosen]
+        return count_release(
+            {c: truth[c] for c in cands if truth[c]},
+            cands,
+            eps_count,
+            source.stream(release_id_for(label, window, 0)),
+            k=t.k,
+            sensitivity=m,
+        )
     eps0, d0 = selection_parameters(eps_sel, DELTA, m)
     selected = approx_pp(
         PostProcessedSum.from_sketch(sketch, max_shards=256),
@@ -237,7 +254,7 @@ def run_units(t, rows, dump):
 
 
 def test_user_level_select_then_count_equals_the_core_release(dump):
-    # Fewer distinct keys than counters: every Misra-Gries segment is exact whatever the order
+    # Fewer distinct keys than buckets: every bucket holds at most one key whatever the order
     # and bundling, so the pipeline's selection equals the single-sketch oracle.
     rows = user_rows(11, items=8)
     t = DPHistogram(
@@ -253,13 +270,13 @@ def test_user_level_select_then_count_equals_the_core_release(dump):
     )
     out, units = run_units(t, rows, dump)
     assert all(len(u) <= 2 for u in units)
-    expected = expected_stc(t, None, GlobalWindow(), m=2, units=units)
+    expected = expected_stc(t, None, GlobalWindow(), m=2, units=units, fraction=0.75)
     assert out == list(expected.items)
-    assert len(out) >= 2  # the two heaviest of the 8 keys pass the group-privacy threshold
+    assert len(out) >= 5  # most of the 8 keys pass the Gaussian threshold (sqrt(m), no group)
     mech = t.aggregate.calibrated_mechanism
     assert mech.sensitivity == 2  # count noise scales with m
-    assert t.aggregate.charge.noise_scale == pytest.approx(2 / split_budget(EPS, 0.5)[1])
-    assert "group_privacy" in t.explain()
+    assert t.aggregate.charge.noise_scale == pytest.approx(2 / split_budget(EPS, 0.75)[1])
+    assert "hashed one-counter PAMG" in t.explain()
 
 
 def test_user_exact_equals_the_core_release(dump):

@@ -1,0 +1,311 @@
+"""User-level key selection at bounded memory: hashed one-counter PAMG sketches.
+
+Pure numpy, no Beam. The selection step of user-level select-then-count
+(:mod:`beam_dpsketch.sketches.misra_gries.select_count`).
+
+**The sketch.** Keys are hashed (seeded, public, data-independent) into ``B`` buckets, and each
+bucket holds a Privacy-Aware Misra-Gries sketch with one counter (Lebeda and Tětek, PODS 2023,
+Section 8, Algorithm 4, with ``k = 1``): a privacy unit's distinct keys falling into a bucket
+form that bucket's user set. Sketches merge bucket by bucket with ``MERGE_1`` (Agarwal et al.,
+"Mergeable Summaries", PODS 2012). Memory is at most ``B`` (key, counter) pairs whatever the
+number of distinct keys. A key alone among the heavy keys of its bucket keeps a counter of at
+least its count minus the counts of the other keys of its bucket; with ``B`` well above the
+number of distinct keys, most buckets hold one key and the counter is exact.
+
+**Sensitivity.** Adding or removing one unit (a set of at most ``m`` distinct keys) leaves every
+bucket the unit does not touch unchanged: its per-bucket stream is the same. In each bucket it
+touches (at most ``m``), the one-counter PAMG sketches of the two streams differ in at most one
+counter, by exactly 1, also after any fixed tree of merges (Lebeda and Tětek, Section 8, Lemma 9
+and Corollary 10, for any ``k >= 1`` and any user-set size). So the two counter vectors differ
+in at most ``m`` counters, each by 1 (the signs may differ between buckets); a key stored in
+only one of them has counter exactly 1 there.
+
+**The release** (:func:`hashed_selection`): discrete-lattice Gaussian noise ``N(0, sigma^2)`` on
+every stored counter, keep the keys whose noisy counter is at least ``threshold``, and return
+the ``k`` largest (post-processing). With ``sigma`` the analytic Gaussian scale for L2
+sensitivity ``sqrt(m)`` at ``(epsilon, delta/2)`` and ``threshold = 1 + sigma
+Phi^-1(1 - delta / (2 m e^epsilon))`` it is ``(epsilon, delta)``-DP for units of at most ``m``
+distinct keys; the proof is in :func:`hashed_selection_parameters`. Unlike Design B at user
+level, no group privacy is used: the noise grows with ``sqrt(m)``, not with ``m``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any, Self
+
+import numpy as np
+
+from beam_dpsketch import serialization
+from beam_dpsketch.hashing import canonical_keys, decode_key, encode_key, hash_keys
+from beam_dpsketch.noise import NoiseStream, gaussian
+from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma
+from beam_dpsketch.sketches.misra_gries.core import (
+    check_approx_delta,
+    check_eps,
+    check_positive_int,
+    check_stream,
+    noisy_sums,
+)
+from beam_dpsketch.sketches.misra_gries.sizing import MAX_K
+
+__all__ = [
+    "HashedPAMG",
+    "HashedSelectionParameters",
+    "hashed_selection",
+    "hashed_selection_parameters",
+]
+
+#: Public seed of the bucket hash (the bucket of a key is data-independent, not secret).
+BUCKET_SEED = 0x5E1EC7
+
+
+class HashedPAMG:
+    """``B`` one-counter PAMG sketches, one per hash bucket of the keys. Not private.
+
+    Parameters
+    ----------
+    buckets
+        Number of buckets ``B`` (at most ``B`` keys are stored), in ``[1, 2**24]``.
+    seed
+        Seed of the bucket hash; sketches with different ``(buckets, seed)`` refuse to merge.
+    """
+
+    KIND = "HashedPAMG"
+    __slots__ = ("buckets", "seed", "_cells")
+
+    def __init__(self, buckets: int, seed: int = BUCKET_SEED) -> None:
+        self.buckets = check_positive_int(buckets, "buckets")
+        if self.buckets > MAX_K:
+            raise ValueError(f"buckets must be in [1, {MAX_K}], got {buckets}")
+        self.seed = int(seed)
+        # bucket -> (key, counter >= 1)
+        self._cells: dict[int, tuple[Any, int]] = {}
+
+    def _bucket_of(self, keys: list[Any]) -> list[int]:
+        h1, _ = hash_keys(keys, self.seed)
+        return (h1 % np.uint64(self.buckets)).astype(np.int64).tolist()
+
+    def update(self, unit: Iterable[Any]) -> Self:
+        """Merge one privacy unit's contribution, a set of keys (duplicates count once).
+
+        The unit's own sketch is, per bucket, ``{x: 1}`` if exactly one of its keys falls
+        there and empty otherwise (PAMG with one counter on a set of two or more keys
+        increments them all, then decrements them all); it is merged with ``MERGE_1``.
+        """
+        if isinstance(unit, str | bytes):
+            raise TypeError("a unit's keys must be a collection of keys, not a single str/bytes")
+        distinct = sorted(set(canonical_keys(list(unit))), key=encode_key)
+        if not distinct:
+            return self
+        per_bucket: dict[int, list[Any]] = {}
+        for b, x in zip(self._bucket_of(distinct), distinct, strict=True):
+            per_bucket.setdefault(b, []).append(x)
+        own = {b: (xs[0], 1) for b, xs in per_bucket.items() if len(xs) == 1}
+        self._merge_cells([own])
+        return self
+
+    def update_user(self, unit: Iterable[Any]) -> Self:
+        """Alias of :meth:`update` (the name :class:`PAMGSketch` uses)."""
+        return self.update(unit)
+
+    def _merge_cells(self, others: list[dict[int, tuple[Any, int]]]) -> None:
+        cells = self._cells
+        touched: dict[int, dict[Any, int]] = {}
+        for other in others:
+            for b, (x, c) in other.items():
+                sums = touched.get(b)
+                if sums is None:
+                    sums = touched[b] = {}
+                    if b in cells:
+                        y, cy = cells[b]
+                        sums[y] = cy
+                sums[x] = sums.get(x, 0) + c
+        for b, sums in touched.items():
+            # MERGE_1: subtract the second largest sum (0 if one key), keep what stays positive.
+            ranked = sorted(sums.values(), reverse=True)
+            second = ranked[1] if len(ranked) > 1 else 0
+            kept = [(x, c - second) for x, c in sums.items() if c > second]
+            if kept:
+                cells[b] = kept[0]
+            else:
+                cells.pop(b, None)
+
+    def merge(self, *others: HashedPAMG) -> Self:
+        """Bucket-wise multi-way ``MERGE_1`` with ``others`` (in that order)."""
+        for other in others:
+            if not isinstance(other, HashedPAMG):
+                raise ValueError(f"cannot merge a HashedPAMG with a {type(other).__name__}")
+            if (other.buckets, other.seed) != (self.buckets, self.seed):
+                raise ValueError("cannot merge HashedPAMG sketches with different (buckets, seed)")
+        self._merge_cells([o._cells for o in others])
+        return self
+
+    def to_dict(self) -> dict[Any, int]:
+        """Positive counters in canonical key order. Not private."""
+        pairs = sorted(self._cells.values(), key=lambda xc: encode_key(xc[0]))
+        return dict(pairs)
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, HashedPAMG):
+            return NotImplemented
+        return (self.buckets, self.seed, self._cells) == (other.buckets, other.seed, other._cells)
+
+    __hash__ = None  # mutable
+
+    def __repr__(self) -> str:
+        return f"HashedPAMG(buckets={self.buckets}, keys={len(self._cells)})"
+
+    def to_bytes(self) -> bytes:
+        """Versioned bytes (:mod:`beam_dpsketch.serialization`)."""
+        items = sorted(self._cells.items())
+        data, offsets = serialization.pack_bytes_list([encode_key(x) for _, (x, _) in items])
+        arrays = {
+            "key_data": data,
+            "key_offsets": offsets,
+            "buckets": np.array([b for b, _ in items], dtype=np.int64),
+            "counts": np.array([c for _, (_, c) in items], dtype=np.int64),
+        }
+        return serialization.dumps(self.KIND, {"buckets": self.buckets, "seed": self.seed}, arrays)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> HashedPAMG:
+        """Inverse of :meth:`to_bytes`; raises ``SketchFormatError`` on malformed bytes."""
+        err = serialization.SketchFormatError
+        _, params, arrays = serialization.loads(data, expected_kind=cls.KIND)
+        nb = serialization.require(params, "buckets", int)
+        seed = serialization.require(params, "seed", int)
+        encoded = serialization.unpack_bytes_list(
+            serialization.require_array(arrays, "key_data", "|u1"),
+            serialization.require_array(arrays, "key_offsets", "<i8"),
+        )
+        n = len(encoded)
+        buckets = serialization.require_array(arrays, "buckets", "<i8", (n,))
+        counts = serialization.require_array(arrays, "counts", "<i8", (n,))
+        if not 1 <= nb <= MAX_K or n > nb:
+            raise err("impossible HashedPAMG parameters")
+        if n and (counts.min() < 1 or buckets.min() < 0 or buckets.max() >= nb):
+            raise err("HashedPAMG counters must be positive and buckets in range")
+        try:
+            keys = [decode_key(b) for b in encoded]
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise err(f"malformed key encoding ({type(exc).__name__})") from None
+        sketch = cls(nb, seed)
+        sketch._cells = {
+            int(b): (x, int(c))
+            for b, x, c in zip(buckets.tolist(), keys, counts.tolist(), strict=True)
+        }
+        if len(sketch._cells) != n:
+            raise err("duplicate buckets in HashedPAMG bytes")
+        if n and sketch._bucket_of(keys) != [int(b) for b in buckets.tolist()]:
+            raise err("a key is stored outside its bucket")
+        return sketch
+
+    def __reduce__(self):
+        return (HashedPAMG.from_bytes, (self.to_bytes(),))
+
+
+@dataclass(frozen=True)
+class HashedSelectionParameters:
+    """Noise scale and cut of :func:`hashed_selection` for ``(m, epsilon, delta)``."""
+
+    m: int
+    epsilon: float
+    delta: float
+    sigma: float
+    threshold: float
+
+
+#: Relative safety margins on sigma and on the tail target (the sampler rounds sigma to a
+#: lattice; the threshold's tail is that of the continuous Gaussian).
+_SIGMA_MARGIN = 1e-9
+_TAIL_MARGIN = 0.9
+
+
+def hashed_selection_parameters(m: int, epsilon: float, delta: float) -> HashedSelectionParameters:
+    """``sigma`` and ``threshold`` making :func:`hashed_selection` ``(epsilon, delta)``-DP.
+
+    ``sigma`` is the analytic Gaussian scale (Balle and Wang, ICML 2018) for L2 sensitivity
+    ``sqrt(m)`` at ``(epsilon, delta/2)``; ``threshold = 1 + sigma z`` with ``z`` the upper
+    ``delta / (2 m e^epsilon)`` quantile of the standard normal (with a safety margin).
+
+    Notes
+    -----
+    **Proof.** Let ``c``, ``c'`` be the counter vectors of neighbouring inputs (one unit added
+    or removed). By the module's sensitivity argument they differ in at most ``m`` counters by
+    1; let ``F`` (resp. ``G``) be the keys stored in ``c`` only (resp. ``c'`` only), each with
+    counter 1, ``|F| + |G| <= m``, and ``A`` the keys stored in both. Write ``M_A`` for the
+    release restricted to ``A``. On the event that no key of ``F`` passes the threshold,
+    ``M(c) = M_A(c)``; that key's noise is independent of the rest, so for any output set
+    ``O``: ``P[M(c) in O] <= P[M_A(c) in O] + |F| q`` with ``q = P[1 + Z >= threshold] <=
+    delta/(2 m e^epsilon)``. ``M_A`` is the Gaussian mechanism on ``A`` (L2 distance at most
+    ``sqrt(m)``) followed by post-processing, so ``P[M_A(c) in O] <= e^epsilon P[M_A(c') in O] +
+    delta/2``, and ``P[M_A(c') in O] <= P[M(c') in O] + |G| q`` likewise. Together
+    ``P[M(c) in O] <= e^epsilon P[M(c') in O] + delta/2 + (|F| + e^epsilon |G|) q <= e^epsilon
+    P[M(c') in O] + delta``. The argument is symmetric, so the release is ``(epsilon,
+    delta)``-DP.
+    """
+    mm = check_positive_int(m, "m")
+    eps = check_eps(epsilon)
+    dl = check_approx_delta(delta)
+    sigma = analytic_gaussian_sigma(math.sqrt(mm), eps, dl / 2.0) * (1.0 + _SIGMA_MARGIN)
+    q = _TAIL_MARGIN * dl / (2.0 * mm * math.exp(eps))
+    z = -NormalDist().inv_cdf(q)
+    return HashedSelectionParameters(mm, eps, dl, sigma, 1.0 + sigma * z)
+
+
+def hashed_selection(
+    sketch: HashedPAMG,
+    m: int,
+    epsilon: float,
+    delta: float,
+    stream: NoiseStream,
+    *,
+    k: int,
+) -> list[tuple[Any, float]]:
+    """The selected keys: stored counters plus Gaussian noise, cut, at most ``k`` largest.
+
+    Parameters
+    ----------
+    sketch
+        The merged :class:`HashedPAMG` of the window (bucket by bucket ``MERGE_1`` in a fixed,
+        data-independent tree, as for PAMG sketches).
+    m
+        Contribution bound: distinct keys per unit and window.
+    epsilon, delta
+        The selection's budget.
+    stream
+        The release's noise stream; keys take their draws in canonical order.
+    k
+        Maximum number of keys returned (the largest noisy counters; post-processing).
+
+    Returns
+    -------
+    list of (key, float)
+        Selected keys with their noisy counters, largest first (ties in canonical key order).
+        Only the keys are meant to be published; the counters are undercounts of the keys'
+        unit counts (bucket collisions), so select-then-count recounts the keys exactly.
+
+    Notes
+    -----
+    **Privacy guarantee.** ``(epsilon, delta)``-DP under add/remove of one privacy unit whose
+    contribution is a set of at most ``m`` distinct keys (:func:`hashed_selection_parameters`).
+    """
+    if not isinstance(sketch, HashedPAMG):
+        raise TypeError(f"sketch must be a HashedPAMG, got {type(sketch).__name__}")
+    kk = check_positive_int(k, "k")
+    check_stream(stream)
+    params = hashed_selection_parameters(m, epsilon, delta)
+    values = sketch.to_dict()
+    keys = list(values)
+    z = gaussian(stream, params.sigma, len(keys))
+    ys = noisy_sums("gaussian", [values[x] for x in keys], z)
+    kept = [(x, float(y)) for x, y in zip(keys, ys, strict=True) if y >= params.threshold]
+    kept.sort(key=lambda xy: -xy[1])  # stable: ties keep canonical order
+    return kept[:kk]
