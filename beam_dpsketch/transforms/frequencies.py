@@ -132,10 +132,40 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
         """Whether releases publish the exact total: only under the declared replace model."""
         return self.pane_relation == "add_remove" and self.neighbouring == "replace"
 
+    def spent_budget(self, budget: PrivacyBudget) -> PrivacyBudget:
+        """The budget a release calibrates its noise for, from public parameters only.
+
+        An approximate ``(epsilon, delta)`` budget can be spent by the discrete Laplace
+        mechanism on the L1 sensitivity (``epsilon``-DP, no ``delta``) or by the discrete
+        Gaussian through zCDP on the L2 sensitivity; the one with the smaller per-cell noise
+        variance is used. For a sketch of depth ``d`` the L1 sensitivity is ``d`` and the L2
+        ``sqrt(d)``, so at the usual depths and ``delta`` the Laplace one has the smaller noise
+        (depth 5, ``epsilon`` 1, ``delta`` 1e-6: variance 50 against 143).
+        """
+        if budget.kind != "approx" or budget.is_pure:
+            return budget
+        cls = self._private_class()
+        pure = PrivacyBudget.pure(budget.epsilon)  # type: ignore[arg-type]
+        laplace = cls.calibrate(
+            self.width, self.depth, pure, neighbouring=self.calibrated_for, offset=False
+        )
+        try:
+            gaussian = cls.calibrate(
+                self.width, self.depth, budget, neighbouring=self.calibrated_for, offset=False
+            )
+        except ValueError:
+            # sigma outside the exact sampler's range: the discrete Laplace is the only option.
+            return pure
+        return pure if laplace.noise_variance <= gaussian.noise_variance else budget
+
+    def privacy_cost(self, budget: PrivacyBudget) -> PrivacyBudget:
+        # Spent by the discrete Laplace mechanism, an approximate budget costs epsilon alone.
+        return self.spent_budget(budget)
+
     def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
         private = self._private_class().release(
             accumulator,
-            budget,
+            self.spent_budget(budget),
             stream,
             neighbouring=self.calibrated_for,
             publish_total=self.publish_total,
@@ -163,7 +193,11 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
 
     def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
         cal = self._private_class().calibrate(
-            self.width, self.depth, budget, neighbouring=self.calibrated_for, offset=False
+            self.width,
+            self.depth,
+            self.spent_budget(budget),
+            neighbouring=self.calibrated_for,
+            offset=False,
         )
         noise_q = noise_tail_bound(cal.noise, cal.scale, self.depth, 1 - ERROR_BOUND_CONFIDENCE)
         return {
