@@ -40,3 +40,15 @@ def test_the_user_level_default_releases_items_of_the_data(bench):
     units = bench.bounded(users, 5, seed=5)
     released = bench.release("user-exact", 5, 4.0, units, trial=0)
     assert released and set(released) <= set(range(bench.ITEMS))
+
+
+@pytest.mark.parametrize("m", [5, 20])
+def test_bounded_memory_select_then_count_keeps_half_of_user_exacts_keys(bench, m):
+    # The goal at eps 4: memory bounded by k (hashed selection sketch, then at most k exact
+    # counters), at least half the keys of user-exact, whose memory grows with the items.
+    users = bench.ratings()
+    units = bench.bounded(users, m, seed=m)
+    ours = [len(bench.release("select-then-count", m, 4.0, units, trial=t)) for t in range(5)]
+    exact = [len(bench.release("user-exact", m, 4.0, units, trial=t)) for t in range(5)]
+    assert np.mean(exact) > 20
+    assert np.mean(ours) >= 0.5 * np.mean(exact)
