@@ -191,27 +191,79 @@ def shortfall_message(
     mechanism: str | None = None,
     *,
     user_level: bool = False,
+    max_contributions: int = 1,
 ) -> str:
-    """Why fewer than ``top`` keys were released, from public values and the released count.
+    """Why fewer than ``top`` keys were released, and the option that releases more.
 
-    Only the number of released rows (itself released), ``top``, ``k``, ``epsilon`` and the
-    public threshold enter it: nothing about the unreleased keys.
+    The advice is the lever that lowers the bar a key must clear under ``mechanism`` (the
+    command's default at the level when ``None``): ``--k`` where the Misra-Gries undercount
+    ``rows/(k+1)`` dominates, ``--max-contributions`` for ``user-exact`` (no sketch: ``--k``
+    plays no part) and ``pamg-gshm`` (its threshold does not grow with it), ``--epsilon``
+    everywhere, ``--selection-fraction`` for select-then-count, and the release to switch to
+    where one releases more from the same input.
+
+    Only public values enter it: the number of released rows (itself released), ``top``, ``k``,
+    ``epsilon``, ``max_contributions``, the mechanism and its public threshold; nothing about
+    the unreleased keys.
     """
+    if mechanism is None:
+        mechanism = CLI_DEFAULT_USER_MECHANISM if user_level else CLI_DEFAULT_MECHANISM
     cut = "the noise threshold" if threshold is None else f"the threshold {threshold:.4g}"
-    stage = "selection estimate (the first pass)" if mechanism == SELECT_COUNT else "sketch count"
-    return (
-        f"# heavy-hitters: {released} of the {top} requested keys were released. A key is "
-        f"released only when its noisy {stage} passes {cut}, i.e. when its true count "
-        f"exceeds about rows/(k+1) + threshold (k={k}, epsilon={epsilon:g}); every other key "
-        "stays hidden. To release more keys raise --k (or --max-error/--memory; memory grows "
-        "with max-shards * k) or --epsilon."
-        + (
-            " At user level, --mechanism user-exact (the default) selects with noise that "
-            "grows with the square root of --max-contributions instead of k or "
-            "--max-contributions (its memory grows with the distinct keys)."
-            if user_level and mechanism != USER_EXACT
-            else ""
+    m = max_contributions
+    head = f"# heavy-hitters: {released} of the {top} requested keys were released. "
+    tail = " Every other key stays hidden."
+    if mechanism == USER_EXACT:
+        return (
+            head + f"With --mechanism {USER_EXACT} a key is released only when its noisy count of "
+            f"users passes {cut} (epsilon={epsilon:g}, --max-contributions={m}): each user "
+            f"counts once for each of at most {m} of its distinct keys, and no sketch is "
+            "involved, so --k changes nothing." + tail + " To release more keys raise "
+            "--max-contributions towards the number of distinct keys a typical user has (the "
+            "threshold grows only with its square root), or raise --epsilon."
         )
+    if mechanism == "pamg-gshm":
+        return (
+            head + f"With --mechanism pamg-gshm a key is released only when its noisy sketch count "
+            f"of users passes {cut}, which grows with k (k={k}, epsilon={epsilon:g}) but not "
+            f"with --max-contributions (m={m}); the sketch undercounts a key by up to "
+            "users * m/(k+1)." + tail + " To release more keys raise --max-contributions (each "
+            "user then counts for more of its distinct keys) or --epsilon; a smaller --k lowers "
+            f"the threshold at the cost of a larger undercount; --mechanism {USER_EXACT} (the "
+            "default at user level) releases more where the distinct keys fit in memory."
+        )
+    if mechanism == SELECT_COUNT and user_level:
+        return (
+            head + f"With --mechanism {SELECT_COUNT} at user level a key is released only when its "
+            f"noisy selection estimate (the first pass) passes {cut}; the selection runs at "
+            f"epsilon/m (epsilon={epsilon:g}, m=--max-contributions={m}), so the threshold "
+            "grows with m." + tail + " To release more keys raise --epsilon, lower "
+            f"--max-contributions, or use --mechanism {USER_EXACT} (the default at user level; "
+            "its noise grows only with the square root of m)."
+        )
+    if mechanism in ("merged-gshm", "merged-laplace"):
+        return (
+            head + f"With --mechanism {mechanism} a key is released only when its noisy sketch "
+            f"count passes {cut}, which grows with k (k={k}, epsilon={epsilon:g}), while the "
+            "sketch undercounts a key by up to rows/(k+1)." + tail + " To release more keys "
+            "raise --epsilon, or move --k towards the number of keys you expect (a smaller k "
+            f"lowers the threshold, a larger k the undercount); --mechanism {SELECT_COUNT} (the "
+            "default) or design-b releases more keys at the same k."
+        )
+    stage = "selection estimate (the first pass)" if mechanism == SELECT_COUNT else "sketch count"
+    memory = "; memory grows with max-shards * k" if mechanism in ("design-b", SELECT_COUNT) else ""
+    levers = f"raise --k (or --max-error/--memory{memory})"
+    if mechanism == SELECT_COUNT:
+        levers += (
+            ", --epsilon, or --selection-fraction (the share of epsilon spent on the "
+            "selection: a larger share lowers the threshold)"
+        )
+    else:
+        levers += " or --epsilon"
+    return (
+        head + f"A key is released only when its noisy {stage} passes {cut}, i.e. when its true "
+        f"count exceeds about rows/(k+1) + threshold (k={k}, epsilon={epsilon:g})."
+        + tail
+        + f" To release more keys {levers}."
     )
 
 
@@ -356,6 +408,7 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
                 release.parameters.get("threshold", release.parameters.get("selection_threshold")),
                 mechanism_of(args),
                 user_level=args.privacy_id is not None,
+                max_contributions=args.max_contributions or 1,
             ),
             file=sys.stderr,
         )
