@@ -78,6 +78,7 @@ __all__ = [
     "NoiseSource",
     "NoiseStream",
     "application_source",
+    "bernoulli_dyadic",
     "check_release_source",
     "discrete_gaussian",
     "discrete_laplace",
@@ -1206,6 +1207,40 @@ def discrete_laplace_per_key(
     for i, key in enumerate(keys):
         out[i] = _discrete_laplace_ts(stream.substream(key), t, s, 1)[0]
     return out
+
+
+def bernoulli_dyadic(stream: NoiseStream, numerators: Sequence[int]) -> np.ndarray:
+    """Independent exact Bernoulli draws with probabilities ``numerators[i] / 2**64``.
+
+    Draw ``i`` is ``True`` iff the ``i``-th uniform 64-bit word of ``stream`` is below
+    ``numerators[i]``, which has probability exactly ``numerators[i] / 2**64``; a numerator of
+    ``2**64`` is always ``True``. For a probability known as a real number, round it **down**
+    to the ``2**-64`` grid and account for the rounding in the calibration.
+
+    A zero-noise test stream answers ``numerators[i] >= 2**63`` (the draw's median), the
+    noiseless analogue of a keep-with-probability decision.
+
+    Parameters
+    ----------
+    stream
+        The release's :class:`NoiseStream`; ``len(numerators)`` words are consumed.
+    numerators
+        Integers in ``[0, 2**64]``.
+
+    Returns
+    -------
+    numpy.ndarray
+        bool array of shape ``(len(numerators),)``.
+    """
+    nums = [int(x) for x in numerators]
+    if any(not 0 <= x <= 1 << 64 for x in nums):
+        raise ValueError("numerators must be integers in [0, 2**64]")
+    n = len(nums)
+    always = np.fromiter((x == 1 << 64 for x in nums), dtype=np.bool_, count=n)
+    below = np.fromiter((min(x, (1 << 64) - 1) for x in nums), dtype=np.uint64, count=n)
+    if _zeros_if_test(stream, 0, np.int64) is not None:
+        return always | (below >= np.uint64(1 << 63))
+    return always | (stream.uint64(n) < below)
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,11 +8,16 @@ The mechanism, for one window and pane and a budget ``(epsilon, delta)`` split b
 ``selection_fraction`` ``f`` into ``eps_sel = f * epsilon`` and ``eps_count = (1 - f) *
 epsilon``:
 
-1. **Selection.** The Design B release of Misra-Gries sketches (Algorithm 3 per segment, exact
-   sums, APPROX_PP: Lebeda and Tětek, PODS 2023, Sections 6-7) at ``(eps_sel, delta)`` returns
-   noisy estimates; the candidate set ``C`` is the ``k`` keys with the largest noisy estimates
-   (post-processing). At user level, where one unit adds at most ``m`` elements (its distinct
-   kept keys), the selection runs at ``(eps_sel / m, delta / (m e^eps_sel))``: group privacy of
+1. **Selection** (:func:`select_candidates`). A noisy test first asks whether every segment's
+   Misra-Gries sketch held all of its distinct keys (then the sketches are exact counts). If
+   it passes, each key is kept with a probability that depends on its exact count only: the
+   optimal private partition selection of Desfontaines, Voss, Gipson and Mandayam
+   ("Differentially Private Partition Selection", PoPETs 2022), which keeps half of the keys
+   of count about ``ln(eps_sel/(2 delta))/eps_sel``. Otherwise the Design B release of
+   Misra-Gries sketches (Algorithm 3 per segment, exact sums, APPROX_PP: Lebeda and Tětek,
+   PODS 2023, Sections 6-7) at ``(eps_sel, delta)`` returns noisy estimates and the candidate
+   set ``C`` is the ``k`` keys with the largest of them (post-processing). At user level,
+   where one unit adds at most ``m`` elements (its distinct kept keys), the selection runs at ``(eps_sel / m, delta / (m e^eps_sel))``: group privacy of
    size ``m`` then gives ``(eps_sel, delta)`` for the unit (Dwork and Roth, "The Algorithmic
    Foundations of Differential Privacy", Theorem 2.2 and its approximate form;
    :func:`selection_parameters`).
@@ -26,6 +31,10 @@ epsilon``:
    ``C`` fixed, the count vector has L1 sensitivity ``Delta_1 = 1`` at element level (one element
    touches one key) and ``Delta_1 = m`` at user level (one unit touches at most ``m`` keys once
    each), so this step is ``eps_count``-DP (pure) given ``C``.
+
+**Guarantee of the selection.** :func:`select_candidates` is ``(eps_sel, delta)``-DP under
+add/remove of one element (with A-PART for several segments); the argument is in its
+docstring and in ``docs/algorithms.md#select-exact``.
 
 **Guarantee.** By adaptive basic composition (Dwork and Roth, Theorem 3.16; the count step's
 mechanism is chosen from the selection's output only) the pair (selection, counts) is
@@ -42,15 +51,23 @@ step pure and all of ``delta`` for the selection.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from beam_dpsketch.hashing import encode_key
-from beam_dpsketch.noise import NoiseStream, discrete_laplace_per_key
+from beam_dpsketch.noise import (
+    NoiseStream,
+    bernoulli_dyadic,
+    discrete_laplace,
+    discrete_laplace_per_key,
+)
 from beam_dpsketch.sketches.misra_gries.core import (
     ERROR_CONFIDENCE,
     ErrorBound,
@@ -61,24 +78,41 @@ from beam_dpsketch.sketches.misra_gries.core import (
     check_positive_int,
     check_stream,
     geometric_two_sided_quantile,
+    geometric_union_tail,
     laplace_scale_exact,
     make_release,
 )
+from beam_dpsketch.sketches.misra_gries.single import PostProcessedSum, approx_pp
 from beam_dpsketch.sketches.misra_gries.sketch import multiset_counts
 
 __all__ = [
     "DEFAULT_SELECTION_FRACTION",
+    "EXACT_TEST_DELTA_SHARE",
+    "EXACT_TEST_FRACTION",
     "CandidateIndex",
+    "SelectionCalibration",
     "check_selection_fraction",
     "count_candidates",
     "count_release",
+    "select_candidates",
     "select_count_relation",
+    "keep_numerators",
+    "selection_calibration",
     "selection_parameters",
     "split_budget",
 ]
 
 #: Share of epsilon spent on the selection unless declared otherwise.
 DEFAULT_SELECTION_FRACTION = 0.5
+
+#: Share of the selection's epsilon spent on the noisy test of whether the sketches are exact.
+#: Small: the test only has to tell "at most k - margin distinct keys per segment" from "more
+#: than k", and the margin ``~ ln(1/delta)/eps_test`` stays a few percent of a large ``k``.
+EXACT_TEST_FRACTION = 0.01
+
+#: Share of the selection's delta that covers the exactness test (the rest goes to the branch
+#: that runs after it).
+EXACT_TEST_DELTA_SHARE = 0.05
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
@@ -138,6 +172,209 @@ def selection_parameters(epsilon: float, delta: float, m: int | None) -> tuple[f
         return eps, dl
     mm = check_positive_int(m, "m")
     return eps / mm, dl / (mm * math.exp(eps))
+
+
+@dataclass(frozen=True)
+class SelectionCalibration:
+    """Public calibration of :func:`select_candidates` for one ``(epsilon, delta, k)``.
+
+    Attributes
+    ----------
+    test_epsilon, test_scale, test_cut
+        The exactness test: it passes iff ``widest + Z_t <= test_cut``, with ``Z_t`` discrete
+        Laplace of scale ``test_scale`` (``1/eps'`` for some ``eps' <= test_epsilon``) and
+        ``test_cut = k + 1 - t`` where ``P[Z_t >= t] <= test_delta``.
+    test_delta
+        Probability bound of passing when some segment decremented.
+    branch_epsilon, branch_delta
+        The budget of the branch that runs after the test.
+    exact_median, exact_certain
+        The exact branch (:func:`keep_numerators`): the smallest count kept with probability
+        at least 1/2, and the smallest count always kept.
+    """
+
+    test_epsilon: float
+    test_delta: float
+    test_scale: Fraction
+    test_cut: int
+    branch_epsilon: float
+    branch_delta: float
+    exact_median: int
+    exact_certain: int
+
+
+#: ``exp(eps)`` is bounded from below on this binary grid (exact integer arithmetic).
+_E_BITS = 62
+_ONE = 1 << 64
+
+
+@functools.lru_cache(maxsize=64)
+def keep_numerators(epsilon: float, delta: float) -> tuple[int, ...]:
+    """Keep probabilities (numerators over ``2**64``) of private partition selection.
+
+    Entry ``n`` is ``N(n) = 2**64 pi(n)`` for count ``n`` (entry 0 is 0); a count beyond the
+    last entry is kept with probability 1 (the last entry is ``2**64``). ``pi`` is the
+    greedy recursion of the optimal partition selection (Desfontaines, Voss, Gipson and
+    Mandayam, PoPETs 2022): ``pi(0) = 0`` and ``pi(n) = min(E pi(n-1) + D, 1 - (1 - pi(n-1) -
+    D) / E, 1)``, computed exactly in integers on the ``2**-64`` grid with ``E <= e^epsilon``
+    (rounded down on a ``2**-62`` grid) and ``D = floor(delta 2**64) / 2**64 <= delta``, and
+    rounded down at every step.
+
+    **Guarantee.** For neighbouring counts ``n`` and ``n + 1`` of one key (``n = 0``: the key
+    is absent on one side) the keep decision is ``(epsilon, delta)``-DP:
+    ``pi(n+1) <= E pi(n) + D`` and ``1 - pi(n) <= E (1 - pi(n+1)) + D`` hold by construction
+    (each rounding lowers ``pi(n+1)``, which keeps both), ``E <= e^epsilon`` and ``D <= delta``;
+    the other two inequalities hold because ``pi`` is non-decreasing.
+    """
+    eps = check_eps(epsilon)
+    dl = check_approx_delta(delta)
+    e_num = math.floor(math.nextafter(math.nextafter(math.exp(eps), 0.0), 0.0) * (1 << _E_BITS))
+    e_num = max(e_num, 1 << _E_BITS)
+    d64 = int(Fraction(dl) * _ONE)
+    out = [0]
+    while out[-1] < _ONE:
+        prev = out[-1]
+        up = ((e_num * prev) >> _E_BITS) + d64
+        rest = _ONE - prev - d64
+        # 1 - (1 - pi - D)/E, with the subtracted part rounded up: pi(n) only gets smaller.
+        down = _ONE if rest <= 0 else _ONE - -((-rest << _E_BITS) // e_num)
+        nxt = min(up, down, _ONE)
+        if nxt <= prev:  # pragma: no cover - E >= 1 and D > 0 make pi increase
+            raise RuntimeError("partition selection probabilities stopped increasing")
+        out.append(nxt)
+    return tuple(out)
+
+
+def selection_calibration(epsilon: float, delta: float, k: int) -> SelectionCalibration:
+    """The public calibration of :func:`select_candidates` at ``(epsilon, delta)`` and ``k``.
+
+    ``epsilon`` splits into ``eps_t = EXACT_TEST_FRACTION * epsilon`` for the test and the
+    rest, ``eps_b``, for the branch (:func:`split_budget`: ``eps_t + eps_b <= epsilon``);
+    ``delta`` into ``delta_t = EXACT_TEST_DELTA_SHARE * delta / (1 + e^epsilon)`` for the test
+    and ``delta_b = (1 - EXACT_TEST_DELTA_SHARE) * delta`` for the branch, so that
+    ``delta_b + (1 + e^epsilon) delta_t = delta`` (the composition of
+    :func:`select_candidates`).
+    """
+    eps = check_eps(epsilon)
+    dl = check_approx_delta(delta)
+    kk = check_positive_int(k, "k")
+    eps_t, eps_b = split_budget(eps, EXACT_TEST_FRACTION)
+    delta_t = EXACT_TEST_DELTA_SHARE * dl / (1.0 + math.exp(eps))
+    delta_b = (1.0 - EXACT_TEST_DELTA_SHARE) * dl
+    test_scale = laplace_scale_exact(1, eps_t)
+    keep = keep_numerators(eps_b, delta_b)
+    return SelectionCalibration(
+        test_epsilon=eps_t,
+        test_delta=delta_t,
+        test_scale=test_scale,
+        test_cut=kk + 1 - geometric_union_tail(test_scale, delta_t, 1),
+        branch_epsilon=eps_b,
+        branch_delta=delta_b,
+        exact_median=next(n for n, x in enumerate(keep) if 2 * x >= _ONE),
+        exact_certain=len(keep) - 1,
+    )
+
+
+def select_candidates(
+    source: PostProcessedSum, epsilon: float, delta: float, stream: NoiseStream, *, k: int
+) -> HeavyHitterRelease:
+    """The selection of select-then-count: at most ``k`` keys, ``(epsilon, delta)``-DP.
+
+    1. **Exactness test** (``eps_t``). ``widest`` (:attr:`PostProcessedSum.widest`) is
+       ``min(distinct keys, k + 1)`` of the widest segment, ``k + 1`` once a segment's sketch
+       decremented; a Misra-Gries sketch of ``k`` counters decrements exactly when its segment
+       has more than ``k`` distinct keys, so ``widest <= k`` iff the sums are exact counts.
+       The test passes iff ``widest + Z_t <= test_cut`` (:func:`selection_calibration`).
+    2. **Exact branch** (test passed, sums exact, ``(eps_b, delta_b)``). Every key with
+       ``f(x) >= 1`` is kept with probability ``pi(f(x))`` (:func:`keep_numerators`), one
+       uniform word per key by position over the keys in canonical order. If more than ``k``
+       are kept, the first ``k`` in canonical key order are the candidates (a function of the
+       kept set only).
+    3. **Sketch branch** (test failed). APPROX_PP (:func:`approx_pp`, no count correction) at
+       ``(eps_b, delta_b)`` on the Design B sum, its ``k`` largest values.
+
+    The stream's first draw is the test's; the branch draws after it.
+
+    Notes
+    -----
+    **Privacy guarantee.** ``(epsilon, delta)``-DP under add/remove of one element, with
+    assumption A-PART when several segments are summed (one element changes one segment).
+    Let ``D' = D + x``.
+
+    * ``widest`` changes by at most 1: the segment that receives ``x`` gains at most one
+      distinct key and ``min(., k + 1)`` keeps that bound; the other segments are unchanged.
+      The test is the discrete Laplace mechanism on it: ``eps_t``-DP.
+    * Consider the ideal mechanism ``M'`` that runs the same test and, when it passes, runs
+      the exact branch on the **true** histogram of the input (instead of the sums). Its
+      exact branch is ``(eps_b, delta_b)``-DP: one element changes one key's count from
+      ``n`` to ``n + 1`` (``n = 0``: absent on one side), the keys' decisions are
+      independent with identically distributed words whatever their positions, and
+      :func:`keep_numerators` makes one key's decision ``(eps_b, delta_b)``-DP. The sketch branch is ``(eps_b, delta_b)``-DP (:func:`approx_pp`). The
+      branch is chosen from the test's output only, so by adaptive composition ``M'`` is
+      ``(eps_t + eps_b, delta_b) <= (epsilon, delta_b)``-DP.
+    * The real mechanism equals ``M'`` except when the test passes although some segment
+      decremented (``widest = k + 1``), which has probability ``P[Z_t <= test_cut - k - 1]
+      = P[Z_t >= t_t] <= delta_t`` for every input. So for every set ``O`` of outputs,
+      ``P[M(D) in O] <= P[M'(D) in O] + delta_t <= e^epsilon P[M'(D') in O] + delta_b +
+      delta_t <= e^epsilon P[M(D') in O] + delta_b + (1 + e^epsilon) delta_t = e^epsilon
+      P[M(D') in O] + delta``, and symmetrically for removal.
+
+    In particular one element that turns an exact input into an inexact one (a segment with
+    exactly ``k`` distinct keys receiving a new key) changes ``widest`` by 1 like any other
+    element: the switch between the branches is itself the output of the noisy test.
+
+    Parameters
+    ----------
+    source
+        The Design B sum of the window (:class:`PostProcessedSum`).
+    epsilon, delta
+        The selection's budget.
+    stream
+        The selection's noise stream.
+    k
+        Most candidates; must equal the sum's ``k``.
+    """
+    if not isinstance(source, PostProcessedSum):
+        raise TypeError(f"source must be a PostProcessedSum, got {type(source).__name__}")
+    check_stream(stream)
+    cal = selection_calibration(epsilon, delta, k)
+    if source.k != k:
+        raise ValueError(f"k: the sum has k={source.k}, the selection k={k}")
+    # Drawn first, at a fixed position: the test's noise never depends on the data.
+    z_t = int(discrete_laplace(stream, cal.test_scale, 1)[0])
+    exact = source.exact_counts() if source.widest + z_t <= cal.test_cut else None
+    if exact is None:
+        # The test failed, or (probability <= test_delta) passed on inexact sums, which the
+        # analysis charges to delta: release from the sketches.
+        return approx_pp(
+            source, cal.branch_epsilon, cal.branch_delta, stream, count_fraction=0.0
+        ).top(k)
+    keys = list(exact)
+    keep = keep_numerators(cal.branch_epsilon, cal.branch_delta)
+    last = len(keep) - 1
+    # One uniform word per key by position over the keys in canonical order: i.i.d., so each
+    # key's decision has the same distribution whichever other keys there are.
+    kept = bernoulli_dyadic(stream, [keep[min(c, last)] for c in exact.values()])
+    # Every kept key has the same value: the order of the release carries no count.
+    pairs = [(keys[i], 0) for i in np.flatnonzero(kept).tolist()[:k]]
+    return make_release(
+        pairs,
+        mechanism="EXACT-SELECTION",
+        epsilon=check_eps(epsilon),
+        delta=check_approx_delta(delta),
+        threshold=float(cal.exact_median),
+        noise=NoiseSpec("partition_selection", 0.0),
+        k=k,
+        neighbouring=select_count_relation(None),
+        details={
+            "exactness_test_epsilon": cal.test_epsilon,
+            "exactness_test_cut": cal.test_cut,
+            "branch_epsilon": cal.branch_epsilon,
+            "branch_delta": cal.branch_delta,
+            "kept_with_probability_half_from": cal.exact_median,
+            "kept_always_from": cal.exact_certain,
+        },
+    )
 
 
 class CandidateIndex:

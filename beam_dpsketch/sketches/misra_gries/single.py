@@ -298,6 +298,16 @@ class PostProcessedSum:
     ``max_shards``; folding in more shards raises ``ValueError`` (a data-independent check when
     the shard count is fixed by the pipeline, docs/algorithms.md#mg-partition).
 
+    While no shard's sketch has decremented (each held every distinct key of its segment, at
+    most ``k``), the sum also keeps the exact counts of every key (:meth:`exact_counts`), and
+    :attr:`widest` records ``min(distinct keys, k + 1)`` of the widest segment (``k + 1`` once
+    any segment decremented). Adding or removing one element changes one segment's distinct
+    keys by at most 1, so :attr:`widest` has sensitivity 1 under the sharded relation; the
+    select-then-count selection tests it with noise before it uses the exact counts
+    (:func:`~beam_dpsketch.sketches.misra_gries.select_count.select_candidates`). The exact
+    counts are dropped as soon as one segment decremented, so they never add memory beyond
+    ``max_shards * k`` keys.
+
     This object is **not** differentially private: release it with :func:`approx_pp` or
     :func:`pure_pp`.
 
@@ -310,7 +320,7 @@ class PostProcessedSum:
     """
 
     KIND = "PostProcessedSum"
-    __slots__ = ("k", "max_shards", "shards", "n", "_scaled")
+    __slots__ = ("k", "max_shards", "shards", "n", "widest", "_scaled", "_exact")
 
     def __init__(self, k: int, *, max_shards: int) -> None:
         self.k = check_positive_int(k, "k")
@@ -319,7 +329,11 @@ class PostProcessedSum:
         # Exact number of elements folded in: never released as is, only through the noisy
         # count of approx_pp's count correction.
         self.n = 0
+        # min(distinct keys, k + 1) of the widest segment; k + 1 once a segment decremented.
+        self.widest = 0
         self._scaled: dict[Any, int] = {}
+        # Exact counts while every segment is exact (never decremented); None afterwards.
+        self._exact: dict[Any, int] | None = {}
 
     @classmethod
     def from_sketch(cls, sketch: MisraGries, *, max_shards: int = 1) -> PostProcessedSum:
@@ -345,10 +359,21 @@ class PostProcessedSum:
             raise ValueError(f"sketch has k={sketch.k}, this sum has k={self.k}")
         self._check_room(1)
         k1, off = self.k + 1, sketch.n
-        for key, c in sketch.to_dict().items():
+        counters = sketch.to_dict()
+        for key, c in counters.items():
             v = k1 * (c + sketch.d) - off
             if v > 0:
                 self._scaled[key] = self._scaled.get(key, 0) + v
+        if sketch.d == 0 and self._exact is not None:
+            # Never decremented: the counters are the segment's exact counts, one per
+            # distinct key.
+            exact = self._exact
+            for key, c in counters.items():
+                exact[key] = exact.get(key, 0) + c
+            self.widest = max(self.widest, len(counters))
+        else:
+            self._exact = None
+            self.widest = self.k + 1
         self.shards += 1
         self.n += sketch.n
         return self
@@ -365,6 +390,13 @@ class PostProcessedSum:
         self._check_room(other.shards)
         for key, v in other._scaled.items():
             self._scaled[key] = self._scaled.get(key, 0) + v
+        if self._exact is not None and other._exact is not None:
+            exact = self._exact
+            for key, c in other._exact.items():
+                exact[key] = exact.get(key, 0) + c
+        else:
+            self._exact = None
+        self.widest = max(self.widest, other.widest)
         self.shards += other.shards
         self.n += other.n
         return self
@@ -383,18 +415,43 @@ class PostProcessedSum:
         k1 = self.k + 1
         return {x: Fraction(v, k1) for x, v in self.scaled_counts().items()}
 
+    @property
+    def exact(self) -> bool:
+        """Whether no segment's sketch decremented (then :meth:`exact_counts` is exact)."""
+        return self._exact is not None
+
+    def exact_counts(self) -> dict[Any, int] | None:
+        """``{key: f(x)}`` over every key seen, canonical key order, or ``None``. Not private.
+
+        ``None`` once any segment's sketch decremented; otherwise the exact count of every
+        distinct key of the summed segments.
+        """
+        if self._exact is None:
+            return None
+        return {x: self._exact[x] for x in sorted(self._exact, key=encode_key)}
+
     def __len__(self) -> int:
         return len(self._scaled)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PostProcessedSum):
             return NotImplemented
-        return (self.k, self.max_shards, self.shards, self.n, self._scaled) == (
+        return (
+            self.k,
+            self.max_shards,
+            self.shards,
+            self.n,
+            self.widest,
+            self._scaled,
+            self._exact,
+        ) == (
             other.k,
             other.max_shards,
             other.shards,
             other.n,
+            other.widest,
             other._scaled,
+            other._exact,
         )
 
     __hash__ = None  # mutable
@@ -410,7 +467,9 @@ class PostProcessedSum:
         out = PostProcessedSum(self.k, max_shards=self.max_shards)
         out.shards = self.shards
         out.n = self.n
+        out.widest = self.widest
         out._scaled = dict(self._scaled)
+        out._exact = None if self._exact is None else dict(self._exact)
         return out
 
     def to_bytes(self) -> bytes:
@@ -424,7 +483,20 @@ class PostProcessedSum:
             "key_offsets": offsets,
             "scaled": np.array([v for _, v in items], dtype=np.int64),
         }
-        params = {"k": self.k, "max_shards": self.max_shards, "shards": self.shards, "n": self.n}
+        params = {
+            "k": self.k,
+            "max_shards": self.max_shards,
+            "shards": self.shards,
+            "n": self.n,
+            "widest": self.widest,
+            "exact": int(self._exact is not None),
+        }
+        exact = self.exact_counts()
+        if exact is not None:
+            edata, eoffsets = serialization.pack_bytes_list([encode_key(x) for x in exact])
+            arrays["exact_key_data"] = edata
+            arrays["exact_key_offsets"] = eoffsets
+            arrays["exact_counts"] = np.fromiter(exact.values(), dtype=np.int64, count=len(exact))
         return serialization.dumps(self.KIND, params, arrays)
 
     @classmethod
@@ -444,14 +516,36 @@ class PostProcessedSum:
             raise err("impossible PostProcessedSum parameters")
         if len(encoded) > shards * k or (len(scaled) and scaled.min() < 1):
             raise err("malformed PostProcessedSum contents")
+        # Bytes without the exactness fields read as inexact: the conservative state.
+        widest = params.get("widest", k + 1)
+        has_exact = params.get("exact", 0)
+        if type(widest) is not int or not 0 <= widest <= k + 1 or has_exact not in (0, 1):
+            raise err("impossible PostProcessedSum exactness parameters")
+        if has_exact and widest > k:
+            raise err("impossible PostProcessedSum exactness parameters")
+        exact: dict[Any, int] | None = None
+        if has_exact:
+            eencoded = serialization.unpack_bytes_list(
+                serialization.require_array(arrays, "exact_key_data", "|u1"),
+                serialization.require_array(arrays, "exact_key_offsets", "<i8"),
+            )
+            ecounts = serialization.require_array(arrays, "exact_counts", "<i8", (len(eencoded),))
+            if len(eencoded) > shards * k or (len(ecounts) and ecounts.min() < 1):
+                raise err("malformed PostProcessedSum exact counts")
         try:
             keys = [decode_key(b) for b in encoded]
+            if has_exact:
+                exact = dict(zip([decode_key(b) for b in eencoded], ecounts.tolist(), strict=True))
         except (ValueError, TypeError, RecursionError) as exc:
             # The decoder's message can quote the key's bytes: keep only its type.
             raise err(f"malformed key encoding ({type(exc).__name__})") from None
+        if exact is not None and len(exact) != len(eencoded):
+            raise err("duplicate keys in PostProcessedSum bytes")
         out = cls(k, max_shards=max_shards)
         out.shards = shards
         out.n = n
+        out.widest = widest if exact is not None else k + 1
+        out._exact = exact
         out._scaled = dict(zip(keys, scaled.tolist(), strict=True))
         if len(out._scaled) != len(keys):
             raise err("duplicate keys in PostProcessedSum bytes")

@@ -22,6 +22,7 @@ __all__ = [
     "BYTES_PER_COUNTER",
     "DEFAULT_K",
     "MAX_K",
+    "SELECT_COUNT_K",
     "apriori_error",
     "k_for_memory",
     "memory_bytes",
@@ -36,6 +37,14 @@ MAX_K = 1 << 24
 #: noise threshold) is released, and streams with at most 4,096 distinct keys per shard (the
 #: 3,399 flight routes) are summarised exactly.
 DEFAULT_K = 4096
+
+#: Default counters of element-level select-then-count (the heavy-hitter CLI's default
+#: release). Its selection reads the sketches' exact counts whenever every segment held all of
+#: its distinct keys, so a generous ``k`` turns most real key columns (up to about ``k``
+#: distinct keys per segment, less the exactness test's margin) into exact histograms with a
+#: threshold near ``1 + ln(1/delta)/eps``. The sketch loop is C, so a large ``k`` costs memory
+#: only for keys that arrive: about ``k * BYTES_PER_COUNTER`` (26 MB) per open segment.
+SELECT_COUNT_K = 1 << 17
 
 #: Bytes per held counter assumed by :func:`memory_bytes` and :func:`k_for_memory`: a Python
 #: dict slot, an int counter and a short (up to about 40 byte) string key, rounded up from
