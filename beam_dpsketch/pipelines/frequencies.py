@@ -47,6 +47,8 @@ from beam_dpsketch.transforms.frequencies import DEFAULT_SKETCH, ERROR_BOUND_CON
 from beam_dpsketch.transforms.readers import NUMBERS
 
 __all__ = [
+    "DEFAULT_DEPTH",
+    "DEFAULT_WIDTH",
     "frequency_rows",
     "quantile_rows",
     "read_query_keys",
@@ -61,7 +63,7 @@ __all__ = [
 # word-frequency stream, point-query MAE at epsilon 0.1 / 1: 18.1 / 2.0 (PipelineDP with public
 # partitions: 10.1 / 1.0), against 25.9 / 5.0 at 5 x 32768; three rows of 2**18 int64 counters hold
 # 6 MB whatever the number of keys, and the run takes the same time.
-_WIDTH, _DEPTH = 1 << 18, 3
+DEFAULT_WIDTH, DEFAULT_DEPTH = 1 << 18, 3
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -92,8 +94,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=DEFAULT_SKETCH,
         help=f"sketch kind ({DEFAULT_SKETCH}: unbiased median estimator)",
     )
-    group.add_argument("--width", type=int, default=_WIDTH, help=f"counters per row ({_WIDTH})")
-    group.add_argument("--depth", type=int, default=_DEPTH, help=f"rows ({_DEPTH})")
+    group.add_argument(
+        "--width", type=int, default=DEFAULT_WIDTH, help=f"counters per row ({DEFAULT_WIDTH})"
+    )
+    group.add_argument("--depth", type=int, default=DEFAULT_DEPTH, help=f"rows ({DEFAULT_DEPTH})")
     group.add_argument("--seed", type=int, default=0, help="public hash seed (0)")
     group.add_argument(
         "--query",
