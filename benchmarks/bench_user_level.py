@@ -188,5 +188,45 @@ def run(quick: bool = False) -> str:
     return "\n".join(lines)
 
 
+#: The cells of the bounded-memory goal (at m = 5 and 20, eps 4: at least half of user-exact's keys).
+GOAL_BOUNDS = (1, 5, 20)
+GOAL_EPSILONS = (1.0, 4.0)
+
+
+def goal(trials: int = 20) -> str:
+    """Markdown rows: keys and recall of select-then-count, user-exact and PipelineDP, ``trials`` seeds.
+
+    Command: ``python -m benchmarks.bench_user_level --goal``.
+    """
+    users = ratings()
+    raw = np.bincount(np.concatenate(users), minlength=ITEMS)
+    order = np.argsort(-raw, kind="stable")
+    lines = [
+        "| m | eps | method | keys released | recall top 10 | recall top 50 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for m in GOAL_BOUNDS:
+        units = bounded(users, m, seed=m)
+        for eps in GOAL_EPSILONS:
+            for method in ("select-then-count", "user-exact", "PipelineDP 0.3.1"):
+                runs = [
+                    pipelinedp(users, m, eps)
+                    if method.startswith("PipelineDP")
+                    else release(method, m, eps, units, t)
+                    for t in range(trials)
+                ]
+                recall = [
+                    float(np.mean([len(set(order[:t].tolist()) & set(r)) / t for r in runs]))
+                    for t in TOPS
+                ]
+                lines.append(
+                    f"| {m} | {eps:g} | {method} | {np.mean([len(r) for r in runs]):.1f} | "
+                    f"{recall[0]:.2f} | {recall[1]:.2f} |"
+                )
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    print(run(quick=True))
+    import sys
+
+    print(goal() if "--goal" in sys.argv[1:] else run(quick=True))
