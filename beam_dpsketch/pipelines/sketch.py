@@ -34,6 +34,7 @@ from beam_dpsketch.pipelines.output import (
     NOT_PRIVATE,
     ORDER,
     CliRelease,
+    active_outputs,
     add_output_arguments,
     check_output_arguments,
     plain,
@@ -248,7 +249,14 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         "bound": beam.Map(_bound_note),
     }
     if args.save_sketch:
-        released_sides["saved"] = SaveSketch(args.save_sketch)
+        # The sketch is written under a temporary name and renamed onto --save-sketch with the
+        # command's other outputs, so a failed run leaves no file there.
+        outputs = active_outputs()
+        saved_to = args.save_sketch
+        if outputs is not None:
+            saved_to = outputs.temporary_for(args.save_sketch)
+            outputs.add_file(saved_to, args.save_sketch)
+        released_sides["saved"] = SaveSketch(saved_to)
     run_ = run_release(
         reader,
         SketchGlobally(spec),
@@ -258,10 +266,11 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         known_options=getattr(args, "known_options", ()),
     )
     if args.save_sketch:
-        print(
-            f"beam-dpsketch sketch: wrote {_describe(spec)} to {args.save_sketch}",
-            file=sys.stderr,
-        )
+        note = f"beam-dpsketch sketch: wrote {_describe(spec)} to {args.save_sketch}"
+        if outputs is not None:
+            outputs.add_note(note)
+        else:
+            print(note, file=sys.stderr)
     if not queries and not is_mg:
         return 0
     what = f"column {args.column!r} of " if args.column else ""

@@ -266,3 +266,31 @@ def test_a_signal_stops_the_run_and_deletes_its_staging(tmp_path, signum, status
     assert "KeyboardInterrupt" not in err and "Traceback" not in err
     assert f"{word or 'interrupted'} ({signal.Signals(signum).name})" in err
     assert os.listdir(out_dir) == [] and os.listdir(tmp_dir) == []
+
+
+def test_a_saved_sketch_appears_only_when_the_command_succeeds(
+    events, tmp_path, capsys, monkeypatch
+):
+    """--save-sketch is published with the other outputs: a command that fails after its
+    pipeline ran leaves no sketch file (and no staging), one that succeeds leaves it whole."""
+    from beam_dpsketch.pipelines import sketch as sketch_module
+
+    def failing(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    saved = tmp_path / "s.sketch"
+    command = ["sketch", "--input", events, "--column", "item", "--sketch", "count-min"]
+    command += ["--query", "alpha", "--save-sketch", str(saved), RUNNER]
+    monkeypatch.setattr(sketch_module, "write_release", failing)
+    code = main(command)
+    out, _ = capsys.readouterr()
+    assert code != 0 and out == ""
+    assert os.listdir(tmp_path) == []
+    monkeypatch.undo()
+    assert main(command) == 0
+    capsys.readouterr()
+    assert os.listdir(tmp_path) == ["s.sketch"]
+    from beam_dpsketch.sketches import CountMinSketch
+
+    loaded = sketch_module.load_sketch(str(saved), CountMinSketch)
+    assert loaded.estimate(["alpha"])[0] >= 600
