@@ -157,6 +157,9 @@ def test_goal_verdicts_follow_the_measurements(bench):
     assert not verdicts(99.0)["keys released, heavy hitters"]
     # Every error is 0 <= bound: coverage 100 % is above the 93-97 % goal.
     assert not verdicts(100.0)["error bars, ours"]
+    # Nothing measured is not a goal met.
+    empty = {measure: ok for measure, _, _, ok in bench.goal_rows([], [], [], [], [])}
+    assert not any(empty.values())
 
 
 # ------------------------------------------------------------------ the quick run
