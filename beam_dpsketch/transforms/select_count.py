@@ -9,8 +9,12 @@ Used by :class:`~beam_dpsketch.transforms.DPHistogram` and
 ``"select-then-count"`` (element or user level, memory ``O(k)`` per window)
     Two releases per window over the same input, accounted as one charge of the whole budget
     (basic composition; :meth:`explain` states both parts). The **selection** (budget share
-    ``selection_fraction``, by default 0.5 at element level and 0.75 at user level) is the Design B release of Misra-Gries sketches (Lebeda and Tětek,
-    PODS 2023, Sections 6-7), cut to its ``k`` largest noisy estimates; at user level it is
+    ``selection_fraction``, by default 0.5 at element level and 0.75 at user level) first
+    tests, with noise, whether every Misra-Gries segment held all of its distinct keys: then it
+    selects from the exact counts by private partition selection (keys from a count of about
+    ``ln(eps/(2 delta))/eps`` on), otherwise it is the Design B release of Misra-Gries sketches
+    (Lebeda and Tětek, PODS 2023, Sections 6-7) cut to its ``k`` largest noisy estimates
+    (:func:`~beam_dpsketch.sketches.misra_gries.select_count.select_candidates`); at user level it is
     a Gaussian threshold on hashed one-counter PAMG sketches of ``4 k`` buckets, calibrated
     for L2 sensitivity ``sqrt(m)`` without group privacy
     (:func:`~beam_dpsketch.sketches.misra_gries.hashed.hashed_selection`). The
@@ -56,7 +60,9 @@ from beam_dpsketch.sketches.misra_gries.select_count import (
     CandidateIndex,
     check_selection_fraction,
     count_release,
+    select_candidates,
     select_count_relation,
+    selection_calibration,
     selection_parameters,
     split_budget,
 )
@@ -230,7 +236,7 @@ class _CountCandidates(beam.DoFn):
 
 
 class SelectionMechanism(ReleaseMechanism):
-    """The selection of select-then-count: Design B (APPROX_PP), top ``k`` keys as a marker.
+    """The selection of select-then-count: exact counts or Design B, top ``k`` keys as a marker.
 
     It receives the whole per-release budget ``(eps, delta)`` of the transform and spends
     ``(selection_fraction * eps, delta)`` of it (the count spends the rest). At user level it
@@ -299,8 +305,7 @@ class SelectionMechanism(ReleaseMechanism):
 
     def _release(self, acc: PostProcessedSum, budget: PrivacyBudget, stream: NoiseStream) -> Any:
         eps0, delta0 = self.parameters(budget)
-        # count_fraction=0: the selection only ranks keys, and a common offset changes no rank.
-        return approx_pp(acc, eps0, delta0, stream, count_fraction=0.0).top(self.k)
+        return select_candidates(acc, eps0, delta0, stream, k=self.k)
 
     def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
         # One marker per released pane, empty or not: the count release then exists exactly
@@ -327,18 +332,37 @@ class SelectionMechanism(ReleaseMechanism):
     def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
         if self.m is not None:
             return self._user_describe(budget)
-        probe = self._release(
-            PostProcessedSum(self.k, max_shards=self.max_shards),
-            budget,
-            NoiseSource.insecure_for_tests(0).stream("describe"),
-        )
         eps0, delta0 = self.parameters(budget)
+        cal = selection_calibration(eps0, delta0, self.k)
+        # The sketch branch's calibration, from an empty sum (public parameters only).
+        probe = approx_pp(
+            PostProcessedSum(self.k, max_shards=self.max_shards),
+            cal.branch_epsilon,
+            cal.branch_delta,
+            NoiseSource.insecure_for_tests(0).stream("describe"),
+            count_fraction=0.0,
+        )
         out = {
             "noise": probe.noise.distribution,
             "noise_scale": float(probe.noise.scale),
             "threshold": float(probe.threshold),
-            "sensitivity": "Lebeda and Tetek, Algorithm 3 (Section 6): L1 sensitivity 2 per "
-            "element; candidates: the k largest noisy estimates (post-processing)",
+            "exact_threshold": float(cal.exact_median),
+            "exact_selection": (
+                "private partition selection on the exact counts (Desfontaines, Voss, Gipson "
+                f"and Mandayam 2022) at epsilon {cal.branch_epsilon:.6g}, delta "
+                f"{cal.branch_delta:.3g}: a key of count {cal.exact_median} is kept with "
+                f"probability >= 1/2, of count >= {cal.exact_certain} always"
+            ),
+            "exactness_test": (
+                f"discrete Laplace of scale {float(cal.test_scale):.6g} on min(distinct keys, "
+                f"k+1) of the widest segment (sensitivity 1, epsilon {cal.test_epsilon:.6g}); "
+                f"exact counts are used iff the noisy value is at most {cal.test_cut}, "
+                f"which a decremented sketch passes with probability <= {cal.test_delta:.3g}"
+            ),
+            "sensitivity": "exact branch: one element changes one count by 1, a key on one "
+            "side only has count 1 (kept with probability <= delta); sketch branch: Lebeda and "
+            "Tetek, Algorithm 3 (Section 6): L1 sensitivity 2 per element; candidates: the k "
+            "largest noisy values (post-processing)",
             "neighbouring_relation": select_count_relation(self.m),
         }
         if self.m is not None:
@@ -424,6 +448,12 @@ class SelectedCountMechanism(ReleaseMechanism):
             "threshold": None,
             "selection_noise_scale": sel["noise_scale"],
             "selection_threshold": sel["threshold"],
+            # The element-level selection's exact branch (absent at user level).
+            **{
+                f"selection_{name}": sel[name]
+                for name in ("exact_threshold", "exact_selection", "exactness_test")
+                if name in sel
+            },
             "sensitivity": f"count: L1 = {self.sensitivity} ({unit}), every candidate released, "
             "zero counts included, so which keys appear depends only on the selection; "
             f"selection: {sel['sensitivity']}",
