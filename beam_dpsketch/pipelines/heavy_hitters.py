@@ -38,7 +38,12 @@ from beam_dpsketch.pipelines.output import (
     write_release,
 )
 from beam_dpsketch.sketches.misra_gries.core import ERROR_CONFIDENCE
-from beam_dpsketch.sketches.misra_gries.sizing import DEFAULT_K, k_for_memory, suggest_k
+from beam_dpsketch.sketches.misra_gries.sizing import (
+    DEFAULT_K,
+    SELECT_COUNT_K,
+    k_for_memory,
+    suggest_k,
+)
 from beam_dpsketch.transforms import DPHeavyHitters, ReadKeyBatches
 from beam_dpsketch.transforms.heavy_hitters import MECHANISMS
 from beam_dpsketch.transforms.readers import ReadKeyPairs
@@ -87,9 +92,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sizing.add_argument(
         "--k",
         type=int,
-        help=f"Misra-Gries counters (default {DEFAULT_K}: keys above about rows/(k+1) plus the "
-        "noise threshold are released, and up to k distinct keys per accumulator are counted "
-        "exactly)",
+        help=f"Misra-Gries counters (default {SELECT_COUNT_K} for select-then-count at element "
+        f"level, {DEFAULT_K} otherwise): up to k distinct keys per accumulator are counted "
+        "exactly, and then select-then-count selects from the exact counts; beyond that keys "
+        "above about rows/(k+1) plus the noise threshold are released",
     )
     sizing.add_argument(
         "--max-error",
@@ -111,7 +117,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="with --max-error: planned number of input rows (a public figure, not counted)",
     )
     group.add_argument(
-        "--top", type=int, help=f"how many keys to print (default: {DEFAULT_TOP}, at most --k)"
+        "--top",
+        type=_top_arg,
+        metavar="N|all",
+        help=f"how many keys to print (default: {DEFAULT_TOP}, at most --k); 'all' prints every "
+        "released key",
     )
     add_privacy_arguments(group, delta=1e-6)
     group.add_argument("--privacy-id", metavar="COL", help="user id column (user-level privacy)")
@@ -162,6 +172,21 @@ def _rows(record: tuple[Any, Any]) -> Iterator[dict[str, Any]]:
     }
 
 
+def _top_arg(value: str) -> int | str:
+    """``--top``: a positive int or ``all``."""
+    if value == "all":
+        return value
+    try:
+        top = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--top must be a positive int or 'all', got {value!r}"
+        ) from None
+    if top < 1:
+        raise argparse.ArgumentTypeError(f"--top must be a positive int or 'all', got {value!r}")
+    return top
+
+
 def mechanism_of(args: argparse.Namespace) -> str:
     """``--mechanism``, or the command's default at its level."""
     if args.mechanism is not None:
@@ -179,7 +204,11 @@ def _k_from_args(args: argparse.Namespace) -> int:
         return suggest_k(max_error=args.max_error, n=args.expected_rows)
     if args.memory is not None:
         return k_for_memory(args.memory, max_shards=args.max_shards)
-    return DEFAULT_K if args.k is None else args.k
+    if args.k is not None:
+        return args.k
+    if mechanism_of(args) == SELECT_COUNT and args.privacy_id is None:
+        return SELECT_COUNT_K
+    return DEFAULT_K
 
 
 def shortfall_message(
@@ -306,7 +335,8 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
     k = _k_from_args(args)
     if k < 1:
         raise ValueError(f"--k must be a positive int, got {k}")
-    top = min(DEFAULT_TOP, k) if args.top is None else args.top
+    # --top all: every released key (at most k); no shortfall to report then.
+    top = min(DEFAULT_TOP, k) if args.top is None else None if args.top == "all" else args.top
     if args.max_contributions is not None and args.privacy_id is None:
         raise ValueError("--max-contributions applies with --privacy-id only")
     budget = budget_from_args(args)
@@ -377,6 +407,9 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
         # Public calibration of the selection, which decides which keys are counted.
         details = transform.accountant.all_charges()[-1][1].details
         parameters["selection_threshold"] = details["selection_threshold"]
+        if "selection_exact_threshold" in details:
+            # Used instead when every accumulator held all of its distinct keys.
+            parameters["selection_exact_threshold"] = details["selection_exact_threshold"]
         parameters["selection_fraction"] = (
             transform.aggregate.mechanism.selection.selection_fraction
         )
@@ -397,7 +430,7 @@ def run(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     release = heavy_hitters(args, beam_args)
     write_release(release, args.format, args.output)
     top = release.parameters["top"]
-    if len(release.rows) < top:
+    if top is not None and len(release.rows) < top:
         # Not an error: hiding keys below the threshold is what the release must do.
         print(
             shortfall_message(

@@ -81,7 +81,7 @@ from beam_dpsketch.sketches.misra_gries.private import (
 )
 from beam_dpsketch.sketches.misra_gries.select_count import DEFAULT_SELECTION_FRACTION
 from beam_dpsketch.sketches.misra_gries.single import check_count_fraction
-from beam_dpsketch.sketches.misra_gries.sizing import DEFAULT_K, memory_bytes
+from beam_dpsketch.sketches.misra_gries.sizing import DEFAULT_K, SELECT_COUNT_K, memory_bytes
 from beam_dpsketch.transforms.base import as_extractor
 from beam_dpsketch.transforms.batching import BatchKeys, call_user_fn, is_batch_type, is_key_batch
 from beam_dpsketch.transforms.bounding import BoundContributions
@@ -424,8 +424,10 @@ class DPHistogram(AccountedTransform):
     Parameters
     ----------
     k
-        Counters per Misra-Gries sketch (default
-        :data:`~beam_dpsketch.sketches.misra_gries.DEFAULT_K` = 4096); every key with true
+        Counters per Misra-Gries sketch (default: ``SELECT_COUNT_K`` = 131072 for
+        element-level ``"select-then-count"``, whose selection uses the sketches' exact counts
+        when every segment held all of its distinct keys;
+        :data:`~beam_dpsketch.sketches.misra_gries.DEFAULT_K` = 4096 otherwise); every key with true
         count above ``N/(k+1)`` plus the noise threshold is released with high probability
         (``N`` elements per window). Size it with
         :func:`~beam_dpsketch.sketches.misra_gries.suggest_k` (an error target for an expected
@@ -494,10 +496,12 @@ class DPHistogram(AccountedTransform):
     """
 
     _top: int | None = None
+    # True when the release is sorted and cut to at most k keys (DPHeavyHitters with top=None).
+    _top_all: bool = False
 
     def __init__(
         self,
-        k: int = DEFAULT_K,
+        k: int | None = None,
         budget: PrivacyBudget | None = None,
         *,
         key_fn: Callable[[Any], Any] | None = None,
@@ -517,7 +521,7 @@ class DPHistogram(AccountedTransform):
         count_fraction: float | None = None,
         recount_source: beam.PTransform | None = None,
     ) -> None:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise ValueError(f"k must be a positive int, got {k!r}")
         if budget is None and accountant is None:
             raise ValueError(
@@ -544,6 +548,11 @@ class DPHistogram(AccountedTransform):
             raise ValueError("max_contributions: a positive int is required with privacy_id_fn")
         if not user_level and max_contributions is not None:
             raise ValueError("max_contributions applies to user-level releases: pass privacy_id_fn")
+        if k is None:
+            k = SELECT_COUNT_K if mechanism == SELECT_COUNT and not user_level else DEFAULT_K
+        if self._top_all:
+            # Every selected key: at most k of them.
+            self._top = k
         self.k = k
         self.mechanism_name = mechanism
         # The sequential sketch lives in keyed state and leaves on an end-of-window timer.
@@ -703,22 +712,26 @@ class DPHeavyHitters(DPHistogram):
     """Differentially private top-``top`` heavy hitters per window, from Misra-Gries sketches.
 
     The :class:`DPHistogram` release, post-processed to its ``top`` largest noisy counts (default
-    ``k``), emitted as ``(key, noisy_count)`` tuples from the largest count down (ties by
-    canonical key order). Same parameters and privacy guarantee as :class:`DPHistogram`
+    ``None``: every released key, at most ``k``), emitted as ``(key, noisy_count)`` tuples from
+    the largest count down (ties by canonical key order). Same parameters and privacy guarantee as :class:`DPHistogram`
     (post-processing costs nothing).
     """
 
     def __init__(
         self,
-        k: int = DEFAULT_K,
+        k: int | None = None,
         budget: PrivacyBudget | None = None,
         *,
         top: int | None = None,
         **kwargs: Any,
     ) -> None:
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
-            raise ValueError(f"top must be a positive int, got {top!r}")
-        self._top = k if top is None else top
+            raise ValueError(
+                f"top must be a positive int or None (every released key), got {top!r}"
+            )
+        # top=None: every released key, which is at most k (set once k is resolved).
+        self._top_all = top is None
+        self._top = top
         super().__init__(k, budget, **kwargs)
 
 
