@@ -263,11 +263,13 @@ def shortfall_message(
     if mechanism == SELECT_COUNT and user_level:
         return (
             head + f"With --mechanism {SELECT_COUNT} at user level a key is released only when its "
-            f"noisy selection estimate (the first pass) passes {cut}; the selection runs at "
-            f"epsilon/m (epsilon={epsilon:g}, m=--max-contributions={m}), so the threshold "
-            "grows with m." + tail + " To release more keys raise --epsilon, lower "
-            f"--max-contributions, or use --mechanism {USER_EXACT} (the default at user level; "
-            "its noise grows only with the square root of m)."
+            f"noisy selection estimate (the first pass, on hashed sketches) passes {cut}, which "
+            f"grows with the square root of m (epsilon={epsilon:g}, m=--max-contributions={m}) "
+            "but not with k." + tail + " To release more keys raise --epsilon, raise "
+            "--max-contributions towards the number of distinct keys a typical user has (the "
+            f"threshold grows only with its square root), or use --mechanism {USER_EXACT} (the "
+            "default at user level: all of epsilon on one release; memory grows with the "
+            "distinct keys)."
         )
     if mechanism in ("merged-gshm", "merged-laplace"):
         return (
