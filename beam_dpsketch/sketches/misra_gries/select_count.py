@@ -16,11 +16,10 @@ epsilon``:
    of count about ``ln(eps_sel/(2 delta))/eps_sel``. Otherwise the Design B release of
    Misra-Gries sketches (Algorithm 3 per segment, exact sums, APPROX_PP: Lebeda and Tětek,
    PODS 2023, Sections 6-7) at ``(eps_sel, delta)`` returns noisy estimates and the candidate
-   set ``C`` is the ``k`` keys with the largest of them (post-processing). At user level,
-   where one unit adds at most ``m`` elements (its distinct kept keys), the selection runs at ``(eps_sel / m, delta / (m e^eps_sel))``: group privacy of
-   size ``m`` then gives ``(eps_sel, delta)`` for the unit (Dwork and Roth, "The Algorithmic
-   Foundations of Differential Privacy", Theorem 2.2 and its approximate form;
-   :func:`selection_parameters`).
+   set ``C`` is the ``k`` keys with the largest of them (post-processing). At user level
+   the selection is :func:`~beam_dpsketch.sketches.misra_gries.hashed.hashed_selection`: a
+   Gaussian threshold on hashed one-counter PAMG sketches, noise for L2 sensitivity ``sqrt(m)``
+   and no group privacy (docs/algorithms.md#mg-user-hashed).
 2. **Count.** For every key of ``C``, zero counts included, the exact count of the same window
    plus discrete Laplace noise of scale ``Delta_1 / eps_count`` (Canonne, Kamath and Steinke,
    "The Discrete Gaussian for Differential Privacy", 2020, the discrete Laplace mechanism). The
@@ -127,7 +126,8 @@ def select_count_relation(m: int | None) -> str:
         )
     return (
         f"add/remove one privacy unit, whose contribution is a set of at most m={m} distinct "
-        "keys per window (selection by group privacy of size m; counts: L1 sensitivity m)"
+        "keys per window (selection: hashed one-counter PAMG sketches, at most m counters "
+        "change by 1; counts: L1 sensitivity m)"
     )
 
 
