@@ -385,8 +385,8 @@ class DPFrequencies(AccountedTransform):
     Without ``query_keys``: emits one released
     :class:`~beam_dpsketch.sketches.linear.private.PrivateCountSketch` (default) or
     ``PrivateCountMinSketch`` per released pane, queryable downstream for any key (``estimate``,
-    e.g. as a side input), with a per-estimate ``error_bound(confidence)`` (hashing error plus
-    noise quantile, from released values only). The sketch is exact until release; noise is added
+    e.g. as a side input), with a per-estimate ``error_bound(confidence)`` (the quantile of the
+    hashing and noise error together, read off the released cells: no budget spent). The sketch is exact until release; noise is added
     once to every cell and no constant is added (the estimate has no hidden offset).
 
     With ``query_keys``: emits one
@@ -405,8 +405,9 @@ class DPFrequencies(AccountedTransform):
         over the releases a unit can influence.
     sketch
         ``"count-sketch"`` (default: unbiased median estimator) or ``"count-min"`` (minimum
-        over rows: never below the exact sketch's collisions, biased downward by the noise of
-        lightly loaded keys). Must be left unset with ``query_keys``.
+        over rows minus the public mean of the minimum of the row noises: centred on the count
+        for a key without collisions, raised by collisions). Must be left unset with
+        ``query_keys``.
     query_keys
         Public keys, declared independently of the data: count exactly these keys instead of
         building a sketch. Keys of the data that are not declared are not counted.
