@@ -140,7 +140,7 @@ def test_coverage_and_width_of_stated_bounds(bench):
 
 
 def _hh_cells(bench, ours_keys: float, pdp_keys: float) -> list:
-    ours, pdp = bench.Cell("d", "ours", 1.0), bench.Cell("d", bench.PDP, 1.0)
+    ours, pdp = bench.Cell("d", bench.DEFAULT_HH, 1.0), bench.Cell("d", bench.PDP, 1.0)
     for cell, keys in ((ours, ours_keys), (pdp, pdp_keys)):
         cell.keys, cell.recall, cell.mae = [keys], [0.99], [1.0]
         cell.abs_err = [np.zeros(3)]
@@ -156,7 +156,7 @@ def test_goal_verdicts_follow_the_measurements(bench):
     assert verdicts(100.0)["keys released, heavy hitters"]
     assert not verdicts(99.0)["keys released, heavy hitters"]
     # Every error is 0 <= bound: coverage 100 % is above the 93-97 % goal.
-    assert not verdicts(100.0)["error bars, ours"]
+    assert not verdicts(100.0)[f"error bars, {bench.DEFAULT_HH}"]
     # Nothing measured is not a goal met.
     empty = {measure: ok for measure, _, _, ok in bench.goal_rows([], [], [], [], [])}
     assert not any(empty.values())
