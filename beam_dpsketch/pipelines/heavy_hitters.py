@@ -45,7 +45,11 @@ from beam_dpsketch.sketches.misra_gries.sizing import (
     suggest_k,
 )
 from beam_dpsketch.transforms import DPHeavyHitters, ReadKeyBatches
-from beam_dpsketch.transforms.heavy_hitters import MECHANISMS
+from beam_dpsketch.transforms.heavy_hitters import (
+    HEAVY_HITTERS_DEFAULT_MECHANISM,
+    MECHANISMS,
+    USER_DEFAULT_MECHANISM,
+)
 from beam_dpsketch.transforms.readers import ReadKeyPairs
 from beam_dpsketch.transforms.select_count import SELECT_COUNT, USER_EXACT
 
@@ -62,13 +66,14 @@ __all__ = [
 #: Keys printed when ``--top`` is not given (at most ``--k``).
 DEFAULT_TOP = 100
 
-#: The release when ``--mechanism`` is not given, at element level: its counts carry only noise
-#: error (no sketch error) in ``O(k)`` memory. The command reads files (one global window), so
-#: the once-per-window trigger it needs always holds.
-CLI_DEFAULT_MECHANISM = SELECT_COUNT
+#: The release when ``--mechanism`` is not given, at element level, the same as
+#: :class:`~beam_dpsketch.transforms.DPHeavyHitters`' default: its counts carry only noise error
+#: (no sketch error) in ``O(k)`` memory. The command reads files (one global window), so the
+#: once-per-window trigger it needs always holds.
+CLI_DEFAULT_MECHANISM = HEAVY_HITTERS_DEFAULT_MECHANISM
 #: At user level: exact bounded counts, noise that grows with ``sqrt(--max-contributions)``; its
 #: memory grows with the distinct keys, as PipelineDP's does.
-CLI_DEFAULT_USER_MECHANISM = USER_EXACT
+CLI_DEFAULT_USER_MECHANISM = USER_DEFAULT_MECHANISM
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -6,7 +6,7 @@ PODS 2023) and the accounted release step :class:`~beam_dpsketch.transforms.rele
 Which release a pipeline shape allows follows from their Section 7 (merged sketches) and
 ``docs/algorithms.md#mg-merged``; the shapes offered here:
 
-``"design-b"`` (default, element level)
+``"design-b"`` (element level; :class:`DPHistogram`'s default there)
     Each Beam accumulator runs Algorithm 1 on the elements it receives; when Beam merges
     accumulators, every open segment is post-processed (Algorithm 3 with its own ``n``, ``d``) and
     the results are summed exactly (Lebeda and Tětek, Algorithm 3 of Section 6 and Section 7;
@@ -33,7 +33,7 @@ Which release a pipeline shape allows follows from their Section 7 (merged sketc
     window (chosen by keyed hash, :class:`~beam_dpsketch.transforms.BoundContributions`), folded
     into a PAMG sketch (Algorithm 4) merged with ``MERGE_k``, released with GSHM at ``l = k``
     (Lebeda and Tětek, Section 8: Algorithm 4, Theorem 5 and Theorem 12).
-``"select-then-count"`` (element or user level, memory ``O(k)``)
+``"select-then-count"`` (element or user level, memory ``O(k)``; :class:`DPHeavyHitters`' default at element level)
     A selection of at most ``k`` candidate keys (share ``selection_fraction`` of epsilon; at
     user level a Gaussian threshold on hashed one-counter PAMG sketches, noise growing with
     ``sqrt(m)``), then the exact counts of those keys in the same window (a windowed side input)
@@ -101,7 +101,9 @@ from beam_dpsketch.transforms.select_count import (
 )
 
 __all__ = [
+    "HEAVY_HITTERS_DEFAULT_MECHANISM",
     "MECHANISMS",
+    "USER_DEFAULT_MECHANISM",
     "DPHeavyHitters",
     "DPHistogram",
     "DesignBCombineFn",
@@ -119,6 +121,15 @@ MECHANISMS = (
 )
 _ELEMENT_MECHANISMS = ("design-b", "sequential", "merged-gshm", "merged-laplace", SELECT_COUNT)
 _USER_MECHANISMS = ("pamg-gshm", USER_EXACT, SELECT_COUNT)
+#: :class:`DPHeavyHitters`' release at element level when ``mechanism`` is not given (the
+#: ``heavy-hitters`` command's too): its counts carry noise error only, no sketch error, in
+#: ``O(k)`` memory. It needs the global window or fixed windows with a trigger that fires once
+#: per window; other windowings (early or late firings, sliding windows) take
+#: ``mechanism="design-b"``, which the refusal names.
+HEAVY_HITTERS_DEFAULT_MECHANISM = SELECT_COUNT
+#: The release at user level when ``mechanism`` is not given (:class:`DPHistogram`,
+#: :class:`DPHeavyHitters` and the command): noise that grows with ``sqrt(max_contributions)``.
+USER_DEFAULT_MECHANISM = USER_EXACT
 
 
 # --------------------------------------------------------------------------------------------
@@ -444,8 +455,9 @@ class DPHistogram(AccountedTransform):
         keys per window (chosen by a secret keyed hash). Requires ``key_fn`` or key elements,
         and unbatched input.
     mechanism
-        One of :data:`MECHANISMS`; default ``"design-b"`` at element level (any windowing and
-        trigger) and ``"user-exact"`` at user level (noise that grows with the square root of
+        One of :data:`MECHANISMS`; default ``"design-b"`` at element level for
+        :class:`DPHistogram` (any windowing and trigger), ``"select-then-count"`` for
+        :class:`DPHeavyHitters` (see its docstring), and ``"user-exact"`` at user level (noise that grows with the square root of
         ``max_contributions``, not with ``k``; memory grows with the distinct keys of a window,
         as in PipelineDP: pass ``"select-then-count"`` or ``"pamg-gshm"`` for memory bounded by
         ``k``). See the module docstring for when each is allowed. ``"sequential"`` and
@@ -498,6 +510,9 @@ class DPHistogram(AccountedTransform):
     _top: int | None = None
     # True when the release is sorted and cut to at most k keys (DPHeavyHitters with top=None).
     _top_all: bool = False
+    # The element-level release when ``mechanism`` is not given: design-b accepts every
+    # windowing and trigger; DPHeavyHitters overrides it with the command's default.
+    _default_mechanism: str = "design-b"
 
     def __init__(
         self,
@@ -531,12 +546,14 @@ class DPHistogram(AccountedTransform):
         key_fn = as_extractor(key_fn, "key_fn")
         privacy_id_fn = as_extractor(privacy_id_fn, "privacy_id_fn")
         user_level = privacy_id_fn is not None
+        # Whether the windowing refusal should also state the default's rule.
+        self._mechanism_defaulted = mechanism is None
         if mechanism is None:
             # User level: user-exact's noise follows sqrt(m) (pamg-gshm's follows k; the
             # bounded-memory select-then-count spends part of epsilon on its selection and
             # releases about half of user-exact's keys: benchmarks/RESULTS.md, "User level").
             # Element level: design-b accepts every windowing and trigger.
-            mechanism = USER_EXACT if user_level else "design-b"
+            mechanism = USER_DEFAULT_MECHANISM if user_level else self._default_mechanism
         if mechanism not in MECHANISMS:
             raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
         if mechanism not in (_USER_MECHANISMS if user_level else _ELEMENT_MECHANISMS):
@@ -641,7 +658,19 @@ class DPHistogram(AccountedTransform):
                     f"{name}: recount_source reads the input again into the global window: the "
                     "input must be in the global window with the default trigger"
                 )
-            return self._select_count.plan(pcoll.windowing, name, self)
+            try:
+                return self._select_count.plan(pcoll.windowing, name, self)
+            except ValueError as exc:
+                # Only select-then-count's windowing refusals get the rule of the default (a
+                # budget refusal, a BudgetExceededError, is about the budget, not the windowing).
+                refusal = f"mechanism {SELECT_COUNT!r}" in str(exc)
+                if not self._mechanism_defaulted or type(exc) is not ValueError or not refusal:
+                    raise
+                raise ValueError(
+                    f"{exc}. {type(self).__name__} defaults to mechanism {SELECT_COUNT!r} for "
+                    "the global window and fixed windows whose trigger fires once per window; "
+                    "for this windowing pass mechanism='design-b' (any windowing and trigger)"
+                ) from None
         if self._bound is None:  # element level: keys reach the trigger in batches
             check_element_count_trigger(pcoll.windowing, name)
         if self.mechanism_name == "sequential":
@@ -715,7 +744,19 @@ class DPHeavyHitters(DPHistogram):
     ``None``: every released key, at most ``k``), emitted as ``(key, noisy_count)`` tuples from
     the largest count down (ties by canonical key order). Same parameters and privacy guarantee as :class:`DPHistogram`
     (post-processing costs nothing).
+
+    Default release, the same as the ``heavy-hitters`` command's: ``"select-then-count"``
+    (:data:`HEAVY_HITTERS_DEFAULT_MECHANISM`) at element level, whose counts carry noise error
+    only, for the global window and fixed windows with a trigger that fires once per window;
+    any other windowing (early or late firings, sliding windows) is refused when the transform
+    is applied, with the advice to pass ``mechanism="design-b"``, which accepts every windowing
+    and trigger. At user level ``"user-exact"`` (:data:`USER_DEFAULT_MECHANISM`). Pick another
+    release when: ``"design-b"`` for repeated panes or sliding windows; ``"sequential"`` for the
+    smallest threshold when one worker can sketch a window; ``"pamg-gshm"`` or
+    ``"select-then-count"`` at user level for memory bounded by ``k``.
     """
+
+    _default_mechanism = HEAVY_HITTERS_DEFAULT_MECHANISM
 
     def __init__(
         self,

@@ -84,6 +84,7 @@ def test_design_b_many_bundles_within_the_bound(tmp_path, prism_args):
             k,
             APPROX,
             top=10,
+            mechanism="design-b",
             max_shards=shards,
             noise_source=NoiseSource.insecure_for_tests(5),
             label="hh-spread",

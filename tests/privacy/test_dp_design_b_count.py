@@ -52,6 +52,7 @@ def _calibration() -> tuple[PrivacyBudget, float]:
     t = DPHeavyHitters(
         K,
         PrivacyBudget.approx(EPS, DELTA),
+        mechanism="design-b",
         count_fraction=COUNT_FRACTION,
         noise_source=NoiseSource.insecure_for_tests(1),
         label="design-b-count",

@@ -142,7 +142,9 @@ CASES: dict[str, Case] = {
     **{f"histogram-{m}": _histogram(m, user_level=False) for m in ELEMENT_LEVEL},
     **{f"histogram-user-{m}": _histogram(m, user_level=True) for m in USER_LEVEL},
     "heavy-hitters": Case(
-        lambda label: DPHeavyHitters(16, APPROX, top=3, noise_source=_source(), label=label),
+        lambda label: DPHeavyHitters(
+            16, APPROX, top=3, mechanism="design-b", noise_source=_source(), label=label
+        ),
         KEYS,
         NEW_KEY,
     ),

@@ -107,6 +107,7 @@ def test_heavy_hitters_default_design_releases_the_empty_on_time_pane(tmp_path):
     dp = DPHeavyHitters(
         4,
         APPROX,
+        mechanism="design-b",
         max_panes_per_window=3,
         noise_source=NoiseSource.insecure_for_tests(7),
         with_metadata=True,

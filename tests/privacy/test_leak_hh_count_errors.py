@@ -65,7 +65,11 @@ def _run_and_capture(transform: beam.PTransform, elements: list, caplog) -> str:
             "key_fn",
         ),
         (lambda: BoundContributions(len, 1, element_id_fn=_to_int), [SECRET], "element_id_fn"),
-        (lambda: DPHeavyHitters(4, APPROX, key_fn=_to_int), [SECRET], "key_fn"),
+        (
+            lambda: DPHeavyHitters(4, APPROX, mechanism="design-b", key_fn=_to_int),
+            [SECRET],
+            "key_fn",
+        ),
         (
             lambda: DPHeavyHitters(
                 4, APPROX, privacy_id_fn=_to_int, key_fn=len, max_contributions=1

@@ -145,7 +145,7 @@ def _count(**kw):
 def _heavy_hitters(**kw):
     from beam_dpsketch.transforms import DPHeavyHitters
 
-    return DPHeavyHitters(8, PrivacyBudget.approx(1.0, 1e-6), **kw)
+    return DPHeavyHitters(8, PrivacyBudget.approx(1.0, 1e-6), mechanism="design-b", **kw)
 
 
 def _frequencies(**kw):

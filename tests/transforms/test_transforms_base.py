@@ -83,6 +83,8 @@ def _histogram(label=None, **kw):
 
 
 def _heavy_hitters(label=None, **kw):
+    if "privacy_id_fn" not in kw:
+        kw.setdefault("mechanism", "design-b")
     return DPHeavyHitters(
         8, PrivacyBudget.approx(1.0, 1e-6), top=2, noise_source=noise(), label=label, **kw
     )
@@ -153,8 +155,9 @@ def test_two_heavy_hitters_with_labels_a_and_b_both_release():
     data = p | beam.Create(KEYS * 200)
     acc = PrivacyAccountant(PrivacyBudget.approx(2.0, 1e-5), name="pipeline")
     budget = PrivacyBudget.approx(1.0, 1e-6)
-    a = data | DPHeavyHitters(4, budget, accountant=acc, noise_source=noise(), label="a")
-    b = data | DPHeavyHitters(4, budget, accountant=acc, noise_source=noise(), label="b")
+    kw = {"accountant": acc, "mechanism": "design-b", "noise_source": noise()}
+    a = data | DPHeavyHitters(4, budget, label="a", **kw)
+    b = data | DPHeavyHitters(4, budget, label="b", **kw)
 
     def released(records):
         # Each release is a non-empty list of (key, noisy count) pairs: SECRET's 600 copies

@@ -141,7 +141,13 @@ def test_heavy_hitters_are_found_and_counts_within_the_bound(dump):
     n, k = len(keys), 100
     truth = Counter(keys.tolist())
     out = run_one_batch(
-        DPHeavyHitters(k, BUDGET, top=10, noise_source=NoiseSource.insecure_for_tests(4)),
+        DPHeavyHitters(
+            k,
+            BUDGET,
+            top=10,
+            mechanism="design-b",
+            noise_source=NoiseSource.insecure_for_tests(4),
+        ),
         keys,
         dump,
     )
@@ -316,7 +322,12 @@ def test_design_b_metadata_records_carry_error_bounds_and_are_unbiased(dump):
     keys = np.random.default_rng(2).permutation(keys)
     truth = Counter(keys.tolist())
     t = DPHeavyHitters(
-        64, BUDGET, top=5, noise_source=NoiseSource.insecure_for_tests(8), with_metadata=True
+        64,
+        BUDGET,
+        top=5,
+        mechanism="design-b",
+        noise_source=NoiseSource.insecure_for_tests(8),
+        with_metadata=True,
     )
     (release,) = run_one_batch(t, keys, dump)
     assert len(release.records) == 5
@@ -331,7 +342,9 @@ def test_design_b_metadata_records_carry_error_bounds_and_are_unbiased(dump):
 
 def test_explain_states_the_budget_split_estimate_and_memory():
     p = beam.Pipeline(runner=FnApiRunner())
-    t = DPHeavyHitters(budget=BUDGET, noise_source=NoiseSource.insecure_for_tests(1))
+    t = DPHeavyHitters(
+        budget=BUDGET, mechanism="design-b", noise_source=NoiseSource.insecure_for_tests(1)
+    )
     _ = p | beam.Create([np.arange(3, dtype=np.int64)]) | t
     assert t.k == 4096  # DEFAULT_K
     text = t.explain()
@@ -368,4 +381,8 @@ def test_explain_states_the_user_level_contribution_bound():
 def test_count_fraction_is_refused_at_construction(kwargs, match):
     with pytest.raises(ValueError, match=match):
         p = beam.Pipeline(runner=FnApiRunner())
-        _ = p | beam.Create([np.arange(3, dtype=np.int64)]) | DPHeavyHitters(10, BUDGET, **kwargs)
+        _ = (
+            p
+            | beam.Create([np.arange(3, dtype=np.int64)])
+            | DPHeavyHitters(10, BUDGET, **{"mechanism": "design-b", **kwargs})
+        )
