@@ -88,6 +88,7 @@ __all__ = [
     "DEFAULT_SELECTION_FRACTION",
     "EXACT_TEST_DELTA_SHARE",
     "EXACT_TEST_FRACTION",
+    "EXACT_TEST_MARGIN",
     "CandidateIndex",
     "SelectionCalibration",
     "check_selection_fraction",
@@ -104,14 +105,19 @@ __all__ = [
 #: Share of epsilon spent on the selection unless declared otherwise.
 DEFAULT_SELECTION_FRACTION = 0.5
 
-#: Share of the selection's epsilon spent on the noisy test of whether the sketches are exact.
-#: Small: the test only has to tell "at most k - margin distinct keys per segment" from "more
-#: than k", and the margin ``~ ln(1/delta)/eps_test`` stays a few percent of a large ``k``.
-EXACT_TEST_FRACTION = 0.01
+#: Most of the selection's epsilon the noisy test of whether the sketches are exact may spend.
+EXACT_TEST_FRACTION = 0.05
+
+#: Share of ``k`` the exactness test leaves as its margin: it spends just enough epsilon that
+#: a decremented input passes with probability at most ``test_delta`` while any input with up
+#: to about ``(1 - EXACT_TEST_MARGIN) k`` distinct keys per segment passes almost surely. The
+#: test's epsilon is then about ``ln(1/delta) / (EXACT_TEST_MARGIN k)`` whatever the budget
+#: (0.0005 at ``k = 131072``), capped at ``EXACT_TEST_FRACTION`` of the selection's.
+EXACT_TEST_MARGIN = 0.25
 
 #: Share of the selection's delta that covers the exactness test (the rest goes to the branch
 #: that runs after it).
-EXACT_TEST_DELTA_SHARE = 0.05
+EXACT_TEST_DELTA_SHARE = 0.01
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
@@ -248,8 +254,9 @@ def keep_numerators(epsilon: float, delta: float) -> tuple[int, ...]:
 def selection_calibration(epsilon: float, delta: float, k: int) -> SelectionCalibration:
     """The public calibration of :func:`select_candidates` at ``(epsilon, delta)`` and ``k``.
 
-    ``epsilon`` splits into ``eps_t = EXACT_TEST_FRACTION * epsilon`` for the test and the
-    rest, ``eps_b``, for the branch (:func:`split_budget`: ``eps_t + eps_b <= epsilon``);
+    ``epsilon`` splits into ``eps_t = min(EXACT_TEST_FRACTION * epsilon, (1 +
+    ln(1/delta_t)) / (EXACT_TEST_MARGIN * k))`` for the test and the rest, ``eps_b``, for the
+    branch (:func:`split_budget`: ``eps_t + eps_b <= epsilon``); all public numbers;
     ``delta`` into ``delta_t = EXACT_TEST_DELTA_SHARE * delta / (1 + e^epsilon)`` for the test
     and ``delta_b = (1 - EXACT_TEST_DELTA_SHARE) * delta`` for the branch, so that
     ``delta_b + (1 + e^epsilon) delta_t = delta`` (the composition of
@@ -258,8 +265,10 @@ def selection_calibration(epsilon: float, delta: float, k: int) -> SelectionCali
     eps = check_eps(epsilon)
     dl = check_approx_delta(delta)
     kk = check_positive_int(k, "k")
-    eps_t, eps_b = split_budget(eps, EXACT_TEST_FRACTION)
     delta_t = EXACT_TEST_DELTA_SHARE * dl / (1.0 + math.exp(eps))
+    # Enough for a margin of EXACT_TEST_MARGIN * k (the 1 covers rounding the tail up).
+    wanted = (1.0 + math.log(1.0 / delta_t)) / (EXACT_TEST_MARGIN * kk)
+    eps_t, eps_b = split_budget(eps, min(EXACT_TEST_FRACTION, max(wanted / eps, 1e-6)))
     delta_b = (1.0 - EXACT_TEST_DELTA_SHARE) * dl
     test_scale = laplace_scale_exact(1, eps_t)
     keep = keep_numerators(eps_b, delta_b)
