@@ -41,7 +41,7 @@ def _run(args, capsys):
         (None, True, ["raise --max-contributions", "--epsilon", "--k changes nothing"], []),
         ("user-exact", True, ["raise --max-contributions", "square root"], ["raise --k"]),
         ("pamg-gshm", True, ["raise --max-contributions", "smaller --k", "user-exact"], []),
-        ("select-then-count", True, ["raise --epsilon", "lower --max-contributions"], []),
+        ("select-then-count", True, ["raise --epsilon", "raise --max-contributions"], []),
     ],
 )
 def test_advice_names_the_lever_of_each_mechanism(mechanism, user_level, named, not_named):
