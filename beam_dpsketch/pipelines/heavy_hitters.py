@@ -248,7 +248,8 @@ def shortfall_message(
     tail = " Every other key stays hidden."
     if mechanism == USER_EXACT:
         return (
-            head + f"With --mechanism {USER_EXACT} a key is released only when its noisy count of "
+            # Names the release that ran without "--mechanism": no advice to pick it again.
+            head + f"With the {USER_EXACT} release a key is released only when its noisy count of "
             f"users passes {cut} (epsilon={epsilon:g}, --max-contributions={m}): each user "
             f"counts once for each of at most {m} of its distinct keys, and no sketch is "
             "involved, so --k changes nothing." + tail + " To release more keys raise "
@@ -263,7 +264,8 @@ def shortfall_message(
             "users * m/(k+1)." + tail + " To release more keys raise --max-contributions (each "
             "user then counts for more of its distinct keys) or --epsilon; a smaller --k lowers "
             f"the threshold at the cost of a larger undercount; --mechanism {USER_EXACT} (the "
-            "default at user level) releases more where the distinct keys fit in memory."
+            "default) releases more where the distinct keys fit in memory: its noise follows "
+            "the square root of m, not k."
         )
     if mechanism == SELECT_COUNT and user_level:
         return (
