@@ -363,13 +363,8 @@ class SelectionMechanism(ReleaseMechanism):
             "side only has count 1 (kept with probability <= delta); sketch branch: Lebeda and "
             "Tetek, Algorithm 3 (Section 6): L1 sensitivity 2 per element; candidates: the k "
             "largest noisy values (post-processing)",
-            "neighbouring_relation": select_count_relation(self.m),
+            "neighbouring_relation": select_count_relation(None),
         }
-        if self.m is not None:
-            out["group_privacy"] = (
-                f"APPROX_PP run at (eps_sel/m, delta/(m e^eps_sel)) = ({eps0:.6g}, "
-                f"{delta0:.6g}) for m={self.m}"
-            )
         return out
 
 
@@ -460,10 +455,12 @@ class SelectedCountMechanism(ReleaseMechanism):
             "neighbouring_relation": _relation(self.m),
             "budget_split": _split_note(self.selection.selection_fraction),
             "memory": f"O(k): at most k = {self.k} candidate counters per window; selection "
-            f"at most max_shards * k = {self.selection.max_shards * self.k} keys",
+            + (
+                f"at most max_shards * k = {self.selection.max_shards * self.k} keys"
+                if self.m is None
+                else f"at most {self.selection.buckets} keys (hash buckets)"
+            ),
         }
-        if "group_privacy" in sel:
-            out["group_privacy"] = sel["group_privacy"]
         return out
 
 
