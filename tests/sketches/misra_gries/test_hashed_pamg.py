@@ -166,3 +166,11 @@ def test_selection_keeps_heavy_keys_and_hides_keys_of_one_unit():
     assert kept == {0, 1, 2}
     stream = NoiseSource.insecure_for_tests(0).stream("sel")
     assert len(hashed_selection(sketch, 3, 1.0, 1e-6, stream, k=2)) == 2
+
+
+def test_memory_is_the_buckets_whatever_the_distinct_keys():
+    sketch = HashedPAMG(256)
+    for i in range(5000):
+        sketch.update([3 * i, 3 * i + 1, 3 * i + 2])  # 15,000 distinct keys
+    assert len(sketch) <= 256
+    assert len(HashedPAMG.from_bytes(sketch.to_bytes())) == len(sketch)
