@@ -204,3 +204,11 @@ def test_quick_run_has_the_goal_table_and_every_measure(quick_section):
         assert heading in text
     assert "(plots/beyond_the_head.png)" in text
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_make_bench_runs_the_section(bench):
+    from benchmarks.run import SECTIONS
+
+    targets = {title: target for title, target, _ in SECTIONS if "Beyond the head" in title}
+    assert list(targets.values()) == ["benchmarks.bench_beyond_head:run"]
+    assert bench.TITLE in targets
