@@ -58,6 +58,8 @@ from operator import itemgetter
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
+import pyarrow as pa
 from apache_beam.coders import BytesCoder
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
@@ -137,6 +139,28 @@ USER_DEFAULT_MECHANISM = USER_EXACT
 # --------------------------------------------------------------------------------------------
 
 
+#: Keys a Design B accumulator buffers before it updates its sketch (8 MB of int64).
+_PENDING_ROWS = 1 << 20
+
+
+def _concatenable(batch: Any) -> bool:
+    """A numpy integer array or a pyarrow array without nulls: batches that concatenate."""
+    if isinstance(batch, np.ndarray):
+        return batch.ndim == 1 and batch.dtype.kind in "iu"
+    return (
+        isinstance(batch, pa.Array)
+        and batch.null_count == 0
+        and not pa.types.is_dictionary(batch.type)
+    )
+
+
+def _same_kind(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` concatenate without changing a value (same dtype or type)."""
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype
+    return isinstance(b, pa.Array) and a.type == b.type
+
+
 class _DesignBAccumulator:
     """An open Algorithm-1 segment plus the exact sum of the already post-processed ones.
 
@@ -146,14 +170,46 @@ class _DesignBAccumulator:
     faster on skewed data but holds a counter per distinct key of the segment.)
     """
 
-    __slots__ = ("open", "closed")
+    __slots__ = ("open", "closed", "pending", "pending_rows")
 
     def __init__(self, k: int, max_shards: int) -> None:
         self.open = MisraGries(k)
         self.closed = PostProcessedSum(k, max_shards=max_shards)
+        # Batches not yet sketched, in arrival order: one sketch update per _PENDING_ROWS keys
+        # instead of one per batch, because each update costs O(k) outside the C loop. Updating
+        # with the concatenation equals updating with each batch in turn (arrival order).
+        self.pending: list[Any] = []
+        self.pending_rows = 0
+
+    def add(self, batch: Any) -> None:
+        """Sketch ``batch`` after the pending ones (buffered when it is a plain array)."""
+        if _concatenable(batch) and (not self.pending or _same_kind(self.pending[0], batch)):
+            self.pending.append(batch)
+            self.pending_rows += len(batch)
+            if self.pending_rows >= _PENDING_ROWS:
+                self.flush()
+            return
+        self.flush()
+        if _concatenable(batch):
+            self.pending, self.pending_rows = [batch], len(batch)
+            return
+        self.open.update(batch if is_key_batch(batch) or isinstance(batch, list) else [batch])
+
+    def flush(self) -> None:
+        """Sketch the pending batches, in arrival order."""
+        if not self.pending:
+            return
+        parts, self.pending, self.pending_rows = self.pending, [], 0
+        if len(parts) == 1:
+            self.open.update(parts[0])
+        elif isinstance(parts[0], np.ndarray):
+            self.open.update(np.concatenate(parts))
+        else:
+            self.open.update(pa.concat_arrays(parts))
 
     def close(self) -> PostProcessedSum:
         """Post-process the open segment into the sum (an empty segment adds nothing)."""
+        self.flush()
         if not self.open.is_empty():
             self.closed.add_sketch(self.open)
             self.open = MisraGries(self.open.k)
@@ -188,9 +244,7 @@ class DesignBCombineFn(beam.CombineFn):
         return _DesignBAccumulator(self.k, self.max_shards)
 
     def add_input(self, acc: _DesignBAccumulator, element: Any) -> _DesignBAccumulator:
-        acc.open.update(
-            element if is_key_batch(element) or isinstance(element, list) else [element]
-        )
+        acc.add(element)
         return acc
 
     def merge_accumulators(
@@ -204,6 +258,7 @@ class DesignBCombineFn(beam.CombineFn):
             return self.create_accumulator()
         first.close()
         for acc in it:
+            acc.flush()
             # Only the first accumulator may be mutated: post-process a copy of the others' segment.
             if not acc.open.is_empty():
                 first.closed.add_sketch(acc.open)

@@ -426,9 +426,15 @@ class PostProcessedSum:
         ``None`` once any segment's sketch decremented; otherwise the exact count of every
         distinct key of the summed segments.
         """
+        encoded = self._encoded_exact()
+        return None if encoded is None else {x: c for _, x, c in encoded}
+
+    def _encoded_exact(self) -> list[tuple[bytes, Any, int]] | None:
+        """``(encoding, key, count)`` of the exact counts in canonical order, or ``None``."""
         if self._exact is None:
             return None
-        return {x: self._exact[x] for x in sorted(self._exact, key=encode_key)}
+        # One encoding per key, reused for the order and for the bytes.
+        return sorted((encode_key(x), x, c) for x, c in self._exact.items())
 
     def __len__(self) -> int:
         return len(self._scaled)
@@ -491,12 +497,14 @@ class PostProcessedSum:
             "widest": self.widest,
             "exact": int(self._exact is not None),
         }
-        exact = self.exact_counts()
+        exact = self._encoded_exact()
         if exact is not None:
-            edata, eoffsets = serialization.pack_bytes_list([encode_key(x) for x in exact])
+            edata, eoffsets = serialization.pack_bytes_list([e for e, _, _ in exact])
             arrays["exact_key_data"] = edata
             arrays["exact_key_offsets"] = eoffsets
-            arrays["exact_counts"] = np.fromiter(exact.values(), dtype=np.int64, count=len(exact))
+            arrays["exact_counts"] = np.fromiter(
+                (c for _, _, c in exact), dtype=np.int64, count=len(exact)
+            )
         return serialization.dumps(self.KIND, params, arrays)
 
     @classmethod

@@ -901,8 +901,9 @@ class MisraGries:
 
     def to_bytes(self) -> bytes:
         """Serialize with the versioned format of :mod:`beam_dpsketch.serialization`."""
-        real = sorted(self._cnt.items(), key=lambda item: encode_key(item[0]))
-        data, offsets = serialization.pack_bytes_list([encode_key(x) for x, _ in real])
+        # One encoding per key, reused for the order and for the bytes.
+        real = sorted((encode_key(x), c) for x, c in self._cnt.items())
+        data, offsets = serialization.pack_bytes_list([e for e, _ in real])
         params = {"k": self.k, "n": self.n, "d": self.d, "merged": self.merged}
         dummies = self._dummies
         if type(dummies) is range:
