@@ -893,6 +893,7 @@ def test_module_never_uses_insecure_randomness_or_hash():
         "check_release_source",
         "discrete_gaussian",
         "discrete_laplace",
+        "bernoulli_dyadic",
         "discrete_laplace_per_key",
         "gaussian",
         "laplace",
