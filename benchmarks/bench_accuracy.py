@@ -144,13 +144,8 @@ def cli_heavy_hitter_defaults() -> dict[str, Any]:
     from beam_dpsketch.pipelines import heavy_hitters as cli
 
     args = _cli_args("heavy-hitters")
-    # Without --k (nor a sizing option) the command uses its module's DEFAULT_K.
-    k = args.k if args.k is not None else getattr(cli, "DEFAULT_K", None)
-    if not isinstance(k, int):
-        raise RuntimeError(
-            f"the heavy-hitters CLI has no fixed default --k (got {k!r}): update "
-            "cli_heavy_hitter_defaults for its sizing rule"
-        )
+    # The command's own rule: the default k depends on the mechanism.
+    k = cli.k_from_args(args)
     mechanism = cli.mechanism_of(args)
     return {"k": k, "max_shards": getattr(args, "max_shards", None), "mechanism": mechanism}
 

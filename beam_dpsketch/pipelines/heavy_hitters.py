@@ -58,6 +58,7 @@ __all__ = [
     "CLI_DEFAULT_USER_MECHANISM",
     "DEFAULT_TOP",
     "heavy_hitters",
+    "k_from_args",
     "register",
     "run",
     "shortfall_message",
@@ -199,7 +200,7 @@ def mechanism_of(args: argparse.Namespace) -> str:
     return CLI_DEFAULT_MECHANISM if args.privacy_id is None else CLI_DEFAULT_USER_MECHANISM
 
 
-def _k_from_args(args: argparse.Namespace) -> int:
+def k_from_args(args: argparse.Namespace) -> int:
     """``--k``, or the k that ``--max-error``/``--memory`` ask for, or the default."""
     if args.expected_rows is not None and args.max_error is None:
         raise ValueError("--expected-rows applies with --max-error only")
@@ -341,7 +342,7 @@ def _check_options_in_effect(args: argparse.Namespace) -> None:
 def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRelease:
     """Run the release pipeline for parsed ``args`` and return what the command writes."""
     _check_options_in_effect(args)
-    k = _k_from_args(args)
+    k = k_from_args(args)
     if k < 1:
         raise ValueError(f"--k must be a positive int, got {k}")
     # --top all: every released key (at most k); no shortfall to report then.
