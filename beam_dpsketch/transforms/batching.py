@@ -8,7 +8,7 @@ an int that fits in 64 bits, and otherwise a list of canonical keys
 
 Batching is per bundle and per window: an element only ever joins a batch of its own window
 (and, for :class:`BatchKeysPerGroup`, of its own group), and each batch carries its window's
-``max_timestamp()``, like Beam's own ``BatchElements``. Elements that are already batches
+``max_timestamp()``, as Beam's own batching transform does. Elements that are already batches
 (numpy arrays, pyarrow arrays) are validated and passed through unchanged.
 
 Invalid keys (``None``, floats, lists, ...) raise ``TypeError`` naming their type. With
@@ -16,10 +16,9 @@ Invalid keys (``None``, floats, lists, ...) raise ``TypeError`` naming their typ
 they are never dropped silently.
 
 :class:`FixedBatches` batches arbitrary elements (records, ``(value, weight)`` pairs) into lists
-with the same window and timestamp rules. Unlike ``beam.BatchElements``, no batching step here
-registers a Beam metric or writes a log line: ``BatchElements`` reports a ``batch_size``
-distribution whose sum is the exact number of input elements, and Beam metrics leave the
-pipeline outside any release.
+with the same window and timestamp rules. No batching step here registers a Beam metric or
+writes a log line: Beam's own batching transform reports a batch-size distribution whose sum is
+the exact number of input elements, and Beam metrics leave the pipeline outside any release.
 """
 
 from __future__ import annotations
@@ -222,7 +221,7 @@ class _Buffer:
 
 
 def _at_window_end(batch: Any, window: Any) -> WindowedValue:
-    """``batch`` in exactly ``window``, at its ``max_timestamp()`` (as ``beam.BatchElements``)."""
+    """``batch`` in exactly ``window``, at its ``max_timestamp()`` (as Beam's batching transform)."""
     # WindowedValue (not TimestampedValue) keeps the batch in exactly this window; a
     # TimestampedValue would be re-assigned to windows by the input's WindowFn.
     return WindowedValue(batch, window.max_timestamp(), (window,))
@@ -474,7 +473,7 @@ class _FixedBatchesDoFn(beam.DoFn):
 class FixedBatches(beam.PTransform):
     """Batch any elements into lists of at most ``batch_size``, per bundle and window.
 
-    A drop-in for ``beam.BatchElements(min_batch_size=n, max_batch_size=n)`` inside DP
+    A drop-in for Beam's batching transform at a fixed batch size ``n`` inside DP
     transforms: an element only joins a batch of its own window, each batch is emitted in that
     window at its ``max_timestamp()``, a batch is emitted when it holds ``batch_size`` elements
     and the rest at the end of the bundle. Batch boundaries depend only on the bundle, never on

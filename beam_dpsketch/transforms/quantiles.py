@@ -340,7 +340,7 @@ class DPQuantiles(AccountedTransform):
                         unit_weight(call_user_fn(weight_fn, r, "weight_fn")),
                     )
                 )
-                # Not beam.BatchElements: its batch_size metric sums to the exact input size.
+                # Not Beam's batching transform: its batch-size metric sums to the exact input size.
                 | "Batch" >> FixedBatches()
                 | "Index"
                 >> beam.Map(

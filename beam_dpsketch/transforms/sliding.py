@@ -1560,7 +1560,7 @@ class DPSlidingWindowFrequencies(DPTransform):
         rows = (
             stamped.rows
             | "SegmentWindows" >> segment_windows()
-            # Not beam.BatchElements: its batch_size metric sums to the exact number of rows.
+            # Not Beam's batching transform: its batch-size metric sums to the exact number of rows.
             | "Batch" >> FixedBatches(_BATCH)
         )
         parts = stamped[_PARTS] | "PartWindows" >> segment_windows()
