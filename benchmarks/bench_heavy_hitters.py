@@ -1,12 +1,12 @@
 """DP heavy hitters: our DP Misra-Gries releases next to PipelineDP, accuracy and throughput.
 
-Goal (issue #5): **better recall than PipelineDP at an equal (epsilon, delta) budget for
+Goal: **better recall than PipelineDP at an equal (epsilon, delta) budget for
 k <= 100 on skewed data, and at least 10x its end-to-end throughput.** :func:`run` measures both
 and returns ``goal`` rows that state, from the measurements, whether each part is met.
 
 (a) Accuracy. On each data set, every method releases once per (epsilon, trial) at
 ``delta = 1e-6`` and its top-k by noisy count is scored against the true top-k (precision,
-recall, ARE with 0 for withheld keys; :func:`beam_dpsketch.evaluation.experiments.misra_gries.
+recall, ARE with 0 for withheld keys; :func:`reproduction.experiments.misra_gries.
 score_top_k`), for epsilon in {0.1, 0.5, 1, 2} and k in {10, 50, 100}. Our methods share one
 Misra-Gries sketch size, ``SKETCH_K = 2048`` counters (below the 3,399 distinct routes; memory
 ``O(k)`` whatever the data): PMG on one sequential sketch, Design B (APPROX_PP) and the merged
@@ -49,8 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from beam_dpsketch.evaluation import datasets
-from beam_dpsketch.evaluation.experiments import misra_gries as mg
+from reproduction import datasets
+from reproduction.experiments import misra_gries as mg
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches.misra_gries.private import Universe
 
@@ -238,7 +238,7 @@ def _accuracy(quick: bool) -> tuple[list[dict], list[str]]:
 
 
 def _recall_plots(rows: list[dict]) -> list[Path]:
-    from beam_dpsketch.evaluation.report import Series, line_plot
+    from reproduction.report import Series, line_plot
 
     PLOTS.mkdir(parents=True, exist_ok=True)
     names = list(dict.fromkeys(r["dataset"] for r in rows))

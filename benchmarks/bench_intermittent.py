@@ -11,7 +11,7 @@ add ``--quick`` for a smoke run). Rows report the best of a few repeats, single-
 * ``batches``: batches per second with ``n`` keys each (the per-batch cost of small batches is the
   noise sampler's per-stream overhead, one stream per touched block of 4096 cells).
 
-Goals (issue 9): >= 5 M arrivals/s batched and >= 1 M point answers/s.
+Goals: >= 5 M arrivals/s batched and >= 1 M point answers/s.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from beam_dpsketch.evaluation.datasets import zipf_stream
+from reproduction.datasets import zipf_stream
 from beam_dpsketch.hashing import hash_keys
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
