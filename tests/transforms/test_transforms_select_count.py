@@ -38,6 +38,7 @@ from beam_dpsketch.sketches.misra_gries.exact import exact_user_gshm
 from beam_dpsketch.sketches.misra_gries.hashed import HashedPAMG, hashed_selection
 from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum, approx_pp
 from beam_dpsketch.sketches.misra_gries.select_count import (
+    DEFAULT_SELECTION_FRACTION,
     count_release,
     selection_parameters,
     split_budget,
@@ -60,7 +61,7 @@ def dump(tmp_path):
     return DumpToFile(tmp_path / "output.pickle")
 
 
-def expected_stc(t, keys, window, m=None, units=None, fraction=0.5):
+def expected_stc(t, keys, window, m=None, units=None, fraction=DEFAULT_SELECTION_FRACTION):
     """The core select-then-count release of one window, from the transform's noise streams."""
     label = t.release_label
     source = t.aggregate.noise_source

@@ -102,8 +102,13 @@ __all__ = [
     "split_budget",
 ]
 
-#: Share of epsilon spent on the selection unless declared otherwise.
-DEFAULT_SELECTION_FRACTION = 0.5
+#: Share of epsilon spent on the selection unless declared otherwise. Slightly more than half:
+#: the selection also pays for the exactness test out of its share (up to about 1.2 % of it at
+#: eps 0.1 and k = 131072), and an even split would leave partition selection a little less
+#: than half of epsilon and keep about 1 % fewer keys than an exact histogram released at an
+#: even split. At 0.52 the branch keeps 2-3 % more keys than that even split, for about 4 %
+#: more count noise (scale ``1/(0.48 eps)`` instead of ``1/(0.5 eps)``).
+DEFAULT_SELECTION_FRACTION = 0.52
 
 #: Most of the selection's epsilon the noisy test of whether the sketches are exact may spend.
 EXACT_TEST_FRACTION = 0.05
