@@ -204,7 +204,7 @@ def classical_gaussian_sigma(
 ) -> float:
     """Classical Gaussian mechanism: ``sigma = sqrt(2 ln(1.25/delta)) * Delta2 / eps * (1+margin)``.
 
-    Dwork and Roth's Theorem A.1, restated as the paper's Lemma 1 in [Hol25, Lemma 1]. It is
+    Dwork and Roth's Theorem A.1, restated as [Hol25, Lemma 1]. It is
     only valid for ``0 < eps < 1``: docs/algorithms.md#lazy-e5 (the paper's "for any eps > 0"
     is wrong), so ``eps >= 1`` raises ``ValueError``; use :func:`analytic_gaussian_sigma` there.
     ``margin`` makes the theorem's strict inequality hold ([LT23, Section 8, Theorem 5 and Lemma 6], "round sigma

@@ -214,7 +214,7 @@ def max_error_bound(
     *,
     sigma: float | None = None,
 ) -> float:
-    """Corrected Lemma 4 ([Hol25, Lemma 4], docs/algorithms.md#lazy-e8): with probability ``>= 1 - beta`` every one of
+    """Corrected [Hol25, Lemma 4] (docs/algorithms.md#lazy-e8): with probability ``>= 1 - beta`` every one of
     ``n`` counters at every one of ``num_times`` query times has noise error at most
     ``sigma * sqrt(2 h ln(2 num_times n / beta))``; with Algorithm 1's sigma this is
     ``B_max = (2 h / epsilon) sqrt(m ln(1.25/delta) ln(2 num_times n / beta))``.

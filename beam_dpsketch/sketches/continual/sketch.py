@@ -190,7 +190,7 @@ def lazy_noise_bound_paper(
 def lazy_shape(
     eta: float, beta: float, horizon: int, kind: Kind = "cms", *, preset: str = "paper"
 ) -> tuple[int, int]:
-    """``(width, depth)`` of Lemma 5 ([Hol25, Lemma 5]): Count-Min ``w = ceil(2/eta)``,
+    """``(width, depth)`` of [Hol25, Lemma 5]: Count-Min ``w = ceil(2/eta)``,
     ``d = ceil(log2(2T/beta))``; Count Sketch ``w = ceil(3/eta**2)`` and ``d = ceil(log2(2T/beta))``
     (``preset="paper"``) or ``d = ceil(ln(2T/beta) / KL(1/2 || 1/3))`` (``preset="rigorous"``,
     docs/algorithms.md#lazy-e15: the paper's depth understates the median argument's constant)."""

@@ -4,7 +4,7 @@ Yildirim, Kaya, Aydin and Erentug, "Differentially Private Frequency Sketches fo
 Queries on Large Data Streams", cited as [YKAE]; errata and library choices are explained in
 docs/algorithms.md#intermittent-queries. The paper's alternatives (S1-S4, D1, D2) live in
 :mod:`beam_dpsketch.sketches.intermittent.strategies`; this module holds the shared machinery and
-:class:`UseAndKeepSketch` (paper Algorithm 4, [YKAE, Algorithm 4]), the one the paper proposes.
+:class:`UseAndKeepSketch` ([YKAE, Algorithm 4]), the one the paper proposes.
 
 Model ([YKAE, Section II-A; Section III-A]). Streams are ordered; neighbours differ by inserting or deleting **one**
 element (event level; each element is one individual), every other element keeping its time, so

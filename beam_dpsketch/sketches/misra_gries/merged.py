@@ -1,7 +1,7 @@
 """Releases of merged (Agarwal ``MERGE_k``) and PAMG sketches under a trusted aggregator.
 
 M-LAP, M-PURE and M-GSHM of docs/algorithms.md#mg-merged (Section 7 of the paper), the exact GSHM calibration of
-[LT23, Section 8, Theorem 5], PAMG + GSHM (Theorem 12, [LT23, Theorem 12]) and the design recommendation of
+[LT23, Section 8, Theorem 5], PAMG + GSHM ([LT23, Theorem 12]) and the design recommendation of
 [LT23, Section 7] and docs/algorithms.md#mg-merged. Re-exported by :mod:`beam_dpsketch.sketches.misra_gries.private`.
 """
 

@@ -33,7 +33,7 @@ epsilon``:
 
 **Guarantee of the selection.** :func:`select_candidates` is ``(eps_sel, delta)``-DP under
 add/remove of one element (with A-PART for several segments); the argument is in its
-docstring and in ``docs/algorithms.md#select-exact``.
+docstring and in ``docs/algorithms.md#mg-select-exact``.
 
 **Guarantee.** By adaptive basic composition (Dwork and Roth, Theorem 3.16; the count step's
 mechanism is chosen from the selection's output only) the pair (selection, counts) is

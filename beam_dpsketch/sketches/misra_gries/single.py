@@ -1,6 +1,6 @@
 """Single-stream DP Misra-Gries releases and Design B (per-shard post-processing, exact sum).
 
-PMG (Algorithm 2, [LT23, Algorithm 2]), PMG on standard MG ([LT23, Section 5.1]), the discrete variant ([LT23, Section 5.2]),
+PMG ([LT23, Algorithm 2]), PMG on standard MG ([LT23, Section 5.1]), the discrete variant ([LT23, Section 5.2]),
 Algorithm 3 post-processing ([LT23, Algorithm 3]) as the mergeable :class:`PostProcessedSum` (Design B, docs/algorithms.md#mg-merged),
 and its pure ([LT23, Section 6]) and approximate (docs/algorithms.md#mg-pp-approx) releases. Re-exported by
 :mod:`beam_dpsketch.sketches.misra_gries.private`; see its docstring for the overview.
@@ -286,7 +286,7 @@ def pmg_standard(
 class PostProcessedSum:
     """Algorithm 3 post-processed sketches, summed exactly over shards (Design B, docs/algorithms.md#mg-merged).
 
-    Holds integers ``V_x = (k+1) * cbar_x``: for one shard, Algorithm 3 ([LT23, Algorithm 3], integer form)
+    Holds integers ``V_x = (k+1) * cbar_x``: for one shard, [LT23, Algorithm 3] (integer form)
     gives ``V_x = (k+1)(c_x + d) - n`` for the keys with ``V_x > 0`` (dummies never); for many
     shards the ``V`` are added exactly (no truncation: docs/algorithms.md#mg-merged forbids ``MERGE_k`` here), so
     the result does not depend on the merge order. Error (docs/algorithms.md#mg-merged): every key satisfies

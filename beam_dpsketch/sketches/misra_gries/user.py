@@ -304,7 +304,7 @@ def user_level_pmg(
     *,
     noise: str = "discrete_laplace",
 ) -> HeavyHitterRelease:
-    """User-level PMG by group privacy (Lemmas 1-2 and Corollary 3 of Section 8; [LT23, Section 8, Lemmas 1-2 and Corollary 3]).
+    """User-level PMG by group privacy ([LT23, Section 8, Lemmas 1-2 and Corollary 3]).
 
     Runs :func:`~.single.pmg` on the MG sketch of the **flattened** user stream
     (see :func:`flatten_users`) with ``eps0 = eps/m`` and ``delta0 = delta/(m e^eps)``

@@ -70,7 +70,7 @@ def _split_weights(split: Any, levels: int) -> tuple[Fraction, ...]:
 
 
 class PrivateDyadicCountSketch(DyadicLayout):
-    """A released DP Dyadic Count Sketch (DP-DCS, Zhao et al. Section 4; [ZQR+22, Section 4]).
+    """A released DP Dyadic Count Sketch (DP-DCS, [ZQR+22, Section 4]).
 
     Build it with :meth:`release`. Every counter of every level gets independent exact discrete
     noise, once; ranks (:meth:`rank`, :meth:`rank_lt`) and quantiles (:meth:`quantile`,

@@ -172,7 +172,7 @@ def test_use_and_forget_cell_privacy_loss():
 
 
 def brute_force_m_q(q: np.ndarray, width: int, depth: int, seed: int) -> int:
-    """Eq. 3 with columns limited to those hit by Q ([YKAE, Section III-B], docs/algorithms.md#int-e5): tests only."""
+    """Eq. 3 with columns limited to those hit by Q ([YKAE, Section III-B], docs/algorithms.md#int-e3): tests only."""
     q = np.unique(q)
     b = row_buckets(*hash_keys(q, seed), depth, width)
     choices = [sorted(set(row.tolist())) for row in b]

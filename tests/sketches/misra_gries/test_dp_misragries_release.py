@@ -483,7 +483,7 @@ def test_pure_release_never_materialises_a_huge_universe():
 
 
 # --------------------------------------------------------------------------------------------
-# PAMG (Algorithm 4; [LT23, Algorithm 4; Section 8, Lemma 9 and Corollary 10], Appendix A.5)
+# PAMG ([LT23, Algorithm 4; Section 8, Lemma 9 and Corollary 10], Appendix A.5)
 # --------------------------------------------------------------------------------------------
 
 

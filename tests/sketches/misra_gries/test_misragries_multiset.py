@@ -1,4 +1,4 @@
-"""``MisraGries.update_multiset``: Algorithm 1 ([LT23, Algorithm 1]) on the batch sorted by the
+"""``MisraGries.update_multiset``: [LT23, Algorithm 1] on the batch sorted by the
 fixed key order, computed from each distinct key's total weight. Checked against unit updates
 of the sorted stream (the sketch's own arrival-order path, itself checked against the naive
 reference in test_sketches_misragries.py) and against the naive O(k)-scan reference, from empty
