@@ -17,8 +17,10 @@ to the privacy unit and the budget it is given, under the conditions stated in i
 * :mod:`beam_dpsketch.transforms`: the Beam transforms, readers and release types;
 * :mod:`beam_dpsketch.privacy`: budgets, the accountant, release planning, contribution bounding;
 * :mod:`beam_dpsketch.sketches`: exact, mergeable sketches and their DP releases (pure numpy);
-* :mod:`beam_dpsketch.pipelines`: the ``beam-dpsketch`` command line;
-* :mod:`beam_dpsketch.evaluation`: reproduction of the papers' experiments.
+* :mod:`beam_dpsketch.pipelines`: the ``beam-dpsketch`` command line.
+
+The reproduction of the papers' experiments (``beam-dpsketch evaluate``) is not part of the
+package: it is the ``reproduction/`` folder of the source repository.
 
 ``import beam_dpsketch`` is cheap: each name imports its module (and Apache Beam, for the
 transforms) the first time it is used (PEP 562 module ``__getattr__``).

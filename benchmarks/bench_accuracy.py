@@ -89,8 +89,8 @@ from typing import Any
 
 import numpy as np
 
-from beam_dpsketch.evaluation import datasets
 from beam_dpsketch.noise import NoiseSource, NoiseStream
+from reproduction import datasets
 
 TITLE = "Accuracy vs PipelineDP 0.3.1: heavy hitters and point queries"
 EPSILONS = (0.1, 0.5, 1.0, 2.0)
@@ -193,7 +193,7 @@ class Dataset:
 
 def load_datasets(quick: bool) -> list[Dataset]:
     """Flights routes and the wordfreq stream (smaller with ``quick``)."""
-    from beam_dpsketch.evaluation.experiments import misra_gries as mg
+    from reproduction.experiments.misra_gries import runs as mg
 
     kind, note = "sample", "bundled 300,000-row sample"
     if not quick:

@@ -63,8 +63,8 @@ from typing import Any
 
 import numpy as np
 
-from beam_dpsketch.evaluation import datasets
 from beam_dpsketch.noise import NoiseSource
+from reproduction import datasets
 
 TITLE = "Beyond the head vs PipelineDP 0.3.1: keys, point queries, error bars, quantiles, scale"
 EPSILONS = (0.1, 1.0)

@@ -6,7 +6,7 @@ and returns ``goal`` rows that state, from the measurements, whether each part i
 
 (a) Accuracy. On each data set, every method releases once per (epsilon, trial) at
 ``delta = 1e-6`` and its top-k by noisy count is scored against the true top-k (precision,
-recall, ARE with 0 for withheld keys; :func:`reproduction.experiments.misra_gries.
+recall, ARE with 0 for withheld keys; :func:`reproduction.experiments.misra_gries.runs.
 score_top_k`), for epsilon in {0.1, 0.5, 1, 2} and k in {10, 50, 100}. Our methods share one
 Misra-Gries sketch size, ``SKETCH_K = 2048`` counters (below the 3,399 distinct routes; memory
 ``O(k)`` whatever the data): PMG on one sequential sketch, Design B (APPROX_PP) and the merged
@@ -49,10 +49,10 @@ from typing import Any
 
 import numpy as np
 
-from reproduction import datasets
-from reproduction.experiments import misra_gries as mg
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches.misra_gries.private import Universe
+from reproduction import datasets
+from reproduction.experiments.misra_gries import runs as mg
 
 SKETCH_K = 2048
 SHARDS = 4

@@ -20,12 +20,12 @@ import time
 
 import numpy as np
 
-from reproduction.datasets import zipf_stream
 from beam_dpsketch.hashing import hash_keys
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.intermittent.strategies import make_intermittent_sketch
 from benchmarks.run import bench_main, best_time
+from reproduction.datasets import zipf_stream
 
 WIDTH, DEPTH = 1 << 16, 5
 PAPER_WIDTH, PAPER_DEPTH = 5000, 9

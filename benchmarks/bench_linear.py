@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from beam_dpsketch.evaluation import datasets
+from reproduction import datasets
 
 DELAY_DOMAIN = (-1024, 3071)
 PERCENTILES = (10, 25, 50, 75, 90, 99)

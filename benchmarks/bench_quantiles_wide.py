@@ -3,7 +3,7 @@
 Data, integers in the public range ``[874000000, 894000000]`` (20 M values wide):
 
 * **flights timestamps**: the ``date`` column of the US flights 2001 file (3 M rows, minute
-  resolution, Jan-Jun 2001, fetched and checksummed by :mod:`beam_dpsketch.evaluation.datasets`)
+  resolution, Jan-Jun 2001, fetched and checksummed by :mod:`reproduction.datasets`)
   as epoch seconds, shifted so that 2001-01-01 falls at ``lower + 2,000,000`` (nothing else is
   changed: the daily and weekly shape stays as it is); ``quick`` uses the bundled 300 k sample;
 * **Gaussian + Zipf**: 80 % ``round(N(884e6, 2.5e6))`` and 20 % drawn with Zipf(1) weights from
@@ -51,7 +51,7 @@ def flights_timestamps(quick: bool) -> tuple[np.ndarray, str]:
     """Flights ``date`` as epoch seconds, shifted into ``[LOWER, UPPER]`` (see module doc)."""
     import pyarrow.parquet as pq
 
-    from beam_dpsketch.evaluation import datasets
+    from reproduction import datasets
 
     path, label = datasets.FLIGHTS_SAMPLE_PATH, "flights 300k timestamps"
     if not quick:
@@ -164,7 +164,7 @@ def bench_moderate_quantiles(
 ) -> list[dict]:
     """The same comparison on moderate ranges: flights ``delay`` in ``[-1024, 3071]`` and
     ``distance`` in ``[0, 8191]`` (3 M rows; the 300 k sample with ``quick``)."""
-    from beam_dpsketch.evaluation import datasets
+    from reproduction import datasets
 
     table, label = None, "flights 3M"
     if not quick:

@@ -64,7 +64,7 @@ def _rate(fn: Callable[[int], Any], n: int, repeats: int) -> float:
 
 
 def _flights_routes(quick: bool) -> tuple[pa.Array, str]:
-    from beam_dpsketch.evaluation import datasets
+    from reproduction import datasets
 
     if not quick:
         try:
@@ -382,7 +382,7 @@ def _find_prefix(rows: list[dict], impl: str) -> dict | None:
 
 def _plot(rows: list[dict]) -> Path | None:
     try:
-        from beam_dpsketch.evaluation.report import pyplot
+        from beam_dpsketch.pipelines.plotting import pyplot
     except ImportError:
         return None
     plt = pyplot()

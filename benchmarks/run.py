@@ -47,7 +47,7 @@ WIDTH, DEPTH, MG_K, DS_LG_MAX_K = 2048, 5, 1024, 11
 
 def zipf_keys(n: int, s: float = 1.1, universe: int = 1_000_000, seed: int = 1) -> np.ndarray:
     """``n`` i.i.d. draws from Zipf(s) over ``{1..universe}`` (finite universe, inverse CDF)."""
-    from beam_dpsketch.evaluation.datasets import zipf_stream
+    from reproduction.datasets import zipf_stream
 
     return zipf_stream(n, s, universe, seed).astype(np.int64)
 

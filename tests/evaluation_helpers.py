@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from beam_dpsketch.evaluation import cli as eval_cli
+from reproduction import cli as eval_cli
 
 
 def smoke_run(tmp_path_factory: Any, paper: str) -> Path:

@@ -1,9 +1,10 @@
 """The ``beam-dpsketch`` command line.
 
-Each subcommand lives in its own module under :mod:`beam_dpsketch.pipelines` (or
-:mod:`beam_dpsketch.evaluation`) and exposes ``register(subparsers)``, which adds its parser and
-sets ``run=<callable(args, beam_args) -> int>`` as a default. Arguments this parser does not know
-are Beam pipeline options (``--runner``, ``--direct_num_workers``, ...) and are passed through.
+Each subcommand lives in its own module under :mod:`beam_dpsketch.pipelines` (``evaluate``
+registers the harness of a source checkout) and exposes ``register(subparsers)``, which adds
+its parser and sets ``run=<callable(args, beam_args) -> int>`` as a default. Arguments this
+parser does not know are Beam pipeline options (``--runner``, ``--direct_num_workers``, ...) and
+are passed through.
 Errors print one line to stderr and exit with status 2; with ``--verbose`` they propagate, so the
 traceback shows.
 
@@ -42,7 +43,7 @@ SUBCOMMAND_MODULES = (
     "beam_dpsketch.pipelines.sliding_window",
     "beam_dpsketch.pipelines.continual",
     "beam_dpsketch.pipelines.intermittent",
-    "beam_dpsketch.evaluation.cli",
+    "beam_dpsketch.pipelines.evaluate",
 )
 
 

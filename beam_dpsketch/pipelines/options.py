@@ -231,7 +231,7 @@ def check_plot_path(path: str, *, formats: Sequence[str] | None = None) -> None:
         Naming ``--plot`` (a missing matplotlib raises ``ValueError`` too, so the command line
         reports it in one line before the pipeline runs).
     """
-    from beam_dpsketch.evaluation.report import pyplot
+    from beam_dpsketch.pipelines.plotting import pyplot
 
     try:
         pyplot()  # the Agg backend of plot_figure

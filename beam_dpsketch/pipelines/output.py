@@ -895,7 +895,7 @@ def plot_figure(
     (:func:`atomic_destination`): a failed save leaves nothing
     at ``path``, and a command that fails later publishes no plot.
     """
-    from beam_dpsketch.evaluation.report import pyplot
+    from beam_dpsketch.pipelines.plotting import pyplot
 
     plt = pyplot()
     fig, axes = plt.subplots(rows, 1, figsize=figsize, sharex=rows > 1)

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from beam_dpsketch.evaluation import datasets
 from beam_dpsketch.noise import NoiseStream
+from reproduction import datasets
 
 
 @pytest.fixture(scope="module")

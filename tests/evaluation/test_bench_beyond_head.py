@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from beam_dpsketch.evaluation import datasets as ds
+from reproduction import datasets as ds
 
 
 @pytest.fixture(scope="module")

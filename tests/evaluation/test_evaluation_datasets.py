@@ -1,4 +1,4 @@
-"""Tests of beam_dpsketch.evaluation.datasets: generators, ground truth and data fetching.
+"""Tests of reproduction.datasets: generators, ground truth and data fetching.
 
 Generators are checked against their exact pmf with a chi-square test at a fixed seed; the
 rejection threshold p < 1e-6 keeps the false-failure probability of each test below 1e-6 (and,
@@ -22,7 +22,7 @@ import pyarrow as pa
 import pytest
 from scipy import stats
 
-from beam_dpsketch.evaluation import datasets as ds
+from reproduction import datasets as ds
 
 P_MIN = 1e-6
 

@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 from evaluation_helpers import set_float_column, smoke_run
 
-from beam_dpsketch.evaluation import cli as eval_cli
-from beam_dpsketch.evaluation.experiments import dpsw
-from beam_dpsketch.evaluation.report import VERDICTS
-from beam_dpsketch.evaluation.runner import load_results
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
+from reproduction import cli as eval_cli
+from reproduction.experiments.dpsw import report as dpsw_report
+from reproduction.experiments.dpsw import runs as dpsw
+from reproduction.report import VERDICTS
+from reproduction.runner import load_results
 
 pytest.importorskip("matplotlib")
 
@@ -29,7 +30,7 @@ def smoke(tmp_path_factory):
 
 
 def test_dpsw_is_implemented():
-    assert eval_cli.PAPERS["dpsw"] == "beam_dpsketch.evaluation.experiments.dpsw"
+    assert eval_cli.PAPERS["dpsw"] == "reproduction.experiments.dpsw"
 
 
 def test_smoke_writes_html_png_and_tables(smoke):
@@ -59,7 +60,7 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
     """Rebuild the report from the cached tables and from doctored tables: verdicts move."""
     config = dpsw.MODES["smoke"]
     tables = {name: load_results(smoke, name) for name in TABLES}
-    report = dpsw.build_report(tables, config, smoke, flights_kind="sample", draw=False)
+    report = dpsw_report.build_report(tables, config, smoke, flights_kind="sample", draw=False)
     claims = {c.id: c for c in report.claims}
     assert all(c.verdict in VERDICTS for c in claims.values())
     assert {
@@ -81,7 +82,7 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
     doctored = set_float_column(eps_t, "mre_high", lambda r: 0.05 if r["method"] == "dpsw" else 0.5)
     got = {
         c.id: c
-        for c in dpsw.build_report(
+        for c in dpsw_report.build_report(
             {**tables, "dpsw-eps": doctored}, config, smoke, flights_kind="sample", draw=False
         ).claims
     }
@@ -93,7 +94,7 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
         )
         got = {
             c.id: c.verdict
-            for c in dpsw.build_report(
+            for c in dpsw_report.build_report(
                 {**tables, "dpsw-eps": doctored}, config, smoke, flights_kind="sample", draw=False
             ).claims
         }
@@ -109,7 +110,7 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
     )
     got = {
         c.id: c
-        for c in dpsw.build_report(
+        for c in dpsw_report.build_report(
             {**tables, "dpsw-params": doctored}, config, smoke, flights_kind="sample", draw=False
         ).claims
     }

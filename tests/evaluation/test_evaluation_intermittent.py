@@ -14,15 +14,16 @@ import pyarrow as pa
 import pytest
 from evaluation_helpers import smoke_run
 
-from beam_dpsketch.evaluation import cli as eval_cli
-from beam_dpsketch.evaluation import datasets
-from beam_dpsketch.evaluation.experiments import intermittent as it
-from beam_dpsketch.evaluation.report import VERDICTS
-from beam_dpsketch.evaluation.runner import load_results
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountSketch
 from beam_dpsketch.sketches.intermittent.sketch import UseAndKeepSketch, discrete_laplace_variance
+from reproduction import cli as eval_cli
+from reproduction import datasets
+from reproduction.experiments.intermittent import report as it_report
+from reproduction.experiments.intermittent import runs as it
+from reproduction.report import VERDICTS
+from reproduction.runner import load_results
 
 pytest.importorskip("matplotlib")
 
@@ -255,7 +256,7 @@ def test_maxload_cell_exact_cases():
 
 
 def test_intermittent_is_implemented():
-    assert eval_cli.PAPERS["intermittent"] == "beam_dpsketch.evaluation.experiments.intermittent"
+    assert eval_cli.PAPERS["intermittent"] == "reproduction.experiments.intermittent"
 
 
 def test_smoke_writes_html_png_and_tables(smoke):
@@ -283,7 +284,7 @@ def test_smoke_writes_html_png_and_tables(smoke):
 def _rebuild(smoke, **replace):
     tables = {name: load_results(smoke, name) for name in EXPERIMENTS}
     tables.update(replace)
-    report = it.build_report(tables, it.MODES["smoke"], smoke, plots=False)
+    report = it_report.build_report(tables, it.MODES["smoke"], smoke, plots=False)
     return {c.id: c for c in report.claims}, tables
 
 

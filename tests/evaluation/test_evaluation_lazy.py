@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 from evaluation_helpers import set_float_column, smoke_run
 
-from beam_dpsketch.evaluation import cli as eval_cli
-from beam_dpsketch.evaluation import datasets, metrics
-from beam_dpsketch.evaluation.experiments import lazy
-from beam_dpsketch.evaluation.report import VERDICTS
-from beam_dpsketch.evaluation.runner import load_results, run_experiment
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
+from reproduction import cli as eval_cli
+from reproduction import datasets, metrics
+from reproduction.experiments.lazy import report as lazy_report
+from reproduction.experiments.lazy import runs as lazy
+from reproduction.report import VERDICTS
+from reproduction.runner import load_results, run_experiment
 
 pytest.importorskip("matplotlib")
 
@@ -37,7 +38,7 @@ def _tables(directory):
 
 
 def test_lazy_is_implemented():
-    assert eval_cli.PAPERS["lazy"] == "beam_dpsketch.evaluation.experiments.lazy"
+    assert eval_cli.PAPERS["lazy"] == "reproduction.experiments.lazy"
 
 
 def test_smoke_writes_html_png_and_tables(smoke):
@@ -105,7 +106,7 @@ def test_smoke_cells_record_the_deterministic_costs(smoke):
 
 
 def _verdicts(tables, smoke):
-    report = lazy.build_report(tables, lazy.MODES["smoke"], smoke, plots=False)
+    report = lazy_report.build_report(tables, lazy.MODES["smoke"], smoke, plots=False)
     return {c.id: c for c in report.claims}
 
 

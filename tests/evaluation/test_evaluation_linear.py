@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 from evaluation_helpers import set_float_column, smoke_run
 
-from beam_dpsketch.evaluation import cli as eval_cli
-from beam_dpsketch.evaluation.experiments import linear
-from beam_dpsketch.evaluation.report import VERDICTS
+from reproduction import cli as eval_cli
+from reproduction.experiments.linear import report as linear_report
+from reproduction.experiments.linear import runs as linear
+from reproduction.report import VERDICTS
 
 pytest.importorskip("matplotlib")
 
@@ -30,7 +31,7 @@ def smoke(tmp_path_factory):
 
 
 def test_linear_is_implemented():
-    assert eval_cli.PAPERS["linear"] == "beam_dpsketch.evaluation.experiments.linear"
+    assert eval_cli.PAPERS["linear"] == "reproduction.experiments.linear"
 
 
 def test_smoke_writes_html_png_and_tables(smoke):
@@ -56,14 +57,14 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
     """Rebuild the report from the cached tables and from doctored tables: verdicts move."""
     import pyarrow.compute as pc
 
-    from beam_dpsketch.evaluation.runner import load_results
+    from reproduction.runner import load_results
 
     config = linear.MODES["smoke"]
     tables = {
         name: load_results(smoke, name)
         for name in ("linear-frequencies", "linear-quantiles", "linear-independence")
     }
-    report = linear.build_report(tables, config, smoke, flights_kind="sample")
+    report = linear_report.build_report(tables, config, smoke, flights_kind="sample")
     claims = {c.id: c for c in report.claims}
     assert len(claims) == 17  # C1-C8 per preset + C9; R1/R2 need the paper's grid
     assert all(c.verdict in VERDICTS for c in claims.values())
@@ -78,16 +79,16 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
     for value, verdict in ((1.0, "reproduced"), (0.5, "differs")):
         doctored = freq
         for rho in linear.RHOS:
-            name = f"dpcm_f1_{linear._tag(rho)}"
+            name = f"dpcm_f1_{linear.rho_tag(rho)}"
             doctored = set_float_column(doctored, name, [value] * doctored.num_rows)
-        rep = linear.build_report(
+        rep = linear_report.build_report(
             {**tables, "linear-frequencies": doctored}, config, smoke, flights_kind="sample"
         )
         got = {c.id: c.verdict for c in rep.claims}
         assert got["C3 [as_run]"] == got["C3 [as_described]"] == verdict
     # The measured text carries the numbers of the table.
     z = freq.filter(pc.and_(pc.equal(freq["dataset"], "zipf"), pc.equal(freq["preset"], "as_run")))
-    worst = max(float(np.max(z[f"dpcm_are_{linear._tag(r)}"].to_numpy())) for r in linear.RHOS)
+    worst = max(float(np.max(z[f"dpcm_are_{linear.rho_tag(r)}"].to_numpy())) for r in linear.RHOS)
     assert re.search(r"rho=0\.1 [\d.]+ / ", claims["C2 [as_run]"].measured)
     assert worst > 0
 

@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from beam_dpsketch.evaluation import datasets as ds
-from beam_dpsketch.evaluation import metrics as m
+from reproduction import datasets as ds
+from reproduction import metrics as m
 
 
 def test_are_and_aae():

@@ -15,14 +15,15 @@ import pyarrow as pa
 import pytest
 from evaluation_helpers import set_float_column
 
-from beam_dpsketch.evaluation.experiments import misra_gries as mg
-from beam_dpsketch.evaluation.runner import load_results
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines import cli
+from reproduction.experiments.misra_gries import report as mg_report
+from reproduction.experiments.misra_gries import runs as mg
+from reproduction.runner import load_results
 
 pytest.importorskip("matplotlib")
 
-MODULE = "beam_dpsketch.evaluation.cli"
+MODULE = "beam_dpsketch.pipelines.evaluate"
 NAMES = {
     "sweep": "mg-sweep",
     "ladder": "mg-ladder",
@@ -76,7 +77,7 @@ def _tables(smoke_dir: Path) -> dict[str, pa.Table]:
 def test_verdicts_are_computed_from_the_measurements(smoke_dir, tmp_path):
     tables = _tables(smoke_dir)
     config = mg.MODES["smoke"]
-    base = mg.build_report(tables, config, tmp_path, flights_kind="sample")
+    base = mg_report.build_report(tables, config, tmp_path, flights_kind="sample")
     before = {c.id: c.verdict for c in base.claims}
     assert before["M1"] == "reproduced" and before["M4"] == "reproduced"
 
@@ -87,7 +88,8 @@ def test_verdicts_are_computed_from_the_measurements(smoke_dir, tmp_path):
     ladder = tables["ladder"]
     tampered["ladder"] = set_float_column(ladder, "pmg_c50", np.full(ladder.num_rows, 5.0))
     after = {
-        c.id: c for c in mg.build_report(tampered, config, tmp_path, flights_kind="sample").claims
+        c.id: c
+        for c in mg_report.build_report(tampered, config, tmp_path, flights_kind="sample").claims
     }
     assert after["M1"].verdict == "differs" and after["M1"].reason
     assert after["M4"].verdict == "differs"

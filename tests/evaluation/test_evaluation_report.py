@@ -9,15 +9,15 @@ import sys
 import pyarrow as pa
 import pytest
 
-from beam_dpsketch.evaluation import cli as eval_cli
-from beam_dpsketch.evaluation import report as rep
-from beam_dpsketch.evaluation.experiments import sketches
-from beam_dpsketch.evaluation.runner import run_experiment
 from beam_dpsketch.pipelines import cli
+from reproduction import cli as eval_cli
+from reproduction import report as rep
+from reproduction.experiments import sketches
+from reproduction.runner import run_experiment
 
 pytest.importorskip("matplotlib")
 
-MODULE = "beam_dpsketch.evaluation.cli"
+MODULE = "beam_dpsketch.pipelines.evaluate"
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_rerun_uses_the_cache(smoke_dir):
     # Runs after the end-to-end test (same module-scoped directory): nothing is recomputed.
     if not (smoke_dir / "sketches" / "sketches.parquet").is_file():
         pytest.skip("needs the end-to-end test's results")
-    exp = sketches.build_experiment(sketches.MODES["smoke"], "sample")
+    [exp] = sketches.build_experiments(sketches.MODES["smoke"], "sample")
     result = run_experiment(exp, smoke_dir / "sketches", progress=False)
     assert result.computed == 0 and result.cached == result.table.num_rows > 0
 

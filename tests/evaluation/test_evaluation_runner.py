@@ -10,8 +10,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from beam_dpsketch.evaluation import runner
-from beam_dpsketch.evaluation.runner import Experiment, run_experiment
+from reproduction import runner
+from reproduction.runner import Experiment, run_experiment
 
 CALLS: list[tuple[int, int]] = []
 FAIL_AT: set[int] = set()

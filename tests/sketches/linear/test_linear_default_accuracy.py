@@ -13,13 +13,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from beam_dpsketch.evaluation import datasets
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.frequencies import DEFAULT_DEPTH, DEFAULT_WIDTH
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountSketch
 from beam_dpsketch.sketches.linear.key_counts import KeyCountIndex, PrivateKeyCounts
 from beam_dpsketch.transforms import DPFrequencies
+from reproduction import datasets
 
 SEEDS = 5
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from beam_dpsketch.evaluation import datasets
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
 from beam_dpsketch.sketches.linear.key_counts import KeyCountIndex, PrivateKeyCounts
 from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
+from reproduction import datasets
 
 SEEDS = 8
 

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from beam_dpsketch import serialization
-from beam_dpsketch.evaluation.datasets import zipf_stream
 from beam_dpsketch.noise import NoiseSource, bernoulli_dyadic
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum, approx_pp
@@ -22,6 +21,7 @@ from beam_dpsketch.sketches.misra_gries.select_count import (
     select_candidates,
     selection_calibration,
 )
+from reproduction.datasets import zipf_stream
 
 EPS, DELTA = 0.5, 1e-6
 

@@ -12,6 +12,9 @@ Scales: ``--quick`` (default; about a minute on 2 cores), ``--full`` (the larger
 to tens of minutes) and ``--smoke`` (a few seconds; what the test suite runs). Results are cached
 in ``OUT/PAPER/<experiment>.parquet``, so re-running only redraws the report, and an interrupted
 run resumes where it stopped.
+
+The library's :mod:`beam_dpsketch.pipelines.evaluate` registers this subcommand when it finds the
+harness (the command runs from the repository's root, or the package is a checkout's).
 """
 
 from __future__ import annotations
@@ -23,18 +26,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["PAPERS", "register", "run", "run_evaluation"]
+from reproduction.papers import PAPERS
 
-PAPERS: dict[str, str] = {
-    "sketches": "beam_dpsketch.evaluation.experiments.sketches",
-    "misra-gries": "beam_dpsketch.evaluation.experiments.misra_gries",
-    "linear": "beam_dpsketch.evaluation.experiments.linear",
-    "lazy": "beam_dpsketch.evaluation.experiments.lazy",
-    "dpsw": "beam_dpsketch.evaluation.experiments.dpsw",
-    "intermittent": "beam_dpsketch.evaluation.experiments.intermittent",
-}
-"""Every paper ``evaluate`` knows and its experiment module, which has
-``run(mode, out_dir, ...) -> (Report, ...)``."""
+__all__ = ["PAPERS", "register", "run", "run_evaluation"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -125,13 +119,13 @@ def _run_paper(
     name: str, scale: str, out: Path, workers: int, offline: bool, progress: bool | None
 ) -> tuple[Path, dict[str, int]]:
     # Imported here so `beam-dpsketch --help` stays fast and matplotlib is only needed to report.
-    import importlib
-
-    from beam_dpsketch.evaluation.report import pyplot, write_html
+    from reproduction.papers import load_paper, run_paper
+    from reproduction.report import pyplot, write_html
 
     pyplot()  # fail before computing anything if matplotlib is missing
-    module = importlib.import_module(PAPERS[name])
-    report, _ = module.run(scale, out, workers=workers, progress=progress, offline=offline)
+    report, _ = run_paper(
+        load_paper(name), scale, out, workers=workers, progress=progress, offline=offline
+    )
     report.command = f"beam-dpsketch evaluate {name} --{scale} --out {out.parent}"
     return write_html(report, out), report.verdict_counts()
 

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from beam_dpsketch.pipelines.plotting import pyplot
+
 __all__ = [
     "Claim",
     "Figure",
@@ -177,21 +179,6 @@ def _table_html(table: pa.Table, max_rows: int = 60) -> str:
 # ------------------------------------------------------------------------------------------------
 # Plots
 # ------------------------------------------------------------------------------------------------
-
-
-def pyplot() -> Any:
-    """``matplotlib.pyplot`` with the non-interactive Agg backend (clear error if missing)."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise ImportError(
-            "evaluation reports need the 'matplotlib' package for their plots: "
-            "pip install 'matplotlib>=3.7'"
-        ) from None
-    matplotlib.use("Agg", force=True)  # no display on servers; must precede pyplot's import
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def matplotlib_ticker() -> Any:

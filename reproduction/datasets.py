@@ -92,6 +92,8 @@ __all__ = [
     "load_name_frequencies",
     "load_word_frequencies",
     "quantile_points",
+    "resolve_flights",
+    "resolve_words",
     "sample_pmf",
     "top_k",
     "name_stream",
@@ -1067,3 +1069,20 @@ def resolve_flights(flights: str, rows: int | None, offline: bool) -> tuple[str 
         return "full", ""
     except DatasetUnavailableError as exc:
         return "sample", f"Flights: the 3 M-row file was unavailable ({exc}); used the sample."
+
+
+def resolve_words(offline: bool) -> str:
+    """Whether an experiment can use the wordfreq table: ``""`` when it can, else a report note.
+
+    The table is fetched into the cache first unless ``offline``; the note says why the words
+    stream is skipped (unavailable, or unreadable without msgpack).
+    """
+    try:
+        path = fetch_wordfreq(download=not offline)
+    except DatasetUnavailableError as exc:
+        return f"wordfreq unavailable ({exc}): the words stream is skipped."
+    try:
+        load_word_frequencies(path)
+    except (DatasetUnavailableError, ImportError):
+        return "wordfreq unreadable (msgpack missing?): the words stream is skipped."
+    return ""

@@ -1,6 +1,6 @@
 """Small helpers the experiment reports share to read result tables and word their verdicts.
 
-Every experiment module (``beam_dpsketch.evaluation.experiments``) computes its verdicts from the
+Every experiment module (``reproduction.experiments``) computes its verdicts from the
 runner's Arrow tables with these helpers, so a filter, a fitted slope or a monotonicity test means
 the same thing in every report.
 """

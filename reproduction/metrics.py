@@ -208,8 +208,8 @@ def rank_errors(true_ranks: Any, estimated_ranks: Any) -> np.ndarray:
 def average_rank_error(true_ranks: Any, estimated_ranks: Any) -> float:
     """Mean of :func:`rank_errors` over the ``m`` quantile keys ([ZQR+22, Section 5.2]).
 
-    The keys come from :func:`beam_dpsketch.evaluation.datasets.quantile_points` and the true
-    ranks from :func:`~beam_dpsketch.evaluation.datasets.true_ranks`.
+    The keys come from :func:`reproduction.datasets.quantile_points` and the true
+    ranks from :func:`~reproduction.datasets.true_ranks`.
     """
     return float(np.mean(rank_errors(true_ranks, estimated_ranks)))
 

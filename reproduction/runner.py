@@ -345,7 +345,7 @@ def _to_table(exp: Experiment, rows: list[dict[str, Any]]) -> pa.Table:
 
 
 def select_mode(modes: Mapping[str, _Config], mode: str) -> _Config:
-    """The configuration of an experiment module's ``run(mode, ...)`` for scale ``mode``.
+    """The configuration of a paper (its ``MODES``) for scale ``mode``.
 
     Raises
     ------

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,8 +37,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_dpsketch.evaluation import datasets, metrics
-from beam_dpsketch.evaluation.report import (
+from beam_dpsketch.sketches import CountMinSketch, CountSketch, MisraGries
+from reproduction import datasets, metrics
+from reproduction.papers import Paper
+from reproduction.report import (
     Claim,
     Figure,
     Report,
@@ -48,25 +49,21 @@ from beam_dpsketch.evaluation.report import (
     summarize,
     verdict,
 )
-from beam_dpsketch.evaluation.runner import (
+from reproduction.runner import (
     Experiment,
-    RunResult,
     library_version,
-    run_experiment,
-    select_mode,
 )
-from beam_dpsketch.evaluation.tables import col, log_slope, matching, monotone
-from beam_dpsketch.sketches import CountMinSketch, CountSketch, MisraGries
+from reproduction.tables import col, log_slope, matching, monotone
 
 __all__ = [
+    "PAPER",
     "METRICS",
     "MODES",
     "SketchConfig",
-    "build_experiment",
+    "build_experiments",
     "build_report",
     "cs_tail_bound",
     "flights_routes",
-    "run",
     "sketch_cell",
 ]
 
@@ -385,7 +382,7 @@ def _flights_cells(config: SketchConfig, kind: str) -> list[dict[str, Any]]:
     ]
 
 
-def build_experiment(config: SketchConfig, flights_kind: str | None = None) -> Experiment:
+def build_experiments(config: SketchConfig, flights_kind: str | None = None) -> list[Experiment]:
     """The grid of a run: Zipf memory sweep, Zipf skew sweep and (optionally) flights widths.
 
     ``flights_kind`` (``"sample"``/``"full"``/None) overrides ``config.flights`` after the caller
@@ -405,15 +402,17 @@ def build_experiment(config: SketchConfig, flights_kind: str | None = None) -> E
             unique.append(c)
     order = ("dataset", "s", "n", "n_items", "rows", "width", "depth")
     grid = [{k: c[k] for k in order} for c in unique]
-    return Experiment(
-        name="sketches",
-        func=sketch_cell,
-        grid=grid,
-        metrics=METRICS,
-        trials=config.trials,
-        version=EXPERIMENT_VERSION,
-        description="Count-Min, Count Sketch and Misra-Gries vs their textbook bounds",
-    )
+    return [
+        Experiment(
+            name="sketches",
+            func=sketch_cell,
+            grid=grid,
+            metrics=METRICS,
+            trials=config.trials,
+            version=EXPERIMENT_VERSION,
+            description="Count-Min, Count Sketch and Misra-Gries vs their textbook bounds",
+        )
+    ]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -484,14 +483,18 @@ _PLOT_METRICS = (
 
 
 def build_report(
-    table: pa.Table,
+    tables: Mapping[str, pa.Table],
     config: SketchConfig,
     out_dir: str | Path,
     *,
     flights_kind: str | None,
     flights_note: str = "",
 ) -> Report:
-    """Plot the sweeps into ``out_dir`` and compute each claim's verdict from ``table``."""
+    """Plot the sweeps into ``out_dir`` and compute each claim's verdict from ``tables``.
+
+    ``tables`` maps the experiment's name (``"sketches"``) to its results.
+    """
+    table = tables["sketches"]
     out = Path(out_dir)
     d = config.depth
     zipf = matching(table, dataset="zipf")
@@ -846,34 +849,14 @@ def _claims(
 
 
 # ------------------------------------------------------------------------------------------------
-# Entry point
+# The paper's experiment table
 # ------------------------------------------------------------------------------------------------
 
 
-def run(
-    mode: str,
-    out_dir: str | Path,
-    *,
-    workers: int = 1,
-    progress: bool | None = None,
-    offline: bool = False,
-) -> tuple[Report, RunResult]:
-    """Run (or resume) the sketches experiment at ``mode`` scale and write its report.
-
-    Results are cached in ``out_dir/sketches.parquet``: a second run only redraws the report.
-
-    Returns
-    -------
-    (Report, RunResult)
-        The rendered report (``out_dir/index.html`` written by the caller via
-        :func:`~beam_dpsketch.evaluation.report.write_html`) and the runner's result.
-    """
-    config = select_mode(MODES, mode)
-    start = time.perf_counter()
-    kind, note = datasets.resolve_flights(config.flights, config.flights_rows, offline)
-    exp = build_experiment(config, kind)
-    out = Path(out_dir)
-    result = run_experiment(exp, out, workers=workers, progress=progress)
-    report = build_report(result.table, config, out, flights_kind=kind, flights_note=note)
-    report.runtime_s = time.perf_counter() - start
-    return report, result
+PAPER = Paper(
+    modes=MODES,
+    experiments=build_experiments,
+    report=build_report,
+    data=("flights",),
+)
+"""The experiment table :func:`~reproduction.papers.run_paper` runs."""
