@@ -853,10 +853,5 @@ def _claims(
 # ------------------------------------------------------------------------------------------------
 
 
-PAPER = Paper(
-    modes=MODES,
-    experiments=build_experiments,
-    report=build_report,
-    data=("flights",),
-)
-"""The experiment table :func:`~reproduction.papers.run_paper` runs."""
+PAPER = Paper(MODES, build_experiments, build_report, data=("flights",))
+"""The paper's experiment table, which :func:`~reproduction.papers.run_paper` runs."""

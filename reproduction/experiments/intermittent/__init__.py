@@ -1,8 +1,6 @@
 """The use-and-keep DP Count Sketch of [YKAE] for intermittent queries: results R1-R12.
 
-:mod:`~reproduction.experiments.intermittent.runs` holds the scales, data, cells and experiment grids;
-:mod:`~reproduction.experiments.intermittent.report` turns the result tables into figures and verdicts.
-Papers are cited by the keys of docs/algorithms.md#references.
+``PAPER`` pairs the scales, data, cells and grids of ``runs`` with the verdicts of ``report``.
 """
 
 from __future__ import annotations
@@ -13,9 +11,4 @@ from reproduction.papers import Paper
 
 __all__ = ["PAPER"]
 
-PAPER = Paper(
-    modes=MODES,
-    experiments=build_experiments,
-    report=build_report,
-)
-"""The experiment table :func:`~reproduction.papers.run_paper` runs."""
+PAPER = Paper(MODES, build_experiments, build_report)

@@ -1,8 +1,6 @@
 """The Lazy and Punctual sketches of [Hol25] under continual observation: results R0-R6.
 
-:mod:`~reproduction.experiments.lazy.runs` holds the scales, data, cells and experiment grids;
-:mod:`~reproduction.experiments.lazy.report` turns the result tables into figures and verdicts.
-Papers are cited by the keys of docs/algorithms.md#references.
+``PAPER`` pairs the scales, data, cells and grids of ``runs`` with the verdicts of ``report``.
 """
 
 from __future__ import annotations
@@ -13,10 +11,4 @@ from reproduction.papers import Paper
 
 __all__ = ["PAPER"]
 
-PAPER = Paper(
-    modes=MODES,
-    experiments=build_experiments,
-    report=build_report,
-    timed=frozenset({"lazy-throughput"}),
-)
-"""The experiment table :func:`~reproduction.papers.run_paper` runs."""
+PAPER = Paper(MODES, build_experiments, build_report, timed=frozenset({"lazy-throughput"}))

@@ -1,8 +1,6 @@
 """The DP Misra-Gries releases of [LT23]: the paper's utility claims, measured.
 
-:mod:`~reproduction.experiments.misra_gries.runs` holds the scales, data, cells and experiment grids;
-:mod:`~reproduction.experiments.misra_gries.report` turns the result tables into figures and verdicts.
-Papers are cited by the keys of docs/algorithms.md#references.
+``PAPER`` pairs the scales, data, cells and grids of ``runs`` with the verdicts of ``report``.
 """
 
 from __future__ import annotations
@@ -13,10 +11,4 @@ from reproduction.papers import Paper
 
 __all__ = ["PAPER"]
 
-PAPER = Paper(
-    modes=MODES,
-    experiments=build_experiments,
-    report=build_report,
-    data=("flights",),
-)
-"""The experiment table :func:`~reproduction.papers.run_paper` runs."""
+PAPER = Paper(MODES, build_experiments, build_report, data=("flights",))
