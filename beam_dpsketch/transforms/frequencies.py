@@ -26,11 +26,7 @@ from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.privacy.windowing import check_element_count_trigger
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
-from beam_dpsketch.sketches.linear.calibration import (
-    noise_tail_bound,
-    pane_calibration,
-    pane_relation_text,
-)
+from beam_dpsketch.sketches.linear.calibration import pane_calibration, pane_relation_text
 from beam_dpsketch.sketches.linear.key_counts import (
     KeyCountIndex,
     PrivateKeyCounts,
@@ -84,7 +80,10 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
     and the ``neighbouring`` relation (``docs/algorithms.md#lin-sensitivity``). No constant is
     added to the cells (``offset=False``): a point estimate is the minimum (Count-Min) or the
     median (Count Sketch) of the key's noisy counters, with no hidden shift, and each released
-    sketch reports its per-estimate ``error_bound(confidence)``.
+    sketch reports its per-estimate ``error_bound(confidence)``. Discrete Laplace noise is drawn
+    on a lattice finer than one count when its scale is small (``lattice=True`` of
+    :meth:`~beam_dpsketch.sketches.linear.private.PrivateCountSketch.release`, same guarantee),
+    so that the error bound resolves it (docs/algorithms.md#lin-lattice).
 
     Parameters
     ----------
@@ -147,7 +146,12 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
         cls = self._private_class()
         pure = PrivacyBudget.pure(budget.epsilon)  # type: ignore[arg-type]
         laplace = cls.calibrate(
-            self.width, self.depth, pure, neighbouring=self.calibrated_for, offset=False
+            self.width,
+            self.depth,
+            pure,
+            neighbouring=self.calibrated_for,
+            offset=False,
+            lattice=True,
         )
         try:
             gaussian = cls.calibrate(
@@ -170,6 +174,7 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
             neighbouring=self.calibrated_for,
             publish_total=self.publish_total,
             offset=False,
+            lattice=True,
         )
         return [private]
 
@@ -198,11 +203,13 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
             self.spent_budget(budget),
             neighbouring=self.calibrated_for,
             offset=False,
+            lattice=True,
         )
-        noise_q = noise_tail_bound(cal.noise, cal.scale, self.depth, 1 - ERROR_BOUND_CONFIDENCE)
+        noise_q = cal.tail_bound(self.depth, 1 - ERROR_BOUND_CONFIDENCE)
         return {
             "noise": cal.noise,
             "noise_scale": cal.scale,
+            "noise_lattice": cal.lattice,
             "threshold": None,
             "sensitivity": f"{cal.sensitivity:g} ({cal.sensitivity_norm}, {cal.neighbouring})",
             "neighbouring_relation": pane_relation_text(
@@ -353,7 +360,7 @@ class PublicKeyCountsReleaseMechanism(ReleaseMechanism):
 
     def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
         cal = PrivateKeyCounts.calibrate(len(self.keys), budget, neighbouring=self.calibrated_for)
-        bound = noise_tail_bound(cal.noise, cal.scale, 1, 1 - ERROR_BOUND_CONFIDENCE)
+        bound = cal.tail_bound(1, 1 - ERROR_BOUND_CONFIDENCE)
         if self.pane_relation == "add_remove":
             relation = _KEY_COUNT_RELATIONS.get(
                 self.neighbouring,
@@ -368,6 +375,7 @@ class PublicKeyCountsReleaseMechanism(ReleaseMechanism):
         return {
             "noise": cal.noise,
             "noise_scale": cal.scale,
+            "noise_lattice": cal.lattice,
             "threshold": None,
             "sensitivity": f"{cal.sensitivity:g} ({cal.sensitivity_norm}, {cal.neighbouring})",
             "neighbouring_relation": relation,

@@ -72,6 +72,7 @@ def test_release_equals_the_single_machine_release(sketch, exact_cls, private_cl
         budget,
         t.aggregate.noise_source.stream(release_id_for("f", GlobalWindow(), 0)),
         offset=False,
+        lattice=True,
     )
     assert released == expected
     # No public constant is added: an estimate is the minimum or median of noisy counters.
@@ -97,7 +98,8 @@ class NoiseVariance:
     def __call__(self, actual):
         (released,) = actual
         exact = CountMinSketch(WIDE, DEEP, 7).update(_all_keys())
-        noise = (np.asarray(released.table) - released.offset - exact.table).ravel()
+        # Released counters in counts (the noise may sit on a lattice finer than one count).
+        noise = (np.asarray(released.cells) - released.offset - exact.table).ravel()
         # Mean of Z^2 over n = 8192 i.i.d. cells: for (discrete) Laplace noise E[Z^4] = 6 sigma^4,
         # so its standard error is sigma^2 sqrt(5/n) (2.5%); a 6-SE band (+-15%) fails with
         # probability ~2e-9 (normal approximation). Noise added twice doubles the variance.
@@ -112,7 +114,7 @@ def test_noise_is_added_once_however_many_bundles_on_two_workers():
     # 24 batches over 2 worker processes: many partial sketches, one release. If noise were added
     # per partial, the cell variance would be a multiple of sigma^2, far outside the band.
     budget = PrivacyBudget.pure(1.0)
-    cal = PrivateCountMinSketch.calibrate(WIDE, DEEP, budget, offset=False)
+    cal = PrivateCountMinSketch.calibrate(WIDE, DEEP, budget, offset=False, lattice=True)
     options = PipelineOptions(["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
     with beam.Pipeline(runner=FnApiRunner(), options=options) as p:
         res = (
@@ -157,6 +159,7 @@ def test_turnstile_insert_then_delete_equals_the_remainder(dump):
         budget,
         t.aggregate.noise_source.stream(release_id_for("turnstile", GlobalWindow(), 0)),
         offset=False,
+        lattice=True,
     )
     assert released == expected
 
@@ -253,6 +256,7 @@ def test_released_sketch_is_queryable_as_a_side_input(dump):
         CountSketch(W, D, 0).update(["a"] * 500 + ["b"] * 50),
         budget,
         transform.aggregate.noise_source.stream(release_id_for("side", GlobalWindow(), 0)),
+        lattice=True,
     )
     assert got == {
         k: float(v)

@@ -82,6 +82,7 @@ __all__ = [
     "draw_noise",
     "linear_sensitivity",
     "noise_abs_quantile",
+    "noise_lattice",
     "noise_minimum_mean",
     "noise_tail_bound",
     "pane_calibration",
@@ -416,6 +417,31 @@ def _normal_abs_quantile(beta: float) -> float:
     return hi
 
 
+#: Lattice noise is drawn at a scale of at least this many lattice steps (see noise_lattice).
+LATTICE_MIN_STEPS = 16
+#: Finest lattice: keeps ``count * lattice`` far inside int64 for any count of 2**40 or less.
+MAX_LATTICE = 1 << 20
+
+
+def noise_lattice(scale: float) -> int:
+    """Lattice steps per unit for discrete Laplace noise of ``scale`` (a power of two, >= 1).
+
+    The smallest power of two ``g`` with ``g * scale >= LATTICE_MIN_STEPS`` (1 when ``scale`` is
+    already that wide; at most :data:`MAX_LATTICE`). A release on the lattice adds discrete
+    Laplace noise of scale ``g * scale`` to ``g`` times the exact counts and reads the result in
+    units of ``1 / g``: the same mechanism on a sensitivity ``g`` times larger, so the same
+    guarantee, with noise whose quantiles are resolved to ``1 / g``. On the integers, a scale
+    of about 1 (``epsilon`` 1, sensitivity 1) has no level ``e`` with ``P(|Z| <= e)`` between
+    92.7 % and 97.3 %, so no integer error bound can state 95 % and mean it.
+    """
+    if not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+    g = 1
+    while g * scale < LATTICE_MIN_STEPS and g < MAX_LATTICE:
+        g *= 2
+    return g
+
+
 def draw_noise(
     stream: NoiseStream, noise: str, parameter: Fraction | float, size: int
 ) -> np.ndarray:
@@ -468,6 +494,12 @@ class LinearCalibration:
         ``True`` for the labelled reproduction of Algorithm 3 as printed ([ZQR+22, Algorithm 3]).
     epsilon_effective
         For pure releases, the rational ``eps' <= epsilon`` the noise actually gives.
+    lattice
+        Lattice steps per unit (a power of two; 1: integer noise). With ``lattice = g > 1`` the
+        released counters are ``g`` times the exact ones plus integer noise of the exact scale
+        ``scale_exact`` (``g * scale``), read in units of ``1 / g``; ``scale``,
+        ``noise_variance`` and ``noise_bound`` are stated in those units
+        (:func:`noise_lattice`).
     """
 
     noise: str
@@ -486,6 +518,22 @@ class LinearCalibration:
     beta_noise: float
     paper_compat: bool = False
     epsilon_effective: float | None = None
+    lattice: int = 1
+
+    def tail_bound(self, counters: int, beta: float) -> float:
+        """:func:`noise_tail_bound` of this noise in released units (``1 / lattice`` steps)."""
+        g = self.lattice
+        return noise_tail_bound(self.noise, self.scale * g, counters, beta) / g
+
+    def abs_quantile(self, beta: float) -> float:
+        """:func:`noise_abs_quantile` of this noise in released units (``1 / lattice`` steps)."""
+        g = self.lattice
+        return noise_abs_quantile(self.noise, self.scale * g, beta) / g
+
+    def minimum_mean(self, depth: int) -> float:
+        """:func:`noise_minimum_mean` of ``depth`` values of this noise, in released units."""
+        g = self.lattice
+        return noise_minimum_mean(depth, self.scale * g, self.noise) / g
 
     def sampler_parameter(self) -> Fraction | float:
         """The exact parameter passed to the sampler (Fraction scale or float sigma)."""
@@ -546,6 +594,15 @@ class LinearCalibration:
             raise ValueError("malformed exact scale") from None
         if not param > 0:
             raise ValueError("malformed exact scale")
+        g = self.lattice
+        if (
+            not isinstance(g, int)
+            or isinstance(g, bool)
+            or not 1 <= g <= MAX_LATTICE
+            or g & (g - 1)
+            or (g > 1 and (self.noise != NOISE_DISCRETE_LAPLACE or self.offset != 0))
+        ):
+            raise ValueError("malformed lattice")
 
 
 def paper_compat_parameters(beta: float, gamma: float, rho: float) -> tuple[float, float]:
@@ -585,6 +642,7 @@ def calibrate_linear(
     paper_compat: bool = False,
     beta: float = 0.01,
     gamma: float | None = None,
+    lattice: bool = False,
 ) -> LinearCalibration:
     """Strict calibration of one release of ``counters`` noisy counters (docs/algorithms.md#lin-strict).
 
@@ -608,8 +666,17 @@ def calibrate_linear(
     paper_compat
         Reproduce Algorithm 3 as printed (zCDP budgets only; ``beta`` and ``gamma`` are the
         paper's inputs). The guarantee reported is the *effective* rho for ``neighbouring``.
+    lattice
+        Discrete Laplace noise only (pure budgets): draw it on the lattice of
+        :func:`noise_lattice` (``LinearCalibration.lattice``), so that its quantiles, and the
+        error bounds built on them, are resolved finer than one count when the scale is small.
+        The guarantee is the same (docs/algorithms.md#lin-lattice). Refused with ``offset``.
     """
     budget = check_budget(budget)
+    if not isinstance(lattice, bool):
+        raise TypeError("lattice must be a bool")
+    if lattice and offset:
+        raise ValueError("lattice: the Count-Min offset is an integer; release without it")
     name, _ = parse_neighbouring(neighbouring)
     d = _check_depth(depth)
     beta_noise = check_probability(beta_noise, "beta_noise")
@@ -648,11 +715,14 @@ def calibrate_linear(
         l1 = int(linear_sensitivity(kind, name, d, "l1"))
         frac = discrete_laplace_scale(l1, budget.epsilon)  # type: ignore[arg-type]
         scale = float(frac)
-        bound = noise_tail_bound(NOISE_DISCRETE_LAPLACE, scale, counters, beta_noise)
+        g = noise_lattice(scale) if lattice else 1
+        # On the lattice: noise of scale g * b on g times the counts (sensitivity g * l1).
+        steps = frac * g
+        bound = noise_tail_bound(NOISE_DISCRETE_LAPLACE, float(steps), counters, beta_noise) / g
         return LinearCalibration(
             noise=NOISE_DISCRETE_LAPLACE,
             scale=scale,
-            scale_exact=f"{frac.numerator}/{frac.denominator}",
+            scale_exact=f"{steps.numerator}/{steps.denominator}",
             sensitivity=float(l1),
             sensitivity_norm="l1",
             neighbouring=name,
@@ -660,11 +730,12 @@ def calibrate_linear(
             epsilon=float(budget.epsilon),  # type: ignore[arg-type]
             delta=0.0,
             rho=None,
-            noise_variance=noise_variance(NOISE_DISCRETE_LAPLACE, scale),
+            noise_variance=noise_variance(NOISE_DISCRETE_LAPLACE, float(steps)) / (g * g),
             noise_bound=bound,
             offset=int(bound) if offset else 0,
             beta_noise=beta_noise,
             epsilon_effective=float(Fraction(l1) / frac),
+            lattice=g,
         )
     rho = budget.rho if budget.kind == "zcdp" else approx_to_zcdp(budget.epsilon, budget.delta)  # type: ignore[arg-type]
     sigma = zcdp_gaussian_sigma(l2, rho)  # type: ignore[arg-type]

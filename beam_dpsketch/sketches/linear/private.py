@@ -68,8 +68,6 @@ from beam_dpsketch.sketches.linear.calibration import (
     check_stream,
     draw_noise,
     linear_sensitivity,
-    noise_minimum_mean,
-    noise_tail_bound,
     parse_neighbouring,
     user_level,
 )
@@ -208,6 +206,7 @@ class _PrivateLinearSketch(abc.ABC):
         paper_compat: bool = False,
         gamma: float | None = None,
         offset: bool | None = None,
+        lattice: bool = False,
     ) -> LinearCalibration:
         """The calibration :meth:`release` would use for a ``depth x width`` sketch (no noise drawn).
 
@@ -237,6 +236,7 @@ class _PrivateLinearSketch(abc.ABC):
             paper_compat=paper_compat,
             beta=beta,
             gamma=gamma,
+            lattice=lattice,
         )
 
     @classmethod
@@ -253,6 +253,7 @@ class _PrivateLinearSketch(abc.ABC):
         gamma: float | None = None,
         publish_total: bool | None = None,
         offset: bool | None = None,
+        lattice: bool = False,
     ) -> Self:
         """Release ``sketch`` once: every cell gets independent noise (and the public offset).
 
@@ -297,6 +298,13 @@ class _PrivateLinearSketch(abc.ABC):
             then carrying ``+offset``; Count Sketch: no). ``False`` releases ``C + Z`` only:
             the Count-Min estimate is then the minimum over the noisy rows, with no constant
             added. ``True`` is refused for Count Sketch.
+        lattice
+            Pure budgets (discrete Laplace): draw the noise on the lattice of
+            :func:`~beam_dpsketch.sketches.linear.calibration.noise_lattice` (``g`` times the
+            counters plus noise of scale ``g`` times larger, read in units of ``1 / g``; the
+            same guarantee, docs/algorithms.md#lin-lattice), so that :meth:`error_bound`
+            resolves the noise finer than one count. ``table`` then holds lattice steps;
+            :attr:`cells` is the table in counts. Needs ``offset`` unset or ``False``.
 
         Returns
         -------
@@ -324,11 +332,12 @@ class _PrivateLinearSketch(abc.ABC):
             paper_compat=paper_compat,
             gamma=gamma,
             offset=offset,
+            lattice=lattice,
         )
         publish = check_publish_total(publish_total, cal.neighbouring)
         shape = (sketch.depth, sketch.width)
         noise = draw_noise(stream, cal.noise, cal.sampler_parameter(), shape[0] * shape[1])
-        table = sketch.table + noise.reshape(shape)
+        table = sketch.table * cal.lattice + noise.reshape(shape)
         if cal.offset:
             table += cal.offset
         public_total = int(sketch.total_weight) if publish else None
@@ -354,6 +363,13 @@ class _PrivateLinearSketch(abc.ABC):
         return obj
 
     # ---------------------------------------------------------------- calibration metadata
+
+    @property
+    def cells(self) -> np.ndarray:
+        """The released counters in counts (float64): ``table / calibration.lattice``."""
+        if self.calibration.lattice == 1:
+            return self.table.astype(np.float64)
+        return self.table.astype(np.float64) / self.calibration.lattice
 
     @property
     def noise(self) -> str:
@@ -446,12 +462,15 @@ class _PrivateLinearSketch(abc.ABC):
             np.asarray(h1, np.uint64), np.asarray(h2, np.uint64), self.depth, self.width
         )
         values = np.take_along_axis(self.table, buckets, axis=1)
+        if self.calibration.lattice > 1:
+            values = values.astype(np.float64) / self.calibration.lattice
         if self.SIGNED:
             values = values * row_signs(np.asarray(h2, np.uint64), self.depth)
         return values
 
     def row_estimates(self, keys: Any) -> np.ndarray:
-        """Each key's (signed) noisy counter in each row: int64 array ``(depth, n)``."""
+        """Each key's (signed) noisy counter in each row, in counts: array ``(depth, n)`` (int64;
+        float64 for a release on a lattice)."""
         return self._row_values_hashed(*hash_keys(keys, self.seed))
 
     @abc.abstractmethod
@@ -521,7 +540,7 @@ class _PrivateLinearSketch(abc.ABC):
         The public offset is not included (see :meth:`error_bound`).
         """
         beta = 1.0 - check_confidence(confidence)
-        return noise_tail_bound(self.noise, self.scale, self.depth, beta)
+        return self.calibration.tail_bound(self.depth, beta)
 
     def error_bound(self, confidence: float = 0.95) -> float:
         """Half-width ``B`` with ``|estimate(x) - f(x)| <= B`` with probability ``~ confidence``.
@@ -541,7 +560,7 @@ class _PrivateLinearSketch(abc.ABC):
         (docs/algorithms.md#lin-error-bounds); measured at 94-96 % on word-frequency streams.
         """
         beta = 1.0 - check_confidence(confidence)
-        cells = np.sort(self.table.astype(np.float64).ravel())
+        cells = np.sort(self.cells.ravel())
         top = float(np.max(np.abs(cells))) + abs(self._estimate_shift()) + 1.0
         return _smallest_level(lambda t: self._error_tail(cells, t) <= beta, top)
 
@@ -672,7 +691,7 @@ class PrivateCountMinSketch(_PrivateLinearSketch):
         # (never below the count) is kept as printed.
         if self.offset or self.depth == 1:
             return 0.0
-        return noise_minimum_mean(self.depth, self.scale, self.noise)
+        return self.calibration.minimum_mean(self.depth)
 
     def _error_tail(self, cells: np.ndarray, t: float) -> float:
         n, shift = len(cells), self._estimate_shift()
@@ -690,7 +709,7 @@ class PrivateCountMinSketch(_PrivateLinearSketch):
         if self.public_total is not None:
             return float(self.public_total)
         row_sums = self.table.sum(axis=1, dtype=np.int64) - self.offset * self.width
-        return float(row_sums.mean())
+        return float(row_sums.mean()) / self.calibration.lattice
 
     def total_variance(self) -> float:
         """Variance of :meth:`total` (0 when the total is public)."""
@@ -756,8 +775,7 @@ class PrivateCountSketch(_PrivateLinearSketch):
         ``v2 ||C1~[r]||^2 + v1 ||C2~[r]||^2 + width v1 v2`` (``v`` the noise variances).
         """
         self._check_same_hashes(other)
-        a = self.table.astype(np.float64)
-        b = other.table.astype(np.float64)
+        a, b = self.cells, other.cells
         return float(np.median(np.einsum("rc,rc->r", a, b)))
 
     def squared_l2(self) -> float:
@@ -766,7 +784,7 @@ class PrivateCountSketch(_PrivateLinearSketch):
         The subtraction removes the noise bias exactly (``var`` = :attr:`noise_variance`).
         May be negative for tiny inputs; see :meth:`l2_norm`.
         """
-        t = self.table.astype(np.float64)
+        t = self.cells
         rows = np.einsum("rc,rc->r", t, t) - self.width * self.noise_variance
         return float(np.median(rows))
 
@@ -780,7 +798,7 @@ class PrivateCountSketch(_PrivateLinearSketch):
         ``median_r (sum_c D[r, c]^2 - width (var1 + var2))``; needs independent noise.
         """
         self._check_same_hashes(other)
-        diff = self.table.astype(np.float64) - other.table.astype(np.float64)
+        diff = self.cells - other.cells
         rows = np.einsum("rc,rc->r", diff, diff) - self.width * (
             self.noise_variance + other.noise_variance
         )
