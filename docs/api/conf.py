@@ -53,6 +53,8 @@ nitpick_ignore_regex = [
     (r"py:.*", r"(apache_beam|beam|pyarrow|pa|numpy|np|npt|cryptography|mmh3)(\..*)?"),
     (r"py:.*", r"(typing|collections\.abc|collections|os|pathlib|datetime|enum|types)\..*"),
     (r"py:.*", r"(abc|argparse|fractions|math|logging|io|json|threading)\..*"),
+    # Private names are not part of the reference (a signature may still name one).
+    (r"py:.*", r"(.*\.)?_[A-Za-z]\w*(\..*)?"),
     (r"py:.*", r"(Path|PathLike|Callable|Iterable|Iterator|Mapping|Sequence|Hashable|Any)"),
     (r"py:.*", r"(ndarray|ArrayLike|DTypeLike|PCollection|PTransform|PBegin|DoFn|CombineFn)"),
 ]
@@ -89,15 +91,43 @@ def _write(path: Path, text: str) -> None:
         path.write_text(text)
 
 
+def _public_bases(obj: Any) -> list[str] | None:
+    """Names of a class's public ancestors when it derives from a private one, else None.
+
+    Members a class inherits from a private base (``_PrivateLinearSketch.release``) are part
+    of that class's API, so they are rendered on it; members of its public ancestors are
+    rendered on those (or are Beam's and numpy's).
+    """
+    if not isinstance(obj, type):
+        return None
+    ancestors = obj.__mro__[1:]
+    if not any(c.__name__.startswith("_") for c in ancestors):
+        return None
+    return [c.__name__ for c in ancestors if not c.__name__.startswith("_")]
+
+
 def _automodule(module: str, members: list[str]) -> str:
-    """An ``automodule`` directive rendering ``members`` (in ``__all__`` order).
+    """Directives rendering ``members`` of ``module`` (in the order given).
 
     Members without a docstring are rendered too (signature only), so that a docstring may
     name any public attribute or constant.
     """
     if not members:
         return f".. automodule:: {module}\n   :no-members:\n"
-    return f".. automodule:: {module}\n   :members: {', '.join(members)}\n   :undoc-members:\n"
+    loaded = importlib.import_module(module)
+    plain = [m for m in members if _public_bases(getattr(loaded, m)) is None]
+    text = f".. automodule:: {module}\n"
+    text += (
+        f"   :members: {', '.join(plain)}\n   :undoc-members:\n" if plain else "   :no-members:\n"
+    )
+    for name in members:
+        stop = _public_bases(getattr(loaded, name))
+        if stop is not None:
+            text += (
+                f"\n.. autoclass:: {module}.{name}\n   :members:\n   :undoc-members:\n"
+                f"   :inherited-members: {', '.join(stop)}\n"
+            )
+    return text
 
 
 def generate_pages(app: Any) -> None:
