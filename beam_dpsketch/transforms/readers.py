@@ -15,7 +15,7 @@ so every ``beam-dpsketch`` subcommand, opens files the same way (:func:`_open`):
   decompression stops silently where a cut file ends). Concatenated gzip members are read.
 * **Decoding**: CSV, JSON Lines and text must be UTF-8; a UTF-8 byte order mark at the start of
   a file is dropped.
-* **Lines** of text files end at ``\n`` or ``\r\n`` only (:func:`_split_lines`): a lone ``\r``,
+* **Lines** of text files end at ``\\n`` or ``\\r\\n`` only (:func:`_split_lines`): a lone ``\\r``,
   U+2028, U+0085, form feeds and the other characters of ``str.splitlines`` are part of the key.
   A last line without a newline is a key. Each file is read by one worker. JSON Lines records
   are lines too; CSV records follow the CSV grammar (a quoted field may hold newlines, so an

@@ -106,6 +106,11 @@ def _public_bases(obj: Any) -> list[str] | None:
     return [c.__name__ for c in ancestors if not c.__name__.startswith("_")]
 
 
+def _is_data(obj: Any) -> bool:
+    """Whether ``obj`` is a constant (not a module, class, function or other callable)."""
+    return not (isinstance(obj, types.ModuleType | type) or callable(obj))
+
+
 def _automodule(module: str, members: list[str]) -> str:
     """Directives rendering ``members`` of ``module`` (in the order given).
 
@@ -115,12 +120,20 @@ def _automodule(module: str, members: list[str]) -> str:
     if not members:
         return f".. automodule:: {module}\n   :no-members:\n"
     loaded = importlib.import_module(module)
-    plain = [m for m in members if _public_bases(getattr(loaded, m)) is None]
+    plain = [
+        m
+        for m in members
+        if _public_bases(getattr(loaded, m)) is None and not _is_data(getattr(loaded, m))
+    ]
     text = f".. automodule:: {module}\n"
     text += (
         f"   :members: {', '.join(plain)}\n   :undoc-members:\n" if plain else "   :no-members:\n"
     )
     for name in members:
+        if _is_data(getattr(loaded, name)):
+            # ``automodule`` skips a constant without a doc comment; ``autodata`` shows its value.
+            text += f"\n.. autodata:: {module}.{name}\n"
+            continue
         stop = _public_bases(getattr(loaded, name))
         if stop is not None:
             text += (
@@ -193,6 +206,8 @@ def _defined_names(module: str) -> list[str]:
 
 def _definition(obj: Any) -> str | None:
     """Where ``obj`` is defined (``module.qualname``, or a module's name), else None."""
+    if isinstance(obj, property):
+        obj = obj.fget
     if isinstance(obj, types.ModuleType):
         return obj.__name__
     module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
@@ -240,9 +255,12 @@ def resolve_by_definition(app: Any, env: Any, node: Any, contnode: Any) -> Any:
                 _DOCUMENTED_BY_DEFINITION.setdefault(where, name)
     target = node["reftarget"].lstrip(".~")
     module, cls = node.get("py:module"), node.get("py:class")
+    # The target as written, then relative to the class, the module and each package above it.
     scopes = [target]
     if module:
-        scopes += [f"{module}.{target}"] + ([f"{module}.{cls}.{target}"] if cls else [])
+        parts = module.split(".")
+        scopes += [f"{module}.{cls}.{target}"] if cls else []
+        scopes += [".".join([*parts[:cut], target]) for cut in range(len(parts), 0, -1)]
     for path in scopes:
         where = _definition(_import(path))
         name = _DOCUMENTED_BY_DEFINITION.get(where) if where else None
@@ -250,13 +268,23 @@ def resolve_by_definition(app: Any, env: Any, node: Any, contnode: Any) -> Any:
             return domain.resolve_xref(
                 env, node["refdoc"], app.builder, node["reftype"], name, node, contnode
             )
-    # A bare name from a docstring rendered away from its module (``ContinualRelease`` in the
-    # docstring of ``beam_dpsketch.ContinualDPSketch``): the one documented object of that name.
-    # (Aliases are the defining-module names autodoc records for an object it renders elsewhere.)
+    # A name rendered away from its module (``ContinualRelease`` in the docstring of
+    # ``beam_dpsketch.ContinualDPSketch``), or a constant a package re-exports from a submodule
+    # (``beam_dpsketch.sketches.misra_gries.DEFAULT_K``): the one documented object of that
+    # kind whose name ends so (and lies inside the named package). Aliases are the
+    # defining-module names autodoc records for an object it renders elsewhere.
+    kinds = set(domain.objtypes_for_role(node["reftype"]) or ())
+    package, _, last = target.rpartition(".")
     matches = {
         name
         for name, entry in domain.objects.items()
-        if not entry.aliased and (name == target or name.endswith(f".{target}"))
+        if not entry.aliased
+        and entry.objtype in kinds
+        and (
+            name == target
+            or name.endswith(f".{target}")
+            or (package and name.startswith(f"{package}.") and name.endswith(f".{last}"))
+        )
     }
     if len(matches) == 1:
         return domain.resolve_xref(

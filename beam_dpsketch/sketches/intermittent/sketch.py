@@ -28,8 +28,8 @@ into blocks of :data:`NOISE_BLOCK` consecutive cells (the last block may be shor
 ``k`` a used cell ``c`` of block ``b`` gets the draw at position ``c - b * NOISE_BLOCK`` of
 ``discrete_laplace(source.stream((sketch_id, "cell", k, b)), d/eps, len(block b))``. So each
 cell's draw in a batch is a pure function of (secret key, ``sketch_id``, ``k``, cell): the order
-of the queries, the other cells used, a retried bundle or a restore from :meth:`to_bytes` cannot
-change it, and no ``(batch, cell)`` is ever drawn twice with different values. ``k`` counts the
+of the queries, the other cells used, a retried bundle or a restore from
+:meth:`IntermittentSketch.to_bytes` cannot change it, and no ``(batch, cell)`` is ever drawn twice with different values. ``k`` counts the
 non-empty batches answered so far and is part of the state. Draws of a block that no query reads
 are discarded unused. Distinct sketches **must** use distinct ``sketch_id`` values: equal ids and
 keys give equal noise.

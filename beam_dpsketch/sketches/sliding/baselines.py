@@ -247,7 +247,7 @@ class USketch:
     for repeated queries with the same selection (re-releasing the same value is free). Each
     *distinct* ``(selection, key)`` answer is a Laplace mechanism with
     ``epsilon_per_answer = epsilon / (2 ceil(sqrt(w)))``-DP (substitution neighbours);
-    :attr:`epsilon_spent` sums them (basic composition, pure DP) and ``epsilon_budget`` (optional)
+    ``epsilon_spent`` sums them (basic composition, pure DP) and ``epsilon_budget`` (optional)
     refuses answers beyond it (``ValueError``). The code's "per-query eps" is therefore the guarantee of
     ``2 ceil(sqrt(w))`` distinct answers, not of continual release.
 
@@ -261,7 +261,7 @@ class USketch:
         Optional public key domain: answers for its keys draw their noise as one vector per
         selection (fast heavy-hitter scans). Must be fixed independently of the data.
     epsilon_budget
-        Optional cap on :attr:`epsilon_spent` (``ValueError`` beyond it).
+        Optional cap on ``epsilon_spent`` (``ValueError`` beyond it).
     """
 
     def __init__(
