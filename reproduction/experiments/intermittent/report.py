@@ -358,7 +358,7 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
         Claim(
             "R1",
             "E[m_i] (hence E[mhat_Q]/d) grows sub-linearly in n_Q; mhat_Q << n_Q for large n_Q.",
-            "Yildirim et al. Fig. 1, Prop. 1; [YKAE, Fig. 1] table (w = 5000), within 4 SE",
+            "[YKAE, Fig. 1 and Proposition 1] table (w = 5000), within 4 SE",
             "E[m_i] ours / reference per n_Q: "
             + "; ".join(
                 f"{int(n):g}: {a:.4g}+-{s:.2g} / {b:.4g}"
@@ -391,7 +391,7 @@ def _oracle_claims(tables: dict[str, pa.Table], config: IntermittentConfig) -> l
             "R2",
             "Neither S3 (median perturbation, m_Q = d) nor S4 (cell perturbation) is uniformly "
             "better; S3 wins when the spread u is large (d >= 5).",
-            "Yildirim et al. Fig. 2; [YKAE, Fig. 2] (table within 1e-4, crossovers within 1e-3)",
+            "[YKAE, Fig. 2] (table within 1e-4, crossovers within 1e-3)",
             f"largest deviation from the [YKAE, Fig. 2] table and limits {max(devs):.1e}; crossover u/b (S3 "
             "wins above): "
             + ", ".join(f"d={d}: {'none' if c is None else f'{c:.3f}'}" for d, c in cross.items())

@@ -9,9 +9,9 @@ each into a measurement with a computed verdict:
 
 ====  ==========================================================================================
 R1    ``E[m_i]`` (max load of ``n_Q`` balls in ``w = 5000`` bins) grows sub-linearly in ``n_Q``;
-      ``mhat_Q << n_Q`` for large ``n_Q`` (Fig. 1; [YKAE, Fig. 1] table, within 4 SE).
+      ``mhat_Q << n_Q`` for large ``n_Q`` ([YKAE, Fig. 1] table, within 4 SE).
 R2    Neither S3 nor S4 is uniformly better; S3 wins when the spread ``u`` is large, for
-      ``d >= 5`` (Fig. 2; [YKAE, Fig. 2] table and crossovers, by numerical integration).
+      ``d >= 5`` ([YKAE, Fig. 2] table and crossovers, by numerical integration).
 R3    MRE grows as eps falls, for every ``(n_Q, d)``.
 R4    MRE does not increase with ``n_Q`` (ties within 2 SE), for every ``(eps, d)``.
 R5    At the smallest eps the best ``d`` never increases as ``n_Q`` falls (paper: 15 for large
@@ -269,7 +269,7 @@ PAPER_R5 = {1: 3, 1000: 3, 10_000: 9, 100_000: 15, 1_000_000: 15}
 
 
 # ------------------------------------------------------------------------------------------------
-# Oracles: Theorem 5 ([YKAE, Theorem 5]), Fig. 2 ([YKAE, Fig. 2])
+# Oracles: [YKAE, Theorem 5] and [YKAE, Fig. 2]
 # ------------------------------------------------------------------------------------------------
 
 
@@ -305,7 +305,7 @@ def theorem5_bound(
     paper_constants: bool = False,
     noise_variance: float | None = None,
 ) -> float:
-    """``P(|fhat_x - f_x| > kappa) <= g_d(lambda)`` of Theorem 5 ([YKAE, Theorem 5], docs/algorithms.md#int-e14).
+    """``P(|fhat_x - f_x| > kappa) <= g_d(lambda)`` of [YKAE, Theorem 5] (docs/algorithms.md#int-e14).
 
     Corrected: ``lambda = ||f||^2/(kappa^2 w) + (2 d/(kappa^2 eps^2)) sum u_i`` (the variance of
     ``Lap(d/eps)`` is ``2 d^2/eps^2``); ``paper_constants=True`` drops the factor 2 as printed.
@@ -507,7 +507,7 @@ def use_and_keep_answers(
     seed: int,
     noise: str = "pooled",
 ) -> np.ndarray:
-    """D3 (paper Algorithm 4, [YKAE, Algorithm 4]) answers to every distinct (batch, item) pair, vectorised.
+    """D3 ([YKAE, Algorithm 4]) answers to every distinct (batch, item) pair, vectorised.
 
     Each batch's cell set ``E`` is the distinct cells its queries read in the first ``depth`` rows;
     each ``(cell, batch)`` in ``E`` gets one fresh draw at the core's scale
