@@ -1699,7 +1699,7 @@ class ReadOrderedKeys(beam.PTransform):
     path_or_glob, column, input_format, key_type
         As for :class:`ReadKeyBatches`, whose format detection, column check, key typing rules
         (CSV and text keys are strings unless ``key_type="int"``) and errors apply; its
-        resolved ``key_type`` is exposed as :attr:`key_type`.
+        resolved ``key_type`` is exposed as the attribute ``key_type``.
     time_column
         A numeric (seconds) or timestamp column of Parquet, CSV or JSON Lines input, different
         from ``column``.
