@@ -41,7 +41,7 @@ factor 2 the Theorem 1 proof drops, docs/algorithms.md#lazy-e4), valid only for 
 :class:`HorizonExceededError` before anything changes (docs/algorithms.md#lazy-beam).
 
 Noise scheme (retry-safe, docs/algorithms.md#lazy-beam and docs/algorithms.md#noise-sampling)
-----------------------------------------------------
+---------------------------------------------------------------------------------------------
 The noise of the node created by update ``k`` of counter ``c`` is a pure function of the
 :class:`~beam_dpsketch.noise.NoiseSource`, the ``release_prefix`` given at construction, ``c`` and
 ``k``. Updates are grouped in blocks of ``R = rounds_per_block`` local times: block

@@ -36,7 +36,7 @@ reproduce the paper; docs/algorithms.md#lazy-e4, docs/algorithms.md#lazy-e5), th
 :func:`~beam_dpsketch.sketches.continual.binary_mechanism.gaussbm_sigma`.
 
 Time models (docs/algorithms.md#lazy-beam)
------------------------
+------------------------------------------
 * A time step per arrival: :meth:`~_ContinualSketch.update` / :meth:`~_ContinualSketch.update_batch`
   (the paper's model; the order of arrivals must not depend on the data, docs/algorithms.md#lazy-beam).
 * Release intervals: :meth:`~_ContinualSketch.summarize_interval` turns any piece of the arrivals

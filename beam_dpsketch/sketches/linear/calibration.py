@@ -5,7 +5,7 @@ Shared by :mod:`beam_dpsketch.sketches.linear.private` (Count-Min, Count Sketch)
 2022), cited as [ZQR+22]; deviations in docs/algorithms.md#linear-sketches.
 
 Neighbouring relations (docs/algorithms.md#lin-sensitivity)
-----------------------------------
+-----------------------------------------------------------
 ``"add_remove"`` (library default, event level: one unit update added or removed),
 ``"replace"`` (the paper's Definition 2.3: one element replaced by another),
 ``"replace_update"`` (one turnstile update ``(x, v)`` replaced by ``(y, v')``, possibly a sign
@@ -27,7 +27,7 @@ CountSketch under ``replace`` is ``2 sqrt(d)``, not the paper's ``sqrt(2d)`` (do
 public hashes a pair colliding in every row with opposite signs moves one counter by 2 per row).
 
 Noise (docs/algorithms.md#noise-sampling: integer counters get discrete noise)
------------------------------------------------------------------------------
+------------------------------------------------------------------------------
 * pure ``eps`` budget: exact discrete Laplace (:func:`beam_dpsketch.noise.discrete_laplace`) of
   scale ``b = L1 / eps'`` with ``eps' <= eps`` the rational floor of ``eps``
   (:func:`~beam_dpsketch.privacy.calibration.discrete_laplace_scale`). Independent
@@ -43,7 +43,7 @@ Noise (docs/algorithms.md#noise-sampling: integer counters get discrete noise)
   above, so the release is ``rho``-zCDP and therefore ``(eps, delta)``-DP.
 
 Uniform noise bound ([ZQR+22, Algorithm 3] and docs/algorithms.md#lin-strict)
-------------------------------------
+-----------------------------------------------------------------------------
 ``E`` is a level that every one of the ``n`` noise values stays within (``|Z| <= E``) with
 probability ``>= 1 - beta_noise``: ``E = sigma sqrt(2 ln(2 n / beta_noise))`` for the discrete
 Gaussian (which is sigma-subgaussian, CKS Corollary 9, so ``P(|Z| > t) <= 2 exp(-t^2/2sigma^2)``);

@@ -6,7 +6,7 @@ cited as [ZQR+22, Section 4]; deviations in docs/algorithms.md#linear-sketches. 
 lives in :mod:`beam_dpsketch.sketches.quantiles.private`, which builds on this module.
 
 Structure ([ZQR+22, Section 4.1] and docs/algorithms.md#lin-exact-levels)
----------------------------------
+-------------------------------------------------------------------------
 * Items are integers in the declared, public domain ``[lower, upper]`` (never derived from the
   data, docs/algorithms.md#lin-hashing). Item ``x`` is stored as ``x - lower`` in ``[0, U)``, ``U = 2**L`` the
   domain size rounded up to a power of two (``L >= 1``).
