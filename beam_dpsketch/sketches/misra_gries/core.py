@@ -40,7 +40,7 @@ from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import canonical_key, encode_key
 from beam_dpsketch.noise import NoiseStream, discrete_laplace, laplace
 from beam_dpsketch.privacy.budget import PrivacyBudget, check_delta, check_epsilon
-from beam_dpsketch.privacy.calibration import discrete_laplace_scale
+from beam_dpsketch.privacy.calibration import discrete_laplace_scale, rational_epsilon_floor
 
 __all__ = [
     "ERROR_CONFIDENCE",
@@ -51,7 +51,13 @@ __all__ = [
     "HeavyHitterEstimate",
     "HeavyHitterRelease",
     "NoiseSpec",
+    "SKETCH_CHECK_FAILURE",
+    "SketchCheck",
     "Universe",
+    "laplace_quantile",
+    "laplace_sum_quantile",
+    "sketch_check_calibration",
+    "sketch_shortfall",
 ]
 
 #: Neighbouring relation of every single-stream element-level release ([LT23, Definition 1].
@@ -454,6 +460,203 @@ def laplace_union_tail(scale: Fraction | float, delta: float, draws: int) -> flo
     """
     b = float(scale)
     return max(0.0, b * (math.log(draws) - math.log(delta * (1.0 - _SAFETY)) - _LATTICE_TAIL_LOG))
+
+
+# --------------------------------------------------------------------------------------------
+# Per-value error bounds: noise quantiles and the private checks of a sketch's own error
+# --------------------------------------------------------------------------------------------
+
+
+def laplace_sum_quantile(scale: Fraction | float, failure: float, *, noise: str) -> float:
+    """Smallest ``t`` with ``P[|Z_1 + Z_2| > t] <= failure`` for two independent noise draws.
+
+    PMG adds a shared draw and a per-key draw of the same scale ([LT23, Algorithm 2]); their
+    sum is the noise of every released value. For ``Geo2(a)`` draws (``a = exp(-1/scale)``) the
+    sum has ``P[S = s] = c**2 a**|s| (|s| + 1 + 2 a**2 / (1 - a**2))`` with
+    ``c = (1 - a)/(1 + a)``, summed in closed form; ``t`` is an integer. For the lattice Laplace
+    (``noise="laplace"``) the continuous tail ``exp(-t/b) (1 + t/(2b))`` is used and ``t`` is
+    raised by ``b * 2**-19`` for the lattice.
+    """
+    if not 0.0 < failure < 1.0:
+        raise ValueError(f"failure must be in (0, 1), got {failure!r}")
+    b = float(scale)
+    target = math.log(failure)
+    if noise == "discrete_laplace":
+        log_a = -1.0 / b
+        a = math.exp(log_a)
+        log_c2 = 2.0 * (math.log1p(-a) - math.log1p(a))
+        extra = 2.0 * a * a / (1.0 - a * a)
+
+        def log_tail(t: int) -> float:  # log P[|S| > t]
+            m = t + 1
+            inner = (m + 1) / (1.0 - a) + a / (1.0 - a) ** 2 + extra / (1.0 - a)
+            return math.log(2.0) + log_c2 + m * log_a + math.log(inner)
+
+        hi = 1
+        while log_tail(hi) > target:
+            hi *= 2
+        lo = -1  # log_tail(-1) is log P[|S| > -1] = 0 > target
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if log_tail(mid) > target:
+                lo = mid
+            else:
+                hi = mid
+        return float(hi)
+
+    def cont_tail(t: float) -> float:
+        return -t / b + math.log1p(t / (2.0 * b))
+
+    lo, hi = 0.0, b
+    while cont_tail(hi) > target:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if cont_tail(mid) > target:
+            lo = mid
+        else:
+            hi = mid
+    return hi + b * 2.0**-19
+
+
+def laplace_quantile(scale: Fraction | float, failure: float, *, noise: str) -> float:
+    """Smallest ``t`` with ``P[|Z| > t] <= failure`` for one draw of the given noise kind.
+
+    Discrete Laplace: :func:`geometric_two_sided_quantile` (an integer). Lattice Laplace: the
+    continuous ``b ln(1/failure)`` raised by ``b * 2**-19`` for the lattice.
+    """
+    if noise == "discrete_laplace":
+        return float(geometric_two_sided_quantile(Fraction(scale), failure))
+    if not 0.0 < failure < 1.0:
+        raise ValueError(f"failure must be in (0, 1), got {failure!r}")
+    b = float(scale)
+    return b * math.log(1.0 / failure) + b * 2.0**-19
+
+
+#: Probability that each of the two private checks behind a sketch's error bound misses; both
+#: are counted against the bound's ``1 - confidence``.
+SKETCH_CHECK_FAILURE = 1e-3
+#: Share of ``k`` the exactness check leaves as its margin: a sketch of streams with up to about
+#: ``(1 - SKETCH_CHECK_MARGIN) k`` distinct keys passes almost surely.
+SKETCH_CHECK_MARGIN = 0.25
+#: Most of a release's epsilon each of the two checks may spend.
+SKETCH_CHECK_FRACTION = 0.02
+
+
+@dataclass(frozen=True)
+class SketchCheck:
+    """Public calibration of the private checks that bound a Misra-Gries sketch's own error.
+
+    A Misra-Gries sketch (one stream, or merged with ``MERGE_k``) undercounts every key by at
+    most its decrement total ``d``, and ``d <= n/(k+1)`` ([LT23, Section 2; Section 7]); ``d``
+    is 0 exactly when the stream has at most ``k`` distinct keys. Two pure-DP statistics, on
+    noise independent of the release's, turn this into a bound stated from released values:
+
+    * **exactness test** (``test_epsilon``): ``widest + Z_t <= test_cut`` with ``widest =
+      min(distinct keys, k + 1)`` (:attr:`~.sketch.MisraGries.widest`, sensitivity 1) and
+      ``Z_t`` discrete Laplace of scale ``test_scale``; a sketch with ``d > 0``
+      (``widest = k + 1``) passes with probability at most ``failure``;
+    * **element count** (``count_epsilon``): ``n_up = n + W + count_margin`` with ``W``
+      discrete Laplace of scale ``count_scale`` (sensitivity 1), ``n_up < n`` with probability
+      at most ``failure``.
+
+    The sketch's shortfall bound is 0 if the test passes, else ``max(n_up, 0)/(k+1)``.
+    ``release_epsilon`` is what is left for the release itself (basic composition).
+    """
+
+    test_epsilon: float
+    test_scale: Fraction
+    test_cut: int
+    count_epsilon: float
+    count_scale: Fraction
+    count_margin: int
+    failure: float
+    release_epsilon: float
+
+    @property
+    def epsilon(self) -> float:
+        """The epsilon both checks spend together."""
+        return self.test_epsilon + self.count_epsilon
+
+
+def sketch_check_calibration(epsilon: float, k: int) -> SketchCheck:
+    """The public :class:`SketchCheck` of a release of ``epsilon`` on a sketch of size ``k``.
+
+    The test spends just enough epsilon for a margin of ``SKETCH_CHECK_MARGIN * k`` at failure
+    ``SKETCH_CHECK_FAILURE``, and the count just enough that its margin is at most half a count
+    after division by ``k + 1`` (about ``2e-4`` and ``1e-4`` at ``k = 131072``); each is capped
+    at ``SKETCH_CHECK_FRACTION`` of epsilon and rounded onto the ``1e-6`` grid of the exact
+    samplers, so ``test_epsilon + count_epsilon + release_epsilon <= epsilon``.
+    """
+    eps = check_eps(epsilon)
+    kk = check_positive_int(k, "k")
+    micro = Fraction(1, 10**6)
+    total = rational_epsilon_floor(eps)  # eps' on the 1e-6 grid, <= epsilon
+    cap = (total * Fraction(SKETCH_CHECK_FRACTION)) // micro * micro
+    log_inv = math.log(1.0 / SKETCH_CHECK_FAILURE)
+
+    def share(wanted: float) -> Fraction:
+        grid = -(-Fraction(wanted) // micro) * micro  # rounded up: at least the margin wanted
+        return max(micro, min(grid, cap))
+
+    eps_t = share((1.0 + log_inv) / (SKETCH_CHECK_MARGIN * kk))
+    eps_n = share(2.0 * (1.0 + log_inv) / (kk + 1))
+    rest = total - eps_t - eps_n
+    if rest < micro:
+        raise ValueError(
+            f"epsilon={epsilon!r} is too small to split for a stated error bound: raise epsilon"
+        )
+    test_scale = laplace_scale_exact(1, eps_t)
+    count_scale = laplace_scale_exact(1, eps_n)
+    release = float(rest)
+    if Fraction(release) > rest:
+        release = math.nextafter(release, 0.0)
+    return SketchCheck(
+        test_epsilon=float(eps_t),
+        test_scale=test_scale,
+        test_cut=kk + 1 - geometric_union_tail(test_scale, SKETCH_CHECK_FAILURE, 1),
+        count_epsilon=float(eps_n),
+        count_scale=count_scale,
+        count_margin=geometric_union_tail(count_scale, SKETCH_CHECK_FAILURE, 1),
+        failure=SKETCH_CHECK_FAILURE,
+        release_epsilon=release,
+    )
+
+
+def sketch_shortfall(
+    widest: int, n: int, k: int, check: SketchCheck, stream: NoiseStream
+) -> tuple[float, dict[str, Any]]:
+    """Run the two checks of :class:`SketchCheck`: ``(shortfall bound, public details)``.
+
+    The noise comes from ``stream.substream("sketch-check")``, so it neither moves nor depends
+    on the release's own draws; exactly two draws are made whatever the data. With probability
+    at least ``1 - 2 * check.failure`` the bound is at least the sketch's decrement total.
+    """
+    sub = stream.substream("sketch-check")
+    z_t = int(discrete_laplace(sub, check.test_scale, 1)[0])
+    w = int(discrete_laplace(sub, check.count_scale, 1)[0])
+    exact = widest + z_t <= check.test_cut
+    n_up = n + w + check.count_margin
+    shortfall = 0.0 if exact else max(n_up, 0) / (k + 1)
+    details: dict[str, Any] = {
+        "exactness_test_epsilon": check.test_epsilon,
+        "exactness_test_passed": bool(exact),
+        "count_check_epsilon": check.count_epsilon,
+        "sketch_error_bound": shortfall,
+    }
+    return shortfall, details
+
+
+def check_error_confidence(error_confidence: Any) -> float:
+    """``error_confidence`` in ``(0, 1 - 2 * SKETCH_CHECK_FAILURE)`` (ValueError naming it)."""
+    top = 1.0 - 2.0 * SKETCH_CHECK_FAILURE
+    if (
+        isinstance(error_confidence, bool)
+        or not isinstance(error_confidence, numbers.Real)
+        or not 0.0 < float(error_confidence) < top
+    ):
+        raise ValueError(f"error_confidence must be in (0, {top:g}), got {error_confidence!r}")
+    return float(error_confidence)
 
 
 # --------------------------------------------------------------------------------------------

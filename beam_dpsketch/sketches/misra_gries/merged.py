@@ -19,22 +19,28 @@ from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma
 from beam_dpsketch.sketches.misra_gries.calibration import gshm_delta, gshm_threshold
 from beam_dpsketch.sketches.misra_gries.core import (
     NEIGHBOURING_SHARDED,
+    ErrorBound,
     HeavyHitterRelease,
     NoiseSpec,
+    SketchCheck,
     Universe,
     check_approx_delta,
     check_beta,
     check_eps,
+    check_error_confidence,
     check_noise_kind,
     check_positive_int,
     check_stream,
     draw,
     geometric_union_tail,
+    laplace_quantile,
     laplace_scale_exact,
     laplace_union_tail,
     make_release,
     noisy_sums,
     pure_top_k,
+    sketch_check_calibration,
+    sketch_shortfall,
     validate_in_universe,
 )
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
@@ -91,6 +97,7 @@ def merged_laplace(
     *,
     noise: str = "discrete_laplace",
     mechanism: str = "M-LAP",
+    error_confidence: float | None = None,
 ) -> HeavyHitterRelease:
     """M-LAP: Laplace noise scaled to the ``k``-bounded sensitivity of a merged sketch (docs/algorithms.md#mg-merged).
 
@@ -118,17 +125,32 @@ def merged_laplace(
         ``"discrete_laplace"`` (default, exact integers) or ``"laplace"`` (lattice Laplace).
     mechanism
         Name recorded in the release.
+    error_confidence
+        ``None`` (default): no error bound, the mechanism as in the paper. A confidence such as
+        ``0.95`` (a ``MisraGries`` input only): ``release.error`` states, for each released key
+        separately, ``estimate - t <= f(x) <= estimate + t + s`` with probability at least
+        ``error_confidence``; ``t`` is the noise's two-sided quantile and ``s`` the private
+        bound on the sketch's undercount of :func:`sketch_error_check` (a small share of
+        ``epsilon``; the release runs on the rest).
     """
     k, values, relation, unit, details = merged_input(sketch)
     eps = check_eps(epsilon)
     dl = check_approx_delta(delta)
     check_noise_kind(noise)
     check_stream(stream)
-    scale, tau = merged_laplace_parameters(k, eps, dl, noise)
+    check, conf = sketch_error_check_calibration(sketch, eps, error_confidence)
+    eps_release = eps if check is None else check.release_epsilon
+    scale, tau = merged_laplace_parameters(k, eps_release, dl, noise)
     keys = list(values)
     z = draw(stream, noise, scale, k)[: len(keys)]
     ys = noisy_sums(noise, [values[x] for x in keys], z)
     details.update(epsilon_effective=float(k / scale))
+    error = None
+    if check is not None:
+        failure = 1.0 - conf - 2.0 * check.failure
+        t = laplace_quantile(scale, failure, noise=noise)
+        error = sketch_error_check(sketch, check, stream, t, conf, details)
+        details.update(epsilon_effective=float(k / scale) + check.epsilon)
     return make_release(
         [(x, y) for x, y in zip(keys, ys, strict=True) if y >= tau],
         mechanism=mechanism,
@@ -140,7 +162,50 @@ def merged_laplace(
         neighbouring=relation,
         privacy_unit=unit,
         details=details,
+        error=error,
     )
+
+
+def sketch_error_check_calibration(
+    sketch: Any, epsilon: float, error_confidence: float | None
+) -> tuple[SketchCheck | None, float]:
+    """``(checks' calibration, confidence)`` of a merged release's error bound, or ``(None, 0)``.
+
+    Only an element-level ``MisraGries`` gets a bound: for a PAMG sketch one unit changes the
+    statistics of :class:`~.core.SketchCheck` by up to ``m``, which they are not calibrated for.
+    """
+    if error_confidence is None:
+        return None, 0.0
+    conf = check_error_confidence(error_confidence)
+    if not isinstance(sketch, MisraGries):
+        raise ValueError(
+            "error_confidence applies to element-level MisraGries sketches only, not to "
+            f"{type(sketch).__name__}"
+        )
+    return sketch_check_calibration(epsilon, sketch.k), conf
+
+
+def sketch_error_check(
+    sketch: MisraGries,
+    check: SketchCheck,
+    stream: NoiseStream,
+    noise_quantile: float,
+    confidence: float,
+    details: dict[str, Any],
+) -> ErrorBound:
+    """The per-value :class:`~.core.ErrorBound` of a release of ``sketch`` (merged or not).
+
+    Every counter is at most the key's count and at least the count minus ``d``
+    ([LT23, Section 7, merge error]); :func:`~.core.sketch_shortfall` bounds ``d`` privately,
+    and ``noise_quantile`` bounds the noise with probability ``1 - (1 - confidence) + 2 *
+    check.failure``, so with probability at least ``confidence``:
+    ``estimate - t <= f(x) <= estimate + t + shortfall``. ``details`` receives the checks'
+    public facts.
+    """
+    shortfall, facts = sketch_shortfall(sketch.widest, sketch.n, sketch.k, check, stream)
+    details.update(facts)
+    details["release_epsilon"] = check.release_epsilon
+    return ErrorBound(noise_quantile, noise_quantile + shortfall, confidence)
 
 
 def merged_pure(
@@ -356,6 +421,7 @@ def merged_gshm(
     beta: float = 0.05,
     sigma: float | None = None,
     mechanism: str = "M-GSHM",
+    error_confidence: float | None = None,
 ) -> HeavyHitterRelease:
     """M-GSHM: the Gaussian sparse histogram mechanism on a merged (or PAMG) sketch, ``l = k``.
 
@@ -389,16 +455,27 @@ def merged_gshm(
         Optional fixed noise standard deviation (``tau`` is then calibrated for it).
     mechanism
         Name recorded in the release.
+    error_confidence
+        ``None`` (default): no per-value bound. A confidence such as ``0.95`` (a
+        ``MisraGries`` input only): ``release.error`` states, for each released key separately,
+        ``estimate - t <= f(x) <= estimate + t + s`` with probability at least
+        ``error_confidence``, ``t = sigma Phi^-1(1 - failure/2)`` the Gaussian's two-sided
+        quantile and ``s`` the private bound on the sketch's undercount of
+        :func:`sketch_error_check` (a small share of ``epsilon``; GSHM is calibrated on the
+        rest). Unlike ``details["error_bound"]`` (Theorem 12, every key at once, worst-case
+        ``N/(k+1)``), it is a marginal statement per value.
     """
     k, values, relation, unit, details = merged_input(sketch)
     eps = check_eps(epsilon)
     dl = check_approx_delta(delta)
     b = check_beta(beta)
     check_stream(stream)
+    check, conf = sketch_error_check_calibration(sketch, eps, error_confidence)
+    eps_release = eps if check is None else check.release_epsilon
     if sigma is None:
-        params = calibrate_gshm(k, eps, dl, beta=b)
+        params = calibrate_gshm(k, eps_release, dl, beta=b)
     else:
-        params = gshm_parameters(k, eps, dl, sigma)
+        params = gshm_parameters(k, eps_release, dl, sigma)
     pairs = gshm_release(values, params, stream, k)
     details.update(
         l=k,
@@ -407,6 +484,13 @@ def merged_gshm(
         delta_exact=params.delta_exact,
         error_bound=params.error_bound(b),
     )
+    error = None
+    if check is not None:
+        failure = 1.0 - conf - 2.0 * check.failure
+        # The lattice Gaussian is within a negligible distance of N(0, sigma^2); the factor
+        # covers the sampler's rounding of sigma.
+        t = params.sigma * (1.0 + 1e-9) * NormalDist().inv_cdf(1.0 - failure / 2.0)
+        error = sketch_error_check(sketch, check, stream, t, conf, details)
     return make_release(
         pairs,
         mechanism=mechanism,
@@ -418,6 +502,7 @@ def merged_gshm(
         neighbouring=relation,
         privacy_unit=unit,
         details=details,
+        error=error,
     )
 
 

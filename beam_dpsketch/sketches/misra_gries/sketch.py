@@ -1,7 +1,7 @@
 """Misra-Gries summary in the variant of Lebeda and Tetek (Algorithm 1), with the Agarwal et al. merge.
 
 No privacy here: the DP releases (PMG, pure DP, merged, user level) build on this class.
-Lebeda and Tetek (PODS 2023), cited as [LT23]: [LT23, Algorithm 1] (the variant), docs/algorithms.md#mg-implementation (efficient implementation),
+Lebeda and Tetek (PODS 2023), cited as [LT23]: Algorithm 1 (the variant), docs/algorithms.md#mg-implementation (efficient implementation),
 docs/algorithms.md#mg-weighted (weighted updates), [LT23, Section 7] (merge), docs/algorithms.md#mg-oracles (invariants, tested).
 
 Two update orders: :meth:`MisraGries.update` runs Algorithm 1 in arrival order (in C for batches
@@ -798,6 +798,22 @@ class MisraGries:
     def error_bound(self) -> int:
         """``d``: every key satisfies ``f(x) - d <= estimate(x) <= f(x)``, and ``d <= n/(k+1)``."""
         return self.d
+
+    @property
+    def widest(self) -> int:
+        """``min(distinct keys summarised, k + 1)``: the number of positive counters while
+        ``d == 0``, ``k + 1`` once the sketch (or a merge into it) decremented. Not private.
+
+        A sketch decrements exactly when its stream has more than ``k`` distinct keys (Algorithm
+        1 takes a dummy or zero-count slot while one is left), and a ``MERGE_k`` of sketches
+        whose streams have at most ``k`` distinct keys together subtracts nothing; so ``d == 0``
+        iff the summarised elements have at most ``k`` distinct keys, and then every counter is
+        an exact count. As a function of the multiset of elements alone, ``widest`` changes by at
+        most 1 when one element is added or removed, whatever the merge tree.
+        """
+        if self.d:
+            return self.k + 1
+        return sum(1 for c in self._cnt.values() if c > 0)
 
     # ---------------------------------------------------------------- merging
 
