@@ -4,9 +4,10 @@
   them, sequential and parallel composition and :func:`group_privacy`.
 * :mod:`.accountant`: :class:`PrivacyAccountant`, which refuses an over-budget configuration
   with :class:`BudgetExceededError` at pipeline construction and explains every charge.
-* :mod:`.windowing`: :func:`plan_releases` turns a PCollection's windowing and trigger into a
-  :class:`ReleasePlan` (how many releases one privacy unit can influence). Beam is imported
-  only when a plan is made.
+* :mod:`.windowing`: the :class:`ReleasePlan` of a windowing's shape (how many releases one
+  privacy unit can influence), in pure logic. Reading a Beam windowing strategy, and every rule
+  on which windowings a transform accepts, is in :mod:`beam_dpsketch.transforms.windowing_rules`
+  (:func:`~beam_dpsketch.transforms.plan_releases`): nothing in this package imports Beam.
 * :mod:`.bounding`: contribution bounding by secret keyed-hash ranks
   (:func:`select_contributions`, :func:`bounded_mask`, :func:`new_selection_key`), in pure
   Python and numpy.
@@ -32,7 +33,7 @@ from beam_dpsketch.privacy.budget import (
     group_privacy,
     zcdp_to_epsilon,
 )
-from beam_dpsketch.privacy.windowing import ReleasePlan, max_trigger_firings, plan_releases
+from beam_dpsketch.privacy.windowing import ReleasePlan
 
 __all__ = [
     "BudgetExceededError",
@@ -46,9 +47,7 @@ __all__ = [
     "compose_parallel",
     "compose_sequential",
     "group_privacy",
-    "max_trigger_firings",
     "new_selection_key",
-    "plan_releases",
     "select_contributions",
     "zcdp_to_epsilon",
 ]

@@ -1,11 +1,20 @@
-"""How many releases one privacy unit can influence, read from a PCollection's windowing.
+"""How many releases one privacy unit can influence, from the shape of a windowing.
 
 In Beam every window and every trigger firing (pane) of a windowed aggregation is a separate
-release (docs/privacy-model.md#how-windows-and-panes-are-charged). :func:`plan_releases` reads a real windowing strategy
-(``pcoll.windowing``: ``windowfn``, ``triggerfn``, ``accumulation_mode``, ``allowed_lateness``) at
-pipeline construction and returns a :class:`ReleasePlan`: windows per unit x panes charged per
-window = releases per unit, which a transform passes to
-:meth:`~beam_dpsketch.privacy.accountant.PrivacyAccountant.charge_plan`.
+release (docs/privacy-model.md#how-windows-and-panes-are-charged). :func:`plan_windowing` takes
+the shape of a windowing strategy (a :class:`WindowShape`, a :class:`TriggerShape`, the
+accumulation mode and the allowed lateness) and the declared bounds, and returns a
+:class:`ReleasePlan`: windows per unit x panes charged per window = releases per unit, which a
+transform passes to :meth:`~beam_dpsketch.privacy.accountant.PrivacyAccountant.charge_plan`. A
+declaration the plan cannot account for raises :class:`PlanRefused`, which names the parameter
+and a value of it that is accepted.
+
+This module is pure logic and never imports Beam. Reading a Beam windowing strategy into these
+shapes (``pcoll.windowing``: ``windowfn``, ``triggerfn``, ``accumulation_mode``,
+``allowed_lateness``), the trigger analysis, and every rule about which windowings, triggers
+and runners a transform accepts are in :mod:`beam_dpsketch.transforms.windowing_rules`
+(:func:`~beam_dpsketch.transforms.windowing_rules.plan_releases`,
+:func:`~beam_dpsketch.transforms.windowing_rules.accept_windowing`).
 
 Windows
     * ``GlobalWindows``: one window.
@@ -23,7 +32,7 @@ Windows
 
 Panes
     The trigger's maximum number of firings per window is derived from its structure
-    (:func:`max_trigger_firings`). A trigger that can fire more than once needs a declared
+    (:func:`~beam_dpsketch.transforms.windowing_rules.max_trigger_firings`). A trigger that can fire more than once needs a declared
     ``max_panes_per_window``; the release step must withhold every pane with index
     ``>= max_panes_per_window`` (never release it unaccounted). How many panes were withheld
     depends on the data, so it is not counted in a Beam metric either.
@@ -56,31 +65,165 @@ Data-dependent schedules
     every Fixed or Sliding window that starts in the range is released, empty ones included (the
     release step injects one public heartbeat per window), and no other window is: the set of
     windows released is then public.
-
-Nothing here imports Beam at module import time (the ``sketches`` layer may import ``privacy``);
-Beam classes are imported inside the functions that inspect them.
 """
 
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..checks import check_int
 from .budget import PrivacyBudget
 
 __all__ = [
+    "PANES_EXAMPLE",
+    "WINDOW_KINDS",
+    "PlanRefused",
     "PrivacyUnit",
     "ReleasePlan",
-    "check_element_count_trigger",
+    "TriggerShape",
+    "WindowShape",
+    "WindowingDeclaration",
     "check_release_range",
-    "max_trigger_firings",
-    "plan_releases",
+    "plan_windowing",
 ]
 
 PrivacyUnit = Literal["element", "user"]
-_PRIVACY_UNITS = ("element", "user")
+
+#: Window functions a plan can account for: ``GlobalWindows``, ``FixedWindows``,
+#: ``SlidingWindows`` and (bounded) ``Sessions``.
+WINDOW_KINDS = ("global", "fixed", "sliding", "sessions")
+
+#: The ``max_panes_per_window`` a refusal proposes for a trigger without a finite bound: an
+#: example of an accepted value (each pane up to it is charged, later ones are withheld).
+PANES_EXAMPLE = 4
+
+
+class PlanRefused(ValueError):
+    """A declaration the release plan cannot account for.
+
+    Attributes
+    ----------
+    parameter
+        The declaration parameter at fault (e.g. ``"max_panes_per_window"``).
+    accepted
+        Declaration values with which the same windowing is accepted, e.g.
+        ``{"max_panes_per_window": 4}`` (public parameters only).
+    """
+
+    def __init__(self, parameter: str, reason: str, accepted: Mapping[str, Any]) -> None:
+        super().__init__(reason)
+        self.parameter = parameter
+        self.accepted = dict(accepted)
+
+
+@dataclass(frozen=True)
+class WindowShape:
+    """What a plan needs of a window function.
+
+    Attributes
+    ----------
+    kind
+        One of :data:`WINDOW_KINDS`.
+    description
+        For reports, e.g. ``"SlidingWindows(size=30s, period=10s)"``.
+    size_micros, period_micros
+        Window size and period (``FixedWindows``: period = size; 0 where not applicable).
+    """
+
+    kind: str
+    description: str
+    size_micros: int = 0
+    period_micros: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in WINDOW_KINDS:
+            raise ValueError(f"kind must be one of {WINDOW_KINDS}, got {self.kind!r}")
+
+    @property
+    def windows_per_element(self) -> int | None:
+        """Windows one element is assigned to; ``None`` for sessions (data-dependent)."""
+        if self.kind in ("global", "fixed"):
+            return 1
+        if self.kind == "sliding":
+            return -(-self.size_micros // self.period_micros)  # ceil(size / period), exact
+        return None
+
+
+@dataclass(frozen=True)
+class TriggerShape:
+    """What a plan needs of a trigger.
+
+    Attributes
+    ----------
+    description
+        ``repr`` of the trigger.
+    max_firings
+        Upper bound on the panes it can fire per window under the allowed lateness, ``None`` if
+        unbounded.
+    data_driven
+        Reasons why its firings depend on the data (empty if none).
+    """
+
+    description: str
+    max_firings: int | None
+    data_driven: tuple[str, ...] = ()
+
+
+def _optional_count(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
+        raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class WindowingDeclaration:
+    """What the user declares about the windowing: the bounds the release plan relies on.
+
+    The same parameters of the same name on every DP transform that releases per window and
+    pane (``DPAggregate``, ``DPCount``, ``DPHistogram``, ``DPHeavyHitters``, ``DPFrequencies``,
+    ``DPQuantiles``); a value object, so that a transform states it once.
+
+    Attributes
+    ----------
+    privacy_unit
+        ``"element"`` or ``"user"``.
+    max_panes_per_window
+        Maximum panes released per window (required when the trigger can fire more than once;
+        later panes are withheld).
+    max_windows_per_unit
+        Maximum windows one privacy unit influences (required at user level for fixed and
+        sliding windows, and for sessions).
+    data_independent_panes
+        The caller's assertion that pane boundaries do not depend on the data.
+    release_range
+        Public event-time range ``(start, end)`` in seconds whose windows are all released.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Naming the parameter, for a value of the wrong type or range.
+    """
+
+    privacy_unit: PrivacyUnit = "element"
+    max_panes_per_window: int | None = None
+    max_windows_per_unit: int | None = None
+    data_independent_panes: bool = False
+    release_range: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.privacy_unit not in ("element", "user"):
+            raise ValueError(f"privacy_unit must be 'element' or 'user', got {self.privacy_unit!r}")
+        panes = _optional_count(self.max_panes_per_window, "max_panes_per_window")
+        windows = _optional_count(self.max_windows_per_unit, "max_windows_per_unit")
+        if not isinstance(self.data_independent_panes, bool):
+            raise TypeError("data_independent_panes must be a bool")
+        object.__setattr__(self, "max_panes_per_window", panes)
+        object.__setattr__(self, "max_windows_per_unit", windows)
+        object.__setattr__(self, "release_range", check_release_range(self.release_range))
 
 
 @dataclass(frozen=True)
@@ -153,187 +296,8 @@ class ReleasePlan:
         return total.divide(self.releases_per_element)
 
 
-# --------------------------------------------------------------------------------------------
-# Trigger analysis
-# --------------------------------------------------------------------------------------------
-
-
-def _lateness_micros(value: Any) -> int:
-    if value is None:
-        return 0
-    micros = getattr(value, "micros", None)
-    if micros is not None:
-        return int(micros)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0:
-        raise ValueError(f"allowed_lateness must be a Duration or seconds >= 0, got {value!r}")
-    return round(float(value) * 1_000_000)
-
-
-def max_trigger_firings(trigger: Any, allowed_lateness: Any = 0) -> int | None:
-    """Upper bound on the panes ``trigger`` can emit per window, or ``None`` if unbounded.
-
-    Rules (Beam Python SDK 2.77 semantics, ``apache_beam/transforms/trigger.py``):
-
-    * ``DefaultTrigger``: the on-time pane; with ``allowed_lateness > 0`` also one late pane per
-      late arrival, so unbounded.
-    * ``AfterWatermark(early, late)``: the on-time pane, plus unbounded early firings if ``early``
-      is set (Beam wraps it in ``Repeatedly``), plus unbounded late firings if ``late`` is set and
-      ``allowed_lateness > 0``. Without ``late`` the trigger finishes on time.
-    * ``AfterCount``, ``AfterProcessingTime`` (and Beam's internal synchronized processing-time
-      continuation), ``Never``: at most once (a once-trigger that finishes closes the window; a
-      final pane at expiry replaces, never adds to, its single firing).
-    * ``Repeatedly``, ``Always``: unbounded.
-    * ``AfterAny``/``AfterAll``/``OrFinally``: 1 if every sub-trigger fires at most once, else
-      the sum of the sub-triggers' bounds (unbounded if any is).
-    * ``AfterEach``: the sum of its sub-triggers' bounds.
-    * any other ``TriggerFn``: unbounded (conservative).
-
-    Parameters
-    ----------
-    trigger
-        A Beam ``TriggerFn``.
-    allowed_lateness
-        ``apache_beam.utils.timestamp.Duration`` or seconds.
-    """
-    from apache_beam.transforms import trigger as tr
-
-    lateness = _lateness_micros(allowed_lateness)
-
-    def bound(t: Any) -> int | None:
-        if isinstance(t, tr.DefaultTrigger):
-            return 1 if lateness == 0 else None
-        if isinstance(t, tr.AfterWatermark):
-            if t.early is not None:
-                return None
-            if t.late is not None and lateness > 0:
-                return None
-            return 1
-        if isinstance(t, tr.AfterCount | tr.AfterProcessingTime | tr._Never):
-            return 1
-        if type(t).__name__ == "_AfterSynchronizedProcessingTime":
-            return 1
-        if isinstance(t, tr.Repeatedly | tr.Always):
-            return None
-        if isinstance(t, tr.AfterAny | tr.AfterAll):  # OrFinally subclasses AfterAny
-            subs = [bound(s) for s in t.triggers]
-            if all(s == 1 for s in subs):
-                return 1
-            if any(s is None for s in subs):
-                return None
-            return sum(subs)  # type: ignore[arg-type]
-        if isinstance(t, tr.AfterEach):
-            subs = [bound(s) for s in t.triggers]
-            if any(s is None for s in subs):
-                return None
-            return sum(subs)  # type: ignore[arg-type]
-        return None
-
-    return bound(trigger)
-
-
-def _data_driven_reasons(trigger: Any, lateness: int) -> list[str]:
-    """Built-in trigger components whose firing depends on the data."""
-    from apache_beam.transforms import trigger as tr
-
-    reasons: list[str] = []
-
-    def walk(t: Any, where: str) -> None:
-        if isinstance(t, tr.AfterCount):
-            reasons.append(
-                f"{where}AfterCount({t.count}) fires after a number of elements, so pane times, "
-                "contents and the number of panes depend on the data"
-            )
-        elif isinstance(t, tr.AfterProcessingTime):
-            reasons.append(
-                f"{where}AfterProcessingTime({t.delay}) starts its delay at the first element of "
-                "a pane, so pane boundaries depend on the data"
-            )
-        elif isinstance(t, tr.Always):
-            reasons.append(f"{where}Always() fires on every element")
-        elif isinstance(t, tr.DefaultTrigger):
-            if lateness > 0:
-                reasons.append(
-                    f"{where}DefaultTrigger with allowed_lateness > 0 fires a late pane for each "
-                    "late arrival"
-                )
-        elif isinstance(t, tr.AfterWatermark):
-            if t.early is not None:
-                walk(t.early.underlying, f"{where}early firing ")
-            if t.late is not None and lateness > 0:
-                reasons.append(f"{where}late firings happen only when late data arrive")
-                walk(t.late.underlying, f"{where}late firing ")
-        elif isinstance(t, tr.Repeatedly):
-            walk(t.underlying, where)
-        elif isinstance(t, tr.AfterAny | tr.AfterAll | tr.AfterEach):
-            for s in t.triggers:
-                walk(s, where)
-
-    walk(trigger, "")
-    return reasons
-
-
-def check_element_count_trigger(windowing: Any, name: str) -> None:
-    """Refuse ``AfterCount(n)`` with ``n > 1`` where a transform triggers on its own batches.
-
-    A transform that packs its input into key batches before the aggregation it triggers
-    (DPHeavyHitters, DPFrequencies, DPQuantiles) reaches the trigger with batches, not rows:
-    ``AfterCount(n)`` would count batches of thousands of rows, so an early pane declared (and
-    charged) for every ``n`` rows would in practice almost never fire. ``AfterCount(1)`` fires on
-    every arrival either way and is accepted.
-
-    Raises
-    ------
-    ValueError
-        Naming ``name`` and the trigger (a public parameter).
-    """
-    from apache_beam.transforms import trigger as tr
-
-    def counts(t: Any) -> list[int]:
-        if isinstance(t, tr.AfterCount):
-            return [t.count]
-        found: list[int] = []
-        for attr in ("early", "late", "underlying"):
-            inner = getattr(t, attr, None)
-            if inner is not None:
-                found += counts(inner)
-        for inner in getattr(t, "triggers", None) or ():
-            found += counts(inner)
-        return found
-
-    trigger = windowing.triggerfn
-    if any(n > 1 for n in counts(trigger)):
-        raise ValueError(
-            f"{name}: the trigger {trigger!r} counts elements, but this transform batches its "
-            "input before the triggered aggregation, so AfterCount(n) would count batches of "
-            "rows and its panes would not fire as declared. Use AfterCount(1), a processing-time "
-            "or watermark trigger, or trigger a transform that receives rows"
-        )
-
-
-# --------------------------------------------------------------------------------------------
-# Window analysis
-# --------------------------------------------------------------------------------------------
-
-
 def _duration_s(micros: int) -> str:
     return f"{micros / 1_000_000:g}s"
-
-
-def _check_optional_int(value: object, name: str) -> int | None:
-    return None if value is None else check_int(value, name)
-
-
-def _windowing_of(windowing_or_pcoll: Any) -> Any:
-    windowing = getattr(windowing_or_pcoll, "windowing", None)
-    if windowing is not None and not hasattr(windowing_or_pcoll, "windowfn"):
-        return windowing
-    for attr in ("windowfn", "triggerfn", "accumulation_mode"):
-        if not hasattr(windowing_or_pcoll, attr):
-            raise TypeError(
-                "expected a PCollection or a Beam Windowing (with windowfn, triggerfn, "
-                f"accumulation_mode, allowed_lateness), got {type(windowing_or_pcoll).__name__}"
-            )
-    return windowing_or_pcoll
 
 
 def check_release_range(release_range: Any) -> tuple[float, float] | None:
@@ -373,89 +337,85 @@ def _empty_window_note(
     )
 
 
-def plan_releases(
-    windowing: Any,
+def plan_windowing(
+    window: WindowShape,
+    trigger: TriggerShape,
     *,
-    privacy_unit: PrivacyUnit = "element",
-    max_panes_per_window: int | None = None,
-    max_windows_per_unit: int | None = None,
-    data_independent_panes: bool = False,
-    release_range: tuple[float, float] | None = None,
+    accumulation_mode: str,
+    allowed_lateness_micros: int = 0,
+    declaration: WindowingDeclaration | None = None,
 ) -> ReleasePlan:
-    """Build the :class:`ReleasePlan` of a windowing strategy, at pipeline construction.
+    """Build the :class:`ReleasePlan` of a windowing's shape, at pipeline construction.
 
     Parameters
     ----------
-    windowing
-        ``pcoll.windowing`` (a Beam ``Windowing``) or the PCollection itself.
-    privacy_unit
-        ``"element"`` (default: neighbours add or remove one element) or ``"user"`` (one
-        privacy unit's bounded contributions; see :mod:`beam_dpsketch.privacy.bounding`).
-    max_panes_per_window
-        Declared maximum panes per window. Required when the trigger can fire more than once;
-        panes beyond it must be withheld by the release step.
-    max_windows_per_unit
-        Declared maximum windows one privacy unit influences. Required at user level for every
-        WindowFn but ``GlobalWindows``, and for ``Sessions`` at either level. At element level for
-        Fixed/Sliding windows the count is computed, and a smaller declared value is an error.
-    data_independent_panes
-        Caller's assertion that pane boundaries do not depend on the data. Refused for triggers
-        with a built-in data-driven component. Only then does DISCARDING mode at element level
-        charge one pane per window.
-    release_range
-        Public event-time range ``(start, end)`` in seconds for Fixed and Sliding windows: the
-        release step then releases every window that starts in ``[start, end)``, empty ones
-        included, and no other window, so that whether a window is released no longer depends on
-        the data. Refused for other WindowFns.
+    window, trigger
+        The shapes of the window function and the trigger
+        (:func:`~beam_dpsketch.transforms.windowing_rules.plan_releases` reads them from a Beam
+        windowing strategy).
+    accumulation_mode
+        ``"discarding"`` or ``"accumulating"``.
+    allowed_lateness_micros
+        Allowed lateness in microseconds.
+    declaration
+        The declared bounds (default: none declared, element level). ``max_panes_per_window``
+        is required when the trigger can fire more than once (panes beyond it must be withheld
+        by the release step); ``max_windows_per_unit`` at user level for every window function
+        but the global window, and for sessions at either level (at element level for fixed and
+        sliding windows the count is computed, and a smaller declared value is refused);
+        ``data_independent_panes`` is refused for triggers with a built-in data-driven
+        component, and only with it does DISCARDING mode at element level charge one pane per
+        window; ``release_range`` (fixed and sliding windows only) makes the release step
+        release every window that starts in it, empty ones included, and no other window.
 
     Returns
     -------
     ReleasePlan
+        Every release one privacy unit can influence is counted in
+        :attr:`ReleasePlan.releases_per_element`; splitting the budget evenly over them gives
+        the stated guarantee by basic composition.
 
     Raises
     ------
-    ValueError
-        Naming the parameter: an unbounded trigger without ``max_panes_per_window``, Sessions or
-        user level without ``max_windows_per_unit``, an unsupported WindowFn, ...
+    PlanRefused
+        Naming the parameter and an accepted value of it: a trigger that can fire more than
+        once without ``max_panes_per_window``, sessions or user level without
+        ``max_windows_per_unit``, a ``release_range`` for the global window or sessions, ...
+    TypeError, ValueError
+        For an argument of the wrong type or value.
     """
-    from apache_beam.transforms import trigger as tr
-    from apache_beam.transforms import window as bw
-
-    w = _windowing_of(windowing)
-    if privacy_unit not in _PRIVACY_UNITS:
-        raise ValueError(f"privacy_unit must be one of {_PRIVACY_UNITS}, got {privacy_unit!r}")
-    max_panes = _check_optional_int(max_panes_per_window, "max_panes_per_window")
-    max_windows = _check_optional_int(max_windows_per_unit, "max_windows_per_unit")
-    if not isinstance(data_independent_panes, bool):
-        raise TypeError("data_independent_panes must be a bool")
-    release_range = check_release_range(release_range)
-
-    lateness = _lateness_micros(getattr(w, "allowed_lateness", 0))
-    windowfn = w.windowfn
-    triggerfn = w.triggerfn
-    if w.accumulation_mode == tr.AccumulationMode.ACCUMULATING:
-        accumulation = "accumulating"
-    elif w.accumulation_mode == tr.AccumulationMode.DISCARDING:
-        accumulation = "discarding"
-    else:
-        raise ValueError(f"unknown accumulation_mode {w.accumulation_mode!r}")
+    if not isinstance(window, WindowShape) or not isinstance(trigger, TriggerShape):
+        raise TypeError("window and trigger must be a WindowShape and a TriggerShape")
+    d = WindowingDeclaration() if declaration is None else declaration
+    if not isinstance(d, WindowingDeclaration):
+        raise TypeError(f"declaration must be a WindowingDeclaration, got {type(d).__name__}")
+    privacy_unit = d.privacy_unit
+    max_panes = d.max_panes_per_window
+    max_windows = d.max_windows_per_unit
+    data_independent_panes = d.data_independent_panes
+    release_range = d.release_range
+    if accumulation_mode not in ("discarding", "accumulating"):
+        raise ValueError(f"unknown accumulation_mode {accumulation_mode!r}")
+    accumulation = accumulation_mode
+    lateness = int(allowed_lateness_micros)
+    window_desc = window.description
+    trigger_desc = trigger.description
 
     notes: list[str] = []
     schedule: list[str] = []
 
     # ---- windows ------------------------------------------------------------------------------
-    if isinstance(windowfn, bw.GlobalWindows):
+    if window.kind == "global":
         if release_range is not None:
-            raise ValueError(
+            raise PlanRefused(
+                "release_range",
                 "release_range applies to FixedWindows and SlidingWindows only: the global "
-                "window is always released"
+                "window is always released",
+                {"release_range": None},
             )
-        window_desc = "GlobalWindows"
         windows = 1
         notes.append("GlobalWindows: every element is in the single global window.")
-    elif isinstance(windowfn, bw.FixedWindows):
-        size = int(windowfn.size.micros)
-        window_desc = f"FixedWindows(size={_duration_s(size)})"
+    elif window.kind == "fixed":
         if privacy_unit == "element":
             windows = 1
             notes.append(
@@ -464,10 +424,12 @@ def plan_releases(
             )
         else:
             if max_windows is None:
-                raise ValueError(
+                raise PlanRefused(
+                    "max_windows_per_unit",
                     "max_windows_per_unit is required for privacy_unit='user' with "
                     "FixedWindows: one user can appear in many windows, which compose "
-                    "sequentially; declare and enforce a bound"
+                    "sequentially; declare and enforce a bound",
+                    {"max_windows_per_unit": 1},
                 )
             windows = max_windows
             notes.append(
@@ -476,11 +438,9 @@ def plan_releases(
                 "compose sequentially."
             )
         _empty_window_note(release_range, notes, schedule)
-    elif isinstance(windowfn, bw.SlidingWindows):
-        size = int(windowfn.size.micros)
-        period = int(windowfn.period.micros)
-        window_desc = f"SlidingWindows(size={_duration_s(size)}, period={_duration_s(period)})"
-        per_element = -(-size // period)  # ceil(size / period), exact in integers
+    elif window.kind == "sliding":
+        per_element = window.windows_per_element
+        assert per_element is not None
         if privacy_unit == "element":
             windows = per_element
             notes.append(
@@ -489,10 +449,12 @@ def plan_releases(
             )
         else:
             if max_windows is None:
-                raise ValueError(
+                raise PlanRefused(
+                    "max_windows_per_unit",
                     "max_windows_per_unit is required for privacy_unit='user' with "
                     f"SlidingWindows: each of a user's elements is in {per_element} windows and "
-                    "a user can have elements at many times; declare and enforce a bound"
+                    "a user can have elements at many times; declare and enforce a bound",
+                    {"max_windows_per_unit": per_element},
                 )
             windows = max_windows
             notes.append(
@@ -500,15 +462,20 @@ def plan_releases(
                 f"(declared; each element alone is in {per_element}), composed sequentially."
             )
         _empty_window_note(release_range, notes, schedule)
-    elif isinstance(windowfn, bw.Sessions):
+    else:  # sessions
         if release_range is not None:
-            raise ValueError("release_range applies to FixedWindows and SlidingWindows only")
-        window_desc = f"Sessions(gap={_duration_s(int(windowfn.gap_size.micros))})"
+            raise PlanRefused(
+                "release_range",
+                "release_range applies to FixedWindows and SlidingWindows only",
+                {"release_range": None},
+            )
         if max_windows is None:
-            raise ValueError(
+            raise PlanRefused(
+                "max_windows_per_unit",
                 "Sessions are refused unless bounded: session boundaries depend on the data (one "
                 "element can merge or split sessions), so declare max_windows_per_unit, the "
-                "maximum number of session windows one privacy unit can influence"
+                "maximum number of session windows one privacy unit can influence",
+                {"max_windows_per_unit": 1},
             )
         windows = max_windows
         notes.append(
@@ -519,53 +486,50 @@ def plan_releases(
             "Sessions: which windows exist depends on the data (an element can merge two "
             "sessions or open a new one)"
         )
-    else:
-        raise ValueError(
-            f"unsupported WindowFn {type(windowfn).__name__}: supported are GlobalWindows, "
-            "FixedWindows, SlidingWindows and (bounded) Sessions"
-        )
-    if (
-        privacy_unit == "element"
-        and max_windows is not None
-        and not isinstance(windowfn, bw.Sessions)
-    ):
+    if privacy_unit == "element" and max_windows is not None and window.kind != "sessions":
         if max_windows < windows:
-            raise ValueError(
+            raise PlanRefused(
+                "max_windows_per_unit",
                 f"max_windows_per_unit={max_windows} is below the {windows} windows every element "
-                f"is assigned to by {window_desc}"
+                f"is assigned to by {window_desc}",
+                {"max_windows_per_unit": windows},
             )
         notes.append(
             f"max_windows_per_unit={max_windows} ignored at element level: the WindowFn fixes "
             f"{windows}."
         )
-    if privacy_unit == "user" and isinstance(windowfn, bw.GlobalWindows) and max_windows:
+    if privacy_unit == "user" and window.kind == "global" and max_windows:
         notes.append("max_windows_per_unit ignored: GlobalWindows has one window.")
 
     # ---- panes --------------------------------------------------------------------------------
-    firings = max_trigger_firings(triggerfn, lateness)
-    trigger_reasons = _data_driven_reasons(triggerfn, lateness)
+    firings = trigger.max_firings
+    trigger_reasons = list(trigger.data_driven)
     if firings == 1:
         panes = 1
-        notes.append(f"Trigger {triggerfn!r} fires at most once per window: 1 pane.")
+        notes.append(f"Trigger {trigger_desc} fires at most once per window: 1 pane.")
         if max_panes is not None and max_panes > 1:
             notes.append(f"max_panes_per_window={max_panes} not needed: the trigger fires once.")
     else:
         shown = "an unbounded number of" if firings is None else f"up to {firings}"
         if max_panes is None:
-            raise ValueError(
-                f"trigger {triggerfn!r} (allowed_lateness={_duration_s(lateness)}) can fire "
+            raise PlanRefused(
+                "max_panes_per_window",
+                f"trigger {trigger_desc} (allowed_lateness={_duration_s(lateness)}) can fire "
                 f"{shown} panes per window; declare max_panes_per_window (panes beyond it are "
-                "withheld)"
+                "withheld)",
+                {"max_panes_per_window": PANES_EXAMPLE if firings is None else firings},
             )
         panes = max_panes
         notes.append(
-            f"Trigger {triggerfn!r} can fire {shown} panes per window; the declared maximum "
+            f"Trigger {trigger_desc} can fire {shown} panes per window; the declared maximum "
             f"{panes} is charged and any further pane is withheld. Every pane counts, "
             "including an empty ON_TIME pane."
         )
     if data_independent_panes and trigger_reasons:
-        raise ValueError(
-            "data_independent_panes=True contradicts the trigger: " + "; ".join(trigger_reasons)
+        raise PlanRefused(
+            "data_independent_panes",
+            "data_independent_panes=True contradicts the trigger: " + "; ".join(trigger_reasons),
+            {"data_independent_panes": False},
         )
     schedule.extend(trigger_reasons)
 
@@ -614,11 +578,11 @@ def plan_releases(
         composition = (
             f"sequential over {releases} releases ({windows} window(s) x {charged} pane(s))"
         )
-    if privacy_unit == "element" and not isinstance(windowfn, bw.GlobalWindows | bw.Sessions):
+    if privacy_unit == "element" and window.kind in ("fixed", "sliding"):
         composition += "; windows not containing the element compose in parallel"
 
     header = (
-        f"{window_desc}, trigger {triggerfn!r}, {accumulation}, allowed lateness "
+        f"{window_desc}, trigger {trigger_desc}, {accumulation}, allowed lateness "
         f"{_duration_s(lateness)}, privacy unit {privacy_unit}: {windows} window(s) x "
         f"{charged} pane(s) = {releases} release(s) per {privacy_unit}."
     )
@@ -629,7 +593,7 @@ def plan_releases(
 
     return ReleasePlan(
         window_fn=window_desc,
-        trigger=repr(triggerfn),
+        trigger=trigger_desc,
         accumulation_mode=accumulation,
         allowed_lateness=lateness / 1_000_000,
         privacy_unit=privacy_unit,

@@ -15,6 +15,10 @@
   for a new DP aggregate.
 * Release types: :class:`Release`, :class:`ContinualRelease`, :class:`SlidingWindowRelease`,
   :class:`IntermittentRecord`, and :func:`explain_pipeline`.
+* Windowing: :func:`plan_releases` (the release plan of a PCollection's windowing) and
+  :class:`WindowingRefused`, raised with a configuration that is accepted when a transform
+  refuses a windowing, trigger or runner (every rule is in
+  :mod:`~beam_dpsketch.transforms.windowing_rules`).
 * Inputs: :class:`ReadKeyBatches`, :class:`ReadKeyPairs`, :class:`ReadOrderedKeys`,
   :class:`BoundContributions` (per-privacy-unit contribution bounding) and :class:`BatchKeys`.
 * Exact, non-private sketches of a PCollection: :class:`SketchGlobally`, :class:`SketchPerKey`
@@ -47,6 +51,7 @@ from beam_dpsketch.transforms.release import (
 )
 from beam_dpsketch.transforms.sketch import SketchGlobally, SketchPerKey
 from beam_dpsketch.transforms.sliding import DPSlidingWindowFrequencies, SlidingWindowRelease
+from beam_dpsketch.transforms.windowing_rules import WindowingRefused, plan_releases
 
 __all__ = [
     "BatchKeys",
@@ -75,5 +80,7 @@ __all__ = [
     "SketchPerKey",
     "SketchSpec",
     "SlidingWindowRelease",
+    "WindowingRefused",
     "explain_pipeline",
+    "plan_releases",
 ]

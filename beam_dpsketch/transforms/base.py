@@ -19,15 +19,18 @@ base carries what they share, so that each states it once:
   with different labels apply in one pipeline, and :meth:`DPTransform.default_label` is the class
   name. The *release label*, which names the accountant entry and keys every noise stream, is
   that label when one is given, else the applied transform's full label (unique in a pipeline);
-* **runner check**: :meth:`DPTransform.expand` first refuses a runner that would run the
-  transform with other semantics than its guarantee assumes (a stateful transform, or windowed
-  input, on a runner without state or windows: :mod:`~beam_dpsketch.transforms.engines`);
-  subclasses that use per-key state and timers set :attr:`DPTransform.needs_state_and_timers`;
+* **runner check**: :meth:`DPTransform.expand` first refuses a stateful transform on a runner
+  without state and timers (:mod:`~beam_dpsketch.transforms.engines`); subclasses that use
+  per-key state and timers set :attr:`DPTransform.needs_state_and_timers`;
+* **windowing rules**: it then judges the input's windowing, trigger and runner with
+  :func:`~beam_dpsketch.transforms.windowing_rules.accept_windowing`, the one place of every
+  windowing rule, from the transform's :meth:`DPTransform.windowing_declaration` and
+  :meth:`DPTransform.windowing_requirement`; a refusal lists every rule broken and a
+  configuration that is accepted, and the plan is kept in :attr:`DPTransform.windowing_plan`;
 * **release planning**: :meth:`DPTransform.expand` names the release, calls the subclass's
-  :meth:`DPTransform.plan_release` (which validates the input's windowing and charges the
-  accountant, exactly once, before anything runs) and then
-  :meth:`DPTransform.expand_release`, which builds the pipeline. Nothing is charged at
-  construction;
+  :meth:`DPTransform.plan_release` (which charges the accountant, exactly once, before anything
+  runs) and then :meth:`DPTransform.expand_release`, which builds the pipeline. Nothing is
+  charged at construction;
 * :meth:`DPTransform.explain` (the accountant's report) and :meth:`DPTransform.display_data`
   (public parameters only: budget, mechanism, shape, neighbouring relation; never data).
 
@@ -79,7 +82,14 @@ from apache_beam.typehints import native_type_compatibility, typehints
 from beam_dpsketch.noise import NoiseSource, application_source, new_run_salt
 from beam_dpsketch.privacy.accountant import BudgetExceededError, Charge, PrivacyAccountant
 from beam_dpsketch.privacy.budget import PrivacyBudget
+from beam_dpsketch.privacy.windowing import ReleasePlan
 from beam_dpsketch.transforms.engines import check_runner
+from beam_dpsketch.transforms.windowing_rules import (
+    ANY_WINDOWING,
+    WindowingDeclaration,
+    WindowingRequirement,
+    accept_windowing,
+)
 
 __all__ = [
     "DPTransform",
@@ -390,6 +400,9 @@ class DPTransform(beam.PTransform, abc.ABC):
         #: The run salt side input of the application being expanded (:func:`run_salt_input`);
         #: every step of :meth:`expand_release` that draws noise takes it.
         self.run_salt: beam.pvalue.AsSingleton | None = None
+        #: The release plan of the input's windowing, once applied (``None`` for a transform
+        #: without a :meth:`windowing_declaration`).
+        self.windowing_plan: ReleasePlan | None = None
 
     # -- Beam -------------------------------------------------------------------------------
 
@@ -431,7 +444,15 @@ class DPTransform(beam.PTransform, abc.ABC):
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
         name = self.release_name(pcoll)
         # Before planning: a refused transform must charge nothing.
-        check_runner(self, pcoll, name)
+        runner = check_runner(self, pcoll, name)
+        self.windowing_plan = accept_windowing(
+            self.judged_windowing(pcoll),
+            self.windowing_declaration(),
+            name=name,
+            kind=type(self).__name__,
+            requirement=self.windowing_requirement(),
+            runner=runner,
+        )
         charge = self.plan_release(pcoll, name)
         if not isinstance(charge, Charge):
             raise TypeError(
@@ -444,6 +465,23 @@ class DPTransform(beam.PTransform, abc.ABC):
         return self.expand_release(pcoll)
 
     # -- Hooks ------------------------------------------------------------------------------
+
+    def windowing_declaration(self) -> WindowingDeclaration | None:
+        """The windowing bounds the user declared (``max_panes_per_window``, ...).
+
+        ``None`` (the default) for a transform whose releases are not one per window and pane:
+        the windowing rules are checked, but no plan is made.
+        """
+        return None
+
+    def windowing_requirement(self) -> WindowingRequirement:
+        """What this transform's mechanism needs of the input's windowing (default: nothing
+        beyond the general rules of :mod:`~beam_dpsketch.transforms.windowing_rules`)."""
+        return ANY_WINDOWING
+
+    def judged_windowing(self, pcoll: beam.PCollection) -> Any:
+        """The windowing strategy the release plan is read from (default: the input's)."""
+        return pcoll.windowing
 
     @abc.abstractmethod
     def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:

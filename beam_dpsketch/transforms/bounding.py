@@ -17,6 +17,7 @@ into the workers and all of them (and every retry) agree.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import os
@@ -29,11 +30,22 @@ import numpy as np
 from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.privacy.bounding import MIN_KEY_BYTES, bounded_mask
-from beam_dpsketch.privacy.windowing import max_trigger_firings
 from beam_dpsketch.transforms.base import as_extractor
 from beam_dpsketch.transforms.batching import call_user_fn
+from beam_dpsketch.transforms.windowing_rules import WindowingRequirement, accept_windowing
 
-__all__ = ["BoundContributions", "canonical_id"]
+__all__ = ["BOUNDED_RELEASE_WINDOWING", "BoundContributions", "canonical_id"]
+
+#: What a DP release after :class:`BoundContributions` needs of the windowing: the bound is per
+#: window, so the grouping by privacy unit must fire once per window.
+BOUNDED_RELEASE_WINDOWING = WindowingRequirement(
+    who="BoundContributions",
+    triggers="once",
+    why="it bounds each unit per window",
+)
+# The bounding step alone adds no release, so a single processing-time firing is its caller's
+# concern (a DP release after it refuses one).
+_BOUNDING_WINDOWING = dataclasses.replace(BOUNDED_RELEASE_WINDOWING, processing_time=True)
 
 _PARTITION_DOMAIN = b"beam-dpsketch/partition-selection/v1"
 
@@ -231,15 +243,7 @@ class BoundContributions(beam.PTransform):
         return self._max_partitions
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
-        windowing = pcoll.windowing
-        firings = max_trigger_firings(windowing.triggerfn, windowing.allowed_lateness)
-        if firings != 1:
-            raise ValueError(
-                f"{self.label}: BoundContributions bounds each unit per window, which needs a "
-                f"trigger that fires once per window; {windowing.triggerfn!r} with allowed "
-                f"lateness {windowing.allowed_lateness} can fire "
-                f"{'an unbounded number of' if firings is None else firings} times"
-            )
+        accept_windowing(pcoll.windowing, None, name=self.label, requirement=_BOUNDING_WINDOWING)
         keyed = pcoll | "KeyByPrivacyId" >> beam.ParDo(
             _KeyByPrivacyId(self._privacy_id_fn)
         ).with_output_types(tuple[Any, Any])

@@ -101,9 +101,8 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 from apache_beam import coders
-from apache_beam.transforms import trigger as tr
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec
-from apache_beam.transforms.window import GlobalWindow, GlobalWindows
+from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dpsketch.checks import check_int
@@ -111,7 +110,6 @@ from beam_dpsketch.hashing import canonical_key, hash_keys
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
-from beam_dpsketch.privacy.windowing import plan_releases
 from beam_dpsketch.sketches.continual.binary_mechanism import (
     CALIBRATIONS,
     DEFAULT_CALIBRATION,
@@ -136,6 +134,7 @@ from beam_dpsketch.transforms.base import (
 from beam_dpsketch.transforms.batching import KeyBatch, validate_key_batch
 from beam_dpsketch.transforms.combiners import SketchCombineFn, SketchSpec
 from beam_dpsketch.transforms.release import release_id_for
+from beam_dpsketch.transforms.windowing_rules import WindowingDeclaration, WindowingRequirement
 
 __all__ = [
     "ELEMENT_RELATION",
@@ -248,38 +247,23 @@ def continual_release_prefix(label: str, window: Any) -> tuple[Any, ...]:
     return release_id_for(label, window, 0)
 
 
-def _lateness_micros(windowing: Any) -> int:
-    lateness = getattr(windowing, "allowed_lateness", 0) or 0
-    return int(getattr(lateness, "micros", lateness))
-
-
-def _pane_trigger_problem(windowing: Any) -> str | None:
-    """Why the trigger of ``windowing`` fires at data-dependent times, or ``None`` if it does not.
-
-    Accepted (firing only when the watermark passes the end of the window, so pane boundaries and
-    the number of panes do not depend on the data): the default trigger and
-    ``AfterWatermark()`` without early firings, with no late firing that can fire. Everything
-    else is refused, including compositions Beam could evaluate differently.
-    """
-    trigger = windowing.triggerfn
-    late_can_fire = _lateness_micros(windowing) > 0
-    if isinstance(trigger, tr.DefaultTrigger):
-        if late_can_fire:
-            return "with allowed_lateness > 0 it fires a late pane whenever late data arrive"
-        return None
-    if isinstance(trigger, tr.AfterWatermark):
-        if trigger.early is not None:
-            return (
-                "its early firings fire on the data (element counts, or a delay that starts at a "
-                "pane's first element)"
-            )
-        if trigger.late is not None and late_can_fire:
-            return "its late firings fire because late data arrived"
-        return None
-    return (
-        "it does not fire on the watermark alone (count triggers count elements; processing-time "
-        "triggers start their delay at a pane's first element)"
-    )
+# The element model: positions are the time steps, so triggers play no part in them (panes are
+# not releases) and the general rules apply.
+_ELEMENT_MODEL_WINDOWING = WindowingRequirement(who="ContinualDPSketch", processing_time=True)
+# The pane model: a pane is a time step, so the pane boundaries and their number must not depend
+# on the data, and every step must exist whether or not data arrived.
+_PANE_MODEL_WINDOWING = WindowingRequirement(
+    who="the pane time model",
+    window_fns=("global",),
+    triggers="watermark",
+    discarding=True,
+    processing_time=True,
+    why=(
+        "its panes are the time steps: removing one element must not move others between "
+        "steps, and Beam emits no pane for a window without data"
+    ),
+    instead=(("time_model='element'", _ELEMENT_MODEL_WINDOWING),),
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -756,9 +740,11 @@ class ContinualDPSketch(DPTransform):
     ------
     ValueError, TypeError
         Invalid parameters (naming them), a pure or zCDP budget, ``epsilon >= 1`` with the paper
-        calibration, a windowing ``plan_releases`` refuses; in the pane model (when applied):
-        ACCUMULATING mode, a trigger whose firings depend on the data (count, processing-time,
-        early or late firings; the message names the trigger) or a non-global window.
+        calibration; when applied, a windowing the rules of
+        :func:`~beam_dpsketch.transforms.windowing_rules.accept_windowing` refuse, which in the
+        pane model include ACCUMULATING mode, a trigger whose firings depend on the data (count,
+        processing-time, early or late firings; the message names the trigger) and a
+        non-global window.
     BudgetExceededError
         When applied, if the charge does not fit in the accountant (before anything runs).
 
@@ -915,38 +901,19 @@ class ContinualDPSketch(DPTransform):
             "neighbouring_relation": self.neighbouring_relation,
         }
 
-    def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
-        windowing = pcoll.windowing
-        if self._time_model == "pane" and (
-            windowing.accumulation_mode == tr.AccumulationMode.ACCUMULATING
-        ):
-            raise ValueError(
-                f"{name}: the pane time model needs DISCARDING panes (exact per-pane deltas); "
-                "ACCUMULATING mode would add the same arrivals at several time steps"
-            )
+    def windowing_declaration(self) -> WindowingDeclaration:
+        # Panes are the steps of one continual release (bounded by the horizon), not separate
+        # releases: only the windows per element are composed.
+        return WindowingDeclaration(max_panes_per_window=self._horizon)
+
+    def windowing_requirement(self) -> WindowingRequirement:
         if self._time_model == "pane":
-            problem = _pane_trigger_problem(windowing)
-            if problem is not None:
-                raise ValueError(
-                    f"{name}: trigger {windowing.triggerfn!r} is refused by the pane time model: "
-                    f"{problem}, so the pane boundaries and the number of panes (the time steps) "
-                    "would depend on the data, and removing one element could move others "
-                    "between steps. Use the default trigger or AfterWatermark() without early "
-                    "or late firings, or the element time model with public positions"
-                )
-            if not isinstance(windowing.windowfn, GlobalWindows):
-                raise ValueError(
-                    f"{name}: windowing: the pane time model needs the global window: Beam emits "
-                    f"no pane for a {type(windowing.windowfn).__name__} window without data, so "
-                    "whether a window's release exists would depend on the data. Use the "
-                    "element time model (positions and timestamps public) for windowed data"
-                )
-        try:
-            # Panes are the steps of one continual release (bounded by the horizon), not
-            # separate releases: only the windows per element are composed.
-            plan = plan_releases(windowing, max_panes_per_window=self._horizon)
-        except (ValueError, TypeError) as exc:
-            raise type(exc)(f"{name}: {exc}") from exc
+            return _PANE_MODEL_WINDOWING
+        return _ELEMENT_MODEL_WINDOWING
+
+    def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
+        plan = self.windowing_plan
+        assert plan is not None  # judged by DPTransform.expand from windowing_declaration()
         self.check_label_free(name)
         budget = self.budget_for(name)
         check_continual_budget(budget)

@@ -52,12 +52,17 @@ from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.privacy.calibration import discrete_laplace_scale, zcdp_gaussian_sigma
 from beam_dpsketch.transforms.base import as_extractor
 from beam_dpsketch.transforms.batching import call_user_fn, is_batch_type, is_key_batch
-from beam_dpsketch.transforms.bounding import BoundContributions, canonical_id
+from beam_dpsketch.transforms.bounding import (
+    BOUNDED_RELEASE_WINDOWING,
+    BoundContributions,
+    canonical_id,
+)
 from beam_dpsketch.transforms.release import (
     PANE_RELATIONS,
     AccountedTransform,
     ReleaseMechanism,
 )
+from beam_dpsketch.transforms.windowing_rules import ANY_WINDOWING, WindowingRequirement
 
 __all__ = ["CountGaussianMechanism", "CountLaplaceMechanism", "DPCount", "RowCountCombineFn"]
 
@@ -270,7 +275,7 @@ class DPCount(AccountedTransform):
         further panes are withheld (never emitted, and not counted: their number depends on
         the data).
     data_independent_panes
-        See :func:`~beam_dpsketch.privacy.plan_releases`.
+        See :func:`~beam_dpsketch.transforms.windowing_rules.plan_releases`.
     noise_source
         Secret noise key; default ``NoiseSource()`` (``os.urandom``), drawn at construction.
     selection_key
@@ -351,6 +356,9 @@ class DPCount(AccountedTransform):
             with_metadata=with_metadata,
             release_range=release_range,
         )
+
+    def windowing_requirement(self) -> WindowingRequirement:
+        return ANY_WINDOWING if self._bound is None else BOUNDED_RELEASE_WINDOWING
 
     def display_parameters(self) -> dict[str, Any]:
         params = super().display_parameters()

@@ -3,8 +3,11 @@
 A DP transform's guarantee is stated for Beam's model: per-window releases, element timestamps,
 per-key state and timers. A runner that drops part of the model does not fail on such a
 pipeline, it runs it with different semantics: the accountant is charged for one thing and the
-runner releases another. :func:`check_runner` refuses those combinations when the transform is
-applied, before its budget is charged.
+runner releases another. When the transform is applied, before its budget is charged,
+:func:`check_runner` refuses a stateful transform on a runner without state and timers, and
+:func:`~beam_dpsketch.transforms.windowing_rules.accept_windowing` refuses a windowing or trigger
+the runner would not honour (with every other windowing rule, from the :class:`RunnerLimits`
+found here).
 
 Known limits
 ------------
@@ -49,7 +52,6 @@ BundleBasedDirectRunner, Flink, Spark and Dataflow do).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -158,17 +160,6 @@ _UNDECLARED_ENDPOINT = RunnerLimits(
 )
 
 
-def _has_early_firings(trigger: Any) -> bool:
-    """Whether ``trigger`` is (or wraps) an ``AfterWatermark`` with early firings."""
-    if getattr(trigger, "early", None) is not None:
-        return True
-    inner = getattr(trigger, "underlying", None) or getattr(trigger, "triggers", None)
-    if inner is None:
-        return False
-    parts = inner if isinstance(inner, list | tuple) else [inner]
-    return any(_has_early_firings(t) for t in parts)
-
-
 def _class_names(runner: Any) -> list[str]:
     """Module-qualified names of ``runner``'s class and its bases (no runner is imported)."""
     return [f"{cls.__module__}.{cls.__qualname__}" for cls in type(runner).__mro__]
@@ -234,17 +225,15 @@ def runner_limits(runner: Any, pipeline: Any = None) -> RunnerLimits | None:
     return None
 
 
-def _public_repr(obj: Any) -> str:
-    """``repr(obj)`` with default object reprs (``<module.Class object at 0x...>``) shortened to
-    the class name: a memory address is no parameter and has no place in a message."""
-    return re.sub(r"<(?:[\w.]+\.)?(\w+) object at 0x[0-9a-fA-F]+>", r"\1", repr(obj))
-
-
-def check_runner(transform: Any, pcoll: Any, name: str) -> None:
-    """Refuse applying ``transform`` to ``pcoll`` if the pipeline's runner would break it.
+def check_runner(transform: Any, pcoll: Any, name: str) -> RunnerLimits | None:
+    """Refuse applying a stateful ``transform`` to ``pcoll`` on a runner without state and timers.
 
     Called by :meth:`~beam_dpsketch.transforms.base.DPTransform.expand` before the release is
-    planned, so a refused transform charges nothing.
+    planned, so a refused transform charges nothing. What a runner's limits mean for the
+    input's windowing and trigger (no windows on Dask, no early firings on Prism) is judged
+    with the other windowing rules by
+    :func:`~beam_dpsketch.transforms.windowing_rules.accept_windowing`, which takes the limits
+    returned here.
 
     Parameters
     ----------
@@ -256,19 +245,21 @@ def check_runner(transform: Any, pcoll: Any, name: str) -> None:
     name
         The release label, for the message.
 
+    Returns
+    -------
+    RunnerLimits or None
+        The limits of the pipeline's runner (:func:`runner_limits`), ``None`` if it has none.
+
     Raises
     ------
     UnsupportedRunnerError
-        If the runner drops state and timers and the transform needs them, if it drops
-        windows and the input is not in the global window with the default trigger, or if it
-        loses panes after early firings and the input's trigger has early firings. The
-        message names the release, the transform's class and the runner (public parameters
-        only).
+        If the runner drops state and timers and the transform needs them. The message names
+        the release, the transform's class and the runner (public parameters only).
     """
     pipeline = getattr(pcoll, "pipeline", None)
     limits = runner_limits(getattr(pipeline, "runner", None), pipeline)
     if limits is None:
-        return
+        return None
     kind = type(transform).__name__
     if not limits.keeps_state_and_timers and getattr(transform, "needs_state_and_timers", False):
         raise UnsupportedRunnerError(
@@ -276,27 +267,4 @@ def check_runner(transform: Any, pcoll: Any, name: str) -> None:
             f"timers, which {limits.name} does not implement (it would run without them and "
             "release wrong answers). Use the FnApiRunner, Prism, Flink, Spark or Dataflow"
         )
-    windowing = getattr(pcoll, "windowing", None)
-    if (
-        not limits.keeps_early_panes
-        and windowing is not None
-        and _has_early_firings(windowing.triggerfn)
-    ):
-        raise UnsupportedRunnerError(
-            f"{name}: {kind} cannot run on {limits.name} with early firings (trigger "
-            f"{_public_repr(windowing.triggerfn)}): Prism omits the on-time pane of a window "
-            "that received no element after its last early pane, so whether a release exists "
-            "would depend on the data. Use a trigger without early firings (on-time and late "
-            "panes), or name a runner that fires that pane: FnApiRunner, "
-            "BundleBasedDirectRunner, Flink, Spark or Dataflow (behind a --job_endpoint, "
-            "declare its engine with --job_endpoint_engine)"
-        )
-    if not limits.keeps_windows and windowing is not None and not windowing.is_default():
-        raise UnsupportedRunnerError(
-            f"{name}: {kind} cannot run on {limits.name} on windowed input "
-            f"({type(windowing.windowfn).__name__}, trigger "
-            f"{_public_repr(windowing.triggerfn)}): {limits.name} ignores "
-            "windows, triggers and timestamps, so it would release once for the whole input "
-            "while the privacy plan is per window. Window the input into the global window "
-            "with the default trigger, or use the FnApiRunner, Prism, Flink, Spark or Dataflow"
-        )
+    return limits

@@ -23,8 +23,6 @@ import numpy as np
 
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
-from beam_dpsketch.privacy.accountant import Charge
-from beam_dpsketch.privacy.windowing import check_element_count_trigger
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
 from beam_dpsketch.sketches.linear.calibration import pane_calibration, pane_relation_text
 from beam_dpsketch.sketches.linear.key_counts import (
@@ -50,6 +48,11 @@ from beam_dpsketch.transforms.release import (
     PANE_RELATIONS,
     AccountedTransform,
     ReleaseMechanism,
+)
+from beam_dpsketch.transforms.windowing_rules import (
+    ANY_WINDOWING,
+    BATCHED_WINDOWING,
+    WindowingRequirement,
 )
 
 __all__ = [
@@ -551,10 +554,9 @@ class DPFrequencies(AccountedTransform):
         )
         return params
 
-    def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
-        if self._weight_fn is None:  # keys reach the trigger in batches
-            check_element_count_trigger(pcoll.windowing, name)
-        return super().plan_release(pcoll, name)
+    def windowing_requirement(self) -> WindowingRequirement:
+        # Keys reach the trigger in batches unless weights are given.
+        return BATCHED_WINDOWING if self._weight_fn is None else ANY_WINDOWING
 
     def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
         if self._weight_fn is not None:

@@ -52,6 +52,7 @@ CombineFn shapes: the DP claim relies on Beam's bundling not depending on record
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterable
 from operator import itemgetter
@@ -68,7 +69,6 @@ from beam_dpsketch.hashing import canonical_key
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
-from beam_dpsketch.privacy.windowing import check_element_count_trigger, max_trigger_firings
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries.private import (
     DEFAULT_COUNT_FRACTION,
@@ -86,11 +86,13 @@ from beam_dpsketch.sketches.misra_gries.single import check_count_fraction
 from beam_dpsketch.sketches.misra_gries.sizing import DEFAULT_K, SELECT_COUNT_K, memory_bytes
 from beam_dpsketch.transforms.base import as_extractor
 from beam_dpsketch.transforms.batching import BatchKeys, call_user_fn, is_batch_type, is_key_batch
-from beam_dpsketch.transforms.bounding import BoundContributions
+from beam_dpsketch.transforms.bounding import BOUNDED_RELEASE_WINDOWING, BoundContributions
 from beam_dpsketch.transforms.combiners import MergeSketchesCombineFn, SketchCombineFn
 from beam_dpsketch.transforms.release import AccountedTransform, ReleaseMechanism
 from beam_dpsketch.transforms.select_count import (
+    RECOUNT_WINDOWING,
     SELECT_COUNT,
+    SELECT_COUNT_WINDOWING,
     USER_EXACT,
     USER_SELECTION_FRACTION,
     CandidateCountCombineFn,
@@ -101,6 +103,7 @@ from beam_dpsketch.transforms.select_count import (
     UserExactMechanism,
     unit_key_set,
 )
+from beam_dpsketch.transforms.windowing_rules import WindowingRequirement
 
 __all__ = [
     "HEAVY_HITTERS_DEFAULT_MECHANISM",
@@ -706,38 +709,36 @@ class DPHistogram(AccountedTransform):
             params["max_shards"] = self._mechanism.max_shards
         return params
 
+    def windowing_requirement(self) -> WindowingRequirement:
+        # Element level: keys reach the trigger in batches.
+        design_b = WindowingRequirement(who="mechanism 'design-b'", batched=self._bound is None)
+        if self._select_count is not None:
+            if self._recount_source is not None:
+                return RECOUNT_WINDOWING
+            if not self._mechanism_defaulted:
+                return SELECT_COUNT_WINDOWING
+            return dataclasses.replace(
+                SELECT_COUNT_WINDOWING,
+                who=f"{type(self).__name__}, which defaults to mechanism {SELECT_COUNT!r},",
+                instead=(("mechanism='design-b'", design_b),),
+            )
+        if self.mechanism_name == "sequential":
+            # With several panes the release step could receive several Algorithm-1 sketches
+            # of one window in one pane, whose merge PMG cannot release.
+            return dataclasses.replace(
+                design_b,
+                who="mechanism 'sequential'",
+                triggers="once",
+                why="it releases one Algorithm-1 sketch per window",
+                instead=(("mechanism='design-b'", design_b),),
+            )
+        if self._bound is not None:
+            return BOUNDED_RELEASE_WINDOWING
+        return dataclasses.replace(design_b, who=f"mechanism {self.mechanism_name!r}")
+
     def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
         if self._select_count is not None:
-            if self._recount_source is not None and not pcoll.windowing.is_default():
-                raise ValueError(
-                    f"{name}: recount_source reads the input again into the global window: the "
-                    "input must be in the global window with the default trigger"
-                )
-            try:
-                return self._select_count.plan(pcoll.windowing, name, self)
-            except ValueError as exc:
-                # Only select-then-count's windowing refusals get the rule of the default (a
-                # budget refusal, a BudgetExceededError, is about the budget, not the windowing).
-                refusal = f"mechanism {SELECT_COUNT!r}" in str(exc)
-                if not self._mechanism_defaulted or type(exc) is not ValueError or not refusal:
-                    raise
-                raise ValueError(
-                    f"{exc}. {type(self).__name__} defaults to mechanism {SELECT_COUNT!r} for "
-                    "the global window and fixed windows whose trigger fires once per window; "
-                    "for this windowing pass mechanism='design-b' (any windowing and trigger)"
-                ) from None
-        if self._bound is None:  # element level: keys reach the trigger in batches
-            check_element_count_trigger(pcoll.windowing, name)
-        if self.mechanism_name == "sequential":
-            windowing = pcoll.windowing
-            if max_trigger_firings(windowing.triggerfn, windowing.allowed_lateness) != 1:
-                # With several panes the release step could receive several Algorithm-1
-                # sketches of one window in one pane, whose merge PMG cannot release.
-                raise ValueError(
-                    f"{name}: mechanism 'sequential' releases one Algorithm-1 sketch per "
-                    "window and needs a trigger that fires once per window; use 'design-b' or "
-                    "a merged mechanism with early or late firings"
-                )
+            return self._select_count.plan(pcoll.windowing, name, self)
         return super().plan_release(pcoll, name)
 
     def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:

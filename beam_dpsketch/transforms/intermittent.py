@@ -128,6 +128,7 @@ from beam_dpsketch.sketches.intermittent.sketch import (
 from beam_dpsketch.transforms.base import DPTransform, as_extractor, with_run_salt
 from beam_dpsketch.transforms.batching import is_key_batch
 from beam_dpsketch.transforms.combiners import sum_by_cell
+from beam_dpsketch.transforms.windowing_rules import WindowingRequirement
 
 __all__ = [
     "CLOCKS",
@@ -161,6 +162,13 @@ _CLOCK_NEIGHBOURING = {"event_time": "add_remove", "positions": "replace"}
 
 # Every delta and query of one transform goes to this single key (one noise owner, P-7).
 _SINGLE_KEY = 0
+
+# One D3 state answers every query batch: repeated panes would count elements twice.
+_INTERMITTENT_WINDOWING = WindowingRequirement(
+    who="DPIntermittentQueries",
+    default_windowing=True,
+    why="one D3 state answers every batch; repeated panes would count elements twice",
+)
 _DATA, _QUERY = "data", "query"
 
 
@@ -1085,13 +1093,10 @@ class DPIntermittentQueries(DPTransform):
             "neighbouring_relation": CLOCKS[self._clock],
         }
 
+    def windowing_requirement(self) -> WindowingRequirement:
+        return _INTERMITTENT_WINDOWING
+
     def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
-        if not pcoll.windowing.is_default():
-            raise ValueError(
-                f"{name}: the data must be in the global window with the default trigger (one "
-                "D3 state answers every batch; repeated panes would count elements twice); got "
-                f"{pcoll.windowing.windowfn!r} with trigger {pcoll.windowing.triggerfn!r}"
-            )
         if self._queries is not None and any(a is pcoll for a in _ancestors(self._queries)):
             raise ValueError(
                 f"{name}: the query PCollection is computed from the data input; query times "

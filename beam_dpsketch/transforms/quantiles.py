@@ -18,8 +18,6 @@ import numpy as np
 
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
-from beam_dpsketch.privacy.accountant import Charge
-from beam_dpsketch.privacy.windowing import check_element_count_trigger
 from beam_dpsketch.sketches.linear.calibration import pane_calibration, pane_relation_text
 from beam_dpsketch.sketches.linear.private import parse_neighbouring
 from beam_dpsketch.sketches.quantiles.domain import FloatDomain
@@ -38,6 +36,7 @@ from beam_dpsketch.transforms.release import (
     AccountedTransform,
     ReleaseMechanism,
 )
+from beam_dpsketch.transforms.windowing_rules import BATCHED_WINDOWING, WindowingRequirement
 
 __all__ = ["DPQuantiles", "QuantileMechanism"]
 
@@ -319,9 +318,8 @@ class DPQuantiles(AccountedTransform):
         )
         return params
 
-    def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
-        check_element_count_trigger(pcoll.windowing, name)  # values reach it in batches
-        return super().plan_release(pcoll, name)
+    def windowing_requirement(self) -> WindowingRequirement:
+        return BATCHED_WINDOWING  # values reach the trigger in batches
 
     def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
         value_fn = self._value_fn or (lambda x: x)

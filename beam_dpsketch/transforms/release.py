@@ -5,14 +5,17 @@ A DP transform in this library is *exact aggregation, then one noisy release per
 
 1. :class:`DPAggregate` reads the windowing strategy of its **input** PCollection at pipeline
    construction and turns it into a :class:`~beam_dpsketch.privacy.windowing.ReleasePlan`
-   (windows per privacy unit x panes per window = releases per unit). The plan is read from the
-   input, not from the combine's output, because after a ``GroupByKey`` Beam replaces the trigger
-   with its *continuation* trigger, which no longer says how often the user's trigger fires.
+   (windows per privacy unit x panes per window = releases per unit) with
+   :func:`~beam_dpsketch.transforms.windowing_rules.accept_windowing`, which holds every
+   windowing rule. The plan is read from the input, not from the combine's output, because after
+   a ``GroupByKey`` Beam replaces the trigger with its *continuation* trigger, which no longer
+   says how often the user's trigger fires.
 2. It splits the transform's budget evenly over those releases and charges the
    :class:`~beam_dpsketch.privacy.accountant.PrivacyAccountant` **before anything runs**: an
    over-budget configuration raises :class:`~beam_dpsketch.privacy.BudgetExceededError` naming
-   the transform, and a trigger that can fire an unbounded number of panes without a declared
-   ``max_panes_per_window`` raises ``ValueError``.
+   the transform, and a windowing the rules refuse (e.g. a trigger that can fire an unbounded
+   number of panes without a declared ``max_panes_per_window``) raises
+   :class:`~beam_dpsketch.transforms.windowing_rules.WindowingRefused`, a ``ValueError``.
 3. ``CombineGlobally(combine_fn)`` builds the exact aggregate of every pane (no noise there:
    Beam makes one accumulator per bundle, so noise in ``add_input`` would stack).
 4. A release ``DoFn`` adds noise **once** per pane with a :class:`ReleaseMechanism`. Its random
@@ -39,7 +42,6 @@ from __future__ import annotations
 
 import abc
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,8 +52,9 @@ from apache_beam.utils.windowed_value import PaneInfoTiming
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy.accountant import Charge, PrivacyAccountant
 from beam_dpsketch.privacy.budget import PrivacyBudget
-from beam_dpsketch.privacy.windowing import ReleasePlan, check_release_range, plan_releases
+from beam_dpsketch.privacy.windowing import ReleasePlan
 from beam_dpsketch.transforms.base import DPTransform, same_windowing
+from beam_dpsketch.transforms.windowing_rules import WindowingDeclaration, accept_windowing
 
 __all__ = [
     "PANE_RELATIONS",
@@ -433,41 +436,6 @@ class _EmitHeartbeats(beam.DoFn):
             yield beam.window.TimestampedValue(_Heartbeat(), Timestamp(micros=start))
 
 
-def _processing_time_triggers(trigger: Any, allowed_lateness: Any) -> list[str]:
-    """The ``AfterProcessingTime`` components of ``trigger`` that can fire."""
-    from apache_beam.transforms import trigger as tr
-
-    late_can_fire = int(getattr(allowed_lateness, "micros", allowed_lateness or 0)) > 0
-    found: list[str] = []
-
-    def walk(t: Any) -> None:
-        if isinstance(t, tr.AfterProcessingTime) or type(t).__name__ == (
-            "_AfterSynchronizedProcessingTime"
-        ):
-            found.append(repr(t))
-        elif isinstance(t, tr.AfterWatermark):
-            if t.early is not None:
-                walk(t.early)
-            if t.late is not None and late_can_fire:
-                walk(t.late)
-        elif isinstance(t, tr.Repeatedly):
-            walk(t.underlying)
-        elif isinstance(t, tr.AfterAny | tr.AfterAll | tr.AfterEach):
-            for sub in t.triggers:
-                walk(sub)
-
-    walk(trigger)
-    return found
-
-
-def _optional_int(value: Any, name: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < 1:
-        raise ValueError(f"{name} must be an int >= 1 or None, got {value!r}")
-    return int(value)
-
-
 def explain_pipeline(accountant: PrivacyAccountant) -> str:
     """The privacy report of a pipeline: every charge of ``accountant`` with running budgets.
 
@@ -513,22 +481,21 @@ class ReleaseStep:
     ) -> None:
         if not isinstance(mechanism, ReleaseMechanism):
             raise TypeError(f"mechanism must be a ReleaseMechanism, got {type(mechanism).__name__}")
-        if privacy_unit not in ("element", "user"):
-            raise ValueError(f"privacy_unit must be 'element' or 'user', got {privacy_unit!r}")
         if not isinstance(with_metadata, bool):
             raise TypeError("with_metadata must be a bool")
-        if not isinstance(data_independent_panes, bool):
-            raise TypeError("data_independent_panes must be a bool")
         self.combine_fn = combine_fn
         self.mechanism = mechanism
         self.accountant = accountant
         self.noise_source = noise_source
-        self.privacy_unit = privacy_unit
-        self.max_panes_per_window = _optional_int(max_panes_per_window, "max_panes_per_window")
-        self.max_windows_per_unit = _optional_int(max_windows_per_unit, "max_windows_per_unit")
-        self.data_independent_panes = data_independent_panes
+        #: The windowing bounds declared for this release.
+        self.declaration = WindowingDeclaration(
+            privacy_unit=privacy_unit,  # type: ignore[arg-type]
+            max_panes_per_window=max_panes_per_window,
+            max_windows_per_unit=max_windows_per_unit,
+            data_independent_panes=data_independent_panes,
+            release_range=release_range,
+        )
         self.with_metadata = with_metadata
-        self.release_range = check_release_range(release_range)
         # Filled in by plan().
         self.plan: ReleasePlan | None = None
         self.charge: Charge | None = None
@@ -538,6 +505,31 @@ class ReleaseStep:
         self._cost: PrivacyBudget | None = None
         self._noise_scale: float | None = None
         self._threshold: float | None = None
+
+    @property
+    def privacy_unit(self) -> str:
+        """``"element"`` or ``"user"`` (from the declaration)."""
+        return self.declaration.privacy_unit
+
+    @property
+    def max_panes_per_window(self) -> int | None:
+        """Declared maximum panes per window."""
+        return self.declaration.max_panes_per_window
+
+    @property
+    def max_windows_per_unit(self) -> int | None:
+        """Declared maximum windows per privacy unit."""
+        return self.declaration.max_windows_per_unit
+
+    @property
+    def data_independent_panes(self) -> bool:
+        """The caller's assertion that pane boundaries do not depend on the data."""
+        return self.declaration.data_independent_panes
+
+    @property
+    def release_range(self) -> tuple[float, float] | None:
+        """Declared public event-time range whose windows are all released."""
+        return self.declaration.release_range
 
     def explain(self) -> str:
         """The accountant's report (see :meth:`DPTransform.explain`)."""
@@ -553,37 +545,17 @@ class ReleaseStep:
 
         Raises
         ------
+        WindowingRefused
+            For a windowing the rules of
+            :func:`~beam_dpsketch.transforms.windowing_rules.accept_windowing` refuse (the
+            message starts with ``name``).
         ValueError, TypeError
-            For a windowing :func:`~beam_dpsketch.privacy.plan_releases` refuses, a trigger with
-            an ``AfterProcessingTime`` part, a label already charged, or a budget kind the
-            mechanism cannot spend (the message starts with ``name``).
+            For a label already charged, or a budget kind the mechanism cannot spend.
         BudgetExceededError
             If the charge does not fit in the accountant.
         """
-        try:
-            plan = plan_releases(
-                windowing,
-                privacy_unit=self.privacy_unit,  # type: ignore[arg-type]
-                max_panes_per_window=self.max_panes_per_window,
-                max_windows_per_unit=self.max_windows_per_unit,
-                data_independent_panes=self.data_independent_panes,
-                release_range=self.release_range,
-            )
-        except (ValueError, TypeError) as exc:
-            raise type(exc)(f"{name}: {exc}") from exc
-        processing_time = _processing_time_triggers(
-            windowing.triggerfn, getattr(windowing, "allowed_lateness", 0)
-        )
-        if processing_time:
-            # AfterProcessingTime starts its delay at the first element of a pane: without that
-            # element the pane closes later and can take in any number of later elements, so no
-            # mechanism calibrated for "replace one element" bounds what a pane releases.
-            raise ValueError(
-                f"{name}: trigger {windowing.triggerfn!r} fires on {', '.join(processing_time)}, "
-                "whose pane boundaries start at a pane's first element: removing one element can "
-                "move any number of others into a pane, so no finite sensitivity holds. Use "
-                "watermark (event-time) or count triggers"
-            )
+        plan = accept_windowing(windowing, self.declaration, name=name)
+        assert plan is not None  # a declaration always yields a plan
         owner.check_label_free(name)
         budget = owner.budget_for(name)
         self.mechanism.check_budget(budget)
@@ -698,10 +670,10 @@ class DPAggregate(DPTransform):
         counted anywhere (their number depends on the data).
     max_windows_per_unit
         Declared maximum windows one privacy unit influences (see
-        :func:`~beam_dpsketch.privacy.plan_releases`).
+        :func:`~beam_dpsketch.transforms.windowing_rules.plan_releases`).
     data_independent_panes
         Caller's assertion that pane boundaries do not depend on the data (see
-        :func:`~beam_dpsketch.privacy.plan_releases`).
+        :func:`~beam_dpsketch.transforms.windowing_rules.plan_releases`).
     noise_source
         Secret key of the noise. Default: ``NoiseSource()`` with a fresh ``os.urandom`` key.
         Either way the transform derives its own key from it here, once
@@ -809,9 +781,14 @@ class DPAggregate(DPTransform):
     def display_parameters(self) -> dict[str, Any]:
         return _step_parameters(self._step)
 
+    def windowing_declaration(self) -> WindowingDeclaration:
+        return self._step.declaration
+
+    def judged_windowing(self, pcoll: beam.PCollection) -> Any:
+        return self._windowing if self._windowing is not None else pcoll.windowing
+
     def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
-        windowing = self._windowing if self._windowing is not None else pcoll.windowing
-        return self._step.plan_for(windowing, name, self)
+        return self._step.plan_for(self.judged_windowing(pcoll), name, self)
 
     def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
         return self._step.expand(pcoll, self.run_salt)  # type: ignore[arg-type]
@@ -846,6 +823,9 @@ class AccountedTransform(DPTransform):
 
     def display_parameters(self) -> dict[str, Any]:
         return _step_parameters(self._step)
+
+    def windowing_declaration(self) -> WindowingDeclaration:
+        return self._step.declaration
 
     def _build_step(self, combine_fn: Any, mechanism: ReleaseMechanism, **options: Any) -> None:
         """Create the release step with this transform's accountant and noise source."""

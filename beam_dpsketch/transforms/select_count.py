@@ -40,13 +40,11 @@ from collections.abc import Iterable
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.transforms import window as beam_window
 
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
-from beam_dpsketch.privacy.windowing import max_trigger_firings
 from beam_dpsketch.sketches.misra_gries.exact import exact_user_gshm
 from beam_dpsketch.sketches.misra_gries.hashed import (
     HashedPAMG,
@@ -69,9 +67,12 @@ from beam_dpsketch.sketches.misra_gries.select_count import (
 from beam_dpsketch.transforms.base import same_windowing
 from beam_dpsketch.transforms.combiners import SketchCombineFn
 from beam_dpsketch.transforms.release import ReleaseMechanism, ReleaseStep
+from beam_dpsketch.transforms.windowing_rules import WindowingRequirement, accept_windowing
 
 __all__ = [
+    "RECOUNT_WINDOWING",
     "SELECT_COUNT",
+    "SELECT_COUNT_WINDOWING",
     "USER_EXACT",
     "USER_SELECTION_FRACTION",
     "CandidateCountCombineFn",
@@ -84,6 +85,25 @@ __all__ = [
 ]
 
 SELECT_COUNT = "select-then-count"
+
+#: What select-then-count needs of the windowing: the selection of a window must be final before
+#: its data are counted, through a side input whose window mapping is exact for the global
+#: window and fixed windows only.
+SELECT_COUNT_WINDOWING = WindowingRequirement(
+    who=f"mechanism {SELECT_COUNT!r}",
+    window_fns=("global", "fixed"),
+    triggers="once",
+    why=(
+        "each window is counted against the key set selected in that same window, through a "
+        "side input: the selection must be final before the window's data are counted"
+    ),
+)
+#: ``recount_source`` reads the input again into the global window.
+RECOUNT_WINDOWING = WindowingRequirement(
+    who="recount_source",
+    default_windowing=True,
+    why="it reads the input again into the global window",
+)
 USER_EXACT = "user-exact"
 
 #: Share of epsilon the user-level selection spends unless declared otherwise: its threshold
@@ -566,21 +586,10 @@ class SelectThenCount:
         ------
         ValueError
             For a window function other than global or fixed windows, or a trigger that can
-            fire more than once per window (the message names ``mechanism``).
+            fire more than once per window (:data:`SELECT_COUNT_WINDOWING`; the message names
+            ``mechanism``).
         """
-        if not isinstance(windowing.windowfn, beam_window.GlobalWindows | beam_window.FixedWindows):
-            raise ValueError(
-                f"{name}: mechanism {SELECT_COUNT!r} counts each window against the key set "
-                "selected in that same window, through a side input whose window mapping is "
-                "exact for GlobalWindows and FixedWindows only; got "
-                f"{type(windowing.windowfn).__name__}"
-            )
-        if max_trigger_firings(windowing.triggerfn, windowing.allowed_lateness) != 1:
-            raise ValueError(
-                f"{name}: mechanism {SELECT_COUNT!r} needs a trigger that fires once per window "
-                "(the selection of a window must be final before its data are counted); got "
-                f"{windowing.triggerfn!r} with allowed lateness {windowing.allowed_lateness}"
-            )
+        accept_windowing(windowing, None, name=name, requirement=SELECT_COUNT_WINDOWING)
         owner.check_label_free(name)
         total = owner.budget_for(name)
         count = self.count

@@ -93,7 +93,7 @@ from apache_beam.transforms.window import (
     NonMergingWindowFn,
     TimestampedValue,
 )
-from apache_beam.utils.timestamp import Duration, Timestamp
+from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import PaneInfoTiming
 
 from beam_dpsketch.checks import check_int
@@ -106,12 +106,27 @@ from beam_dpsketch.sketches.sliding.dpsw import MAX_INDEX, DPSWSketch
 from beam_dpsketch.transforms.base import DPTransform, as_extractor, with_run_salt
 from beam_dpsketch.transforms.batching import FixedBatches, is_key_batch
 from beam_dpsketch.transforms.combiners import sum_by_cell
+from beam_dpsketch.transforms.windowing_rules import WindowingRequirement
 
 __all__ = ["DPSlidingWindowFrequencies", "SlidingWindowRelease"]
 
 MODES = ("count", "time")
 PRESETS = (None, "theory", "paper_experiments")
 _MICROS = 1_000_000
+
+# Each sketch must be sealed exactly once, when its range is complete (assumption A2 of
+# DPSW-beam), and an element in k windows (SlidingWindows) would be one windowed value per
+# window, counted k times while rho is charged once; any other WindowFn adds nothing, since the
+# segments are the only windows the mechanism uses.
+_SLIDING_WINDOWING = WindowingRequirement(
+    who="DPSlidingWindowFrequencies",
+    window_fns=("global",),
+    triggers="on_time",
+    why=(
+        "each sketch is sealed once, when its range is complete, and its own segment windows "
+        "follow the public step schedule: assumption A2 of DPSW-beam"
+    ),
+)
 _BATCH = 4096
 
 #: The neighbouring relation the transform's guarantee holds for, per mode. Replace-one in both
@@ -1158,16 +1173,6 @@ class _SketchFactory:
         return build(*self.args, noise_source=noise_source, **self.kwargs)
 
 
-def _default_trigger(triggerfn: Any) -> bool:
-    if isinstance(triggerfn, tr.DefaultTrigger):
-        return True
-    return (
-        isinstance(triggerfn, tr.AfterWatermark)
-        and triggerfn.early is None
-        and triggerfn.late is None
-    )
-
-
 class DPSlidingWindowFrequencies(DPTransform):
     """DP frequency or heavy-hitter queries over the last ``window`` steps, on a schedule.
 
@@ -1473,6 +1478,9 @@ class DPSlidingWindowFrequencies(DPTransform):
             "neighbouring_relation": self.neighbouring_relation,
         }
 
+    def windowing_requirement(self) -> WindowingRequirement:
+        return _SLIDING_WINDOWING
+
     def plan_release(self, pcoll: beam.PCollection, name: str) -> Charge:
         if self._applied:
             # The transform holds one set of segment windows and one aggregator: a second
@@ -1481,29 +1489,6 @@ class DPSlidingWindowFrequencies(DPTransform):
                 f"{name}: a DPSlidingWindowFrequencies instance can be applied once "
                 "(its label keys the noise and its one charge covers one input); build one "
                 "transform, with its own label, per input"
-            )
-        windowing = pcoll.windowing
-        if not _default_trigger(windowing.triggerfn):
-            raise ValueError(
-                f"{name}: the input's trigger {windowing.triggerfn!r} is not the "
-                "default AfterWatermark() without early or late firings: each sketch must be "
-                "sealed exactly once, when its range is complete (assumption A2 of DPSW-beam)"
-            )
-        lateness = int(Duration.of(windowing.allowed_lateness).micros)
-        if lateness != 0:
-            raise ValueError(
-                f"{name}: the input's allowed_lateness is "
-                f"{lateness / _MICROS:g} s; it must be 0 (late data must never reach a sealed "
-                "sketch: assumption A2 of DPSW-beam)"
-            )
-        if not isinstance(windowing.windowfn, GlobalWindows):
-            # An element in k windows (SlidingWindows) is one windowed value per window: the
-            # re-windowing below would count it k times while rho is charged once. Any other
-            # WindowFn adds nothing: the segments are the only windows the mechanism uses.
-            raise ValueError(
-                f"{name}: the input's WindowFn {windowing.windowfn!r} is not "
-                "GlobalWindows(); window the data into the global window before this transform "
-                "(its own segment windows follow the public step schedule)"
             )
         self.check_label_free(name)
         # The release label keys every noise stream of the sealed sketches; the budget is the

@@ -410,7 +410,7 @@ def test_refusal_names_parameters_never_data():
     with pytest.raises(UnsupportedRunnerError) as e:
         data | DPHeavyHitters(8, accountant=acc, noise_source=_noise(), label="hh")  # noqa: B018
     message = str(e.value)
-    assert message.startswith("hh: DPHeavyHitters cannot run on DaskRunner")
+    assert message.startswith("hh: runner: DPHeavyHitters cannot run on DaskRunner")
     assert "FixedWindows" in message and secret not in message
 
 

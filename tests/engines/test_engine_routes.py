@@ -143,7 +143,7 @@ def test_early_firings_refused_on_every_route_to_prism(route):
     with pytest.raises(UnsupportedRunnerError, match="with early firings") as e:
         _ = windowed | dp
     message = str(e.value)
-    assert message.startswith("stream: DPCount cannot run on ")
+    assert message.startswith("stream: runner: DPCount cannot run on ")
     assert "Prism" in message and "--job_endpoint_engine" in message
     assert " at 0x" not in message
     # Refused before planning: nothing charged.

@@ -89,7 +89,7 @@ def test_non_global_windows_are_refused():
     # release exists would reveal that it had data.
     p = beam.Pipeline(runner="FnApiRunner")
     keys = p | beam.Create(["a"]) | beam.WindowInto(FixedWindows(10))
-    with pytest.raises(ValueError, match="windowing: the pane time model needs the global window"):
+    with pytest.raises(ValueError, match="windowfn: the pane time model needs GlobalWindows"):
         _ = keys | _pane_sketch("fixed")
 
 

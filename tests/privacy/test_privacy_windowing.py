@@ -9,13 +9,8 @@ import pytest
 from apache_beam.transforms import trigger as tr
 from apache_beam.transforms import window as bw
 
-from beam_dpsketch.privacy import (
-    BudgetExceededError,
-    PrivacyAccountant,
-    PrivacyBudget,
-    max_trigger_firings,
-    plan_releases,
-)
+from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.transforms.windowing_rules import max_trigger_firings, plan_releases
 
 ACC = tr.AccumulationMode.ACCUMULATING
 DISC = tr.AccumulationMode.DISCARDING

@@ -68,7 +68,7 @@ def _early_firing(p, name="Data"):
 
 def test_windowing_the_default_refuses_names_design_b():
     p = beam.Pipeline(runner=FnApiRunner())
-    with pytest.raises(ValueError, match="pass mechanism='design-b'") as e:
+    with pytest.raises(ValueError, match="Accepted instead: mechanism='design-b'") as e:
         _ = _early_firing(p) | DPHeavyHitters(8, BUDGET, label="hh")
     assert "defaults to mechanism 'select-then-count'" in str(e.value)
     # Given explicitly, design-b takes this windowing (with its declared panes).

@@ -134,8 +134,8 @@ def test_release_dofn_draws_from_the_release_stream_only():
     from apache_beam.transforms.window import IntervalWindow
     from apache_beam.utils.windowed_value import PaneInfo, PaneInfoTiming
 
-    from beam_dpsketch.privacy import plan_releases
     from beam_dpsketch.privacy.windowing import ReleasePlan
+    from beam_dpsketch.transforms import plan_releases
 
     class W:
         windowfn = beam.transforms.window.FixedWindows(10)
