@@ -652,25 +652,25 @@ def _trigger_problems(c: _Config) -> Iterator[_Problem]:
             return tr.AfterCount(1)
         return None
 
-    if not req.processing_time:
-        parts = _processing_time_parts(c.trigger, c.lateness)
-        if parts:
-            yield _Problem(
-                "trigger",
-                f"trigger {t} fires on {', '.join(parts)}, whose pane boundaries "
-                "start at a pane's first element: removing one element can move any number of "
-                "others into a pane, so no finite sensitivity holds",
-                ({"trigger": _rewrite(c.trigger, to_count)},),
-            )
-            return
-    if batched:
-        yield _Problem(
-            "trigger",
-            f"trigger {t} counts elements, but this transform batches its input "
-            "before the triggered aggregation, so AfterCount(n) would count batches of rows "
-            "and its panes would not fire as declared (AfterCount(1) fires on every arrival)",
-            ({"trigger": _rewrite(c.trigger, to_count)},),
+    parts = [] if req.processing_time else _processing_time_parts(c.trigger, c.lateness)
+    if parts:
+        reason = (
+            f"fires on {', '.join(parts)}, whose pane boundaries start at a pane's first "
+            "element: removing one element can move any number of others into a pane, so no "
+            "finite sensitivity holds"
         )
+    elif batched:
+        reason = (
+            "counts elements, but this transform batches its input before the triggered "
+            "aggregation, so AfterCount(n) would count batches of rows and its panes would not "
+            "fire as declared (AfterCount(1) fires on every arrival)"
+        )
+    else:
+        return
+    # One refusal of the trigger: its proposal replaces every refused part at once.
+    yield _Problem(
+        "trigger", f"trigger {t} {reason}", ({"trigger": _rewrite(c.trigger, to_count)},)
+    )
 
 
 def _plan(c: _Config) -> ReleasePlan | _Problem | None:
