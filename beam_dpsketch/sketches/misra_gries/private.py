@@ -22,7 +22,7 @@ per-shard Algorithm 3 + exact sum       :func:`approx_pp`, :func:`pure_pp` on a
 (``merged=True``)                       :func:`merged_pure`; PMG and Algorithm 3 raise TypeError
 user level, PAMG (+ ``MERGE_k``)        :func:`pamg_gshm` (``l = k``); merged_laplace/merged_pure
 user level, one flattened stream        :func:`user_level_pmg` (group privacy)
-baselines ([LT23, Section 4])                     :func:`chan_pure`, :func:`chan_thresholded`,
+baselines ([LT23, Section 4])           :func:`chan_pure`, :func:`chan_thresholded`,
                                         :func:`stability_histogram`, :func:`gaussian_histogram`
 =====================================  ===========================================================
 
