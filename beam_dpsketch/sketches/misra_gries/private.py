@@ -11,9 +11,9 @@ pairs sorted by canonical key order (docs/algorithms.md#mg-order) with their gua
 
 Which release for which pipeline (docs/algorithms.md#mg-merged):
 
-=====================================  ===========================================================
+======================================  ===========================================================
 sketch / pipeline shape                 releases
-=====================================  ===========================================================
+======================================  ===========================================================
 one sequential stream (``MisraGries``,  :func:`pmg` (**default**: PMG-geo, exact discrete noise),
 ``merged=False``)                       :func:`pmg_standard`, :func:`pure_pp`, :func:`approx_pp`
 per-shard Algorithm 3 + exact sum       :func:`approx_pp`, :func:`pure_pp` on a
@@ -24,7 +24,7 @@ user level, PAMG (+ ``MERGE_k``)        :func:`pamg_gshm` (``l = k``); merged_la
 user level, one flattened stream        :func:`user_level_pmg` (group privacy)
 baselines ([LT23, Section 4])           :func:`chan_pure`, :func:`chan_thresholded`,
                                         :func:`stability_histogram`, :func:`gaussian_histogram`
-=====================================  ===========================================================
+======================================  ===========================================================
 
 :func:`recommend_merged_mechanism` picks between Design B and the merged releases for a
 declared shard count. Defaults where the paper leaves a choice open:
