@@ -34,6 +34,8 @@ import apache_beam as beam
 
 from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 from beam_dpsketch.pipelines.options import (
+    STREAM_WIDTH,
+    STREAM_WIDTH_HELP,
     TIME_COLUMN_MEMORY,
     add_input_arguments,
     add_privacy_arguments,
@@ -89,7 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="lazy",
         help="lazy (Holland, Algorithm 5; default) or punctual (Algorithms 3-4)",
     )
-    group.add_argument("--width", type=int, default=1024, help="counters per row (1024)")
+    group.add_argument("--width", type=int, default=STREAM_WIDTH, help=STREAM_WIDTH_HELP)
     group.add_argument("--depth", type=int, default=3, help="rows (3)")
     group.add_argument("--seed", type=int, default=0, help="public hash seed (0)")
     group.add_argument(
@@ -127,7 +129,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "paper)"
         ),
     )
-    add_privacy_arguments(group, delta="required")
+    add_privacy_arguments(group, delta="gaussian")
     group.add_argument("--plot", metavar="PATH.png", help="also write a line plot of the series")
     add_output_arguments(cmd)
     cmd.set_defaults(run=run_continual, known_options=option_strings(cmd))

@@ -41,8 +41,11 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from beam_dpsketch.io import infer_input_format
 from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 from beam_dpsketch.pipelines.options import (
+    STREAM_WIDTH,
+    STREAM_WIDTH_HELP,
     TIME_COLUMN_MEMORY,
     add_input_arguments,
     add_privacy_arguments,
@@ -65,7 +68,6 @@ from beam_dpsketch.pipelines.output import (
     run_release,
     write_release,
 )
-from beam_dpsketch.transforms.readers import infer_input_format
 from beam_dpsketch.transforms.sliding import DPSlidingWindowFrequencies
 
 __all__ = ["register", "run_sliding_window", "window_rows"]
@@ -118,7 +120,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--release-every", type=int, required=True, metavar="N", help="query every N steps"
     )
     sk = sub.add_argument_group("sketch")
-    sk.add_argument("--width", type=int, default=1024, help="counters per row (1024)")
+    sk.add_argument("--width", type=int, default=STREAM_WIDTH, help=STREAM_WIDTH_HELP)
     sk.add_argument("--depth", type=int, default=3, help="rows (3)")
     sk.add_argument("--seed", type=int, default=0, help="public hash seed (0)")
     sk.add_argument(
@@ -141,7 +143,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     q.add_argument("--candidates", metavar="FILE", help="public candidate keys, one per line")
     q.add_argument("--hh-slack", type=float, help="threshold slack zeta (default e/width)")
-    add_privacy_arguments(sub.add_argument_group("privacy"), delta="required", rho=True)
+    add_privacy_arguments(sub.add_argument_group("privacy"), delta="gaussian", rho=True)
     add_output_arguments(sub)
     sub.add_argument("--plot", metavar="PATH.png", help="plot the estimates over time")
     sub.set_defaults(run=run_sliding_window, known_options=option_strings(sub))

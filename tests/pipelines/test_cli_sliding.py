@@ -126,12 +126,32 @@ def test_table_output(events_csv, capsys):
     assert [line.split()[:2] for line in lines[5:]] == [["100", "a"], ["200", "a"], ["300", "a"]]
 
 
+def test_epsilon_alone_means_the_default_delta(events_csv, capsys):
+    # A Gaussian release has no pure-DP form: --epsilon alone runs at delta 1e-6, like the
+    # other commands, instead of failing the first try.
+    path, _, _ = events_csv
+    args = ["sliding-window", "--input", path, "--column", "item", "--window", "50"]
+    args += [
+        "--release-every",
+        "100",
+        "--query",
+        "a",
+        "--epsilon",
+        "1",
+        "--insecure-test-seed",
+        "1",
+    ]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert "[= (eps=1, delta=1e-06)-DP]" in out.splitlines()[1]
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
         (["--query", "a", "--heavy-hitters", "0.1"], "either --query"),
         (["--heavy-hitters", "0.1"], "go together"),
-        (["--query", "a", "--epsilon", "1"], "--epsilon and --delta"),
+        (["--query", "a"], "--epsilon is required"),
         (["--query", "a", "--rho", "1", "--epsilon", "1"], "either --rho"),
         (["--query", "a", "--rho", "1", "--release-every", "0"], "every must be >= 1"),
         (["--query", "a", "--rho", "1", "--time-column", "nope", "--origin", "0"], "'nope'"),
