@@ -2,7 +2,10 @@
 
 ``python -m benchmarks.run --only "Beyond the head"`` writes the section into
 ``benchmarks/RESULTS.md`` and the plot ``benchmarks/plots/beyond_the_head.png``;
-``python -m benchmarks.bench_beyond_head [--quick] [--trials N]`` prints it.
+``python -m benchmarks.bench_beyond_head [--quick] [--trials N] [--only PART,...]`` prints it;
+``--only`` measures only the named parts of :data:`PARTS` (``heavy``, ``points``, ``quantiles``,
+``user``, ``scale``) and leaves the others' rows out, to rerun one part alone. Every finished
+cell prints one line on stderr with the time elapsed since the section started.
 
 Every figure is measured with the defaults committed when it runs: the heavy-hitter mechanism
 and ``--k`` of ``beam-dpsketch heavy-hitters`` and the sketch, width, depth and seed of
@@ -95,6 +98,15 @@ SPEED_GOAL = 9e6  # rows/s of the default heavy-hitters command measured before 
 PLOT = Path(__file__).with_name("plots") / "beyond_the_head.png"
 PDP = "PipelineDP 0.3.1"
 DEFAULT_HH = "beam-dpsketch heavy-hitters default"
+#: The section's parts, in the order they run; ``--only`` picks among them.
+PARTS = ("heavy", "points", "quantiles", "user", "scale")
+
+
+def progress(what: str, started: float) -> None:
+    """One line on stderr: ``what`` has finished, and the minutes and seconds since ``started``
+    (a ``time.perf_counter()`` reading): long runs show where they are."""
+    minutes, seconds = divmod(time.perf_counter() - started, 60.0)
+    print(f"  [{int(minutes)}:{seconds:04.1f}] {what}", file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -177,12 +189,16 @@ def _score(cell: Cell, ds: Any, keys: np.ndarray, values: np.ndarray, bounds: An
 
 
 def heavy_hitter_cells(
-    data: list[Any], trials: int, defaults: dict[str, Any], quick: bool = False
+    data: list[Any],
+    trials: int,
+    defaults: dict[str, Any],
+    quick: bool = False,
+    started: float | None = None,
 ) -> list[Cell]:
     """Every element-level heavy-hitter release at the CLI's ``k`` (all its keys; the default
     mechanism first, its label starting with :data:`DEFAULT_HH`) and PipelineDP's, per data
-    set and eps. ``quick``: the default and one other mechanism (calibrating GSHM alone takes
-    most of a minute)."""
+    set and eps. ``quick``: the default and one other mechanism (a structure check).
+    ``started``: the clock :func:`progress` counts from (default: now)."""
     from benchmarks.bench_accuracy import (
         element_mechanisms,
         pipelinedp_from_histogram,
@@ -193,6 +209,7 @@ def heavy_hitter_cells(
     mechanisms = [default] + [m for m in element_mechanisms() if m != default]
     if quick:
         mechanisms = mechanisms[:2]
+    started = time.perf_counter() if started is None else started
     cells: list[Cell] = []
     for ds in data:
         start = time.perf_counter()
@@ -202,6 +219,7 @@ def heavy_hitter_cells(
                 rk, rv = pipelinedp_from_histogram(ds.items, ds.f, eps, DELTA)
                 _score(pdp, ds, rk, rv, None)
             cells.append(pdp)
+            progress(f"heavy hitters {ds.name}, {PDP}, eps {eps:g}", started)
         design_b: dict[int, tuple[Any, float]] = {}  # shared: select-then-count selects from it
         for mechanism in mechanisms:
             if mechanism == default:
@@ -220,13 +238,16 @@ def heavy_hitter_cells(
                 for trial in range(trials):
                     _score(ours, ds, *_record_arrays(release(eps, trial)))
                 cells.append(ours)
+                progress(f"heavy hitters {ds.name}, {mechanism}, eps {eps:g}", started)
         print(f"  heavy hitters {ds.name}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
     return cells
 
 
-def point_query_cells(data: list[Any], trials: int, defaults: dict[str, Any]) -> list[Cell]:
+def point_query_cells(
+    data: list[Any], trials: int, defaults: dict[str, Any], started: float | None = None
+) -> list[Cell]:
     """``DPFrequencies`` at the CLI defaults, the other sketch and declared keys; PipelineDP
-    with the same keys as public partitions."""
+    with the same keys as public partitions. ``started``: as for :func:`heavy_hitter_cells`."""
     from beam_dpsketch.privacy import PrivacyBudget
     from beam_dpsketch.transforms import DPFrequencies
     from benchmarks.bench_accuracy import drive_combine, pipelinedp_from_histogram
@@ -235,6 +256,7 @@ def point_query_cells(data: list[Any], trials: int, defaults: dict[str, Any]) ->
     kinds = [defaults["sketch"]] + [
         s for s in ("count-min", "count-sketch") if s != defaults["sketch"]
     ]
+    started = time.perf_counter() if started is None else started
     cells: list[Cell] = []
     for ds in data:
         rng = np.random.default_rng(0)
@@ -280,6 +302,7 @@ def point_query_cells(data: list[Any], trials: int, defaults: dict[str, Any]) ->
                         est = np.asarray(out.estimate(q.tolist()), dtype=np.float64)
                         _score(by_group[g], ds, q, est, out.error_bound(CONFIDENCE))
                 cells += by_group.values()
+                progress(f"point queries {ds.name}, {impl}, eps {eps:g}", started)
         for eps in EPSILONS:
             by_group = {g: Cell(ds.name, f"{PDP} public partitions", eps, g) for g in groups}
             for _ in range(trials):
@@ -289,6 +312,7 @@ def point_query_cells(data: list[Any], trials: int, defaults: dict[str, Any]) ->
                     est = np.asarray([lookup.get(x, 0.0) for x in q.tolist()])
                     _score(by_group[g], ds, q, est, None)
             cells += by_group.values()
+            progress(f"point queries {ds.name}, {PDP} public partitions, eps {eps:g}", started)
     return cells
 
 
@@ -299,14 +323,16 @@ def quantile_rows(quick: bool, trials: int) -> list[dict]:
     return bench_wide_quantiles(quick, trials, EPSILONS)
 
 
-def user_level_rows(quick: bool, trials: int) -> list[dict]:
-    """Keys released at user level (m in USER_BOUNDS, eps USER_EPSILON) per mechanism."""
+def user_level_rows(quick: bool, trials: int, started: float | None = None) -> list[dict]:
+    """Keys released at user level (m in USER_BOUNDS, eps USER_EPSILON) per mechanism.
+    ``started``: as for :func:`heavy_hitter_cells`."""
     from beam_dpsketch.transforms.heavy_hitters import MECHANISMS
     from benchmarks.bench_accuracy import element_mechanisms
     from benchmarks.bench_user_level import bounded, pipelinedp, ratings, release
 
     element = set(element_mechanisms())
     user = [m for m in MECHANISMS if m not in element or m == "select-then-count"]
+    started = time.perf_counter() if started is None else started
     users = ratings()
     rows = []
     for m in USER_BOUNDS:
@@ -323,6 +349,7 @@ def user_level_rows(quick: bool, trials: int) -> list[dict]:
                     break
             if counts:
                 rows.append({"m": m, "impl": mechanism, "keys": float(np.mean(counts)), "n": n})
+            progress(f"user level m={m}, {mechanism}", started)
         pdp = [len(pipelinedp(users, m, USER_EPSILON)) for _ in range(min(trials, 5))]
         rows.append({"m": m, "impl": PDP, "keys": float(np.mean(pdp)), "n": len(pdp)})
     return rows
@@ -614,31 +641,49 @@ def _commit() -> str:
         return "unknown"
 
 
-def run(quick: bool = False, trials: int | None = None, plot_path: Path = PLOT) -> str:
+def run(
+    quick: bool = False,
+    trials: int | None = None,
+    plot_path: Path = PLOT,
+    only: Sequence[str] | None = None,
+) -> str:
     """The whole section as Markdown (the heading is added by ``benchmarks/run.py``); the plot
-    goes to ``plot_path``."""
+    goes to ``plot_path``. ``only``: the parts of :data:`PARTS` to measure (default: all); the
+    others' rows are left out of the tables and the goal table, and the plot (which shows
+    both) is drawn only when heavy hitters and point queries were both measured."""
     from benchmarks.bench_accuracy import cli_frequency_defaults, cli_heavy_hitter_defaults
     from benchmarks.run import machine
 
     started = time.perf_counter()
+    parts = PARTS if only is None else tuple(only)
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown or not parts:
+        raise ValueError(f"only must name parts among {', '.join(PARTS)}")
     trials = trials or (QUICK_TRIALS if quick else TRIALS)
     hh_defaults = cli_heavy_hitter_defaults()
     freq_defaults = cli_frequency_defaults()
-    data = load_streams(quick)
-    hh = heavy_hitter_cells(data, trials, hh_defaults, quick)
-    freq = point_query_cells(data, trials, freq_defaults)
-    quantiles = quantile_rows(quick, trials)
-    user = user_level_rows(quick, trials)
-    scale = scale_rows(quick)
-    path = plot(hh, freq, plot_path)
-    print(f"  wrote {path}", file=sys.stderr)
+    data = load_streams(quick) if {"heavy", "points"} & set(parts) else []
+    hh = heavy_hitter_cells(data, trials, hh_defaults, quick, started) if "heavy" in parts else []
+    freq = point_query_cells(data, trials, freq_defaults, started) if "points" in parts else []
+    quantiles = quantile_rows(quick, trials) if "quantiles" in parts else []
+    if "quantiles" in parts:
+        progress("quantiles", started)
+    user = user_level_rows(quick, trials, started) if "user" in parts else []
+    scale = scale_rows(quick) if "scale" in parts else []
+    if "scale" in parts:
+        progress("memory and speed", started)
+    if "heavy" in parts and "points" in parts:
+        path = plot(hh, freq, plot_path)
+        print(f"  wrote {path}", file=sys.stderr)
     goals = goal_rows(hh, freq, quantiles, user, scale)
+    measured = "" if only is None else f" Parts measured: {', '.join(parts)} (`--only`)."
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = [
         f"Run on {now} at commit `{_commit()}` (with the working tree's defaults at that time); "
         f"{machine()}; {(time.perf_counter() - started) / 60:.1f} min "
         f"({'--quick: small inputs, structure only' if quick else 'full size'}); {trials} "
-        f"seeded releases per cell; delta = {DELTA:g}. Setup in `benchmarks/bench_beyond_head.py`.",
+        f"seeded releases per cell; delta = {DELTA:g}. Setup in `benchmarks/bench_beyond_head.py`."
+        f"{measured}",
         "",
         f"Defaults measured: `heavy-hitters` {hh_defaults}; `frequencies` {freq_defaults}.",
         "",
@@ -698,15 +743,30 @@ def run(quick: bool = False, trials: int | None = None, plot_path: Path = PLOT) 
     return "\n".join(out)
 
 
+def parse_parts(text: str) -> tuple[str, ...]:
+    """``--only``'s value: comma-separated names of :data:`PARTS`."""
+    import argparse
+
+    parts = tuple(p.strip() for p in text.split(",") if p.strip())
+    if not parts or any(p not in PARTS for p in parts):
+        raise argparse.ArgumentTypeError(f"parts are among {', '.join(PARTS)}")
+    return parts
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small inputs, 2 trials")
     parser.add_argument("--trials", type=int, help=f"seeded releases per cell ({TRIALS})")
+    parser.add_argument(
+        "--only",
+        type=parse_parts,
+        help=f"comma-separated parts to measure, among {','.join(PARTS)} (default: all)",
+    )
     args = parser.parse_args(argv)
     module = importlib.import_module("benchmarks.bench_beyond_head")
-    print(f"## {TITLE}\n\n" + module.run(args.quick, args.trials))
+    print(f"## {TITLE}\n\n" + module.run(args.quick, args.trials, only=args.only))
     return 0
 
 

@@ -212,3 +212,64 @@ def test_make_bench_runs_the_section(bench):
     targets = {title: target for title, target, _ in SECTIONS if "Beyond the head" in title}
     assert list(targets.values()) == ["benchmarks.bench_beyond_head:run"]
     assert bench.TITLE in targets
+
+
+# ------------------------------------------------------------------ parts and progress
+
+
+def _stub_parts(bench, monkeypatch) -> list[str]:
+    """Replace every part by a stub that records its name (no data, no measurement)."""
+    ran: list[str] = []
+
+    def stub(name: str, out: list):
+        def part(*args, **kwargs):
+            ran.append(name)
+            return out
+
+        return part
+
+    monkeypatch.setattr(bench, "load_streams", stub("data", []))
+    monkeypatch.setattr(bench, "heavy_hitter_cells", stub("heavy", _hh_cells(bench, 1.0, 1.0)))
+    monkeypatch.setattr(bench, "point_query_cells", stub("points", []))
+    monkeypatch.setattr(bench, "quantile_rows", stub("quantiles", []))
+    monkeypatch.setattr(bench, "user_level_rows", stub("user", []))
+    monkeypatch.setattr(bench, "scale_rows", stub("scale", []))
+    monkeypatch.setattr(bench, "plot", stub("plot", None))
+    return ran
+
+
+def test_only_runs_the_named_parts(bench, monkeypatch, capsys):
+    ran = _stub_parts(bench, monkeypatch)
+    text = bench.run(trials=1, only=["quantiles", "scale"])
+    assert ran == ["quantiles", "scale"]  # no data loaded, no plot drawn
+    assert "Parts measured: quantiles, scale (`--only`)." in text
+    assert "### Goals" in text
+    err = capsys.readouterr().err
+    assert "] quantiles" in err and "] memory and speed" in err
+
+    ran.clear()
+    text = bench.run(trials=1, only=["heavy"])
+    assert ran == ["data", "heavy"]  # the plot shows point queries too: not drawn half empty
+    assert "keys released, heavy hitters" in text
+
+    ran.clear()
+    bench.run(trials=1)
+    assert ran == ["data", "heavy", "points", "quantiles", "user", "scale", "plot"]
+
+
+def test_only_rejects_a_part_it_does_not_know(bench, monkeypatch, capsys):
+    _stub_parts(bench, monkeypatch)
+    with pytest.raises(ValueError, match="only must name parts among heavy"):
+        bench.run(trials=1, only=["heavy", "bogus"])
+    with pytest.raises(SystemExit):
+        bench.main(["--only", "heavy,bogus"])
+    assert "parts are among heavy, points, quantiles, user, scale" in capsys.readouterr().err
+    assert bench.parse_parts("heavy, points") == ("heavy", "points")
+
+
+def test_progress_names_the_cell_and_the_elapsed_time(bench, capsys):
+    import time
+
+    bench.progress("heavy hitters words, design-b, eps 1", time.perf_counter() - 75.25)
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("[1:15.") and line.endswith("] heavy hitters words, design-b, eps 1")
