@@ -118,7 +118,7 @@ class _CountMechanism(ReleaseMechanism):
 
     @property
     def sensitivity(self) -> int:
-        """Sensitivity of a pane's count under :attr:`pane_relation` (see the module docstring)."""
+        """Sensitivity of a pane's count under ``pane_relation`` (see the module docstring)."""
         # Same value under both relations: |#added - #removed| <= max contributions.
         return self.max_contributions
 

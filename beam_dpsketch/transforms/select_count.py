@@ -8,7 +8,8 @@ Used by :class:`~beam_dpsketch.transforms.DPHistogram` and
 
 ``"select-then-count"`` (element or user level, memory ``O(k)`` per window)
     Two releases per window over the same input, accounted as one charge of the whole budget
-    (basic composition; :meth:`explain` states both parts). The **selection** (budget share
+    (basic composition; :meth:`~beam_dpsketch.transforms.DPTransform.explain` states both
+    parts). The **selection** (budget share
     ``selection_fraction``, by default 0.52 at element level and 0.75 at user level) first
     tests, with noise, whether every Misra-Gries segment held all of its distinct keys: then it
     selects from the exact counts by private partition selection (keys from a count of about
