@@ -471,9 +471,14 @@ def goal_rows(
                 ok,
             )
         )
-    unbounded = [c.impl for c in hh if c.impl != PDP and c.keys and not c.bounds]
+    # A release of no key states no bound; a mechanism silent in every cell is named as such.
+    unbounded = [c.impl for c in hh if c.impl != PDP and sum(c.keys) and not c.bounds]
     for impl in dict.fromkeys(unbounded):
         rows.append((f"error bars, {impl}", "a bound on every value", "none stated", False))
+    spoken = {c.impl for c in hh if sum(c.keys)}
+    silent = [c.impl for c in hh if c.impl != PDP and c.keys and c.impl not in spoken]
+    for impl in dict.fromkeys(silent):
+        rows.append((f"error bars, {impl}", "a bound on every value", "no key released", False))
     default = [
         r for r in quantiles if "DPQuantiles (default)" in r["impl"] and "ratio_to_pipelinedp" in r
     ]

@@ -72,6 +72,7 @@ from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries.private import (
     DEFAULT_COUNT_FRACTION,
+    ERROR_CONFIDENCE,
     HeavyHitterRelease,
     PAMGSketch,
     PostProcessedSum,
@@ -356,8 +357,9 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
 
     Notes
     -----
-    :meth:`release` emits ``(key, noisy_count)`` pairs, largest first with ``top``; Design B's
-    are :class:`~beam_dpsketch.sketches.misra_gries.private.HeavyHitterEstimate` pairs that
+    :meth:`release` emits ``(key, noisy_count)`` pairs, largest first with ``top``; those of
+    every element-level mechanism (Design B, sequential, merged-gshm, merged-laplace) are
+    :class:`~beam_dpsketch.sketches.misra_gries.private.HeavyHitterEstimate` pairs that
     carry their error bound. The
     :class:`~beam_dpsketch.sketches.misra_gries.private.HeavyHitterRelease` object never leaves
     the release step, and :meth:`describe` reads public configuration only (a probe release of
@@ -397,12 +399,13 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
         eps, delta = budget.epsilon, budget.delta
         if self.mechanism == "design-b":
             return approx_pp(acc, eps, delta, stream, count_fraction=self.count_fraction)
+        # Every element-level release states a per-value error bound.
         if self.mechanism == "sequential":
-            return pmg(acc, eps, delta, stream)
+            return pmg(acc, eps, delta, stream, error_confidence=ERROR_CONFIDENCE)
         if self.mechanism == "merged-gshm":
-            return merged_gshm(acc, eps, delta, stream)
+            return merged_gshm(acc, eps, delta, stream, error_confidence=ERROR_CONFIDENCE)
         if self.mechanism == "merged-laplace":
-            return merged_laplace(acc, eps, delta, stream)
+            return merged_laplace(acc, eps, delta, stream, error_confidence=ERROR_CONFIDENCE)
         return pamg_gshm(acc, eps, delta, stream)
 
     def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
@@ -435,7 +438,30 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
         }
         if self.mechanism == "design-b":
             out.update(_design_b_facts(probe, self.k, self.max_shards))
+        if self.mechanism in ("sequential", "merged-gshm", "merged-laplace"):
+            out.update(_sketch_check_facts(probe, budget))
         return out
+
+
+def _sketch_check_facts(probe: HeavyHitterRelease, budget: PrivacyBudget) -> dict[str, Any]:
+    """The budget split and per-value error bound of a sequential or merged release (public)."""
+    d = probe.details
+    conf = probe.error.confidence  # type: ignore[union-attr]
+    return {
+        "budget_split": (
+            f"epsilon {d['release_epsilon']:.6g} for the release + "
+            f"{d['exactness_test_epsilon']:.6g} for a noisy test of whether the sketch is exact "
+            f"(min(distinct keys, k + 1), sensitivity 1) + {d['count_check_epsilon']:.6g} for a "
+            "noisy upper bound on the element count (sensitivity 1); discrete Laplace, basic "
+            f"composition, {budget.epsilon:g} in all"
+        ),
+        "error_bound": (
+            f"per key, with probability >= {conf:g}: f(x) in [count - t, count + t + s], t the "
+            "noise quantile, s = 0 when the test finds the sketch exact (at most about 3k/4 "
+            "distinct keys), else the noisy upper bound on rows/(k+1) (the sketch's most "
+            "undercount); computed from released values only"
+        ),
+    }
 
 
 def _design_b_facts(probe: HeavyHitterRelease, k: int, max_shards: int) -> dict[str, Any]:
@@ -461,8 +487,9 @@ def _design_b_facts(probe: HeavyHitterRelease, k: int, max_shards: int) -> dict[
         "count_noise_scale": float(details["count_noise_scale"]),
         "estimate": (
             "Algorithm 3 value + max(N_hat, 0)/(k+1): in [f(x), f(x) + N/(k+1)] before noise "
-            "(exact when each accumulator's sketch holds all its distinct keys); the threshold "
-            "applies before the correction"
+            "(exact when a single accumulator's sketch held all its distinct keys; with several "
+            "accumulators a key missing from one is credited that accumulator's rows/(k+1)); "
+            "the threshold applies before the correction"
         ),
         "error_bound": (
             f"per key, with probability >= {probe.error.confidence:g}: "  # type: ignore[union-attr]
@@ -481,7 +508,7 @@ def _design_b_facts(probe: HeavyHitterRelease, k: int, max_shards: int) -> dict[
 class DPHistogram(AccountedTransform):
     """Differentially private sparse histogram of keys per window, from Misra-Gries sketches.
 
-    Emits ``(key, noisy_count)`` tuples (Design B:
+    Emits ``(key, noisy_count)`` tuples (element level:
     :class:`~beam_dpsketch.sketches.misra_gries.HeavyHitterEstimate` tuples, whose ``lower``,
     ``upper``, ``error_bound`` and ``confidence`` attributes state each count's error) for every key whose noisy count passes the mechanism's
     threshold, in canonical key order (never insertion order, ``docs/algorithms.md#mg-order``),

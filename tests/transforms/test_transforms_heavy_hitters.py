@@ -24,6 +24,7 @@ from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries.private import (
+    ERROR_CONFIDENCE,
     PostProcessedSum,
     approx_pp,
     calibrate_gshm,
@@ -79,6 +80,7 @@ def test_sequential_pipeline_equals_pmg_on_the_whole_stream(dump):
         EPS,
         DELTA,
         t.aggregate.noise_source.stream(release_id_for("seq", GlobalWindow(), 0)),
+        error_confidence=ERROR_CONFIDENCE,
     )
     assert run_one_batch(t, keys, dump) == [(k, c) for k, c in expected.items]
 
@@ -97,6 +99,7 @@ def test_sequential_sketch_sees_every_batch_of_the_window(dump):
         EPS,
         DELTA,
         t.aggregate.noise_source.stream(release_id_for("seq", GlobalWindow(), 0)),
+        error_confidence=ERROR_CONFIDENCE,
     )
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create(batches) | t, dump)
@@ -116,7 +119,8 @@ def test_two_sequential_releases_of_one_input_both_release(tmp_path):
             source = NoiseSource.insecure_for_tests(20 + i)
             t = DPHistogram(64, BUDGET, mechanism="sequential", noise_source=source, label=f"s{i}")
             stream = t.aggregate.noise_source.stream(release_id_for(f"s{i}", GlobalWindow(), 0))
-            expected.append(pmg(MisraGries(64).update(keys), EPS, DELTA, stream).items)
+            whole = MisraGries(64).update(keys)
+            expected.append(pmg(whole, EPS, DELTA, stream, error_confidence=ERROR_CONFIDENCE).items)
             assert_that(batches | f"s{i}" >> t, out, label=f"Check{i}")
     for out, items in zip(outs, expected, strict=True):
         assert out.load() == [(k, c) for k, c in items] and items
