@@ -162,6 +162,15 @@ def test_goal_verdicts_follow_the_measurements(bench):
     assert not any(empty.values())
 
 
+def test_a_mechanism_that_released_nothing_is_named_as_such(bench):
+    cells = _hh_cells(bench, 100.0, 100.0)
+    silent = bench.Cell("d", "beam-dpsketch merged-laplace (k=8)", 1.0)
+    silent.keys, silent.recall, silent.mae = [0.0, 0.0], [0.0, 0.0], [float("nan")] * 2
+    silent.abs_err = [np.zeros(0), np.zeros(0)]
+    rows = {m: (v, ok) for m, _, v, ok in bench.goal_rows([*cells, silent], [], [], [], [])}
+    assert rows[f"error bars, {silent.impl}"] == ("no key released", False)
+
+
 # ------------------------------------------------------------------ the quick run
 
 
