@@ -248,8 +248,13 @@ def continual_release_prefix(label: str, window: Any) -> tuple[Any, ...]:
 
 
 # The element model: positions are the time steps, so triggers play no part in them (panes are
-# not releases) and the general rules apply.
-_ELEMENT_MODEL_WINDOWING = WindowingRequirement(who="ContinualDPSketch", processing_time=True)
+# not releases) and the general rules apply. Sessions would need a declared bound on the windows
+# a unit influences, which this transform does not take.
+_ELEMENT_MODEL_WINDOWING = WindowingRequirement(
+    who="ContinualDPSketch",
+    window_fns=("global", "fixed", "sliding"),
+    processing_time=True,
+)
 # The pane model: a pane is a time step, so the pane boundaries and their number must not depend
 # on the data, and every step must exist whether or not data arrived.
 _PANE_MODEL_WINDOWING = WindowingRequirement(

@@ -26,6 +26,7 @@ import beam_dpsketch
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms import (
+    ContinualDPSketch,
     DPAggregate,
     DPCount,
     DPFrequencies,
@@ -269,6 +270,30 @@ GLOBAL_ONLY: dict[str, Callable[..., beam.PTransform]] = {
         **kw,
     ),
 }
+
+
+@pytest.mark.parametrize("time_model", ["element", "pane"])
+@pytest.mark.parametrize("first", ["sessions", "early every 100 rows"])
+def test_continual_sketches_accept_what_they_propose(time_model, first):
+    windowing = (
+        {"windowfn": bw.Sessions(30)}
+        if first == "sessions"
+        else FIRST_TRIES["early every 100 rows"]
+    )
+    newcomer = Newcomer(
+        lambda **kw: ContinualDPSketch(
+            32,
+            3,
+            100,
+            PrivacyBudget.approx(0.5, 1e-6),
+            query_keys=[1],
+            noise_source=_noise(),
+            **{"time_model": time_model, **kw},
+        ),
+        windowing,
+    )
+    newcomer.solve(max_tries=2)
+    assert len(newcomer.refusals) <= 1
 
 
 @pytest.mark.parametrize("name", list(GLOBAL_ONLY))
