@@ -13,7 +13,8 @@ driven without Beam as in :mod:`benchmarks.bench_accuracy`):
   ``sqrt(m)``), then exact counts of the selected items with noise scaled by ``m``;
 * ``user-exact`` (the default at user level; memory grows with the distinct items): exact
   bounded counts, Gaussian sparse histogram at ``l = m``;
-* ``pamg-gshm``: PAMG sketches merged and released with GSHM at ``l = k``.
+* ``pamg-gshm`` (memory bounded by ``k``): hashed one-counter PAMG sketches (``4 k`` buckets)
+  released with GSHM at ``l = m`` (noise for L2 sensitivity ``sqrt(m)``), all of epsilon.
 
 Each user's ``m`` items are chosen uniformly at random once per ``m`` (as the transform's keyed
 hash does); PipelineDP bounds the same raw rows itself (``max_partitions_contributed = m``,
@@ -42,8 +43,6 @@ K = 4096
 TRIALS = 5
 TOPS = (10, 50)
 SEGMENTS = 4
-#: pamg-gshm is slow to drive here: one seeded release at these epsilons only.
-PAMG_EPSILONS = (1.0, 4.0)
 
 
 def ratings(seed: int = 0) -> list[np.ndarray]:
@@ -88,7 +87,6 @@ def _drive(combine: Any, parts: Sequence[Sequence[Any]]) -> Any:
 def release(mechanism: str, m: int, eps: float, units: list[list[int]], trial: int) -> list[int]:
     """The keys one release of ``mechanism`` publishes (seeded, insecure test noise)."""
     from beam_dpsketch.privacy import PrivacyBudget
-    from beam_dpsketch.sketches.misra_gries import PAMGSketch
 
     budget = PrivacyBudget.approx(eps, DELTA)
     step = _histogram(mechanism, m, eps).aggregate
@@ -107,13 +105,6 @@ def release(mechanism: str, m: int, eps: float, units: list[list[int]], trial: i
                     exact[x] = exact.get(x, 0) + 1
         counts = _drive(step.combine_fn, [[exact, *markers]])
         out = step.mechanism.release(counts, budget, source.stream((*cell, "count")))
-    elif mechanism == "pamg-gshm":
-        # The transform's shape: one PAMG sketch per unit, merged by the CombineFn.
-        sketches = [
-            [PAMGSketch(K, m, allow_m_gt_k=True).update_user(unit) for unit in part]
-            for part in parts
-        ]
-        out = step.mechanism.release(_drive(step.combine_fn, sketches), budget, source.stream(cell))
     else:
         out = step.mechanism.release(_drive(step.combine_fn, parts), budget, source.stream(cell))
     return [int(r[0]) for r in out]
@@ -158,8 +149,6 @@ def run(quick: bool = False) -> str:
             for trial in range(trials):
                 results["PipelineDP 0.3.1"].append(pipelinedp(users, m, eps))
                 for method in methods:
-                    if method == "pamg-gshm" and (trial > 0 or eps not in PAMG_EPSILONS):
-                        continue  # about 30 s per release (943 merges of k-counter sketches)
                     results.setdefault(method, []).append(release(method, m, eps, units, trial))
             for method, runs in results.items():
                 if not runs:
@@ -175,8 +164,7 @@ def run(quick: bool = False) -> str:
         f"Run on {when}; {seconds / 60:.1f} min. Synthetic ratings: {USERS} users, {ITEMS} "
         f"items, {int(raw.sum()):,} ratings (mean {raw.sum() / USERS:.0f} distinct items per "
         f"user, item popularity Zipf 0.9); delta = {DELTA:g}; k = {K} for ours; {trials} "
-        "seeded trials per cell (means; pamg-gshm: one release, at eps in "
-        f"{PAMG_EPSILONS}). Recall is against the true top items by raw counts.",
+        "seeded trials per cell (means). Recall is against the true top items by raw counts.",
         "",
         "| m | eps | method | keys released | recall top 10 | recall top 50 |",
         "|---|---|---|---|---|---|",
@@ -193,10 +181,14 @@ GOAL_BOUNDS = (1, 5, 20)
 GOAL_EPSILONS = (1.0, 4.0)
 
 
-def goal(trials: int = 20) -> str:
-    """Markdown rows: keys and recall of select-then-count, user-exact and PipelineDP, ``trials`` seeds.
+#: The methods of :func:`goal`: the bounded-memory ones against user-exact and PipelineDP.
+GOAL_METHODS = ("pamg-gshm", "select-then-count", "user-exact", "PipelineDP 0.3.1")
 
-    Command: ``python -m benchmarks.bench_user_level --goal``.
+
+def goal(trials: int = 20) -> str:
+    """Markdown rows: keys and recall of :data:`GOAL_METHODS`, ``trials`` seeds each.
+
+    Command: ``python -m benchmarks.bench_user_level --goal [--trials N]``.
     """
     users = ratings()
     raw = np.bincount(np.concatenate(users), minlength=ITEMS)
@@ -208,7 +200,7 @@ def goal(trials: int = 20) -> str:
     for m in GOAL_BOUNDS:
         units = bounded(users, m, seed=m)
         for eps in GOAL_EPSILONS:
-            for method in ("select-then-count", "user-exact", "PipelineDP 0.3.1"):
+            for method in GOAL_METHODS:
                 runs = [
                     pipelinedp(users, m, eps)
                     if method.startswith("PipelineDP")
@@ -229,4 +221,6 @@ def goal(trials: int = 20) -> str:
 if __name__ == "__main__":
     import sys
 
-    print(goal() if "--goal" in sys.argv[1:] else run(quick=True))
+    argv = sys.argv[1:]
+    n = int(argv[argv.index("--trials") + 1]) if "--trials" in argv else 20
+    print(goal(n) if "--goal" in argv else run(quick=True))

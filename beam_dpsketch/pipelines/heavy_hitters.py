@@ -143,8 +143,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="release. Default select-then-count (DP selection of at most --k keys, then "
         "their noisy exact counts in a second pass, O(k) memory); with --privacy-id, default "
         "user-exact (exact bounded counts with GSHM at l=--max-contributions: noise grows with "
-        "its square root; memory grows with the distinct keys). design-b: one pass, any "
-        "windowing",
+        "its square root; memory grows with the distinct keys). pamg-gshm: user level in "
+        "memory of 4 k keys (hashed sketches), the same noise as user-exact. design-b: one "
+        "pass, any windowing",
     )
     group.add_argument(
         "--selection-fraction",
@@ -233,9 +234,9 @@ def shortfall_message(
     The advice is the lever that lowers the bar a key must clear under ``mechanism`` (the
     command's default at the level when ``None``): ``--k`` where the Misra-Gries undercount
     ``rows/(k+1)`` dominates, ``--max-contributions`` for ``user-exact`` (no sketch: ``--k``
-    plays no part) and ``pamg-gshm`` (its threshold does not grow with it), ``--epsilon``
-    everywhere, ``--selection-fraction`` for select-then-count, and the release to switch to
-    where one releases more from the same input.
+    plays no part), ``pamg-gshm`` and user-level select-then-count (their thresholds grow only
+    with its square root), ``--epsilon`` everywhere, ``--selection-fraction`` for
+    select-then-count, and the release to switch to where one releases more from the same input.
 
     Only public values enter it: the number of released rows (itself released), ``top``, ``k``,
     ``epsilon``, ``max_contributions``, the mechanism and its public threshold; nothing about
@@ -259,14 +260,16 @@ def shortfall_message(
         )
     if mechanism == "pamg-gshm":
         return (
-            head + f"With --mechanism pamg-gshm a key is released only when its noisy sketch count "
-            f"of users passes {cut}, which grows with k (k={k}, epsilon={epsilon:g}) but not "
-            f"with --max-contributions (m={m}); the sketch undercounts a key by up to "
-            "users * m/(k+1)." + tail + " To release more keys raise --max-contributions (each "
-            "user then counts for more of its distinct keys) or --epsilon; a smaller --k lowers "
-            f"the threshold at the cost of a larger undercount; --mechanism {USER_EXACT} (the "
-            "default) releases more where the distinct keys fit in memory: its noise follows "
-            "the square root of m, not k."
+            head + f"With --mechanism pamg-gshm a key is released only when its noisy count of "
+            f"users (one hashed sketch counter per key) passes {cut}, which grows with the "
+            f"square root of m (epsilon={epsilon:g}, m=--max-contributions={m}) but not with "
+            "k; a key sharing its hash bucket with other keys is undercounted by their users."
+            + tail
+            + " To release more keys raise --max-contributions towards the number of distinct "
+            "keys a typical user has (each user then counts for more of its keys while the "
+            "threshold grows only with the square root of m) or raise --epsilon; a larger --k "
+            f"(4 k buckets) only reduces the undercount of shared buckets; --mechanism "
+            f"{USER_EXACT} (the default) counts exactly, where the distinct keys fit in memory."
         )
     if mechanism == SELECT_COUNT and user_level:
         return (

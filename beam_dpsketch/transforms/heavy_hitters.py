@@ -28,11 +28,15 @@ Which release a pipeline shape allows follows from their Section 7 (merged sketc
     Beam merges raw sketches with the Agarwal merge (``MERGE_k``) and the result is released with
     the Gaussian sparse histogram mechanism at ``l = k`` or Laplace noise of scale ``k/eps``
     (Lebeda and Tětek, Section 7, Lemma 1 and Corollary 2): noise grows with ``k``.
-``"pamg-gshm"`` (user level)
+``"pamg-gshm"`` (user level, memory ``4 k`` keys)
     Each privacy unit contributes one set of at most ``max_contributions`` distinct keys per
     window (chosen by keyed hash, :class:`~beam_dpsketch.transforms.BoundContributions`), folded
-    into a PAMG sketch (Algorithm 4) merged with ``MERGE_k``, released with GSHM at ``l = k``
-    (Lebeda and Tětek, Section 8: Algorithm 4, Theorem 5 and Theorem 12).
+    into one-counter PAMG sketches (Algorithm 4 with one counter) over ``4 k`` public hash
+    buckets of the keys, merged bucket by bucket, released with GSHM at ``l = m`` (Lebeda and
+    Tětek, Section 8: Algorithm 4, Lemma 9 per bucket, Theorem 5): noise grows with
+    ``sqrt(m)``, not with ``k``, and a key's estimate falls short of its count only by the
+    units of other keys in its bucket
+    (:func:`~beam_dpsketch.sketches.misra_gries.hashed.hashed_pamg_gshm`).
 ``"select-then-count"`` (element or user level, memory ``O(k)``; :class:`DPHeavyHitters`' default at element level)
     A selection of at most ``k`` candidate keys (share ``selection_fraction`` of epsilon; at
     user level a Gaussian threshold on hashed one-counter PAMG sketches, noise growing with
@@ -70,16 +74,15 @@ from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.sketches import MisraGries
+from beam_dpsketch.sketches.misra_gries.hashed import HashedPAMG, hashed_pamg_gshm
 from beam_dpsketch.sketches.misra_gries.private import (
     DEFAULT_COUNT_FRACTION,
     ERROR_CONFIDENCE,
     HeavyHitterRelease,
-    PAMGSketch,
     PostProcessedSum,
     approx_pp,
     merged_gshm,
     merged_laplace,
-    pamg_gshm,
     pmg,
 )
 from beam_dpsketch.sketches.misra_gries.select_count import DEFAULT_SELECTION_FRACTION
@@ -94,6 +97,7 @@ from beam_dpsketch.transforms.select_count import (
     RECOUNT_WINDOWING,
     SELECT_COUNT,
     SELECT_COUNT_WINDOWING,
+    USER_BUCKETS_PER_CANDIDATE,
     USER_EXACT,
     USER_SELECTION_FRACTION,
     CandidateCountCombineFn,
@@ -317,14 +321,6 @@ def _sequential_sketch_fn(k: int) -> beam.DoFn:
     return SequentialSketch()
 
 
-def _pamg_of_users(k: int, m: int) -> Callable[[tuple[Any, Iterable[Any]]], PAMGSketch]:
-    def build(grouped: tuple[Any, Iterable[Any]]) -> PAMGSketch:
-        # One privacy unit's (already bounded) keys become one set of distinct keys.
-        return PAMGSketch(k, m, allow_m_gt_k=True).update_user(set(grouped[1]))
-
-    return build
-
-
 def _identity(x: Any) -> Any:
     return x
 
@@ -406,7 +402,12 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
             return merged_gshm(acc, eps, delta, stream, error_confidence=ERROR_CONFIDENCE)
         if self.mechanism == "merged-laplace":
             return merged_laplace(acc, eps, delta, stream, error_confidence=ERROR_CONFIDENCE)
-        return pamg_gshm(acc, eps, delta, stream)
+        return hashed_pamg_gshm(acc, self.max_contributions, eps, delta, stream, k=self.k)
+
+    @property
+    def buckets(self) -> int:
+        """``pamg-gshm``: hash buckets of its one-counter PAMG sketches (memory in keys)."""
+        return USER_BUCKETS_PER_CANDIDATE * self.k
 
     def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
         released = self._release(accumulator, budget, stream)
@@ -425,7 +426,7 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
             "sequential": lambda: MisraGries(self.k),
             "merged-gshm": lambda: MisraGries(self.k),
             "merged-laplace": lambda: MisraGries(self.k),
-            "pamg-gshm": lambda: PAMGSketch(self.k, self.max_contributions, allow_m_gt_k=True),
+            "pamg-gshm": lambda: HashedPAMG(self.buckets),
         }[self.mechanism]()
         probe = self._release(empty, budget, NoiseSource.insecure_for_tests(0).stream("describe"))
         out: dict[str, Any] = {
@@ -440,6 +441,21 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
             out.update(_design_b_facts(probe, self.k, self.max_shards))
         if self.mechanism in ("sequential", "merged-gshm", "merged-laplace"):
             out.update(_sketch_check_facts(probe, budget))
+        if self.mechanism == "pamg-gshm":
+            out["sensitivity"] = (
+                f"one-counter PAMG sketches in {self.buckets} hash buckets: one unit changes at "
+                f"most m = {self.max_contributions} counters, each by 1 (Lebeda and Tetek, "
+                "Section 8, Lemma 9 and Corollary 10, bucket by bucket); Gaussian for L2 "
+                "sensitivity sqrt(m) at (eps, delta/2), and a key stored on one side only "
+                "(counter 1) passes with probability at most delta / (2 m e^eps)"
+            )
+            out["estimate"] = (
+                "noisy bucket counter: at most the key's count of units before noise, less by "
+                "the units of the other keys of its bucket"
+            )
+            out["memory"] = (
+                f"at most {self.buckets} keys (hash buckets), whatever the distinct keys"
+            )
         return out
 
 
@@ -634,9 +650,10 @@ class DPHistogram(AccountedTransform):
         # Whether the windowing refusal should also state the default's rule.
         self._mechanism_defaulted = mechanism is None
         if mechanism is None:
-            # User level: user-exact's noise follows sqrt(m) (pamg-gshm's follows k; the
-            # bounded-memory select-then-count spends part of epsilon on its selection and
-            # releases about half of user-exact's keys: benchmarks/RESULTS.md, "User level").
+            # User level: user-exact counts exactly with noise that follows sqrt(m); the
+            # bounded-memory pamg-gshm has the same noise but undercounts keys that share a
+            # hash bucket, and select-then-count spends part of epsilon on its selection
+            # (benchmarks/RESULTS.md, "User level").
             # Element level: design-b accepts every windowing and trigger.
             mechanism = USER_DEFAULT_MECHANISM if user_level else self._default_mechanism
         if mechanism not in MECHANISMS:
@@ -690,8 +707,8 @@ class DPHistogram(AccountedTransform):
         elif mechanism == "sequential":
             combine = MergeSketchesCombineFn(lambda: MisraGries(k))
         else:
-            m = int(max_contributions)  # type: ignore[arg-type]
-            combine = MergeSketchesCombineFn(lambda: PAMGSketch(k, m, allow_m_gt_k=True))
+            buckets = USER_BUCKETS_PER_CANDIDATE * k
+            combine = SketchCombineFn(lambda: HashedPAMG(buckets))
         # Bounding runs on (privacy id, key) pairs: PAMG needs only each unit's distinct keys,
         # and the pairs have a canonical id for the keyed-hash choice whatever the records are.
         self._bound = (
@@ -784,18 +801,11 @@ class DPHistogram(AccountedTransform):
                 | "BoundContributions" >> self._bound
                 | "GroupByUnit" >> beam.GroupByKey()
             )
-            if self.mechanism_name != "pamg-gshm":
-                # select-then-count and user-exact count each unit's distinct keys once.
-                units = users | "KeysPerUnit" >> beam.Map(unit_key_set)
-                if self._select_count is not None:
-                    return units | "SelectThenCount" >> _SelectCount(
-                        self._select_count, self.run_salt
-                    )
-                return self._apply_step(units)
-            users = users | "PAMGPerUnit" >> beam.Map(
-                _pamg_of_users(self.k, self._max_contributions)
-            )
-            return self._apply_step(users)
+            # Every user-level release counts each unit's distinct keys once.
+            units = users | "KeysPerUnit" >> beam.Map(unit_key_set)
+            if self._select_count is not None:
+                return units | "SelectThenCount" >> _SelectCount(self._select_count, self.run_salt)
+            return self._apply_step(units)
         keys = pcoll
         if self._key_fn is not None or not _is_batched(pcoll):
             keys = pcoll | "BatchKeys" >> BatchKeys(self._key_fn)

@@ -40,7 +40,12 @@ def _run(args, capsys):
         ("merged-laplace", False, ["raise --epsilon", "smaller k", "design-b"], []),
         (None, True, ["raise --max-contributions", "--epsilon", "--k changes nothing"], []),
         ("user-exact", True, ["raise --max-contributions", "square root"], ["raise --k"]),
-        ("pamg-gshm", True, ["raise --max-contributions", "smaller --k", "user-exact"], []),
+        (
+            "pamg-gshm",
+            True,
+            ["raise --max-contributions", "square root", "user-exact"],
+            ["smaller --k"],
+        ),
         ("select-then-count", True, ["raise --epsilon", "raise --max-contributions"], []),
     ],
 )
@@ -122,8 +127,11 @@ def test_user_exact_releases_more_with_max_contributions_not_k(tmp_path, capsys)
 
 
 def test_pamg_gshm_releases_more_with_max_contributions(tmp_path, capsys):
+    # 150 users of the same 20 keys: with m = 1 about 7.5 users per key, below the threshold of
+    # about 21 at epsilon 1; with m = 20 every key has 150 users, above the threshold of about
+    # 100 that m = 20 needs (it grows with sqrt(m), not with k).
     base = ["heavy-hitters", "--input", str(_users_csv(tmp_path, 150, 20)), "--column", "key"]
-    base += ["--privacy-id", "user", "--mechanism", "pamg-gshm", "--k", "64", "--epsilon", "8"]
+    base += ["--privacy-id", "user", "--mechanism", "pamg-gshm", "--k", "64", "--epsilon", "1"]
     base += ["--top", "20"]
     short, err = _run(base, capsys)
     assert short == 0 and "raise --max-contributions" in err

@@ -1,7 +1,9 @@
-"""User-level key selection at bounded memory: hashed one-counter PAMG sketches.
+"""User-level releases at bounded memory: hashed one-counter PAMG sketches.
 
 Pure numpy, no Beam. The selection step of user-level select-then-count
-(:mod:`beam_dpsketch.sketches.misra_gries.select_count`).
+(:mod:`beam_dpsketch.sketches.misra_gries.select_count`), and the user-level sparse histogram
+of the ``pamg-gshm`` mechanism (:func:`hashed_pamg_gshm`), which publishes the same noisy
+counters as estimates.
 
 **The sketch.** Keys are hashed (seeded, public, data-independent) into ``B`` buckets, and each
 bucket holds a Privacy-Aware Misra-Gries sketch with one counter (Lebeda and Tětek, PODS 2023,
@@ -44,17 +46,22 @@ from beam_dpsketch.hashing import canonical_keys, decode_key, encode_key, hash_k
 from beam_dpsketch.noise import NoiseStream, gaussian
 from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma
 from beam_dpsketch.sketches.misra_gries.core import (
+    HeavyHitterRelease,
+    NoiseSpec,
     check_approx_delta,
     check_eps,
     check_positive_int,
     check_stream,
+    make_release,
     noisy_sums,
 )
 from beam_dpsketch.sketches.misra_gries.sizing import MAX_K
+from beam_dpsketch.sketches.misra_gries.user import user_set_relation
 
 __all__ = [
     "HashedPAMG",
     "HashedSelectionParameters",
+    "hashed_pamg_gshm",
     "hashed_selection",
     "hashed_selection_parameters",
 ]
@@ -289,8 +296,10 @@ def hashed_selection(
     -------
     list of (key, float)
         Selected keys with their noisy counters, largest first (ties in canonical key order).
-        Only the keys are meant to be published; the counters are undercounts of the keys'
-        unit counts (bucket collisions), so select-then-count recounts the keys exactly.
+        Keys and noisy counters are both covered by the guarantee below. The counters never
+        exceed the keys' unit counts and fall below them where keys share a bucket, so
+        select-then-count publishes only the keys and recounts them exactly, while
+        :func:`hashed_pamg_gshm` publishes the counters as estimates.
 
     Notes
     -----
@@ -309,3 +318,67 @@ def hashed_selection(
     kept = [(x, float(y)) for x, y in zip(keys, ys, strict=True) if y >= params.threshold]
     kept.sort(key=lambda xy: -xy[1])  # stable: ties keep canonical order
     return kept[:kk]
+
+
+def hashed_pamg_gshm(
+    sketch: HashedPAMG,
+    m: int,
+    epsilon: float,
+    delta: float,
+    stream: NoiseStream,
+    *,
+    k: int,
+) -> HeavyHitterRelease:
+    """User-level sparse histogram of a :class:`HashedPAMG`: GSHM at ``l = m`` on its counters.
+
+    The release of :func:`hashed_selection` (the same noise draws, cut and ``k`` largest)
+    with the noisy counters published as the keys' estimated unit counts. This is the
+    Gaussian sparse histogram mechanism of Lebeda and Tětek (PODS 2023, Section 8, Theorem 5)
+    applied to ``B`` one-counter PAMG sketches ([LT23, Algorithm 4] with ``k = 1`` per bucket)
+    instead of one ``k``-counter sketch: one unit moves at most ``m`` counters by 1 here
+    (module docstring), against up to ``k`` for a ``k``-counter sketch ([LT23, Section 8,
+    Lemma 9]), so the noise and the threshold follow ``sqrt(m)`` instead of ``sqrt(k)``.
+
+    Parameters
+    ----------
+    sketch
+        The merged :class:`HashedPAMG` of the window (bucket by bucket ``MERGE_1`` in a fixed,
+        data-independent tree).
+    m
+        Contribution bound: distinct keys per unit and window.
+    epsilon, delta
+        The release's budget.
+    stream
+        The release's noise stream; keys take their draws in canonical order.
+    k
+        Maximum number of keys released (the largest noisy counters; post-processing).
+
+    Returns
+    -------
+    HeavyHitterRelease
+        ``(key, noisy_counter)`` pairs. Before noise a counter ``c_x`` satisfies ``f(x) - L_x
+        <= c_x <= f(x)``, with ``f(x)`` the number of units holding ``x`` and ``L_x`` the
+        units of the other keys of its bucket (one-counter Misra-Gries error), so ``L_x = 0``
+        when ``x`` is alone in its bucket. No error bound is attached: ``L_x`` depends on
+        unreleased counts.
+
+    Notes
+    -----
+    **Privacy guarantee.** ``(epsilon, delta)``-DP under add/remove of one privacy unit whose
+    contribution is a set of at most ``m`` distinct keys; the proof
+    (:func:`hashed_selection_parameters`) covers the noisy counters, not only the keys.
+    """
+    pairs = hashed_selection(sketch, m, epsilon, delta, stream, k=k)
+    params = hashed_selection_parameters(m, epsilon, delta)
+    return make_release(
+        pairs,
+        mechanism="hashed PAMG-GSHM",
+        epsilon=params.epsilon,
+        delta=params.delta,
+        threshold=params.threshold,
+        noise=NoiseSpec("gaussian", float(params.sigma)),
+        k=k,
+        neighbouring=user_set_relation(params.m),
+        privacy_unit="user",
+        details={"m": params.m, "l": params.m, "buckets": sketch.buckets, "sigma": params.sigma},
+    )
