@@ -1,7 +1,10 @@
 """User-level DP Misra-Gries: the PAMG sketch (Algorithm 4) and user-level PMG (group privacy).
 
 [LT23, Section 8] (Section 8 of the paper). The GSHM release of a PAMG sketch is
-:func:`beam_dpsketch.sketches.misra_gries.merged.pamg_gshm`. Re-exported by
+:func:`beam_dpsketch.sketches.misra_gries.merged.pamg_gshm` (``l = k``: one unit can move every
+counter). The ``pamg-gshm`` mechanism of the Beam transforms uses one-counter PAMG sketches per
+hash bucket instead, whose neighbours differ in at most ``m`` counters, released at ``l = m``
+(:func:`beam_dpsketch.sketches.misra_gries.hashed.hashed_pamg_gshm`). Re-exported by
 :mod:`beam_dpsketch.sketches.misra_gries.private`.
 """
 
