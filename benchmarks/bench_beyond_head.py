@@ -338,8 +338,7 @@ def user_level_rows(quick: bool, trials: int, started: float | None = None) -> l
     for m in USER_BOUNDS:
         units = bounded(users, m, seed=m)
         for mechanism in user:
-            # pamg-gshm merges one k-counter sketch per user: about 30 s a release here.
-            n = 1 if mechanism == "pamg-gshm" else trials
+            n = trials
             counts = []
             for trial in range(n):
                 try:
