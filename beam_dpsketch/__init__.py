@@ -15,6 +15,8 @@ to the privacy unit and the budget it is given, under the conditions stated in i
 :func:`explain_pipeline` prints what a :class:`PrivacyAccountant` has charged. Subpackages:
 
 * :mod:`beam_dpsketch.transforms`: the Beam transforms, readers and release types;
+* :mod:`beam_dpsketch.io`: the readers of Parquet, CSV, JSON Lines and text files, and the
+  command line's output sinks;
 * :mod:`beam_dpsketch.privacy`: budgets, the accountant, release planning, contribution bounding;
 * :mod:`beam_dpsketch.sketches`: exact, mergeable sketches and their DP releases (pure numpy);
 * :mod:`beam_dpsketch.pipelines`: the ``beam-dpsketch`` command line.
@@ -104,7 +106,7 @@ _EXPORTS: dict[str, str] = {
 
 #: Subpackages and modules reachable as attributes (imported on first access).
 _SUBPACKAGES = frozenset(
-    {"checks", "hashing", "noise", "privacy", "serialization", "sketches", "transforms"}
+    {"checks", "hashing", "io", "noise", "privacy", "serialization", "sketches", "transforms"}
 )
 
 __all__ = [

@@ -9,7 +9,7 @@ Errors print one line to stderr and exit with status 2; with ``--verbose`` they 
 traceback shows.
 
 A command publishes its outputs only when it succeeds
-(:class:`~beam_dpsketch.pipelines.output.CommandOutputs`): every ``--output``, ``--plot``,
+(:class:`~beam_dpsketch.io.sinks.CommandOutputs`): every ``--output``, ``--plot``,
 ``--save-sketch`` and ``--out`` destination is checked before the pipeline runs, files are
 renamed into place at the end and stdout is written last, so a run that exits non-zero has
 released nothing (``--save-sketch``, the exact sketch, is written by the pipeline). ``SIGINT``
@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)
     _configure_logging(verbose=args.verbose)
-    from beam_dpsketch.pipelines.output import CommandOutputs
+    from beam_dpsketch.io.sinks import CommandOutputs
 
     received: list[int] = []
     try:
@@ -113,9 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _destinations(args: argparse.Namespace) -> list:
     """The output destinations the parsed command line names (``--output``, ``--plot``,
-    ``--save-sketch``, ``--out``), for :class:`~beam_dpsketch.pipelines.output.CommandOutputs`,
+    ``--save-sketch``, ``--out``), for :class:`~beam_dpsketch.io.sinks.CommandOutputs`,
     which checks each before anything runs."""
-    from beam_dpsketch.pipelines.output import Destination
+    from beam_dpsketch.io.sinks import Destination
 
     named = (
         ("output", "--output", False),

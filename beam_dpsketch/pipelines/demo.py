@@ -29,10 +29,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
+from beam_dpsketch.io.sinks import StagingArea, atomic_destination, emit_text
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.heavy_hitters import CLI_DEFAULT_MECHANISM
 from beam_dpsketch.pipelines.options import format_table, pipeline_options
-from beam_dpsketch.pipelines.output import StagingArea, atomic_destination, emit_text, plain
+from beam_dpsketch.pipelines.output import plain
 from beam_dpsketch.pipelines.sketch import SaveSketch, load_sketch
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.misra_gries.core import ERROR_CONFIDENCE

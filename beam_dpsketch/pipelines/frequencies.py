@@ -19,6 +19,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from beam_dpsketch.io import NUMBERS
 from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 from beam_dpsketch.pipelines.options import (
     add_input_arguments,
@@ -44,7 +45,6 @@ from beam_dpsketch.pipelines.output import (
 )
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles, ReadKeyBatches
 from beam_dpsketch.transforms.frequencies import DEFAULT_SKETCH, ERROR_BOUND_CONFIDENCE
-from beam_dpsketch.transforms.readers import NUMBERS
 
 __all__ = [
     "DEFAULT_DEPTH",

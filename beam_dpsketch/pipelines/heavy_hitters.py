@@ -18,6 +18,7 @@ from typing import Any
 
 import apache_beam as beam
 
+from beam_dpsketch.io import ReadKeyPairs
 from beam_dpsketch.pipelines.options import (
     add_input_arguments,
     add_privacy_arguments,
@@ -50,7 +51,6 @@ from beam_dpsketch.transforms.heavy_hitters import (
     MECHANISMS,
     USER_DEFAULT_MECHANISM,
 )
-from beam_dpsketch.transforms.readers import ReadKeyPairs
 from beam_dpsketch.transforms.select_count import SELECT_COUNT, USER_EXACT
 
 __all__ = [

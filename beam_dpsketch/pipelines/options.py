@@ -28,7 +28,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options import pipeline_options as beam_pipeline_options
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.portability.api import beam_provision_api_pb2
@@ -36,15 +35,16 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.portability.fn_api_runner.fn_runner import ExtendedProvisionInfo
 from google.protobuf import struct_pb2
 
-from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy import PrivacyBudget
-from beam_dpsketch.transforms.readers import (
+from beam_dpsketch.io import (
     DEFAULT_MAX_RECORD_BYTES,
     INPUT_FORMATS,
     KEY_TYPES,
     ON_BAD_RECORD,
     ReadOrderedKeys,
 )
+from beam_dpsketch.io.sinks import check_local_destination
+from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 
 __all__ = [
     "DEFAULT_RUNNER",
@@ -56,7 +56,6 @@ __all__ = [
     "add_privacy_arguments",
     "bad_record_options",
     "budget_from_args",
-    "check_local_destination",
     "check_plot_path",
     "convert_query_keys",
     "format_table",
@@ -183,42 +182,6 @@ def refuse_given(args: argparse.Namespace, dests: Iterable[str], reason: str) ->
     if flags:
         verb = "has" if len(flags) == 1 else "have"
         raise ValueError(f"{', '.join(flags)} {verb} no effect {reason}")
-
-
-def check_local_destination(path: str, option: str, *, make_parents: bool = False) -> None:
-    """Refuse a local output ``path`` that cannot be written, before any work is done.
-
-    Checks what can be known without writing: ``path`` is not a directory, its directory exists
-    (or, with ``make_parents``, its nearest existing ancestor is a directory) and is writable,
-    and an existing file at ``path`` is writable. Paths with a scheme (``gs://``, ...) are left to
-    their filesystem.
-
-    Raises
-    ------
-    ValueError
-        Naming ``option`` and ``path`` (a path the user gave; nothing from the data).
-    """
-    if FileSystems.get_scheme(path) is not None:
-        return
-    full = os.path.abspath(path)
-    if os.path.isdir(full):
-        raise ValueError(f"{option} {path} is a directory, not a file")
-    if os.path.exists(full):
-        if not os.access(full, os.W_OK):
-            raise ValueError(f"{option} {path} is not writable")
-        return
-    parent = os.path.dirname(full)
-    if make_parents:
-        while not os.path.exists(parent):
-            parent = os.path.dirname(parent)
-    if not os.path.exists(parent):
-        raise ValueError(
-            f"{option} {path}: directory {os.path.dirname(path) or '.'} does not exist"
-        )
-    if not os.path.isdir(parent):
-        raise ValueError(f"{option} {path}: {parent} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"{option} {path}: directory {parent} is not writable")
 
 
 def check_plot_path(path: str, *, formats: Sequence[str] | None = None) -> None:

@@ -21,6 +21,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from beam_dpsketch.hashing import encode_key
+from beam_dpsketch.io.sinks import active_outputs
 from beam_dpsketch.pipelines.arguments import accept_negative_numbers
 from beam_dpsketch.pipelines.options import (
     add_input_arguments,
@@ -34,7 +35,6 @@ from beam_dpsketch.pipelines.output import (
     NOT_PRIVATE,
     ORDER,
     CliRelease,
-    active_outputs,
     add_output_arguments,
     check_output_arguments,
     plain,

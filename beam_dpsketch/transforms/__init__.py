@@ -19,7 +19,8 @@
   :class:`WindowingRefused`, raised with a configuration that is accepted when a transform
   refuses a windowing, trigger or runner (every rule is in
   :mod:`~beam_dpsketch.transforms.windowing_rules`).
-* Inputs: :class:`ReadKeyBatches`, :class:`ReadKeyPairs`, :class:`ReadOrderedKeys`,
+* Inputs: the readers of :mod:`beam_dpsketch.io` (:class:`ReadKeyBatches`,
+  :class:`ReadKeyPairs`, :class:`ReadOrderedKeys`),
   :class:`BoundContributions` (per-privacy-unit contribution bounding) and :class:`BatchKeys`.
 * Exact, non-private sketches of a PCollection: :class:`SketchGlobally`, :class:`SketchPerKey`
   with a :class:`SketchSpec`. Their output is not differentially private.
@@ -28,6 +29,7 @@ Coders, CombineFns, release mechanisms of the individual transforms and other bu
 stay importable from their modules (e.g. :mod:`beam_dpsketch.transforms.combiners`).
 """
 
+from beam_dpsketch.io import ReadKeyBatches, ReadKeyPairs, ReadOrderedKeys
 from beam_dpsketch.transforms.base import DPTransform
 from beam_dpsketch.transforms.batching import BatchKeys, BatchKeysPerGroup, KeyBatch
 from beam_dpsketch.transforms.bounding import BoundContributions
@@ -42,7 +44,6 @@ from beam_dpsketch.transforms.intermittent import (
     QuerySchedule,
 )
 from beam_dpsketch.transforms.quantiles import DPQuantiles
-from beam_dpsketch.transforms.readers import ReadKeyBatches, ReadKeyPairs, ReadOrderedKeys
 from beam_dpsketch.transforms.release import (
     DPAggregate,
     Release,

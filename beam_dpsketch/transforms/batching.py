@@ -34,6 +34,7 @@ from apache_beam import pvalue
 from apache_beam.utils.windowed_value import WindowedValue
 
 from beam_dpsketch.hashing import canonical_key
+from beam_dpsketch.io.formats import DEFAULT_BATCH_SIZE, INVALID_TAG, MAIN_TAG, check_batch_size
 
 __all__ = [
     "BATCH_TYPE",
@@ -49,10 +50,6 @@ __all__ = [
     "unit_weight",
     "validate_key_batch",
 ]
-
-DEFAULT_BATCH_SIZE = 4096
-INVALID_TAG = "invalid"
-MAIN_TAG = "batches"
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
@@ -349,8 +346,7 @@ class _BatchKeysDoFn(beam.DoFn):
 
 
 def _check_batch_args(batch_size: Any, max_buffered: Any, key_fn: Any) -> tuple[int, int]:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    check_batch_size(batch_size)
     if max_buffered is None:
         max_buffered = 8 * batch_size
     if isinstance(max_buffered, bool) or not isinstance(max_buffered, int) or max_buffered < 1:
@@ -510,7 +506,7 @@ class FixedBatches(beam.PTransform):
 
 
 def unit_weight(weight: Any) -> int:
-    """A record's weight: +1 (insertion) or -1 (deletion); the sensitivities assume |w| <= 1."""
+    """A record's weight: +1 (insertion) or -1 (deletion); the sensitivities assume ``|w| <= 1``."""
     if isinstance(weight, bool) or not isinstance(weight, int | np.integer) or abs(weight) > 1:
         # The weight comes from a record: the message names the parameter, never the value.
         raise ValueError(

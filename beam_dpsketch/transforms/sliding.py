@@ -484,7 +484,7 @@ def _as_batch(element: Any) -> tuple[int | np.ndarray, Any, np.ndarray | None] |
     """``(first 0-based position or step/time array, keys, seconds or None)`` of a batch element.
 
     ``None`` for a single row. A batch is ``(ndarray, keys)`` or the
-    :class:`~beam_dpsketch.transforms.readers.ReadOrderedKeys` element
+    :class:`~beam_dpsketch.io.ReadOrderedKeys` element
     ``(first_position, keys, seconds or None)``. Neither can be a row: an ndarray, an array of
     keys or a list is never a valid key (:func:`beam_dpsketch.hashing.encode_key`).
     """
@@ -1200,7 +1200,7 @@ class DPSlidingWindowFrequencies(DPTransform):
       array or list). Count-based mode: integer 1-based positions; time-based mode: event times
       in seconds (numbers).
     * ``(first_position, keys, seconds)``, the element of
-      :class:`~beam_dpsketch.transforms.readers.ReadOrderedKeys`: ``first_position`` is the
+      :class:`~beam_dpsketch.io.ReadOrderedKeys`: ``first_position`` is the
       0-based position of the first row, so count-based positions are ``first_position + 1,
       ...``; time-based mode uses ``seconds`` (a float64 array; ``None`` is refused there and
       ignored in count-based mode).

@@ -17,16 +17,11 @@ import time
 
 import pytest
 
-from beam_dpsketch.pipelines import output as output_module
+from beam_dpsketch.io import sinks as sinks_module
+from beam_dpsketch.io.sinks import STAGING_PREFIX, atomic_destination, remove_stale_staging
 from beam_dpsketch.pipelines.cli import main
 from beam_dpsketch.pipelines.demo import data_path
-from beam_dpsketch.pipelines.output import (
-    STAGING_PREFIX,
-    CliRelease,
-    atomic_destination,
-    remove_stale_staging,
-    write_release,
-)
+from beam_dpsketch.pipelines.output import CliRelease, write_release
 
 RUNNER = "--runner=FnApiRunner"
 SEED = ["--insecure-test-seed", "7"]
@@ -124,14 +119,14 @@ class _FailingFile:
 
 @pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
 def test_a_write_that_fails_halfway_leaves_no_file(events, tmp_path, capsys, monkeypatch, fmt):
-    real_create = output_module.FileSystems.create
+    real_create = sinks_module.FileSystems.create
 
     def create(path, *args, **kwargs):
         f = real_create(path, *args, **kwargs)
         # Only the release file: Beam's own sinks (the staging) write normally.
         return _FailingFile(f, 40) if path.endswith(f"release.{fmt}") else f
 
-    monkeypatch.setattr(output_module.FileSystems, "create", staticmethod(create))
+    monkeypatch.setattr(sinks_module.FileSystems, "create", staticmethod(create))
     target = tmp_path / f"release.{fmt}"
     code = main(_continual(events, "--format", fmt, "--output", str(target)))
     out, err = capsys.readouterr()
@@ -145,9 +140,9 @@ def test_a_failed_write_keeps_the_earlier_file(tmp_path, monkeypatch):
     target = tmp_path / "out.csv"
     write_release(release, "csv", str(target))
     before = target.read_text()
-    real_create = output_module.FileSystems.create
+    real_create = sinks_module.FileSystems.create
     monkeypatch.setattr(
-        output_module.FileSystems,
+        sinks_module.FileSystems,
         "create",
         staticmethod(lambda p, *a, **k: _FailingFile(real_create(p, *a, **k), 30)),
     )

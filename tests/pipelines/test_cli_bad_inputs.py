@@ -254,7 +254,7 @@ def test_ordered_and_batch_readers_give_the_same_rows(tmp_path):
     import apache_beam as beam
     from apache_beam.testing.util import assert_that, equal_to
 
-    from beam_dpsketch.transforms.readers import ReadKeyBatches, ReadOrderedKeys
+    from beam_dpsketch.io import ReadKeyBatches, ReadOrderedKeys
 
     path = tmp_path / "keys.txt.gz"
     path.write_bytes(gzip.compress(b"\xef\xbb\xbf" + AWKWARD.encode("utf-8")))

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from beam_dpsketch.io import ordered_batches
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.cli import main
 from beam_dpsketch.pipelines.intermittent import (
@@ -24,7 +25,6 @@ from beam_dpsketch.pipelines.intermittent import (
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.intermittent.sketch import UseAndKeepSketch
 from beam_dpsketch.transforms.intermittent import intermittent_sketch_id
-from beam_dpsketch.transforms.readers import ordered_batches
 
 W, D = 128, 5
 

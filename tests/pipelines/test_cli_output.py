@@ -234,7 +234,7 @@ def test_rows_are_staged_under_temp_location_and_removed(files, capsys, tmp_path
     assert list(stage.iterdir()) == []  # nothing is left behind
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from beam_dpsketch.pipelines.output import StagingArea
+    from beam_dpsketch.io.sinks import StagingArea
 
     with StagingArea(PipelineOptions([f"--temp_location={stage}"])) as staging:
         assert staging.directory.startswith(str(stage))

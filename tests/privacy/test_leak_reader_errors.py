@@ -12,7 +12,7 @@ import apache_beam as beam
 import pytest
 
 from beam_dpsketch.hashing import decode_key, encode_key
-from beam_dpsketch.transforms.readers import ReadKeyBatches
+from beam_dpsketch.io import ReadKeyBatches
 
 SECRET = "SECRET-ROW-7731"
 RUNNER = "FnApiRunner"

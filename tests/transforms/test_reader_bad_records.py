@@ -15,8 +15,7 @@ import pytest
 from apache_beam.testing.util import assert_that
 from collect import DumpToFile
 
-from beam_dpsketch.transforms import ReadKeyBatches, readers
-from beam_dpsketch.transforms.readers import InputError, ReadKeyPairs, ReadOrderedKeys
+from beam_dpsketch.io import InputError, ReadKeyBatches, ReadKeyPairs, ReadOrderedKeys, records
 
 RUNNER = "FnApiRunner"
 SECRET = "SECRET-7731"
@@ -111,7 +110,7 @@ CASES = {
 def test_drop_removes_exactly_the_malformed_records(tmp_path, monkeypatch, case, block):
     if block is not None:
         # Reads of a few bytes: records, quoted newlines and UTF-8 characters straddle reads.
-        monkeypatch.setattr(readers, "_BLOCK_SIZE", block)
+        monkeypatch.setattr(records, "_BLOCK_SIZE", block)
     name, data, column, key_type, expected = CASES[case]
     path = tmp_path / name
     path.write_bytes(data)
@@ -245,13 +244,13 @@ def test_a_long_line_is_scanned_once(tmp_path, monkeypatch):
     """Linear time: every byte of a 32 MiB single-line file goes through the record-end scan
     once (a reader that re-scanned the held start of the line would be quadratic)."""
     scanned = []
-    scan = readers._record_ends
+    scan = records._record_ends
 
     def counting(data, quoted, odd=False):
         scanned.append(len(data))
         return scan(data, quoted, odd)
 
-    monkeypatch.setattr(readers, "_record_ends", counting)
+    monkeypatch.setattr(records, "_record_ends", counting)
     path = tmp_path / "one.txt"
     size = 32 << 20
     _single_line(path, size)

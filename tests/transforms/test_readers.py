@@ -16,15 +16,15 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 from collect import DumpToFile
 
-from beam_dpsketch.sketches import CountMinSketch, MisraGries
-from beam_dpsketch.transforms import ReadKeyBatches, SketchGlobally
-from beam_dpsketch.transforms.readers import (
+from beam_dpsketch.io import (
     NUMBERS,
     InputError,
     ReadOrderedKeys,
     infer_input_format,
     ordered_batches,
 )
+from beam_dpsketch.sketches import CountMinSketch, MisraGries
+from beam_dpsketch.transforms import ReadKeyBatches, SketchGlobally
 
 ROUTES = [f"R{i % 37:03d}" for i in range(2000)] + ["007"] * 50
 IDS = [int(x) for x in np.random.default_rng(3).integers(0, 90, len(ROUTES))]
@@ -425,10 +425,10 @@ def test_invalid_utf8_names_the_file_not_the_line(tmp_path, name, column):
 
 
 def test_jsonl_errors_name_the_problem_not_the_line_in_any_block(tmp_path, monkeypatch):
-    from beam_dpsketch.transforms import readers
+    from beam_dpsketch.io import records
 
     # Small blocks: the problem is found in any block, and no line or row number is named.
-    monkeypatch.setattr(readers, "_BLOCK_SIZE", 256)
+    monkeypatch.setattr(records, "_BLOCK_SIZE", 256)
     lines = [json.dumps({"k": r}) for r in ROUTES[:200]]
     lines[150] = '{"k": "R001", '
     path = tmp_path / "k.jsonl"

@@ -30,12 +30,12 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import PaneInfo, PaneInfoTiming
 from collect import DumpToFile
 
+from beam_dpsketch.io import ordered_batches
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
 from beam_dpsketch.transforms import DPSlidingWindowFrequencies, SlidingWindowRelease
-from beam_dpsketch.transforms.readers import ordered_batches
 from beam_dpsketch.transforms.sliding import _SegmentTables, _SegmentWindows, _Stamp, _StepClock
 
 SEED = 20261122
