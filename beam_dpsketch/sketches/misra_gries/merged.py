@@ -197,8 +197,8 @@ def sketch_error_check(
 
     Every counter is at most the key's count and at least the count minus ``d``
     ([LT23, Section 7, merge error]); :func:`~.core.sketch_shortfall` bounds ``d`` privately,
-    and ``noise_quantile`` bounds the noise with probability ``1 - (1 - confidence) + 2 *
-    check.failure``, so with probability at least ``confidence``:
+    and ``noise_quantile`` bounds the noise except with probability at most ``1 - confidence -
+    2 * check.failure``, so with probability at least ``confidence``:
     ``estimate - t <= f(x) <= estimate + t + shortfall``. ``details`` receives the checks'
     public facts.
     """
