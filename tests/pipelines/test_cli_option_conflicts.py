@@ -184,7 +184,7 @@ def test_given_options_records_explicit_options_only():
         "--preset",
         "--query",
     ]
-    assert (args.alpha, args.origin, args.width, args.time_unit) == ("1/2", None, 1024, 1.0)
+    assert (args.alpha, args.origin, args.width, args.time_unit) == ("1/2", None, 16384, 1.0)
     assert args.query == ["a", "b"] and args.explain is False
     with pytest.raises(ValueError, match=r"^--preset has no effect here$"):
         refuse_given(args, ("alpha", "preset"), "here")
