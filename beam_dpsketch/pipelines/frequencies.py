@@ -1,9 +1,9 @@
 """``beam-dpsketch frequencies`` and ``beam-dpsketch quantiles``: DP linear sketches on Beam.
 
-``frequencies`` counts the keys named before the run (``--query`` or ``--query-keys``) exactly,
-with noise calibrated for a count (no sketch error; every declared key, zero counts included), or
-releases a private Count Sketch (or Count-Min sketch) of one column that answers a
-``--candidates`` file (or ``--query`` keys when a sketch option is given), each estimate with an
+``frequencies`` counts the keys named before the run (``--query``, ``--query-keys`` or a
+``--candidates`` file) exactly, with noise calibrated for a count (no sketch error; every
+declared key, zero counts included), or, when a sketch option is given, releases a private Count
+Sketch (or Count-Min sketch) of one column that answers those keys, each estimate with an
 ``error_bound`` at 95% confidence; ``quantiles`` releases a private
 dyadic Count Sketch of a numeric column and answers ``--q`` quantiles (Zhao, Qiao, Redberg, Agrawal,
 El Abbadi and Wang, "Differentially Private Linear Sketches": Section 3, Theorems 3.1-3.2 for the
@@ -79,15 +79,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="release DP key frequencies of a column (Count Sketch, or exact counts of "
         "declared keys)",
         description=(
-            "Release a differentially private Count Sketch (or Count-Min sketch) of one column "
-            "(noise added once to every cell; Zhao et al. 2022, Section 3) and write the estimated "
-            "frequency of every key in a --candidates file, with an "
-            f"error_bound at {ERROR_BOUND_CONFIDENCE:g} confidence per estimate (hashing error "
-            "plus noise, read off the released sketch). Keys named with --query or "
-            "--query-keys are known before the run and are counted exactly instead "
-            "(noise for a count of sensitivity 1, no sketch error; every declared key is "
-            "released, zero counts included); give a sketch option (--sketch, --width, "
-            "--depth, --seed) to have the sketch answer --query keys. Element level: "
+            "Release the frequency of keys named before the run (--query, --query-keys, or a "
+            "--candidates file), each with an "
+            f"error_bound at {ERROR_BOUND_CONFIDENCE:g} confidence: they are counted exactly "
+            "with noise for a count of sensitivity 1 (no sketch error; every declared key is "
+            "released, zero counts included). Give a sketch option (--sketch, --width, --depth, "
+            "--seed) to release a differentially private Count Sketch (or Count-Min sketch) of "
+            "the column instead (noise added once to every cell; Zhao et al. 2022, Section 3), "
+            "which answers the same keys with hashing error plus noise, read off the released "
+            "sketch (about 2-3x the error of exact counts at the default shape). Element level: "
             "neighbouring inputs differ by one row."
         ),
     )
@@ -262,9 +262,10 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     if args.top is not None and not (args.candidates or args.query_keys is not None):
         raise ValueError("--top applies with --candidates or --query-keys only")
     sketch_options = given_options(args, "sketch", "width", "depth", "seed")
-    # Keys named on the command line are known before the run: they are counted exactly (public
-    # partitions, no sketch error) unless a sketch option asks for the sketch to answer them.
-    declared_query = bool(args.query) and not sketch_options
+    # Keys named on the command line or in a --candidates file are known before the run: they
+    # are counted exactly (public partitions, no sketch error) unless a sketch option asks for
+    # the sketch to answer them.
+    declared_query = bool(args.query or args.candidates) and not sketch_options
     public_keys = args.query_keys is not None or declared_query
     if args.query_keys is not None:
         wrong = sketch_options
@@ -294,7 +295,11 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         parameters: dict[str, Any] = {
             "column": args.column,
             "query_keys": len(dict.fromkeys(keys)),
-            "queries": "keys" if declared_query else "public_keys",
+            "queries": (
+                "public_keys"
+                if args.query_keys is not None
+                else ("candidates" if args.candidates else "keys")
+            ),
             "top": args.top,
         }
     else:

@@ -40,3 +40,29 @@ def test_query_keys_on_the_command_line_are_counted_exactly(tmp_path, capsys):
     doc = json.loads(out)
     assert doc["parameters"]["sketch"] == "count-sketch"
     assert doc["mechanism"].startswith("dp-linear/")
+
+
+def test_a_candidates_file_is_counted_exactly_unless_a_sketch_option_is_given(tmp_path, capsys):
+    # A --candidates file is known before the run like --query keys: exact counts, every
+    # candidate released, largest first with --top; a sketch option brings the sketch back.
+    path = tmp_path / "events.csv"
+    keys = [f"k{i}" for i in range(40)]
+    path.write_text("browser\n" + "".join(f"{k}\n" * (10 + i) for i, k in enumerate(keys)))
+    cands = tmp_path / "candidates.txt"
+    cands.write_text("\n".join([*keys[-5:], "absent"]) + "\n")
+    code, out, err = _freq(path, ["--candidates", str(cands), "--top", "3"], capsys, 4)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["mechanism"] == "dp-counts/public-keys"
+    assert doc["parameters"]["queries"] == "candidates"
+    truth = {k: 10 + i for i, k in enumerate(keys)}
+    rows = doc["rows"]
+    assert len(rows) == 3
+    assert all(r["key"] in keys[-5:] for r in rows)
+    assert all(abs(r["estimate"] - truth[r["key"]]) <= 12 for r in rows)
+    code, out, err = _freq(
+        path, ["--candidates", str(cands), "--width", "64", "--depth", "3"], capsys, 4
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["mechanism"].startswith("dp-linear/")
