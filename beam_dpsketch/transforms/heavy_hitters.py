@@ -348,8 +348,9 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
         ``pamg-gshm`` only: the contribution bound ``m`` the relation is stated for.
     count_fraction
         Design B only: share of each release's epsilon spent on the DP element count that
-        removes Algorithm 3's ``N/(k+1)`` offset (:func:`~beam_dpsketch.sketches.misra_gries.
-        private.approx_pp`); ``0`` releases Algorithm 3's values unchanged.
+        removes Algorithm 3's ``N/(k+1)`` offset
+        (:func:`~beam_dpsketch.sketches.misra_gries.private.approx_pp`); ``0`` releases
+        Algorithm 3's values unchanged.
 
     Notes
     -----
@@ -576,7 +577,7 @@ class DPHistogram(AccountedTransform):
         :func:`~beam_dpsketch.sketches.misra_gries.private.approx_pp`.
     selection_fraction
         ``"select-then-count"`` only: share of epsilon spent on the selection, in ``(0, 1)``
-        (default 0.5 at element level, 0.75 at user level); the count gets the rest and no
+        (default 0.52 at element level, 0.75 at user level); the count gets the rest and no
         delta. :meth:`explain` shows both charges.
     recount_source
         ``"select-then-count"`` at element level, global window only: a root ``PTransform``

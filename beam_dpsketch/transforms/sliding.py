@@ -1269,10 +1269,10 @@ class DPSlidingWindowFrequencies(DPTransform):
     Notes
     -----
     **Privacy guarantee.** ``rho``-zCDP, hence ``(eps, delta)``-DP, over the whole unbounded
-    stream, whatever the number of queries, for **replace-one** neighbours only (the relation is
-    :attr:`neighbouring_relation`, also in :meth:`explain`): queries are post-processing of sealed
-    PCMSs, each built over a fixed range and noised once (Wang, Wang and Chen, Lemma 4.1 and
-    Theorem 4.4(1)).
+    stream, whatever the number of queries, for **replace-one** neighbours only (the relation
+    is the attribute ``neighbouring_relation``, also in :meth:`explain`): queries are
+    post-processing of sealed PCMSs, each built over a fixed range and noised once (Wang, Wang
+    and Chen, Lemma 4.1 and Theorem 4.4(1)).
 
     * Count-based mode: two streams of the same length ``n`` whose elements differ in the key of
       one element, at the same position (the paper's model: positions are the clock). Adding or
