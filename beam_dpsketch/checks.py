@@ -1,8 +1,9 @@
 """Shared parameter checks: integers and probabilities, one validator each.
 
 Sketches, transforms and privacy helpers validate integer parameters through :func:`check_int`
-and failure probabilities and other open-unit-interval parameters through
-:func:`check_probability`, so the accepted types and the error wording are the same everywhere:
+failure probabilities and other open-unit-interval parameters through
+:func:`check_probability`, other real numbers through :func:`check_real`, flags through
+:func:`check_bool` and named options through :func:`check_choice`, so the accepted types and the error wording are the same everywhere:
 ``TypeError`` naming the parameter and the offending type, ``ValueError`` naming the parameter
 and the violated bound. Release-id / sketch-id parts are checked by
 :func:`beam_dpsketch.hashing.check_key_like`, next to the key encoding it relies on.
@@ -12,12 +13,14 @@ This module imports nothing from the library, so every other module may import i
 
 from __future__ import annotations
 
+import math
 import numbers
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-__all__ = ["check_int", "check_probability"]
+__all__ = ["check_bool", "check_choice", "check_int", "check_probability", "check_real"]
 
 
 def check_int(value: Any, name: str, lower: int | None = 1, upper: int | None = None) -> int:
@@ -83,3 +86,84 @@ def check_probability(value: Any, name: str) -> float:
     if not 0.0 < v < 1.0:
         raise ValueError(f"{name} must be in (0, 1), got {value!r}")
     return v
+
+
+def check_real(
+    value: Any,
+    name: str,
+    lower: float | None = None,
+    upper: float | None = None,
+    *,
+    lower_open: bool = False,
+    upper_open: bool = False,
+    finite: bool = True,
+) -> float:
+    """Return ``value`` as a finite float after checking its type and range.
+
+    Parameters
+    ----------
+    value
+        Candidate number: any ``numbers.Real`` (Python or numpy ints and floats, ``Fraction``)
+        except ``bool`` / ``numpy.bool_``.
+    name
+        Parameter name used in error messages.
+    lower, upper
+        Bounds; ``None`` leaves that side unbounded (the value must still be finite).
+    lower_open, upper_open
+        Whether that bound is excluded (``> lower`` rather than ``>= lower``).
+    finite
+        Whether infinities are refused (NaN always is).
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is a bool or not a real number: ``"<name> must be a real number, got <type>"``.
+    ValueError
+        If ``value`` is NaN, infinite or out of range: ``"<name> must be finite, got <value>"``,
+        ``"<name> must be > <lower>, got <value>"``, ``"<name> must be in (<lower>, <upper>],
+        got <value>"`` and so on.
+    """
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    v = float(value)
+    if math.isnan(v) or (finite and math.isinf(v)):
+        raise ValueError(f"{name} must be {'finite' if finite else 'a number'}, got {value!r}")
+    too_low = lower is not None and (v <= lower if lower_open else v < lower)
+    too_high = upper is not None and (v >= upper if upper_open else v > upper)
+    if too_low or too_high:
+        if upper is None:
+            bound = f"{'>' if lower_open else '>='} {lower:g}"
+        elif lower is None:
+            bound = f"{'<' if upper_open else '<='} {upper:g}"
+        else:
+            left, right = "(" if lower_open else "[", ")" if upper_open else "]"
+            bound = f"in {left}{lower:g}, {upper:g}{right}"
+        raise ValueError(f"{name} must be {bound}, got {value!r}")
+    return v
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """Return ``value`` as a Python bool; ``TypeError`` unless it is a ``bool`` or ``numpy.bool_``.
+
+    Integers are refused (``1`` is not ``True`` for a flag): ``"<name> must be a bool, got <type>"``.
+    """
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return bool(value)
+
+
+def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
+    """Return ``value`` after checking it is one of ``choices`` (compared with ``==``).
+
+    A wrong option of the right kind and a value of the wrong type are the same mistake here
+    (a name that is not on the list), so both raise ``ValueError``:
+    ``"<name> must be one of (<choices>), got <value>"``.
+    """
+    options = tuple(choices)
+    try:
+        known = value in options
+    except (TypeError, ValueError):  # e.g. an array, whose == is elementwise
+        known = False
+    if not known:
+        raise ValueError(f"{name} must be one of {options}, got {value!r}")
+    return value

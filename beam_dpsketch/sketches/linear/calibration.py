@@ -56,14 +56,13 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from beam_dpsketch.checks import check_int, check_probability
+from beam_dpsketch.checks import check_bool, check_int, check_probability
 from beam_dpsketch.hashing import MAX_DEPTH
 from beam_dpsketch.noise import NoiseStream, discrete_gaussian, discrete_laplace
 from beam_dpsketch.privacy.budget import PrivacyBudget, approx_to_zcdp, zcdp_to_epsilon
@@ -128,9 +127,7 @@ def parse_neighbouring(neighbouring: Any) -> tuple[str, int]:
 
 def user_level(k: int) -> str:
     """The relation ``"user:k"``: one user with at most ``k`` unit updates added or removed."""
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or int(k) < 1:
-        raise ValueError(f"k must be an int >= 1, got {k!r}")
-    return f"user:{int(k)}"
+    return f"user:{check_int(k, 'k')}"
 
 
 def check_budget(budget: Any) -> PrivacyBudget:
@@ -162,9 +159,7 @@ def check_publish_total(publish_total: Any, neighbouring: str) -> bool:
     """
     if publish_total is None:
         return neighbouring == "replace"
-    if not isinstance(publish_total, bool):
-        raise ValueError(f"publish_total must be None or a bool, got {publish_total!r}")
-    if publish_total and neighbouring != "replace":
+    if check_bool(publish_total, "publish_total") and neighbouring != "replace":
         raise ValueError(
             "publish_total=True needs neighbouring='replace': only the declared replace-one "
             f"model makes the total a public invariant, got neighbouring={neighbouring!r}"
@@ -173,9 +168,7 @@ def check_publish_total(publish_total: Any, neighbouring: str) -> bool:
 
 
 def _check_depth(depth: Any) -> int:
-    if isinstance(depth, bool) or not isinstance(depth, numbers.Integral) or int(depth) < 1:
-        raise ValueError(f"depth must be an int >= 1, got {depth!r}")
-    return int(depth)
+    return check_int(depth, "depth")
 
 
 # --------------------------------------------------------------------------------------------
@@ -673,15 +666,13 @@ def calibrate_linear(
         The guarantee is the same (docs/algorithms.md#lin-lattice). Refused with ``offset``.
     """
     budget = check_budget(budget)
-    if not isinstance(lattice, bool):
-        raise TypeError("lattice must be a bool")
+    check_bool(lattice, "lattice")
     if lattice and offset:
         raise ValueError("lattice: the Count-Min offset is an integer; release without it")
     name, _ = parse_neighbouring(neighbouring)
     d = _check_depth(depth)
     beta_noise = check_probability(beta_noise, "beta_noise")
-    if not isinstance(paper_compat, bool):
-        raise TypeError("paper_compat must be a bool")
+    check_bool(paper_compat, "paper_compat")
     l2 = float(linear_sensitivity(kind, name, d, "l2"))
     if paper_compat:
         if budget.kind != "zcdp":

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from beam_dpsketch.checks import check_probability
 from beam_dpsketch.serialization import SketchFormatError
 from beam_dpsketch.sketches.linear.base import LinearSketch
 
@@ -39,10 +40,8 @@ class CountMinSketch(LinearSketch):
     @classmethod
     def from_error(cls, epsilon: float, delta: float, seed: int = 0) -> CountMinSketch:
         """Size a sketch for additive error ``epsilon * total_weight`` w.p. ``1 - delta``."""
-        if not 0 < epsilon < 1:
-            raise ValueError(f"epsilon must be in (0, 1), got {epsilon}")
-        if not 0 < delta < 1:
-            raise ValueError(f"delta must be in (0, 1), got {delta}")
+        epsilon = check_probability(epsilon, "epsilon")
+        delta = check_probability(delta, "delta")
         return cls(math.ceil(math.e / epsilon), math.ceil(math.log(1 / delta)), seed)
 
     def estimate_hashes(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:

@@ -25,12 +25,12 @@ declared are not counted: dropping them can only lower the sensitivity.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, Self
 
 import numpy as np
 
+from beam_dpsketch.checks import check_int, check_real
 from beam_dpsketch.hashing import canonical_keys, encode_key, hash_keys
 from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.sketches.linear.base import validate_counts
@@ -174,8 +174,7 @@ class PrivateKeyCounts:
         (one element changes one count), so that is the discrete Laplace for any practical
         budget; :meth:`privacy_cost` then charges ``epsilon`` alone.
         """
-        if isinstance(n_keys, bool) or not isinstance(n_keys, int) or n_keys < 1:
-            raise ValueError(f"n_keys must be an int >= 1, got {n_keys!r}")
+        n_keys = check_int(n_keys, "n_keys")
         name, _ = parse_neighbouring(neighbouring)
 
         def calibrate(spent: PrivacyBudget) -> LinearCalibration:
@@ -301,13 +300,12 @@ class PrivateKeyCounts:
         Ties by canonical key order; ``threshold`` keeps counts ``>= threshold``; ``top`` the
         first ``top``. Post-processing of the released counts.
         """
-        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
-            raise ValueError(f"top must be an int >= 1 or None, got {top!r}")
+        if top is not None:
+            top = check_int(top, "top")
         keys = list(self.keys if candidates is None else dict.fromkeys(canonical_keys(candidates)))
         values = self.estimate(keys) if keys else np.zeros(0)
         if threshold is not None:
-            if not isinstance(threshold, int | float) or math.isnan(float(threshold)):
-                raise ValueError(f"threshold must be a number or None, got {threshold!r}")
+            check_real(threshold, "threshold", finite=False)
             keep = np.flatnonzero(values >= float(threshold))
             keys, values = [keys[i] for i in keep.tolist()], values[keep]
         order = sorted(range(len(keys)), key=lambda i: (-values[i], encode_key(keys[i])))

@@ -48,6 +48,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from beam_dpsketch import serialization
+from beam_dpsketch.checks import check_bool, check_int, check_probability, check_real
 from beam_dpsketch.hashing import (
     MAX_DEPTH,
     MAX_WIDTH,
@@ -63,7 +64,6 @@ from beam_dpsketch.sketches.linear.calibration import (
     NEIGHBOURING_RELATIONS,
     LinearCalibration,
     calibrate_linear,
-    check_probability,
     check_publish_total,
     check_stream,
     draw_noise,
@@ -109,12 +109,8 @@ def linear_shape(gamma: float, beta: float, preset: str = "paper") -> tuple[int,
 
 
 def check_confidence(confidence: Any) -> float:
-    """A confidence level in ``(0, 1)`` (``ValueError`` naming ``confidence`` otherwise)."""
-    if isinstance(confidence, bool) or not isinstance(confidence, int | float | np.floating):
-        raise ValueError(f"confidence must be a number in (0, 1), got {confidence!r}")
-    if not 0.0 < float(confidence) < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    return float(confidence)
+    """A confidence level in ``(0, 1)``: ``TypeError`` for a non-number, ``ValueError`` outside."""
+    return check_probability(confidence, "confidence")
 
 
 def _binomial_upper_tail(depth: int, need: int, p: float) -> float:
@@ -187,9 +183,7 @@ class _PrivateLinearSketch(abc.ABC):
         """Whether a release adds the public offset ``ceil(E)`` (``None``: the class default)."""
         if offset is None:
             return cls.OFFSET
-        if not isinstance(offset, bool):
-            raise ValueError(f"offset must be None or a bool, got {offset!r}")
-        if offset and not cls.OFFSET:
+        if check_bool(offset, "offset") and not cls.OFFSET:
             raise ValueError(f"offset: {cls.__name__} has no offset (its noise is zero-mean)")
         return offset
 
@@ -213,14 +207,8 @@ class _PrivateLinearSketch(abc.ABC):
         Useful at pipeline construction (reports, accounting). Parameters as in :meth:`release`.
         """
         with_offset = cls._check_offset(offset)
-        if isinstance(width, bool) or not isinstance(width, int | np.integer):
-            raise TypeError(f"width must be an int, got {type(width).__name__}")
-        if not 1 <= int(width) <= MAX_WIDTH:
-            raise ValueError(f"width must be in [1, {MAX_WIDTH}], got {width}")
-        if isinstance(depth, bool) or not isinstance(depth, int | np.integer):
-            raise TypeError(f"depth must be an int, got {type(depth).__name__}")
-        if not 1 <= int(depth) <= MAX_DEPTH:
-            raise ValueError(f"depth must be in [1, {MAX_DEPTH}], got {depth}")
+        width = check_int(width, "width", 1, MAX_WIDTH)
+        depth = check_int(depth, "depth", 1, MAX_DEPTH)
         beta = check_probability(beta, "beta")
         bn = beta / 2.0 if beta_noise is None else check_probability(beta_noise, "beta_noise")
         if paper_compat and gamma is None:
@@ -509,14 +497,10 @@ class _PrivateLinearSketch(abc.ABC):
         ``(key, estimate)`` sorted by estimate descending, ties by canonical key order;
         ``top`` keeps the first ``top``.
         """
-        if threshold is not None and not (
-            isinstance(threshold, int | float | np.integer | np.floating)
-            and not isinstance(threshold, bool)
-            and not math.isnan(float(threshold))
-        ):
-            raise ValueError(f"threshold must be a number or None, got {threshold!r}")
-        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
-            raise ValueError(f"top must be an int >= 1 or None, got {top!r}")
+        if threshold is not None:
+            check_real(threshold, "threshold", finite=False)
+        if top is not None:
+            top = check_int(top, "top")
         keys = list(dict.fromkeys(canonical_keys(candidates)))
         if not keys:
             return []

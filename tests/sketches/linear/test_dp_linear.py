@@ -378,7 +378,7 @@ def test_publish_total_separates_calibration_from_a_public_total(cls):
     for relation in ("add_remove", "replace_update", "user:2"):
         with pytest.raises(ValueError, match="publish_total"):
             cls.release(exact, RHO1, SRC.stream(rid), neighbouring=relation, publish_total=True)
-    with pytest.raises(ValueError, match="publish_total"):
+    with pytest.raises(TypeError, match="publish_total must be a bool"):
         cls.release(exact, RHO1, SRC.stream(rid), neighbouring="replace", publish_total="yes")
 
 
