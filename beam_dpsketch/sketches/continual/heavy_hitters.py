@@ -42,7 +42,14 @@ from beam_dpsketch.hashing import (
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.sketches.continual.binary_mechanism import DEFAULT_CALIBRATION, Calibration
-from beam_dpsketch.sketches.continual.sketch import Kind, LazySketch, PunctualSketch, check_kind
+from beam_dpsketch.sketches.continual.sketch import (
+    CONTINUAL_SKETCH_KINDS,
+    Kind,
+    LazySketch,
+    PunctualSketch,
+    check_kind,
+    kind_from_code,
+)
 
 __all__ = ["CandidateHeavyHitters", "HierarchicalLazySketch"]
 
@@ -159,7 +166,7 @@ class HierarchicalLazySketch:
         budget: PrivacyBudget,
         *,
         release_prefix: Any,
-        kind: Kind = "cms",
+        kind: Kind = "count-min",
         seed: int = 0,
         noise_source: NoiseSource | None = None,
         calibration: Calibration = DEFAULT_CALIBRATION,
@@ -178,7 +185,7 @@ class HierarchicalLazySketch:
             min(self.domain_bits, (level + 1) * self.bits_per_level) for level in range(levels)
         )
         depth = check_int(depth, "depth", 1)
-        m = (2 if self.kind == "cms" else 4) * depth * levels
+        m = (2 if self.kind == "count-min" else 4) * depth * levels
         if noise_source is None:
             noise_source = NoiseSource()
         self.levels: list[LazySketch] = [
@@ -303,7 +310,7 @@ class HierarchicalLazySketch:
         params = {
             "domain_bits": self.domain_bits,
             "bits_per_level": self.bits_per_level,
-            "kind": self.kind,
+            "kind": CONTINUAL_SKETCH_KINDS[self.kind],
             "seed": self.seed,
             "release_prefix": encode_key(self.release_prefix).hex(),
         }
@@ -333,7 +340,7 @@ class HierarchicalLazySketch:
                 first.horizon,
                 first.privacy_budget,
                 release_prefix=prefix,
-                kind=req(params, "kind", str),
+                kind=kind_from_code(req(params, "kind", str)),
                 seed=req(params, "seed", int),
                 noise_source=noise_source,
                 calibration=first.calibration,

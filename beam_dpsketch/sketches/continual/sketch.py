@@ -68,7 +68,7 @@ from typing import Any, ClassVar, Literal, Self
 import numpy as np
 
 from beam_dpsketch import serialization
-from beam_dpsketch.checks import check_int, check_probability
+from beam_dpsketch.checks import check_choice, check_int, check_probability
 from beam_dpsketch.hashing import (
     MAX_DEPTH,
     MAX_WIDTH,
@@ -109,8 +109,13 @@ __all__ = [
     "new_continual_sketch",
 ]
 
-Kind = Literal["cms", "cs"]
-KINDS: tuple[str, ...] = ("cms", "cs")
+Kind = Literal["count-min", "count-sketch"]
+#: ``kind`` names (as in the other DP sketches and transforms).
+KINDS: tuple[str, ...] = ("count-min", "count-sketch")
+#: ``kind`` names and the short code each maps to in noise keys and serialized bytes: the codes
+#: are part of both, so they stay as they are while the public name is the hyphenated one.
+CONTINUAL_SKETCH_KINDS: dict[str, str] = {"count-min": "cms", "count-sketch": "cs"}
+_KIND_OF_CODE: dict[str, str] = {code: name for name, code in CONTINUAL_SKETCH_KINDS.items()}
 CS_SENSITIVITIES: tuple[str, ...] = ("corrected_4d", "paper_2d")
 
 # Arrivals are binned in chunks so temporaries stay in cache (as in sketches/linear/base.py).
@@ -129,7 +134,7 @@ _KL_HALF_THIRD = 0.5 * math.log(0.5 / (1 / 3)) + 0.5 * math.log(0.5 / (2 / 3))
 
 
 def _default_m(kind: str, depth: int, cs_sensitivity: str) -> int:
-    return 2 * depth if kind == "cms" or cs_sensitivity == "paper_2d" else 4 * depth
+    return 2 * depth if kind == "count-min" or cs_sensitivity == "paper_2d" else 4 * depth
 
 
 def lazy_noise_bound(
@@ -139,7 +144,7 @@ def lazy_noise_bound(
     epsilon: float,
     delta: float,
     beta: float,
-    kind: Kind = "cms",
+    kind: Kind = "count-min",
     *,
     sigma: float | None = None,
 ) -> float:
@@ -188,7 +193,7 @@ def lazy_noise_bound_paper(
 
 
 def lazy_shape(
-    eta: float, beta: float, horizon: int, kind: Kind = "cms", *, preset: str = "paper"
+    eta: float, beta: float, horizon: int, kind: Kind = "count-min", *, preset: str = "paper"
 ) -> tuple[int, int]:
     """``(width, depth)`` of [Hol25, Lemma 5]: Count-Min ``w = ceil(2/eta)``,
     ``d = ceil(log2(2T/beta))``; Count Sketch ``w = ceil(3/eta**2)`` and ``d = ceil(log2(2T/beta))``
@@ -201,7 +206,7 @@ def lazy_shape(
     kind = check_kind(kind)
     if preset not in ("paper", "rigorous"):
         raise ValueError(f"preset must be 'paper' or 'rigorous', got {preset!r}")
-    if kind == "cms":
+    if kind == "count-min":
         return math.ceil(2.0 / eta), math.ceil(math.log2(2.0 * horizon / beta))
     width = math.ceil(3.0 / eta**2)
     if preset == "paper":
@@ -210,9 +215,24 @@ def lazy_shape(
 
 
 def check_kind(kind: Any) -> str:
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    return kind
+    """``kind`` as its public name, ``"count-min"`` or ``"count-sketch"`` (``ValueError`` otherwise).
+
+    The short codes ``"cms"`` / ``"cs"`` (the serialized form) are also accepted, with a
+    ``DeprecationWarning``, and mapped to the public name.
+    """
+    if isinstance(kind, str) and kind in _KIND_OF_CODE:
+        warnings.warn(
+            f"kind={kind!r} is deprecated: use kind={_KIND_OF_CODE[kind]!r}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return _KIND_OF_CODE[kind]
+    return check_choice(kind, "kind", KINDS)
+
+
+def kind_from_code(code: str) -> str:
+    """The public ``kind`` of a serialized short code (``ValueError`` for an unknown code)."""
+    return _KIND_OF_CODE[check_choice(code, "kind", _KIND_OF_CODE)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -365,7 +385,7 @@ class _ContinualSketch(abc.ABC):
         budget: PrivacyBudget,
         *,
         release_prefix: Any,
-        kind: Kind = "cms",
+        kind: Kind = "count-min",
         seed: int = 0,
         noise_source: NoiseSource | None = None,
         calibration: Calibration = DEFAULT_CALIBRATION,
@@ -388,7 +408,7 @@ class _ContinualSketch(abc.ABC):
         if m is None:
             m = minimum
         self.m = check_int(m, "m", minimum)
-        if self.kind == "cs" and cs_sensitivity == "paper_2d":
+        if self.kind == "count-sketch" and cs_sensitivity == "paper_2d":
             warnings.warn(
                 "cs_sensitivity='paper_2d' calibrates Count Sketch with m = 2*depth as the paper "
                 "does; this is NOT formally differentially private ([Hol25, Section 4.1] and docs/algorithms.md#continual-observation "
@@ -406,7 +426,7 @@ class _ContinualSketch(abc.ABC):
             budget,
             self.m,
             noise_source=noise_source,
-            release_prefix=(release_prefix, self.KIND, self.kind),
+            release_prefix=(release_prefix, self.KIND, CONTINUAL_SKETCH_KINDS[self.kind]),
             calibration=calibration,
             max_contributions=self.max_contributions,
             rounds_per_block=self._rounds_per_block(),
@@ -480,7 +500,7 @@ class _ContinualSketch(abc.ABC):
     @property
     def formally_private(self) -> bool:
         """``False`` only for Count Sketch with ``cs_sensitivity="paper_2d"`` (docs/algorithms.md#lazy-e10)."""
-        return not (self.kind == "cs" and self.m < 4 * self.depth)
+        return not (self.kind == "count-sketch" and self.m < 4 * self.depth)
 
     @property
     def privacy_budget(self) -> PrivacyBudget:
@@ -615,7 +635,7 @@ class _ContinualSketch(abc.ABC):
         ----------
         delta
             An integer array of shape ``(depth, width)``, or an exact :class:`CountMinSketch`
-            (kind ``"cms"``) / :class:`CountSketch` (kind ``"cs"``) with the same
+            (kind ``"count-min"``) / :class:`CountSketch` (kind ``"count-sketch"``) with the same
             ``(width, depth, seed)``, holding what arrived during this step. Count-Min tables must
             be non-negative with equal row sums (every arrival adds 1 to each row). The privacy
             guarantee assumes a neighbouring stream differs in at most ``max_contributions``
@@ -635,7 +655,7 @@ class _ContinualSketch(abc.ABC):
             )
 
     def _check_table(self, delta: Any) -> np.ndarray:
-        exact_cls = CountMinSketch if self.kind == "cms" else CountSketch
+        exact_cls = CountMinSketch if self.kind == "count-min" else CountSketch
         if isinstance(delta, CountMinSketch | CountSketch):
             if type(delta) is not exact_cls:
                 raise TypeError(
@@ -659,7 +679,7 @@ class _ContinualSketch(abc.ABC):
                 f"got {table.shape}"
             )
         table = table.astype(np.int64)
-        if self.kind == "cms":
+        if self.kind == "count-min":
             if np.any(table < 0):
                 raise ValueError("delta of a Count-Min sketch must be non-negative counts")
             sums = table.sum(axis=1)
@@ -689,7 +709,7 @@ class _ContinualSketch(abc.ABC):
         h2 = np.asarray(h2, dtype=np.uint64)
         cells = row_buckets(h1, h2, self.depth, self.width) + self._row_offsets
         values = self._mech.values(cells.ravel()).reshape(cells.shape)
-        if self.kind == "cms":
+        if self.kind == "count-min":
             return values.min(axis=0)
         values *= row_signs(h2, self.depth)
         return np.median(values, axis=0)
@@ -703,7 +723,7 @@ class _ContinualSketch(abc.ABC):
             "horizon": self.horizon,
             "epsilon": self.epsilon,
             "delta": self.delta,
-            "kind": self.kind,
+            "kind": CONTINUAL_SKETCH_KINDS[self.kind],
             "seed": self.seed,
             "calibration": self.calibration,
             "cs_sensitivity": self.cs_sensitivity,
@@ -749,7 +769,6 @@ class _ContinualSketch(abc.ABC):
                     ("width", int),
                     ("depth", int),
                     ("horizon", int),
-                    ("kind", str),
                     ("seed", int),
                     ("calibration", str),
                     ("cs_sensitivity", str),
@@ -758,6 +777,7 @@ class _ContinualSketch(abc.ABC):
                     ("faithful", bool),
                 )
             }
+            ctor["kind"] = kind_from_code(req(params, "kind", str))
             budget = PrivacyBudget.approx(
                 req(params, "epsilon", float), req(params, "delta", float)
             )
@@ -808,7 +828,7 @@ class _ContinualSketch(abc.ABC):
         tables += list(self._extra_arrays().values())
         if any(np.abs(t.astype(np.float64)).sum(axis=1).max() >= 2.0**61 for t in tables):
             raise serialization.SketchFormatError("exact counts beyond the int64 range")
-        if self.kind == "cms":
+        if self.kind == "count-min":
             content = self._exact_content()
             sums = content.sum(axis=1)
             if np.any(content < 0) or np.any(sums != sums[0]):
@@ -859,7 +879,7 @@ class PunctualSketch(_ContinualSketch):
     release_prefix
         Release-id prefix of the noise (distinct for every sketch sharing a noise source).
     kind
-        ``"cms"`` (Count-Min) or ``"cs"`` (Count Sketch).
+        ``"count-min"`` or ``"count-sketch"``.
     seed
         Public hash seed (same cells as the exact sketch with this seed).
     noise_source, calibration, cs_sensitivity, m, max_contributions, faithful
@@ -878,7 +898,7 @@ class PunctualSketch(_ContinualSketch):
         self, h1: np.ndarray, h2: np.ndarray, first: int, t_end: int
     ) -> tuple[np.ndarray, None]:
         # Every cell is updated at every step: only the exact table of the arrivals matters.
-        exact_cls = CountMinSketch if self.kind == "cms" else CountSketch
+        exact_cls = CountMinSketch if self.kind == "count-min" else CountSketch
         table = exact_cls(self.width, self.depth, self.seed).update_hashes(h1, h2).table
         return table.ravel().astype(np.int64, copy=False), None
 
@@ -926,8 +946,38 @@ class LazySketch(_ContinualSketch):
     KIND = "LazySketch"
     _FAITHFUL_DEFAULT = False
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        width: int,
+        depth: int,
+        horizon: int,
+        budget: PrivacyBudget,
+        *,
+        release_prefix: Any,
+        kind: Kind = "count-min",
+        seed: int = 0,
+        noise_source: NoiseSource | None = None,
+        calibration: Calibration = DEFAULT_CALIBRATION,
+        cs_sensitivity: str = "corrected_4d",
+        m: int | None = None,
+        max_contributions: int = 1,
+        faithful: bool | None = None,
+    ) -> None:
+        super().__init__(
+            width,
+            depth,
+            horizon,
+            budget,
+            release_prefix=release_prefix,
+            kind=kind,
+            seed=seed,
+            noise_source=noise_source,
+            calibration=calibration,
+            cs_sensitivity=cs_sensitivity,
+            m=m,
+            max_contributions=max_contributions,
+            faithful=faithful,
+        )
         self._pending = np.zeros((self.depth, self.width), dtype=np.int64)
         self._columns = np.arange(self.width, dtype=np.int64)
 
@@ -987,7 +1037,7 @@ class LazySketch(_ContinualSketch):
         # so the split of a piece of the batch does not depend on the other pieces.
         last = (t_end - 1) - ((t_end - 1 - self._columns) % w)
         tail_start = max(first, t_end - w + 1)
-        signed = self.kind == "cs"
+        signed = self.kind == "count-sketch"
         pushed_sum = np.zeros(n_cells, dtype=np.int64)
         new_pending = np.zeros(n_cells, dtype=np.int64)
         for start in range(0, len(h1), _CHUNK):
@@ -1056,9 +1106,6 @@ def _fold(counts: np.ndarray, n: int, signed: bool) -> np.ndarray:
     return counts[:n] - counts[n:] if signed else counts
 
 
-#: ``sketch`` names (as in the other DP transforms) and the core ``kind`` each maps to.
-CONTINUAL_SKETCH_KINDS: dict[str, str] = {"count-min": "cms", "count-sketch": "cs"}
-
 #: ``algorithm`` names and the core class each maps to: Lazy (Algorithm 5) or Punctual
 #: (Algorithms 3-4) [Hol25].
 CONTINUAL_ALGORITHMS: dict[str, type] = {"lazy": LazySketch, "punctual": PunctualSketch}
@@ -1106,8 +1153,7 @@ def new_continual_sketch(
     release_prefix, seed, noise_source, calibration, cs_sensitivity, max_contributions
         As for :class:`LazySketch`.
     """
-    if sketch not in CONTINUAL_SKETCH_KINDS:
-        raise ValueError(f"sketch must be one of {tuple(CONTINUAL_SKETCH_KINDS)}, got {sketch!r}")
+    check_choice(sketch, "sketch", KINDS)
     if algorithm not in CONTINUAL_ALGORITHMS:
         raise ValueError(
             f"algorithm must be one of {tuple(CONTINUAL_ALGORITHMS)}, got {algorithm!r}"
@@ -1118,7 +1164,7 @@ def new_continual_sketch(
         horizon,
         budget,
         release_prefix=release_prefix,
-        kind=CONTINUAL_SKETCH_KINDS[sketch],
+        kind=sketch,
         seed=seed,
         noise_source=noise_source,
         calibration=calibration,

@@ -676,7 +676,7 @@ def test_from_bytes_rejects_bad_input():
         ({"width": 0}, ValueError, "width"),
         ({"depth": 65}, ValueError, "depth"),
         ({"horizon": 0}, ValueError, "horizon"),
-        ({"kind": "count-min"}, ValueError, "kind"),
+        ({"kind": "count_min"}, ValueError, "kind"),
         ({"seed": -1}, ValueError, "seed"),
         ({"m": 5}, ValueError, "m must"),
         ({"cs_sensitivity": "2d"}, ValueError, "cs_sensitivity"),
