@@ -1,4 +1,5 @@
-"""Every example in README.md runs as written, on the bundled data.
+"""Every example in README.md and in the user guide (docs/guide/*.md) runs as written, on the
+bundled data.
 
 Each fenced ``bash``, ``sh`` or ``python`` block is extracted and run on its own (a shell block
 with ``bash -euo pipefail`` from a scratch folder that links the project's ``.venv``, a Python
@@ -23,6 +24,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+# Every page that holds examples: the README's quick start and the guide the rest moved into.
+DOCUMENTS = [README, *sorted((ROOT / "docs" / "guide").glob("*.md"))]
 LANGUAGES = ("bash", "sh", "python")
 SKIP = re.compile(r"<!--\s*not run by tests:\s*(?P<reason>.+?)\s*-->")
 FENCE = re.compile(r"^```(?P<lang>[\w+-]*)\s*$")
@@ -57,29 +60,50 @@ def readme_blocks(text: str) -> list[tuple[int, str, str, str | None]]:
     return blocks
 
 
-BLOCKS = [b for b in readme_blocks(README.read_text(encoding="utf-8")) if b[1] in LANGUAGES]
+def document_blocks(path: Path) -> list[tuple[str, int, str, str, str | None]]:
+    """``(file, line, language, code, skip_reason)`` of the runnable-language blocks of ``path``."""
+    name = path.relative_to(ROOT).as_posix()
+    text = path.read_text(encoding="utf-8")
+    return [(name, *block) for block in readme_blocks(text) if block[1] in LANGUAGES]
+
+
+BLOCKS = [block for path in DOCUMENTS for block in document_blocks(path)]
 
 
 def test_the_readme_has_runnable_examples():
-    # Guards the extraction itself: the README's examples are found, and most of them run.
+    # Guards the extraction itself: the examples are found in every page, and most of them run.
+    # The README keeps its quick start (a Python and a shell example); the other examples moved
+    # into the guide, so all pages together hold at least as many as the README once did.
+    assert len(DOCUMENTS) >= 9
     assert len(BLOCKS) >= 8
-    assert sum(reason is None for *_, reason in BLOCKS) >= len(BLOCKS) - 1
-    assert {"bash", "python"} <= {lang for _, lang, _, _ in BLOCKS}
+    assert sum(reason is None for *_, reason in BLOCKS) >= 10
+    assert {"bash", "python"} <= {lang for _, _, lang, _, _ in BLOCKS}
+    for path in DOCUMENTS:
+        blocks = document_blocks(path)
+        # The guide's index is a table of contents; every other page shows its transform in code.
+        assert blocks or path.name == "index.md", f"{path.name}: no fenced example found"
+        # A page skips at most one block (the two commands, or a guide page's opening fragment).
+        assert sum(reason is not None for *_, reason in blocks) <= 1, path.name
+    readme = document_blocks(README)
+    assert {"bash", "python"} <= {lang for _, _, lang, _, reason in readme if reason is None}
 
 
-def test_every_fenced_block_names_its_language():
+@pytest.mark.parametrize("path", DOCUMENTS, ids=[p.relative_to(ROOT).as_posix() for p in DOCUMENTS])
+def test_every_fenced_block_names_its_language(path):
     unnamed = [
-        line for line, lang, _, _ in readme_blocks(README.read_text(encoding="utf-8")) if lang == ""
+        line for line, lang, _, _ in readme_blocks(path.read_text(encoding="utf-8")) if lang == ""
     ]
-    assert unnamed == [], f"README.md blocks without a language at lines {unnamed}"
+    assert unnamed == [], f"{path.name} blocks without a language at lines {unnamed}"
 
 
 @pytest.mark.parametrize(
-    ("line", "lang", "code", "reason"), BLOCKS, ids=[f"line{b[0]}-{b[1]}" for b in BLOCKS]
+    ("name", "line", "lang", "code", "reason"),
+    BLOCKS,
+    ids=[f"{b[0]}:line{b[1]}-{b[2]}" for b in BLOCKS],
 )
-def test_readme_example_runs(line, lang, code, reason, tmp_path):
+def test_readme_example_runs(name, line, lang, code, reason, tmp_path):
     if reason:
-        pytest.skip(f"README.md line {line}: {reason}")
+        pytest.skip(f"{name} line {line}: {reason}")
     # The shell examples run from the repository root, where `make` creates .venv: the
     # scratch folder links it, so they run as written and their files land here.
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))
@@ -99,7 +123,6 @@ def test_readme_example_runs(line, lang, code, reason, tmp_path):
         timeout=TIMEOUT_SECONDS,
     )
     assert proc.returncode == 0, (
-        f"README.md line {line} ({lang}) failed with status {proc.returncode}:\n"
-        f"{proc.stderr[-3000:]}"
+        f"{name} line {line} ({lang}) failed with status {proc.returncode}:\n{proc.stderr[-3000:]}"
     )
-    assert proc.stdout.strip(), f"README.md line {line} ({lang}) printed nothing"
+    assert proc.stdout.strip(), f"{name} line {line} ({lang}) printed nothing"
