@@ -1,7 +1,7 @@
 """A newcomer's task, written from the docs only: three releases on one shared accountant.
 
-The README's quick start says to pass ``accountant=dps.PrivacyAccountant(...)`` to share one
-budget; ``docs/guide/index.md`` says that ``dps.explain_pipeline(accountant)`` states the cost
+The README's quick start says to give each release its own ``budget`` and one shared
+``accountant=dps.PrivacyAccountant(total)``; ``docs/guide/python-api.md`` shows it, and says that ``dps.explain_pipeline(accountant)`` states the cost
 of every release and that the accountant refuses a pipeline over budget when it is built.
 """
 
