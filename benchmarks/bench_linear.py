@@ -142,7 +142,7 @@ def _ours_quantiles(values: np.ndarray, epsilon: float, stream: Any) -> np.ndarr
     budget = PrivacyBudget.pure(epsilon)
     mechanism = DPQuantiles([p / 100 for p in PERCENTILES], *DELAY_DOMAIN, budget).mechanism
     sketch = DyadicCountSketch(*mechanism.layout, clamp=True, **mechanism.tree).update(values)
-    return np.array([r["value"] for r in mechanism.release(sketch, budget, stream)])
+    return np.array([r.value for r in mechanism.release(sketch, budget, stream)])
 
 
 _SINK: dict[str, list] = {}

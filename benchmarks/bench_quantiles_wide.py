@@ -98,7 +98,7 @@ def _ours(values: np.ndarray, lower: int = LOWER, upper: int = UPPER) -> dict[st
     binary = DyadicCountSketch(lower, upper, 1024, 5, 0, clamp=True).update(values)
 
     def release_default(budget: Any, stream: Any) -> np.ndarray:
-        return np.array([r["value"] for r in mechanism.release(default, budget, stream)])
+        return np.array([r.value for r in mechanism.release(default, budget, stream)])
 
     def release_binary(budget: Any, stream: Any) -> np.ndarray:
         return PrivateDyadicCountSketch.release(binary, budget, stream).quantiles(qs)

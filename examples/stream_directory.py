@@ -62,7 +62,8 @@ def file_keys(readable: fileio.ReadableFile) -> Iterator[str]:
 
 def release_json(release: Release) -> str:
     """One release as a JSON line: public metadata and the noisy records."""
-    records = [r if isinstance(r, dict) else list(r) for r in release.records]
+    # Typed rows become JSON objects by field name; other records (key, count pairs) lists.
+    records = [r._asdict() if hasattr(r, "_asdict") else list(r) for r in release.records]
     return json.dumps(
         {
             "transform": release.transform,

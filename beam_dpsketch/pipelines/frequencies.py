@@ -221,8 +221,8 @@ def read_query_keys(spec: str) -> list[str]:
 
 def quantile_rows(record: Any) -> Iterator[dict[str, Any]]:
     """One ``quantile``/``value`` row per released quantile; ascending quantile levels."""
-    quantile = float(plain(record["quantile"]))
-    yield {"quantile": quantile, "value": plain(record["value"]), ORDER: [quantile]}
+    quantile = float(plain(record.quantile))
+    yield {"quantile": quantile, "value": plain(record.value), ORDER: [quantile]}
 
 
 def _run(

@@ -13,8 +13,11 @@
   label, ``explain()``, ``display_data()``); :class:`DPAggregate` and :class:`ReleaseMechanism`:
   exact aggregation per window and pane, then one accounted noisy release, the extension point
   for a new DP aggregate.
-* Release types: :class:`Release`, :class:`ContinualRelease`, :class:`SlidingWindowRelease`,
-  :class:`IntermittentRecord`, and :func:`explain_pipeline`.
+* Release records (:mod:`~beam_dpsketch.transforms.records`, typed rows with a Beam schema):
+  :class:`CountEstimate`, :class:`QuantileEstimate`, :class:`KeyEstimate`,
+  :class:`StepEstimate`, :class:`TimedEstimate`, :class:`IntermittentRecord`; release objects
+  with metadata: :class:`Release`, :class:`ContinualRelease`, :class:`SlidingWindowRelease`;
+  and :func:`explain_pipeline`.
 * Windowing: :func:`plan_releases` (the release plan of a PCollection's windowing) and
   :class:`WindowingRefused`, raised with a configuration that is accepted when a transform
   refuses a windowing, trigger or runner (every rule is in
@@ -38,12 +41,16 @@ from beam_dpsketch.transforms.continual import ContinualDPSketch, ContinualRelea
 from beam_dpsketch.transforms.count import DPCount
 from beam_dpsketch.transforms.frequencies import DPFrequencies
 from beam_dpsketch.transforms.heavy_hitters import DPHeavyHitters, DPHistogram
-from beam_dpsketch.transforms.intermittent import (
-    DPIntermittentQueries,
-    IntermittentRecord,
-    QuerySchedule,
-)
+from beam_dpsketch.transforms.intermittent import DPIntermittentQueries, QuerySchedule
 from beam_dpsketch.transforms.quantiles import DPQuantiles
+from beam_dpsketch.transforms.records import (
+    CountEstimate,
+    IntermittentRecord,
+    KeyEstimate,
+    QuantileEstimate,
+    StepEstimate,
+    TimedEstimate,
+)
 from beam_dpsketch.transforms.release import (
     DPAggregate,
     Release,
@@ -60,6 +67,7 @@ __all__ = [
     "BoundContributions",
     "ContinualDPSketch",
     "ContinualRelease",
+    "CountEstimate",
     "DPAggregate",
     "DPCount",
     "DPFrequencies",
@@ -71,6 +79,8 @@ __all__ = [
     "DPTransform",
     "IntermittentRecord",
     "KeyBatch",
+    "KeyEstimate",
+    "QuantileEstimate",
     "QuerySchedule",
     "ReadKeyBatches",
     "ReadKeyPairs",
@@ -81,6 +91,8 @@ __all__ = [
     "SketchPerKey",
     "SketchSpec",
     "SlidingWindowRelease",
+    "StepEstimate",
+    "TimedEstimate",
     "WindowingRefused",
     "explain_pipeline",
     "plan_releases",

@@ -407,8 +407,39 @@ class DPTransform(beam.PTransform, abc.ABC):
     # -- Beam -------------------------------------------------------------------------------
 
     def default_label(self) -> str:
-        """The class name: Beam's label when no ``label`` is given."""
-        return type(self).__name__
+        """Beam's label when none is given: the class name and the shape, ``DPHeavyHitters(route)``.
+
+        The part in parentheses is :meth:`label_detail` (a field name read by an extractor, else
+        a short public parameter); it is omitted when there is none. When no ``label`` is given
+        the full applied label is also the release's name, so it is part of the noise's release
+        id.
+        """
+        detail = self.label_detail()
+        name = type(self).__name__
+        return name if detail is None else f"{name}({detail})"
+
+    def label_detail(self) -> str | None:
+        """What :meth:`default_label` shows in parentheses: public parameters only.
+
+        By default the field name of the first extractor given as a field name (``key_fn="route"``
+        shows ``route``); subclasses fall back to a short distinguishing parameter.
+        """
+        for fn in self.label_extractors():
+            if isinstance(fn, FieldExtractor):
+                return fn.field
+        return None
+
+    def label_extractors(self) -> tuple[Any, ...]:
+        """The extractors whose field name :meth:`label_detail` shows, most telling first."""
+        return ()
+
+    def output_type(self) -> Any:
+        """The type of every element the transform emits (see :mod:`~beam_dpsketch.transforms.records`).
+
+        Declared on the output PCollection when the transform is applied, so downstream coders,
+        ``beam.Row`` consumers and DataFrames see it. ``Any`` by default.
+        """
+        return Any
 
     def display_data(self) -> dict[str, Any]:
         """Public parameters for runner UIs: budget, accountant, mechanism, shape, relation.
@@ -462,6 +493,8 @@ class DPTransform(beam.PTransform, abc.ABC):
         self.charge = charge
         self.release_label = name
         self.run_salt = run_salt_input(pcoll, self._noise_source)
+        # Beam sets a composite's declared output type on its result once expand returns.
+        self.with_output_types(self.output_type())
         return self.expand_release(pcoll)
 
     # -- Hooks ------------------------------------------------------------------------------

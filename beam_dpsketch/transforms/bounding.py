@@ -255,4 +255,7 @@ class BoundContributions(beam.PTransform):
             self._max_partitions,
             self._element_id_fn,
         )
-        return grouped | "SelectContributions" >> beam.ParDo(select).with_output_types(Any)
+        # It keeps a subset of its input rows: its output has the input's element type.
+        return grouped | "SelectContributions" >> beam.ParDo(select).with_output_types(
+            pcoll.element_type or Any
+        )

@@ -133,6 +133,7 @@ from beam_dpsketch.transforms.base import (
 )
 from beam_dpsketch.transforms.batching import KeyBatch, validate_key_batch
 from beam_dpsketch.transforms.combiners import SketchCombineFn, SketchSpec
+from beam_dpsketch.transforms.records import StepEstimate
 from beam_dpsketch.transforms.release import release_id_for
 from beam_dpsketch.transforms.windowing_rules import WindowingDeclaration, WindowingRequirement
 
@@ -641,7 +642,7 @@ class _ContinualDoFn(beam.DoFn):
         estimates = [float(v) for v in sketch.estimate_hashes(*self._qh).tolist()]
         if not c.with_metadata:
             for key, value in zip(c.queries, estimates, strict=True):
-                yield sketch.t, key, value
+                yield StepEstimate(sketch.t, key, value)
             return
         if isinstance(window, GlobalWindow):
             start = end = None
@@ -887,6 +888,12 @@ class ContinualDPSketch(DPTransform):
         if self._time_model == "element":
             return ELEMENT_RELATION
         return pane_relation(self._max_contributions)
+
+    def output_type(self) -> type:
+        return ContinualRelease if self._with_metadata else StepEstimate
+
+    def label_extractors(self) -> tuple[Any, ...]:
+        return (self._key_fn,)
 
     def display_parameters(self) -> dict[str, Any]:
         return {

@@ -57,6 +57,7 @@ from beam_dpsketch.transforms.bounding import (
     BoundContributions,
     canonical_id,
 )
+from beam_dpsketch.transforms.records import CountEstimate
 from beam_dpsketch.transforms.release import (
     PANE_RELATIONS,
     AccountedTransform,
@@ -102,6 +103,9 @@ def _exact_count(accumulator: Any) -> int:
 
 
 class _CountMechanism(ReleaseMechanism):
+    #: Every release is one noisy count.
+    record_type = CountEstimate
+
     def __init__(self, max_contributions: int = 1, pane_relation: str = "add_remove") -> None:
         if (
             isinstance(max_contributions, bool)
@@ -146,7 +150,7 @@ class _CountMechanism(ReleaseMechanism):
     def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
         count = _exact_count(accumulator)
         noise = int(self.noise(budget, stream))
-        return [{"count": count + noise}]
+        return [CountEstimate(count + noise)]
 
     @abc.abstractmethod
     def noise(self, budget: PrivacyBudget, stream: NoiseStream) -> int:
@@ -247,7 +251,8 @@ class CountGaussianMechanism(_CountMechanism):
 class DPCount(AccountedTransform):
     """Differentially private number of elements per window and pane.
 
-    Output: one record ``{"count": int}`` per released pane (or a
+    Output: one :class:`~beam_dpsketch.transforms.records.CountEstimate` (field ``count``, an
+    ``int``) per released pane (or a
     :class:`~beam_dpsketch.transforms.release.Release` with ``with_metadata=True``). In the
     default global window an empty input still gives one noisy count. Rows are counted: an
     element that is a batch of keys (e.g. from :class:`~beam_dpsketch.transforms.ReadKeyBatches`)
@@ -365,6 +370,9 @@ class DPCount(AccountedTransform):
         params["max_contributions"] = self.mechanism.max_contributions
         params["neighbouring_relation"] = self.mechanism._relation_text()
         return params
+
+    def label_extractors(self) -> tuple[Any, ...]:
+        return (self._privacy_id_fn,)
 
     def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
         counted = pcoll

@@ -104,6 +104,11 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
         but the pane total stays private: the pane's size is not a public invariant.
     """
 
+    @property
+    def record_type(self) -> type:
+        """The released private sketch class (its release is one sketch, not rows)."""
+        return self._private_class()
+
     def __init__(
         self,
         sketch: str,
@@ -309,6 +314,9 @@ class PublicKeyCountsReleaseMechanism(ReleaseMechanism):
     is public. Panes whose boundaries depend on the data are calibrated like the sketches
     (:func:`~beam_dpsketch.sketches.linear.calibration.pane_calibration`).
     """
+
+    #: The release is one :class:`PrivateKeyCounts`, which answers the declared keys.
+    record_type = PrivateKeyCounts
 
     def __init__(
         self,
@@ -557,6 +565,9 @@ class DPFrequencies(AccountedTransform):
     def windowing_requirement(self) -> WindowingRequirement:
         # Keys reach the trigger in batches unless weights are given.
         return BATCHED_WINDOWING if self._weight_fn is None else ANY_WINDOWING
+
+    def label_extractors(self) -> tuple[Any, ...]:
+        return (self._key_fn,)
 
     def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
         if self._weight_fn is not None:

@@ -78,6 +78,7 @@ from beam_dpsketch.sketches.misra_gries.hashed import HashedPAMG, hashed_pamg_gs
 from beam_dpsketch.sketches.misra_gries.private import (
     DEFAULT_COUNT_FRACTION,
     ERROR_CONFIDENCE,
+    HeavyHitterEstimate,
     HeavyHitterRelease,
     PostProcessedSum,
     approx_pp,
@@ -92,6 +93,7 @@ from beam_dpsketch.transforms.base import as_extractor
 from beam_dpsketch.transforms.batching import BatchKeys, call_user_fn, is_batch_type, is_key_batch
 from beam_dpsketch.transforms.bounding import BOUNDED_RELEASE_WINDOWING, BoundContributions
 from beam_dpsketch.transforms.combiners import MergeSketchesCombineFn, SketchCombineFn
+from beam_dpsketch.transforms.records import KeyEstimate, as_key_estimate
 from beam_dpsketch.transforms.release import AccountedTransform, ReleaseMechanism
 from beam_dpsketch.transforms.select_count import (
     RECOUNT_WINDOWING,
@@ -363,6 +365,13 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
     an empty aggregate).
     """
 
+    @property
+    def record_type(self) -> type:
+        """:class:`HeavyHitterEstimate` where the release states an error bound, else
+        :class:`~beam_dpsketch.transforms.records.KeyEstimate`."""
+        # PAMG + GSHM states no per-value bound; every other mechanism here does.
+        return KeyEstimate if self.mechanism == "pamg-gshm" else HeavyHitterEstimate
+
     def __init__(
         self,
         mechanism: str,
@@ -415,7 +424,7 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
         if self.top is not None:
             released = released.top(self.top)
         # Largest noisy counts first; ties by the canonical key order of the release (stable).
-        records = released.estimates()
+        records = [as_key_estimate(r) for r in released.estimates()]
         if self.top is not None:
             records.sort(key=lambda kv: -kv[1])
         return records
@@ -746,6 +755,12 @@ class DPHistogram(AccountedTransform):
                 selection.user_combine_fn() if user_level else DesignBCombineFn(k, max_shards)
             )
             self._select_count = SelectThenCount(self._step, selection_combine)
+
+    def label_extractors(self) -> tuple[Any, ...]:
+        return (self._key_fn, self._privacy_id_fn)
+
+    def label_detail(self) -> str | None:
+        return super().label_detail() or self.mechanism_name
 
     def display_parameters(self) -> dict[str, Any]:
         params = super().display_parameters()

@@ -94,7 +94,7 @@ import pickle
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
@@ -128,6 +128,7 @@ from beam_dpsketch.sketches.intermittent.sketch import (
 from beam_dpsketch.transforms.base import DPTransform, as_extractor, with_run_salt
 from beam_dpsketch.transforms.batching import is_key_batch
 from beam_dpsketch.transforms.combiners import sum_by_cell
+from beam_dpsketch.transforms.records import IntermittentRecord, TimedEstimate
 from beam_dpsketch.transforms.windowing_rules import WindowingRequirement
 
 __all__ = [
@@ -276,43 +277,6 @@ class QuerySchedule:
         return sum(len(keys) for _, keys in self.batches)
 
 
-class IntermittentRecord(NamedTuple):
-    """One answer with its public metadata (``with_metadata=True``).
-
-    Attributes
-    ----------
-    time
-        The batch's declared time.
-    key
-        The query key.
-    estimate
-        The private estimate (median of signed noisy cells for Count Sketch, minimum for
-        Count-Min), as the core returns it.
-    batch
-        1-based index of the batch among the non-empty batches.
-    noise_std
-        Standard deviation of the DP noise in this answer (public:
-        ``docs/algorithms.md#int-error-bars``).
-    epsilon
-        Cost of the release this record belongs to, which is the whole transform: the pure-DP
-        guarantee of every answer of every batch together (not per record), under the
-        neighbouring relation of the declared clock.
-    mechanism
-        Mechanism name (as in the accountant's report).
-    neighbouring_relation
-        The neighbouring relation ``epsilon`` holds for (:data:`CLOCKS`).
-    """
-
-    time: float | int
-    key: Any
-    estimate: float
-    batch: int
-    noise_std: float
-    epsilon: float
-    mechanism: str
-    neighbouring_relation: str
-
-
 def _records(
     answer: Any, keys: Any, t: Any, with_metadata: bool, config: _CoreConfig
 ) -> Iterator[Any]:
@@ -321,7 +285,7 @@ def _records(
     estimates = answer.estimates.tolist()
     if not with_metadata:
         for key, est in zip(keys, estimates, strict=True):
-            yield (t, key, est)
+            yield TimedEstimate(t, key, est)
         return
     stds = answer.noise_std.tolist()
     epsilon = answer.epsilon_total * config.split
@@ -1078,6 +1042,12 @@ class DPIntermittentQueries(DPTransform):
     def schedule(self) -> QuerySchedule | None:
         """The declared schedule (``None`` with a query PCollection)."""
         return self._schedule
+
+    def output_type(self) -> type:
+        return IntermittentRecord if self._with_metadata else TimedEstimate
+
+    def label_extractors(self) -> tuple[Any, ...]:
+        return (self._key_fn,)
 
     def display_parameters(self) -> dict[str, Any]:
         return {

@@ -31,6 +31,7 @@ from beam_dpsketch.transforms.batching import (
     unit_weight,
 )
 from beam_dpsketch.transforms.combiners import WeightedSketchCombineFn
+from beam_dpsketch.transforms.records import QuantileEstimate
 from beam_dpsketch.transforms.release import (
     PANE_RELATIONS,
     AccountedTransform,
@@ -50,6 +51,9 @@ class QuantileMechanism(ReleaseMechanism):
     top level, never the exact pane size; only a declared ``neighbouring="replace"`` publishes
     ``N``.
     """
+
+    #: One record per declared quantile, in the declared order.
+    record_type = QuantileEstimate
 
     def __init__(
         self,
@@ -97,9 +101,7 @@ class QuantileMechanism(ReleaseMechanism):
         answers = np.asarray(private.quantiles(list(self.quantiles)))
         if self.domain is not None:
             answers = self.domain.to_float(answers)
-        return [
-            {"quantile": q, "value": v.item()} for q, v in zip(self.quantiles, answers, strict=True)
-        ]
+        return [QuantileEstimate(q, v.item()) for q, v in zip(self.quantiles, answers, strict=True)]
 
     def for_pane_relation(self, pane_relation: str) -> ReleaseMechanism:
         if pane_relation == self.pane_relation:
@@ -159,7 +161,8 @@ class DPQuantiles(AccountedTransform):
     of the sketch's input, so the sensitivity (and the guarantee) is unchanged; and because no
     value can fail the pipeline, whether the pipeline succeeds reveals nothing about the values.
     A value that is not a number at all (e.g. a string) raises ``TypeError`` naming ``value_fn``,
-    never the value. Emits ``{"quantile": q, "value": v}`` records, one per requested quantile
+    never the value. Emits :class:`~beam_dpsketch.transforms.records.QuantileEstimate` records
+    (fields ``quantile`` and ``value``), one per requested quantile
     and released pane. Deletions enter through ``weight_fn`` (negative weights; turnstile model).
 
     Parameters
@@ -320,6 +323,9 @@ class DPQuantiles(AccountedTransform):
 
     def windowing_requirement(self) -> WindowingRequirement:
         return BATCHED_WINDOWING  # values reach the trigger in batches
+
+    def label_extractors(self) -> tuple[Any, ...]:
+        return (self._value_fn,)
 
     def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
         value_fn = self._value_fn or (lambda x: x)

@@ -104,6 +104,11 @@ class ReleaseMechanism(abc.ABC):
     #: Neighbouring relation this instance is calibrated for.
     pane_relation: str = "add_remove"
 
+    @property
+    def record_type(self) -> Any:
+        """The type of every record :meth:`release` returns (``Any`` unless a subclass says)."""
+        return Any
+
     def check_budget(self, budget: PrivacyBudget) -> None:  # noqa: B027 (optional hook)
         """Raise ``ValueError`` if this mechanism cannot spend a budget of ``budget.kind``."""
 
@@ -147,6 +152,11 @@ class GroupPrivacyReplace(ReleaseMechanism):
     """
 
     pane_relation = "replace"
+
+    @property
+    def record_type(self) -> Any:
+        """The wrapped mechanism's records: group privacy changes the calibration only."""
+        return self.inner.record_type
 
     def __init__(self, inner: ReleaseMechanism) -> None:
         if not isinstance(inner, ReleaseMechanism):
@@ -778,6 +788,9 @@ class DPAggregate(DPTransform):
         """The mechanism calibrated for the plan's pane relation (once applied)."""
         return self._step.calibrated_mechanism
 
+    def output_type(self) -> Any:
+        return step_output_type(self._step)
+
     def display_parameters(self) -> dict[str, Any]:
         return _step_parameters(self._step)
 
@@ -792,6 +805,11 @@ class DPAggregate(DPTransform):
 
     def expand_release(self, pcoll: beam.PCollection) -> beam.PCollection:
         return self._step.expand(pcoll, self.run_salt)  # type: ignore[arg-type]
+
+
+def step_output_type(step: ReleaseStep) -> Any:
+    """What a release step emits: :class:`Release` objects with metadata, else its records."""
+    return Release if step.with_metadata else step.mechanism.record_type
 
 
 def _step_parameters(step: ReleaseStep) -> dict[str, Any]:
@@ -826,6 +844,9 @@ class AccountedTransform(DPTransform):
 
     def windowing_declaration(self) -> WindowingDeclaration:
         return self._step.declaration
+
+    def output_type(self) -> Any:
+        return step_output_type(self._step)
 
     def _build_step(self, combine_fn: Any, mechanism: ReleaseMechanism, **options: Any) -> None:
         """Create the release step with this transform's accountant and noise source."""

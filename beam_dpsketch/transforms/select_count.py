@@ -53,7 +53,11 @@ from beam_dpsketch.sketches.misra_gries.hashed import (
     hashed_selection_parameters,
 )
 from beam_dpsketch.sketches.misra_gries.merged import calibrate_gshm
-from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum, approx_pp
+from beam_dpsketch.sketches.misra_gries.private import (
+    HeavyHitterEstimate,
+    PostProcessedSum,
+    approx_pp,
+)
 from beam_dpsketch.sketches.misra_gries.select_count import (
     DEFAULT_SELECTION_FRACTION,
     CandidateIndex,
@@ -67,6 +71,7 @@ from beam_dpsketch.sketches.misra_gries.select_count import (
 )
 from beam_dpsketch.transforms.base import same_windowing
 from beam_dpsketch.transforms.combiners import SketchCombineFn
+from beam_dpsketch.transforms.records import KeyEstimate
 from beam_dpsketch.transforms.release import ReleaseMechanism, ReleaseStep
 from beam_dpsketch.transforms.windowing_rules import WindowingRequirement, accept_windowing
 
@@ -411,6 +416,9 @@ class SelectedCountMechanism(ReleaseMechanism):
         The selection mechanism (for :meth:`describe` and the budget split).
     """
 
+    #: The count of every selected key states its error bound.
+    record_type = HeavyHitterEstimate
+
     def __init__(
         self, k: int, top: int | None, m: int | None, selection: SelectionMechanism
     ) -> None:
@@ -496,6 +504,9 @@ class UserExactMechanism(ReleaseMechanism):
         If given, only the ``top`` largest noisy counts are emitted (post-processing).
     """
 
+    #: Noisy counts without a per-value error bound.
+    record_type = KeyEstimate
+
     def __init__(self, m: int, top: int | None) -> None:
         self.m = m
         self.top = top
@@ -507,8 +518,10 @@ class UserExactMechanism(ReleaseMechanism):
     def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
         released = exact_user_gshm(accumulator, self.m, budget.epsilon, budget.delta, stream)  # type: ignore[arg-type]
         if self.top is None:
-            return list(released.items)
-        return sorted(released.top(self.top).items, key=lambda kv: -kv[1])
+            return [KeyEstimate(*kv) for kv in released.items]
+        return [
+            KeyEstimate(*kv) for kv in sorted(released.top(self.top).items, key=lambda kv: -kv[1])
+        ]
 
     def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
         params = calibrate_gshm(self.m, budget.epsilon, budget.delta)  # type: ignore[arg-type]

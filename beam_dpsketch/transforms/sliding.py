@@ -106,6 +106,7 @@ from beam_dpsketch.sketches.sliding.dpsw import MAX_INDEX, DPSWSketch
 from beam_dpsketch.transforms.base import DPTransform, as_extractor, with_run_salt
 from beam_dpsketch.transforms.batching import FixedBatches, is_key_batch
 from beam_dpsketch.transforms.combiners import sum_by_cell
+from beam_dpsketch.transforms.records import TimedEstimate
 from beam_dpsketch.transforms.windowing_rules import WindowingRequirement
 
 __all__ = ["DPSlidingWindowFrequencies", "SlidingWindowRelease"]
@@ -1126,7 +1127,7 @@ class _SealAndQuery(beam.DoFn):
         if not self._with_metadata:
             if self._queries.gamma is None:
                 for key, value in records:
-                    yield when, key, value
+                    yield TimedEstimate(when, key, value)
             else:
                 yield when, list(records)
             return
@@ -1460,6 +1461,12 @@ class DPSlidingWindowFrequencies(DPTransform):
                 stacklevel=3,
             )
         return _Queries(keys, float(gamma), None if hh_slack is None else float(hh_slack))
+
+    def output_type(self) -> type:
+        return SlidingWindowRelease if self.with_metadata else TimedEstimate
+
+    def label_extractors(self) -> tuple[Any, ...]:
+        return (self._key_fn,)
 
     def display_parameters(self) -> dict[str, Any]:
         width, depth, seed = self._shape()

@@ -73,9 +73,7 @@ def run_dp_count(options: list[str], steps: list, trigger, path: Path) -> tuple[
     )
     assert_that(released, out)
     p.run().wait_until_finish()
-    rows = [
-        (r.window_start, r.pane_index, r.pane_timing, r.records[0]["count"]) for r in out.load()
-    ]
+    rows = [(r.window_start, r.pane_index, r.pane_timing, r.records[0].count) for r in out.load()]
     return dp, sorted(rows)
 
 

@@ -144,7 +144,7 @@ def test_count_releases_the_empty_on_time_pane(tmp_path):
     assert panes(releases) == [(0, "EARLY"), (1, "EARLY"), (2, "ON_TIME")]
     on_time = next(r for r in releases if r.pane_timing == "ON_TIME")
     assert on_time.noise_scale > 0
-    assert len(on_time.records) == 1 and isinstance(on_time.records[0]["count"], int)
+    assert len(on_time.records) == 1 and isinstance(on_time.records[0].count, int)
 
 
 # --------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ def _two_counts(source: NoiseSource, n_a: int, n_b: int, out: Path) -> tuple[int
     def keep(name):
         # The runner pickles the check, so the value travels back through a file.
         def check(actual):
-            (out / name).write_text(json.dumps(actual[0]["count"]))
+            (out / name).write_text(json.dumps(actual[0].count))
 
         return check
 

@@ -178,7 +178,7 @@ def test_a_staged_pipeline_draws_new_noise_in_every_run(tmp_path):
     for _ in range(2):
         proto = beam_runner_api_pb2.Pipeline.FromString(staged)
         beam.Pipeline.from_runner_api(proto, p.runner, p.options).run().wait_until_finish()
-        runs.append(sorted(r["count"] for r in dump.load()))
+        runs.append(sorted(r.count for r in dump.load()))
     assert len(runs[0]) == 20
     # 20 releases with discrete Laplace noise of scale 20: all equal only on a replay.
     assert runs[0] != runs[1]
@@ -196,7 +196,7 @@ def test_an_insecure_test_source_reproduces_every_run(tmp_path):
     runs = []
     for _ in range(2):
         p.run().wait_until_finish()
-        runs.append(sorted(r["count"] for r in dump.load()))
+        runs.append(sorted(r.count for r in dump.load()))
     assert runs[0] == runs[1]
 
 

@@ -48,7 +48,7 @@ def _quantiles(tmp_path, name, data, lower=0, upper=255, **kwargs):
     )
     with beam.Pipeline(runner="FnApiRunner") as p:
         assert_that(p | beam.Create(data, reshuffle=False) | transform, out)
-    return sorted((r["quantile"], r["value"]) for r in out.load())
+    return sorted((r.quantile, r.value) for r in out.load())
 
 
 INSIDE = list(range(10, 250, 8))  # 30 values in [0, 255]

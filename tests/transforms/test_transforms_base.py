@@ -188,14 +188,17 @@ def test_two_instances_of_each_class_apply_in_one_pipeline(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_default_label_is_the_class_name(name):
+def test_default_label_is_the_class_name_and_its_shape(name):
     make, elements, _ = CASES[name]
     transform = make()
-    assert transform.label == transform.default_label() == name
+    label = transform.default_label()
+    assert transform.label == label
+    # The class name, then the shape in parentheses when there is one to show.
+    assert label == name or (label.startswith(f"{name}(") and label.endswith(")")), label
     p = fnapi()
     _ = p | beam.Create(elements) | transform
     # Applied without a label: the release is named by the applied full label.
-    assert transform.release_label == name
+    assert transform.release_label == label
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from beam_dpsketch.noise import NoiseSource, discrete_gaussian, discrete_laplace
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.transforms import DPCount
 from beam_dpsketch.transforms.count import CountGaussianMechanism, CountLaplaceMechanism
+from beam_dpsketch.transforms.records import CountEstimate
 from beam_dpsketch.transforms.release import _ReleaseDoFn, release_id_for
 
 SEED = 314159
@@ -109,10 +110,7 @@ def test_released_noise_has_the_discrete_laplace_variance():
     source = NoiseSource.insecure_for_tests(SEED)
     true = 1234
     noise = np.array(
-        [
-            mech.release(true, budget, source.stream(("var", i)))[0]["count"] - true
-            for i in range(n)
-        ],
+        [mech.release(true, budget, source.stream(("var", i)))[0].count - true for i in range(n)],
         dtype=np.float64,
     )
     var, m4 = geo2_moments(float(mech.scale(budget)))
@@ -154,7 +152,7 @@ def test_release_dofn_draws_from_the_release_stream_only():
     salt = new_run_salt(source)
     out = list(dofn.process(7, salt, window=window, pane=pane))
     rid = release_id_for("lbl", window, 0)
-    assert out == [{"count": 7 + int(discrete_laplace(source.stream(rid), 1, 1)[0])}]
+    assert out == [CountEstimate(7 + int(discrete_laplace(source.stream(rid), 1, 1)[0]))]
     # Retrying the same release gives the same value.
     assert list(dofn.process(7, salt, window=window, pane=pane)) == out
     # A pane past the plan's maximum (1 here) is withheld.
@@ -169,7 +167,7 @@ def test_gaussian_count_noise_is_centred_with_variance_near_sigma_squared():
     mech = CountGaussianMechanism()
     source = NoiseSource.insecure_for_tests(SEED)
     noise = np.array(
-        [mech.release(50, budget, source.stream(("g", i)))[0]["count"] - 50 for i in range(n)],
+        [mech.release(50, budget, source.stream(("g", i)))[0].count - 50 for i in range(n)],
         dtype=np.float64,
     )
     sigma = mech.sigma(budget)
@@ -207,11 +205,9 @@ def dp_violations(mech, eps: float, n: int, seed: int, beta: float = 1e-6) -> li
     budget = PrivacyBudget.pure(eps)
     source = NoiseSource.insecure_for_tests(seed)
     c = 10
-    out_d = np.array(
-        [mech.release(c, budget, source.stream(("D", i)))[0]["count"] for i in range(n)]
-    )
+    out_d = np.array([mech.release(c, budget, source.stream(("D", i)))[0].count for i in range(n)])
     out_n = np.array(
-        [mech.release(c - 1, budget, source.stream(("D'", i)))[0]["count"] for i in range(n)]
+        [mech.release(c - 1, budget, source.stream(("D'", i)))[0].count for i in range(n)]
     )
     k = 2 * len(EVENT_OFFSETS)
     t = math.sqrt(math.log(2 * k / beta) / (2 * n))
@@ -271,7 +267,7 @@ def test_user_level_count_bounds_contributions_and_scales_the_noise():
     noise = int(discrete_laplace(agg.noise_source.stream(("users", "global", 0)), scale, 1)[0])
 
     def check(actual):
-        assert actual == [{"count": 9 + noise}]
+        assert actual == [CountEstimate(9 + noise)]
 
     assert_that(out, check)
     p.run().wait_until_finish()
@@ -315,7 +311,7 @@ def test_zcdp_count_runs_and_is_charged_in_rho():
     )
 
     def check(actual):
-        assert actual == [{"count": 20 + noise}]
+        assert actual == [CountEstimate(20 + noise)]
 
     assert_that(out, check)
     p.run().wait_until_finish()
@@ -346,7 +342,7 @@ def test_count_of_read_key_batches_is_the_number_of_rows(tmp_path):
     noise = int(discrete_laplace(dp.aggregate.noise_source.stream(("rows", "global", 0)), 1, 1)[0])
 
     def check(actual):
-        assert actual == [{"count": n_rows + noise}]
+        assert actual == [CountEstimate(n_rows + noise)]
 
     assert_that(out, check)
     p.run().wait_until_finish()

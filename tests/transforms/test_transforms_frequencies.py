@@ -32,6 +32,7 @@ from beam_dpsketch.sketches import CountMinSketch, CountSketch, DyadicCountSketc
 from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
 from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles
+from beam_dpsketch.transforms.records import QuantileEstimate
 from beam_dpsketch.transforms.release import release_id_for
 
 W, D = 256, 4
@@ -194,14 +195,14 @@ def test_quantiles_equal_the_core_release_and_are_accurate(dump):
         t.aggregate.noise_source.stream(release_id_for("q", GlobalWindow(), 0)),
         consistency=True,
     )
-    assert sorted(out, key=lambda r: r["quantile"]) == [
-        {"quantile": q, "value": int(v)} for q, v in zip(qs, private.quantiles(qs), strict=True)
+    assert sorted(out, key=lambda r: r.quantile) == [
+        QuantileEstimate(q, int(v)) for q, v in zip(qs, private.quantiles(qs), strict=True)
     ]
     # Rank error: the released value's true rank is within 1% of q*n (the exact levels of a
     # 256-value domain carry only noise of scale ~3 per node on 50,000 values).
     for r in out:
-        rank = np.mean(values <= r["value"])
-        assert abs(rank - r["quantile"]) < 0.01
+        rank = np.mean(values <= r.value)
+        assert abs(rank - r.quantile) < 0.01
 
 
 def test_float_quantiles_through_a_declared_domain(dump):
@@ -218,7 +219,7 @@ def test_float_quantiles_through_a_declared_domain(dump):
     )
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create(values.tolist()) | t, dump)
-    got = {r["quantile"]: r["value"] for r in dump.load()}
+    got = {r.quantile: r.value for r in dump.load()}
     assert abs(got[0.25] - 2.5) < 0.1 and abs(got[0.75] - 7.5) < 0.1
 
 

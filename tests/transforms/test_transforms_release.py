@@ -50,6 +50,7 @@ from beam_dpsketch.transforms import (
     explain_pipeline,
 )
 from beam_dpsketch.transforms.count import CountLaplaceMechanism
+from beam_dpsketch.transforms.records import CountEstimate
 from beam_dpsketch.transforms.release import GroupPrivacyReplace, release_id_for
 
 SEED = 20261122
@@ -81,7 +82,7 @@ def expected_value(dp: DPCount, source: NoiseSource, window, pane_index: int, tr
 
 def as_tuples(releases):
     return sorted(
-        (r.window_start, r.window_end, r.pane_index, r.pane_timing, r.records[0]["count"])
+        (r.window_start, r.window_end, r.pane_index, r.pane_timing, r.records[0].count)
         for r in releases
     )
 
@@ -443,7 +444,7 @@ def test_global_window_empty_input_releases_noise_on_fnapi():
     noise = int(discrete_laplace(agg.noise_source.stream(rid), scale, 1)[0])
 
     def check(actual):
-        assert actual == [{"count": noise}]
+        assert actual == [CountEstimate(noise)]
 
     assert_that(out, check)
     p.run().wait_until_finish()

@@ -210,7 +210,7 @@ def test_seeded_accuracy_on_a_wide_range():
     errors = []
     for t in range(5):
         out = mechanism.release(sk, budget, SRC.stream(("accuracy", t)))
-        released = np.array([r["value"] for r in out], dtype=np.float64)
+        released = np.array([r.value for r in out], dtype=np.float64)
         lo = np.searchsorted(ordered, released, side="left")
         hi = np.searchsorted(ordered, released, side="right")
         errors.append(np.maximum(np.maximum(lo - QS * len(values), QS * len(values) - hi), 0))
