@@ -15,12 +15,20 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-__all__ = ["check_bool", "check_choice", "check_int", "check_probability", "check_real"]
+__all__ = [
+    "check_bool",
+    "check_choice",
+    "check_int",
+    "check_probability",
+    "check_real",
+    "renamed_keyword",
+]
 
 
 def check_int(value: Any, name: str, lower: int | None = 1, upper: int | None = None) -> int:
@@ -98,7 +106,7 @@ def check_real(
     upper_open: bool = False,
     finite: bool = True,
 ) -> float:
-    """Return ``value`` as a finite float after checking its type and range.
+    """Return ``value`` as a float after checking its type and range (finite unless told).
 
     Parameters
     ----------
@@ -108,7 +116,7 @@ def check_real(
     name
         Parameter name used in error messages.
     lower, upper
-        Bounds; ``None`` leaves that side unbounded (the value must still be finite).
+        Bounds; ``None`` leaves that side unbounded.
     lower_open, upper_open
         Whether that bound is excluded (``> lower`` rather than ``>= lower``).
     finite
@@ -119,15 +127,18 @@ def check_real(
     TypeError
         If ``value`` is a bool or not a real number: ``"<name> must be a real number, got <type>"``.
     ValueError
-        If ``value`` is NaN, infinite or out of range: ``"<name> must be finite, got <value>"``,
+        If ``value`` is NaN (``"<name> must not be NaN"``), infinite while ``finite``
+        (``"<name> must be finite, got <value>"``) or out of range:
         ``"<name> must be > <lower>, got <value>"``, ``"<name> must be in (<lower>, <upper>],
         got <value>"`` and so on.
     """
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     v = float(value)
-    if math.isnan(v) or (finite and math.isinf(v)):
-        raise ValueError(f"{name} must be {'finite' if finite else 'a number'}, got {value!r}")
+    if math.isnan(v):
+        raise ValueError(f"{name} must not be NaN")
+    if finite and math.isinf(v):
+        raise ValueError(f"{name} must be finite, got {value!r}")
     too_low = lower is not None and (v <= lower if lower_open else v < lower)
     too_high = upper is not None and (v >= upper if upper_open else v > upper)
     if too_low or too_high:
@@ -167,3 +178,20 @@ def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
     if not known:
         raise ValueError(f"{name} must be one of {options}, got {value!r}")
     return value
+
+
+def renamed_keyword(value: Any, old_value: Any, name: str, old_name: str) -> Any:
+    """The value of keyword ``name``, also accepted under its deprecated spelling ``old_name``.
+
+    ``None`` means "not given" for both. Giving ``old_name`` warns (``DeprecationWarning``
+    naming both spellings); giving both is refused (``TypeError``, as Python refuses a keyword
+    given twice).
+    """
+    if old_value is None:
+        return value
+    if value is not None:
+        raise TypeError(f"give {name} only ({old_name} is its deprecated spelling)")
+    warnings.warn(
+        f"{old_name}= is deprecated: use {name}= (the same value)", DeprecationWarning, stacklevel=3
+    )
+    return old_value

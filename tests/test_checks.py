@@ -170,13 +170,13 @@ SRC = NoiseSource.insecure_for_tests(0)
         ),
         (
             lambda: UseAndKeepSketch(
-                8, 2, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id=1.5
+                8, 2, PrivacyBudget.pure(1.0), noise_source=SRC, release_prefix=1.5
             ),
             TypeError,
-            "sketch_id: ",
+            "release_prefix: ",
         ),
-        # A SketchSpec reports every bad parameter as ValueError (documented), same wording.
-        (lambda: SketchSpec.count_min(1.5, 2), ValueError, "width must be an int, got float"),
+        # A SketchSpec reports bad parameters as the sketch classes do, same wording.
+        (lambda: SketchSpec.count_min(1.5, 2), TypeError, "width must be an int, got float"),
         (lambda: SketchSpec.misra_gries(0), ValueError, "k must be in [1, "),
     ],
 )

@@ -74,7 +74,7 @@ def _intermittent(strategy: str):
         3,
         PrivacyBudget.pure(1.0),
         noise_source=SRC,
-        sketch_id=("fuzz", strategy),
+        release_prefix=("fuzz", strategy),
         **kw,
     )
     sk.update(KEYS)

@@ -68,8 +68,9 @@ class SketchSpec:
     """A small, picklable description of an empty sketch; calling it builds one.
 
     Use the constructors :meth:`count_min`, :meth:`count_sketch` and :meth:`misra_gries`, which
-    validate every parameter at pipeline construction (``ValueError`` naming the parameter),
-    long before a worker allocates a table.
+    validate every parameter at pipeline construction, as the sketch classes do (``TypeError``
+    for a wrong type, ``ValueError`` for a wrong value, naming the parameter), long before a
+    worker allocates a table.
 
     Parameters
     ----------
@@ -91,11 +92,7 @@ class SketchSpec:
             raise ValueError(
                 f"a {self.kind} spec takes parameters {sorted(names)}, got {sorted(self.params)}"
             )
-        try:
-            checked = {n: check_int(self.params[n], n, *_PARAM_BOUNDS[n]) for n in names}
-        except TypeError as exc:
-            # A spec is a construction-time description: every bad parameter is a ValueError.
-            raise ValueError(str(exc)) from None
+        checked = {n: check_int(self.params[n], n, *_PARAM_BOUNDS[n]) for n in names}
         # Frozen: normalise numpy ints to Python ints through object.__setattr__.
         object.__setattr__(self, "params", checked)
 

@@ -142,7 +142,7 @@ __all__ = [
 ]
 
 #: ``sketch`` names of the transform and the core ``kind`` each maps to.
-SKETCHES = {"count-sketch": "count_sketch", "count-min": "count_min"}
+SKETCHES = {"count-sketch": "count-sketch", "count-min": "count-min"}
 
 #: The clocks a caller can declare, and the neighbouring relation each one's guarantee holds for
 #: (module docstring: "Clocks and neighbouring relations").
@@ -329,7 +329,7 @@ class _CoreConfig:
                 self.depth,
                 self.budget,
                 noise_source=self.noise_source if source is None else source,
-                sketch_id=self.sketch_id,
+                release_prefix=self.sketch_id,
                 kind=self.kind,
                 seed=self.seed,
                 neighbouring=_CLOCK_NEIGHBOURING[self.clock],

@@ -16,6 +16,7 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
+from beam_dpsketch.checks import check_real
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches.linear.calibration import pane_calibration, pane_relation_text
@@ -254,9 +255,10 @@ class DPQuantiles(AccountedTransform):
         label: str | None = None,
         release_range: tuple[float, float] | None = None,
     ) -> None:
-        qs = [float(q) for q in quantiles]
-        if not qs or any(not 0.0 <= q <= 1.0 for q in qs):
-            raise ValueError(f"quantiles must be a non-empty list of values in [0, 1], got {qs}")
+        # Each level is checked as the sketch's quantile() checks its q (same exceptions).
+        qs = [check_real(q, "quantiles", 0.0, 1.0) for q in quantiles]
+        if not qs:
+            raise ValueError("quantiles must be a non-empty list of values in [0, 1], got []")
         super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
         value_fn = as_extractor(value_fn, "value_fn")
         weight_fn = as_extractor(weight_fn, "weight_fn")

@@ -1390,7 +1390,7 @@ class DPSlidingWindowFrequencies(DPTransform):
                 "width": width,
                 "depth": depth,
                 "seed": seed,
-                "label": label or self.default_label(),
+                "release_prefix": label or self.default_label(),
                 **sketch_options,
             },
         )
@@ -1504,7 +1504,7 @@ class DPSlidingWindowFrequencies(DPTransform):
         self._factory = _SketchFactory(
             self._factory.preset,
             (self._factory.args[0], budget),
-            {**self._factory.kwargs, "label": name},
+            {**self._factory.kwargs, "release_prefix": name},
         )
         probe = self._factory(self._noise_source)
         self._set_budget(budget, probe)

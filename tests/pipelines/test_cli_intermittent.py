@@ -51,7 +51,7 @@ def _core_answers(times, keys, batches, kind="count_sketch", seed=3, epsilon=1.0
         PrivacyBudget.pure(float(epsilon)),
         # The command's transform uses the first application key of its seeded source.
         noise_source=NoiseSource.insecure_for_tests(seed).for_application(),
-        sketch_id=intermittent_sketch_id("intermittent"),
+        release_prefix=intermittent_sketch_id("intermittent"),
         kind=kind,
     )
     times, keys = np.asarray(times, dtype=np.float64), np.asarray(keys, dtype=object)

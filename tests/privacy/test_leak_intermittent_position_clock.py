@@ -94,7 +94,7 @@ def _release(rows: np.ndarray, queries: np.ndarray, epsilon: Fraction, run: str)
         1,
         PrivacyBudget.pure(float(epsilon)),
         noise_source=source,
-        sketch_id=("position-clock", run),
+        release_prefix=("position-clock", run),
         kind="count_min",
     )
     positions = np.arange(1, rows.shape[1] + 1)

@@ -145,9 +145,10 @@ def test_spec_validation_and_types():
         SketchSpec("space-saving", {"k": 3})
     with pytest.raises(ValueError, match="parameters"):
         SketchSpec("misra-gries", {"width": 3})
-    with pytest.raises(ValueError, match="width"):
+    # Same exception types as the sketch classes: TypeError for a wrong type.
+    with pytest.raises(TypeError, match="^width must be an int, got float"):
         SketchSpec.count_min(1.5, 2)
-    with pytest.raises(ValueError, match="k must"):
+    with pytest.raises(TypeError, match="^k must be an int, got bool"):
         SketchSpec.misra_gries(True)
     with pytest.raises(ValueError, match="no update"):
         SketchCombineFn(lambda: object())

@@ -77,7 +77,7 @@ def _expected(schedule, kind, source, label, pos, keys, with_metadata=False, eps
         D,
         PrivacyBudget.pure(float(epsilon)),
         noise_source=source,
-        sketch_id=intermittent_sketch_id(label),
+        release_prefix=intermittent_sketch_id(label),
         kind=kind,
     )
     out = []
@@ -142,7 +142,7 @@ def test_query_schedule_sorts_merges_equal_times_and_checks_keys():
 
 
 @pytest.mark.parametrize(
-    ("sketch", "kind"), [("count-sketch", "count_sketch"), ("count-min", "count_min")]
+    ("sketch", "kind"), [("count-sketch", "count-sketch"), ("count-min", "count-min")]
 )
 def test_schedule_by_position_equals_the_core_in_memory(sketch, kind, tmp_path):
     source = NoiseSource.insecure_for_tests(3)
@@ -203,7 +203,7 @@ def test_schedule_on_two_worker_processes_equals_the_core_with_metadata(tmp_path
         assert_that(res, out)
     got = sorted(out.load(), key=_key)
     expected = sorted(
-        _expected(SCHEDULE, "count_sketch", t.noise_source, "mp", *_stream(), True), key=_key
+        _expected(SCHEDULE, "count-sketch", t.noise_source, "mp", *_stream(), True), key=_key
     )
     assert got == expected
     assert all(isinstance(r, IntermittentRecord) for r in got)
@@ -232,7 +232,7 @@ def test_single_elements_with_time_and_key_functions(tmp_path):
     )
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create(records) | t, out)
-    expected = _expected(schedule, "count_sketch", t.noise_source, "fn", pos, keys)
+    expected = _expected(schedule, "count-sketch", t.noise_source, "fn", pos, keys)
     assert sorted(out.load(), key=_key) == sorted(expected, key=_key)
 
 
@@ -247,7 +247,7 @@ def test_every_batch_is_answered_without_any_data(tmp_path):
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create([], reshuffle=False) | t, out)
     empty = np.zeros(0, np.int64)
-    expected = _expected(SCHEDULE, "count_sketch", t.noise_source, "empty", empty, empty)
+    expected = _expected(SCHEDULE, "count-sketch", t.noise_source, "empty", empty, empty)
     got = sorted(out.load(), key=_key)
     assert got == sorted(expected, key=_key)
     assert any(r[2] != 0 for r in got)  # noisy, not the exact zeros
@@ -292,7 +292,7 @@ def test_query_pcollection_on_a_batch_runner_equals_the_schedule(tmp_path):
             W, D, EPS, queries=queries, clock="positions", noise_source=source, label="ev"
         )
         assert_that(data | t, out)
-    expected = _expected(SCHEDULE, "count_sketch", t.noise_source, "ev", pos, keys)
+    expected = _expected(SCHEDULE, "count-sketch", t.noise_source, "ev", pos, keys)
     assert sorted(out.load(), key=_key) == sorted(expected, key=_key)
 
 
@@ -353,7 +353,7 @@ def test_teststream_batches_at_event_times_with_late_data_equal_the_core(tmp_pat
         3,
         PrivacyBudget.pure(1.0),
         noise_source=t.noise_source,
-        sketch_id=intermittent_sketch_id("stream"),
+        release_prefix=intermittent_sketch_id("stream"),
     )
     expected = []
     for t_k, delta, q in [
@@ -549,7 +549,7 @@ def test_without_a_budget_takes_what_the_accountant_has_left(tmp_path):
         W, D, EPS, queries=SCHEDULE, clock="positions", noise_source=source, label="iq"
     )
     assert t.noise_scale == explicit.noise_scale == 2 * D / 1.0
-    expected = _expected(SCHEDULE, "count_sketch", t.noise_source, "iq", *_stream())
+    expected = _expected(SCHEDULE, "count-sketch", t.noise_source, "iq", *_stream())
     assert sorted(out.load(), key=_key) == sorted(expected, key=_key)
     approx = PrivacyAccountant(PrivacyBudget.approx(1.0, 1e-6))
     p = beam.Pipeline(runner=FnApiRunner())
@@ -634,7 +634,7 @@ def _core_answers(schedule, kind, source, label, times, keys, clock, with_metada
         D,
         EPS,
         noise_source=source,
-        sketch_id=intermittent_sketch_id(label),
+        release_prefix=intermittent_sketch_id(label),
         kind=kind,
         neighbouring="replace" if clock == "positions" else "add_remove",
     )
@@ -674,7 +674,7 @@ def _run_wide(tmp_path, name, schedule, sketch, clock, times, keys, with_metadat
 
 @pytest.mark.parametrize(
     ("sketch", "kind", "clock"),
-    [("count-sketch", "count_sketch", "positions"), ("count-min", "count_min", "event_time")],
+    [("count-sketch", "count-sketch", "positions"), ("count-min", "count-min", "event_time")],
 )
 def test_many_batches_over_mostly_unread_cells_equal_the_core_fed_full_deltas(
     sketch, kind, clock, tmp_path

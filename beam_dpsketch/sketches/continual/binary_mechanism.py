@@ -71,7 +71,7 @@ from typing import Any, Literal, Self
 import numpy as np
 
 from beam_dpsketch import serialization
-from beam_dpsketch.checks import check_int, check_probability
+from beam_dpsketch.checks import check_bool, check_choice, check_int, check_probability
 from beam_dpsketch.hashing import check_key_like, decode_key, encode_key
 from beam_dpsketch.noise import NoiseSource, gaussian
 from beam_dpsketch.privacy.budget import PrivacyBudget, check_delta, check_epsilon
@@ -120,9 +120,7 @@ class HorizonExceededError(ValueError):
 
 
 def _check_calibration(calibration: Any) -> str:
-    if calibration not in CALIBRATIONS:
-        raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
-    return calibration
+    return check_choice(calibration, "calibration", CALIBRATIONS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -350,9 +348,7 @@ class GaussianBinaryMechanism:
         if rounds_per_block is None:
             rounds_per_block = max(1, min(DEFAULT_BLOCK_VALUES // self.n, self.horizon))
         self.rounds_per_block = check_int(rounds_per_block, "rounds_per_block", 1, self.horizon)
-        if not isinstance(faithful, bool | np.bool_):
-            raise TypeError(f"faithful must be a bool, got {type(faithful).__name__}")
-        self.faithful = bool(faithful)
+        self.faithful = check_bool(faithful, "faithful")
         self.noise_values_drawn = 0
         self._k = np.zeros(self.n, dtype=np.int64)
         self._total = np.zeros(self.n, dtype=np.int64)

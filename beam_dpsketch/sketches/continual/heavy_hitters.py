@@ -22,13 +22,12 @@ Pure numpy, no Beam.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Self
 
 import numpy as np
 
 from beam_dpsketch import serialization
-from beam_dpsketch.checks import check_int
+from beam_dpsketch.checks import check_int, check_real
 from beam_dpsketch.hashing import (
     MAX_SEED,
     canonical_keys,
@@ -62,14 +61,8 @@ def _threshold(t: int, phi: float | None, threshold: float | None) -> float:
     if (phi is None) == (threshold is None):
         raise ValueError("give exactly one of phi (a fraction of t) or threshold")
     if phi is not None:
-        if isinstance(phi, bool) or not isinstance(phi, int | float) or not 0 < phi <= 1:
-            raise ValueError(f"phi must be in (0, 1], got {phi!r}")
-        return float(phi) * t
-    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
-        raise TypeError(f"threshold must be a real number, got {type(threshold).__name__}")
-    if not math.isfinite(threshold):
-        raise ValueError(f"threshold must be finite, got {threshold!r}")
-    return float(threshold)
+        return check_real(phi, "phi", 0.0, 1.0, lower_open=True) * t
+    return check_real(threshold, "threshold")
 
 
 def _ranked(keys: list[Any], values: np.ndarray) -> list[tuple[Any, float]]:

@@ -26,12 +26,12 @@ Noise scheme (reproducible; docs/algorithms.md#noise-sampling). All noise is exa
 :class:`~beam_dpsketch.noise.NoiseSource`. Cells are numbered ``row * width + column`` and cut
 into blocks of :data:`NOISE_BLOCK` consecutive cells (the last block may be shorter). In batch
 ``k`` a used cell ``c`` of block ``b`` gets the draw at position ``c - b * NOISE_BLOCK`` of
-``discrete_laplace(source.stream((sketch_id, "cell", k, b)), d/eps, len(block b))``. So each
-cell's draw in a batch is a pure function of (secret key, ``sketch_id``, ``k``, cell): the order
+``discrete_laplace(source.stream((release_prefix, "cell", k, b)), d/eps, len(block b))``. So each
+cell's draw in a batch is a pure function of (secret key, ``release_prefix``, ``k``, cell): the order
 of the queries, the other cells used, a retried bundle or a restore from
 :meth:`IntermittentSketch.to_bytes` cannot change it, and no ``(batch, cell)`` is ever drawn twice with different values. ``k`` counts the
 non-empty batches answered so far and is part of the state. Draws of a block that no query reads
-are discarded unused. Distinct sketches **must** use distinct ``sketch_id`` values: equal ids and
+are discarded unused. Distinct sketches **must** use distinct ``release_prefix`` values: equal ids and
 keys give equal noise.
 
 Safety rules (invariants I1-I6 of docs/algorithms.md#int-beam), enforced here:
@@ -70,7 +70,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from beam_dpsketch import serialization
-from beam_dpsketch.checks import check_int
+from beam_dpsketch.checks import check_choice, check_int, renamed_keyword
 from beam_dpsketch.hashing import (
     check_key_like,
     decode_key,
@@ -102,11 +102,31 @@ __all__ = [
 #: changes every draw, so it is recorded in :meth:`IntermittentSketch.to_bytes`.
 NOISE_BLOCK = 4096
 
-#: ``kind`` values and the exact sketch each composes.
+#: ``kind`` values (as in the other DP sketches and transforms) and the exact sketch each composes.
 SKETCH_KINDS: dict[str, type[LinearSketch]] = {
-    "count_sketch": CountSketch,
-    "count_min": CountMinSketch,
+    "count-sketch": CountSketch,
+    "count-min": CountMinSketch,
 }
+#: The code each ``kind`` is serialized as (part of the state format, so it stays as it is).
+_KIND_CODES: dict[str, str] = {"count-sketch": "count_sketch", "count-min": "count_min"}
+_KIND_OF_CODE: dict[str, str] = {code: kind for kind, code in _KIND_CODES.items()}
+
+
+def check_sketch_kind(kind: Any) -> str:
+    """``kind`` as its public name, ``"count-sketch"`` or ``"count-min"`` (``ValueError`` otherwise).
+
+    The serialized codes ``"count_sketch"`` / ``"count_min"`` are also accepted, with a
+    ``DeprecationWarning``, and mapped to the public name.
+    """
+    if isinstance(kind, str) and kind in _KIND_OF_CODE:
+        warnings.warn(
+            f"kind={kind!r} is deprecated: use kind={_KIND_OF_CODE[kind]!r}",
+            DeprecationWarning,
+            stacklevel=4,
+        )
+        return _KIND_OF_CODE[kind]
+    return check_choice(kind, "kind", SKETCH_KINDS)
+
 
 #: Largest scale :func:`beam_dpsketch.noise.discrete_laplace` accepts.
 _MAX_SCALE = Fraction(1 << 52)
@@ -269,12 +289,12 @@ def _check_source(noise_source: Any) -> NoiseSource:
     return noise_source
 
 
-def _source_check(source: NoiseSource, sketch_id: Any) -> str:
+def _source_check(source: NoiseSource, release_prefix: Any) -> str:
     """A fingerprint tying saved state to its noise source without revealing the key.
 
     32 bits of a keystream that is never used for noise: detects restoring with the wrong source.
     """
-    return f"{int(source.stream((sketch_id, 'source-check')).uint64(1)[0]) >> 32:08x}"
+    return f"{int(source.stream((release_prefix, 'source-check')).uint64(1)[0]) >> 32:08x}"
 
 
 def _check_time(time: Any) -> float | int | None:
@@ -361,12 +381,13 @@ class IntermittentSketch(abc.ABC):
     noise_source
         The :class:`~beam_dpsketch.noise.NoiseSource` all noise comes from. Beam and CLI paths
         must pass it through :func:`~beam_dpsketch.noise.check_release_source`.
-    sketch_id
+    release_prefix
         Public id of this sketch (anything :func:`~beam_dpsketch.hashing.encode_key` accepts);
-        the prefix of every noise stream. Must be unique per sketch instance.
+        the prefix of every noise stream. Must be unique per sketch instance. Required; the
+        keyword ``sketch_id`` is a deprecated spelling of it.
     kind
-        ``"count_sketch"`` (median of signed cells, unbiased; the paper's choice) or
-        ``"count_min"`` (minimum of cells; [YKAE, Section VII]: same noise scales).
+        ``"count-sketch"`` (median of signed cells, unbiased; the paper's choice) or
+        ``"count-min"`` (minimum of cells; [YKAE, Section VII]: same noise scales).
     seed
         Public hash seed in ``[0, 2**32)``, fixed before any data is seen (docs/algorithms.md#int-beam).
     neighbouring
@@ -390,13 +411,16 @@ class IntermittentSketch(abc.ABC):
         budget: PrivacyBudget,
         *,
         noise_source: NoiseSource,
-        sketch_id: Any,
-        kind: str = "count_sketch",
+        release_prefix: Any = None,
+        kind: str = "count-sketch",
         seed: int = 0,
         neighbouring: str = "add_remove",
+        sketch_id: Any = None,
     ) -> None:
-        if kind not in SKETCH_KINDS:
-            raise ValueError(f"kind must be one of {sorted(SKETCH_KINDS)}, got {kind!r}")
+        release_prefix = renamed_keyword(release_prefix, sketch_id, "release_prefix", "sketch_id")
+        if release_prefix is None:
+            raise TypeError("missing required keyword argument: 'release_prefix'")
+        kind = check_sketch_kind(kind)
         exact = SKETCH_KINDS[kind](width, depth, seed)
         if exact.width < 2:
             raise ValueError(f"width must be >= 2 (docs/algorithms.md#int-beam), got {width}")
@@ -407,7 +431,7 @@ class IntermittentSketch(abc.ABC):
         # one addition, so "replace" halves it (exactly, as a rational).
         self._epsilon = pure_budget_epsilon(budget) / _SPLIT[self._neighbouring]
         self._source = _check_source(noise_source)
-        self._sketch_id = check_key_like(sketch_id, "sketch_id")
+        self._release_prefix = check_key_like(release_prefix, "release_prefix")
         self._batches = 0
         self._last_time: float | int | None = None
         self._ingest: str | None = None
@@ -443,12 +467,12 @@ class IntermittentSketch(abc.ABC):
 
     @property
     def kind(self) -> str:
-        """``"count_sketch"`` or ``"count_min"``."""
+        """``"count-sketch"`` or ``"count-min"``."""
         return self._kind
 
     @property
     def signed(self) -> bool:
-        return self._kind == "count_sketch"
+        return self._kind == "count-sketch"
 
     @property
     def epsilon(self) -> Fraction:
@@ -462,8 +486,8 @@ class IntermittentSketch(abc.ABC):
         return self._neighbouring
 
     @property
-    def sketch_id(self) -> Any:
-        return self._sketch_id
+    def release_prefix(self) -> Any:
+        return self._release_prefix
 
     @property
     def batches(self) -> int:
@@ -636,7 +660,7 @@ class IntermittentSketch(abc.ABC):
         return self.add_counts(other._exact)
 
     def _config_key(self) -> tuple:
-        return (self._kind, self.width, self.depth, self.seed, self._epsilon, self._sketch_id)
+        return (self._kind, self.width, self.depth, self.seed, self._epsilon, self._release_prefix)
 
     # ---------------------------------------------------------------- answering
 
@@ -748,11 +772,12 @@ class IntermittentSketch(abc.ABC):
         params = {
             "format": _FORMAT,
             "strategy": self.STRATEGY,
-            "kind": self._kind,
+            "kind": _KIND_CODES[self._kind],
             "epsilon": fraction_str(self._epsilon),
             "neighbouring": self._neighbouring,
-            "sketch_id": encode_key(self._sketch_id).hex(),
-            "source_check": _source_check(self._source, self._sketch_id),
+            # Stored under the field name "sketch_id", so that states written before keep loading.
+            "sketch_id": encode_key(self._release_prefix).hex(),
+            "source_check": _source_check(self._source, self._release_prefix),
             "batches": self._batches,
             "last_time": self._last_time,
             "ingest": self._ingest,
@@ -779,11 +804,12 @@ class IntermittentSketch(abc.ABC):
             raise err("not an intermittent sketch of this strategy and format")
         if req(params, "noise_block", int) != NOISE_BLOCK:
             raise err("state was written with another noise block size")
-        kind = req(params, "kind", str)
-        if kind not in SKETCH_KINDS:
-            raise err(f"unknown sketch kind {kind!r}")
+        code = req(params, "kind", str)
+        if code not in _KIND_OF_CODE:
+            raise err(f"unknown sketch kind {code!r}")
+        kind = _KIND_OF_CODE[code]
         try:
-            sketch_id = decode_key(bytes.fromhex(req(params, "sketch_id", str)))
+            release_prefix = decode_key(bytes.fromhex(req(params, "sketch_id", str)))
         except ValueError:
             raise err("invalid sketch_id") from None
         epsilon = parse_fraction(params.get("epsilon"), "epsilon")
@@ -810,7 +836,7 @@ class IntermittentSketch(abc.ABC):
         exact = SKETCH_KINDS[kind].from_bytes(exact_bytes.tobytes())
         if exact.width < 2:
             raise err("width must be >= 2")
-        if req(params, "source_check", str) != _source_check(source, sketch_id):
+        if req(params, "source_check", str) != _source_check(source, release_prefix):
             # A SketchFormatError (a ValueError): decoders raise nothing else.
             raise err(
                 "noise_source is not the source this state was created with: continuing would "
@@ -819,7 +845,7 @@ class IntermittentSketch(abc.ABC):
         obj = cls.__new__(cls)
         obj._exact, obj._kind, obj._epsilon = exact, kind, epsilon
         obj._neighbouring = neighbouring
-        obj._source, obj._sketch_id = source, sketch_id
+        obj._source, obj._release_prefix = source, release_prefix
         obj._batches, obj._last_time, obj._ingest = batches, last_time, ingest
         obj._restore_state(params, arrays)
         return obj
@@ -873,7 +899,7 @@ class CellNoiseSketch(IntermittentSketch):
     def _block_draws(self, cells: np.ndarray, scale: Fraction, *tag: Any) -> np.ndarray:
         """One discrete Laplace draw per cell, each from its fixed block position.
 
-        Block ``b`` of the flat table is one stream ``(sketch_id, *tag, b)`` drawing the whole
+        Block ``b`` of the flat table is one stream ``(release_prefix, *tag, b)`` drawing the whole
         block (see the module docstring); ``cells`` must be sorted and distinct.
         """
         total = self.depth * self.width
@@ -884,7 +910,7 @@ class CellNoiseSketch(IntermittentSketch):
         for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
             b = int(block[start])
             size = min(NOISE_BLOCK, total - b * NOISE_BLOCK)
-            stream = self._source.stream((self._sketch_id, *tag, b))
+            stream = self._source.stream((self._release_prefix, *tag, b))
             out[start:stop] = discrete_laplace(stream, scale, size)[
                 cells[start:stop] - b * NOISE_BLOCK
             ]
@@ -1021,7 +1047,7 @@ class UseAndKeepSketch(KeptNoiseSketch):
     def batch_draws(self, cells: Any, k: int) -> np.ndarray:
         """The fresh draws batch ``k`` adds to the sorted, distinct flat ``cells`` (no state change).
 
-        A pure function of (noise source, ``sketch_id``, ``k``, cell) through the block scheme of
+        A pure function of (noise source, ``release_prefix``, ``k``, cell) through the block scheme of
         the module docstring: what :meth:`answer` adds in its ``k``-th non-empty batch. Exposed so
         offline evaluations can reproduce this object's noise exactly ([YKAE, Section VI, Figs. 3-4] compute plan).
         """

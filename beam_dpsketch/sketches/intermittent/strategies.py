@@ -20,11 +20,11 @@ Strategies (name, paper id, noise, guarantee):
 * ``use_and_keep`` (D3, proposed): ``Lap(d/eps)`` per cell use, **kept**; ``eps`` in total.
 
 All noise is exact discrete Laplace (docs/algorithms.md#noise-sampling). Output-perturbation strategies draw the
-noise of batch ``k`` from the stream ``(sketch_id, "answer", k)``, one value per **distinct**
+noise of batch ``k`` from the stream ``(release_prefix, "answer", k)``, one value per **distinct**
 query in increasing ``(h1, h2)`` hash order, so the draw a key gets does not depend on the order
 or multiplicity of the queries (duplicates share it). Cell strategies use the block scheme of
 the base module (S4 shares D3's first-batch draws, so S4 and D3 agree exactly on one batch with
-the same ``sketch_id``; tested).
+the same ``release_prefix``; tested).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from beam_dpsketch import serialization
+from beam_dpsketch.checks import check_choice
 from beam_dpsketch.hashing import row_buckets, row_signs
 from beam_dpsketch.noise import NoiseSource, discrete_laplace
 from beam_dpsketch.privacy.budget import PrivacyBudget
@@ -118,10 +119,11 @@ class _GeometricMixin:
         *,
         eta: float | str | Fraction,
         noise_source: NoiseSource,
-        sketch_id: Any,
-        kind: str = "count_sketch",
+        release_prefix: Any = None,
+        kind: str = "count-sketch",
         seed: int = 0,
         neighbouring: str = "add_remove",
+        sketch_id: Any = None,
     ) -> None:
         self._eta = _check_eta(eta)
         super().__init__(
@@ -129,10 +131,11 @@ class _GeometricMixin:
             depth,
             budget,
             noise_source=noise_source,
-            sketch_id=sketch_id,
+            release_prefix=release_prefix,
             kind=kind,
             seed=seed,
             neighbouring=neighbouring,
+            sketch_id=sketch_id,
         )
 
     @property
@@ -161,7 +164,7 @@ class StaticCellSketch(KeptNoiseSketch):
     noise and lazily noise cells not read before, **at the same table state**: ingesting data
     after the first release is refused. Privacy: ``epsilon``-DP for any number of queries on that
     one state (each of the ``d`` sensitive cells at ``eps/d``, answers post-processing). The
-    draw of a cell is D3's first-batch draw (stream ``(sketch_id, "cell", 1, block)``).
+    draw of a cell is D3's first-batch draw (stream ``(release_prefix, "cell", 1, block)``).
 
     Verdict ([YKAE, Sections III-IV]): kept for one-shot batches; it is the base of D3 but cannot answer data
     that arrives after its noise was drawn without new budget.
@@ -211,7 +214,7 @@ class UseAndForgetCellSketch(_GeometricMixin, CellNoiseSketch):
     Privacy: the per-cell shares sum to ``eps/d``, so ``epsilon``-DP in total over any number of
     batches. :meth:`epsilon_spent` reports the exact worst case so far,
     ``(eps/d) sum_i (1 - eta^(max_j U(i,j)))``. Draws of batch ``k`` for cells at use count
-    ``U = u`` come from streams ``(sketch_id, "forget-cell", k, u, block)``.
+    ``U = u`` come from streams ``(release_prefix, "forget-cell", k, u, block)``.
 
     Verdict ([YKAE, Sections III-IV]): rejected. The variance of the ``r``-th use,
     ``2a_r/(1-a_r)^2`` with ``a_r = exp(-eps'_r)``, grows geometrically (by ``1/eta^2`` per use)
@@ -334,7 +337,9 @@ class _MedianNoiseSketch(IntermittentSketch):
         if self.signed:
             values *= row_signs(u2, self.depth)
         fhat = combine_rows(values, self.signed)
-        noise = discrete_laplace(self._source.stream((self._sketch_id, "answer", k)), scale, n_q)
+        noise = discrete_laplace(
+            self._source.stream((self._release_prefix, "answer", k)), scale, n_q
+        )
         estimates = (fhat + noise)[inverse]
         std = math.sqrt(discrete_laplace_variance(scale))
         return IntermittentAnswer(
@@ -484,14 +489,36 @@ STRATEGIES: dict[str, type[IntermittentSketch]] = {
 
 
 def make_intermittent_sketch(
-    strategy: str, width: int, depth: int, budget: PrivacyBudget, **kwargs: Any
+    strategy: str,
+    width: int,
+    depth: int,
+    budget: PrivacyBudget,
+    *,
+    noise_source: NoiseSource,
+    release_prefix: Any = None,
+    kind: str = "count-sketch",
+    seed: int = 0,
+    neighbouring: str = "add_remove",
+    eta: float | str | Fraction | None = None,
+    sketch_id: Any = None,
 ) -> IntermittentSketch:
     """Build the strategy named ``strategy`` (a key of :data:`STRATEGIES`) with the pure budget
     ``budget`` (``PrivacyBudget.pure(eps)``).
 
-    Keyword arguments are those of the class: ``noise_source``, ``sketch_id``, ``kind``,
-    ``seed``, and ``eta`` for the use-and-forget strategies.
+    The keyword arguments are those of the class (:class:`IntermittentSketch`); ``eta`` is
+    required by the use-and-forget strategies and refused by the others. Same guarantee as the
+    class built.
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {sorted(STRATEGIES)}, got {strategy!r}")
-    return STRATEGIES[strategy](width, depth, budget, **kwargs)
+    check_choice(strategy, "strategy", sorted(STRATEGIES))
+    cls = STRATEGIES[strategy]
+    common: dict[str, Any] = {
+        "noise_source": noise_source,
+        "release_prefix": release_prefix,
+        "kind": kind,
+        "seed": seed,
+        "neighbouring": neighbouring,
+        "sketch_id": sketch_id,
+    }
+    if eta is not None:
+        common["eta"] = eta
+    return cls(width, depth, budget, **common)

@@ -56,13 +56,14 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from beam_dpsketch.checks import check_bool, check_int, check_probability
+from beam_dpsketch.checks import check_bool, check_choice, check_int, check_probability
 from beam_dpsketch.hashing import MAX_DEPTH
 from beam_dpsketch.noise import NoiseStream, discrete_gaussian, discrete_laplace
 from beam_dpsketch.privacy.budget import PrivacyBudget, approx_to_zcdp, zcdp_to_epsilon
@@ -76,7 +77,9 @@ __all__ = [
     "calibrate_linear",
     "check_budget",
     "check_probability",
+    "SKETCH_KINDS",
     "check_publish_total",
+    "check_sketch_kind",
     "check_stream",
     "draw_noise",
     "linear_sensitivity",
@@ -96,7 +99,9 @@ __all__ = [
 NEIGHBOURING_RELATIONS = ("add_remove", "replace", "replace_update")
 NOISE_DISCRETE_LAPLACE = "discrete_laplace"
 NOISE_DISCRETE_GAUSSIAN = "discrete_gaussian"
-_SKETCH_KINDS = ("count_min", "count_sketch")
+#: Sketch kinds, named as everywhere in the library.
+SKETCH_KINDS = ("count-min", "count-sketch")
+_KIND_OF_CODE = {"count_min": "count-min", "count_sketch": "count-sketch"}
 _MIN_SIGMA, _MAX_SIGMA = 1.0 / 16.0, float(1 << 30)  # range of noise.discrete_gaussian
 
 
@@ -176,14 +181,30 @@ def _check_depth(depth: Any) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+def check_sketch_kind(kind: Any) -> str:
+    """``kind`` as ``"count-min"`` or ``"count-sketch"`` (``ValueError`` naming ``kind`` otherwise).
+
+    The underscored spellings are mapped to these with a ``DeprecationWarning``.
+    """
+    if isinstance(kind, str) and kind in _KIND_OF_CODE:
+        warnings.warn(
+            f"kind={kind!r} is deprecated: use kind={_KIND_OF_CODE[kind]!r}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return _KIND_OF_CODE[kind]
+    return check_choice(kind, "kind", SKETCH_KINDS)
+
+
 def linear_sensitivity(kind: str, neighbouring: str, depth: int, norm: str = "l2") -> float | int:
     """Exact worst-case sensitivity of a ``depth``-row linear sketch (docs/algorithms.md#lin-sensitivity).
 
     Parameters
     ----------
     kind
-        ``"count_min"`` (unsigned rows; also an exact count vector with ``depth = 1``) or
-        ``"count_sketch"`` (signed rows).
+        ``"count-min"`` (unsigned rows; also an exact count vector with ``depth = 1``) or
+        ``"count-sketch"`` (signed rows). The underscored ``"count_min"`` / ``"count_sketch"``
+        are accepted with a ``DeprecationWarning``.
     neighbouring
         A relation accepted by :func:`parse_neighbouring`.
     depth
@@ -197,8 +218,7 @@ def linear_sensitivity(kind: str, neighbouring: str, depth: int, norm: str = "l2
         ``Delta_2`` or ``Delta_1`` (see the module docstring's table). Count Sketch under
         ``replace`` is ``2 sqrt(d)`` (docs/algorithms.md#lin-e3).
     """
-    if kind not in _SKETCH_KINDS:
-        raise ValueError(f"kind must be 'count_min' or 'count_sketch', got {kind!r}")
+    kind = check_sketch_kind(kind)
     name, k = parse_neighbouring(neighbouring)
     d = _check_depth(depth)
     if norm == "l1":
@@ -209,7 +229,7 @@ def linear_sensitivity(kind: str, neighbouring: str, depth: int, norm: str = "l2
     if name == "add_remove":
         return root
     if name == "replace":
-        return math.sqrt(2 * d) if kind == "count_min" else 2.0 * root
+        return math.sqrt(2 * d) if kind == "count-min" else 2.0 * root
     if name == "replace_update":
         return 2.0 * root
     return k * root
@@ -642,7 +662,7 @@ def calibrate_linear(
     Parameters
     ----------
     kind
-        ``"count_min"`` or ``"count_sketch"`` (sensitivity table, docs/algorithms.md#lin-sensitivity).
+        ``"count-min"`` or ``"count-sketch"`` (sensitivity table, docs/algorithms.md#lin-sensitivity).
     depth
         Rows ``d`` of the sketch.
     budget
@@ -665,6 +685,7 @@ def calibrate_linear(
         error bounds built on them, are resolved finer than one count when the scale is small.
         The guarantee is the same (docs/algorithms.md#lin-lattice). Refused with ``offset``.
     """
+    kind = check_sketch_kind(kind)
     budget = check_budget(budget)
     check_bool(lattice, "lattice")
     if lattice and offset:

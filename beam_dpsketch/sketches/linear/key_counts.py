@@ -179,7 +179,7 @@ class PrivateKeyCounts:
 
         def calibrate(spent: PrivacyBudget) -> LinearCalibration:
             return calibrate_linear(
-                "count_min",
+                "count-min",
                 1,
                 spent,
                 neighbouring=name,

@@ -659,7 +659,7 @@ class PrivateCountMinSketch(_PrivateLinearSketch):
 
     KIND = "PrivateCountMinSketch"
     EXACT = CountMinSketch
-    SKETCH_KIND = "count_min"
+    SKETCH_KIND = "count-min"
     SIGNED = False
     OFFSET = True
     __slots__ = ()
@@ -721,7 +721,7 @@ class PrivateCountSketch(_PrivateLinearSketch):
 
     KIND = "PrivateCountSketch"
     EXACT = CountSketch
-    SKETCH_KIND = "count_sketch"
+    SKETCH_KIND = "count-sketch"
     SIGNED = True
     OFFSET = False
     __slots__ = ()

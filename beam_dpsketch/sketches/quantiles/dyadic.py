@@ -39,7 +39,13 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from beam_dpsketch import serialization
-from beam_dpsketch.checks import check_int, check_probability
+from beam_dpsketch.checks import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_probability,
+    check_real,
+)
 from beam_dpsketch.hashing import (
     MAX_DEPTH,
     MAX_WIDTH,
@@ -94,12 +100,8 @@ def dyadic_shape(lower: int, upper: int, gamma: float, preset: str = "paper") ->
     ln_u = levels * math.log(2.0)
     inner = math.log(ln_u / gamma)
     width = math.ceil(math.sqrt(ln_u * max(inner, 0.0)) / gamma)
-    if preset == "paper":
-        depth = max(1, math.ceil(inner))
-    elif preset == "reference_code_as_run":
-        depth = 3
-    else:
-        raise ValueError(f"preset must be 'paper' or 'reference_code_as_run', got {preset!r}")
+    check_choice(preset, "preset", ("paper", "reference_code_as_run"))
+    depth = max(1, math.ceil(inner)) if preset == "paper" else 3
     return max(width, 1), depth
 
 
@@ -195,9 +197,7 @@ class DyadicLayout(abc.ABC):
         self.width = check_int(width, "width", 1, MAX_WIDTH)
         self.depth = check_int(depth, "depth", 1, MAX_DEPTH)
         self.seed = check_seed(seed)
-        if not isinstance(exact_levels, bool):
-            raise TypeError("exact_levels must be a bool")
-        self.exact_levels = exact_levels
+        self.exact_levels = check_bool(exact_levels, "exact_levels")
         self.branching = check_int(branching, "branching", 2, 1 << 8)
         if self.branching & (self.branching - 1):
             raise ValueError(f"branching must be a power of two, got {self.branching}")
@@ -486,9 +486,7 @@ class DyadicLayout(abc.ABC):
 
     def quantile(self, q: float) -> int:
         """The item at quantile ``q`` in ``[0, 1]`` (see :meth:`quantiles`)."""
-        if isinstance(q, bool) or not isinstance(q, numbers.Real):
-            raise TypeError(f"q must be a real number, got {type(q).__name__}")
-        return int(self.quantiles([q])[0])
+        return int(self.quantiles([check_real(q, "q", finite=False)])[0])
 
     def heavy_hitters(
         self, threshold: float, *, max_candidates: int = 1 << 16
@@ -502,10 +500,7 @@ class DyadicLayout(abc.ABC):
         ``(nodes above threshold) * L`` point queries. ``ValueError`` if more than
         ``max_candidates`` nodes pass at some level (raise ``threshold``).
         """
-        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
-            raise TypeError(f"threshold must be a real number, got {type(threshold).__name__}")
-        if math.isnan(float(threshold)):
-            raise ValueError("threshold must not be NaN")
+        check_real(threshold, "threshold", finite=False)
         cap = check_int(max_candidates, "max_candidates")
         if self.leaf_bits:
             raise ValueError("heavy_hitters needs leaf_bits=0 (leaves of one item each)")
@@ -641,9 +636,7 @@ class DyadicCountSketch(DyadicLayout):
         self._init_layout(
             lower, upper, width, depth, seed, exact_levels, branching, exact_nodes, leaf_bits
         )
-        if not isinstance(clamp, bool):
-            raise TypeError("clamp must be a bool")
-        self.clamp = clamp
+        self.clamp = check_bool(clamp, "clamp")
         self.sketched = np.zeros((self.n_sketched, self.depth, self.width), dtype=np.int64)
         self.exact = np.zeros(self.exact_offsets[-1], dtype=np.int64)
         self.total_weight = 0
@@ -739,9 +732,7 @@ class DyadicCountSketch(DyadicLayout):
         below (so level ``j`` hashes at most ``min(n, 2**(L-j))`` distinct nodes) and adds them
         with one vectorised scatter per row.
         """
-        policy = self.clamp if clamp is None else clamp
-        if not isinstance(policy, bool):
-            raise TypeError("clamp must be a bool or None")
+        policy = self.clamp if clamp is None else check_bool(clamp, "clamp")
         off = self._offsets(values, policy)
         counts = validate_counts(counts, len(off))
         for start in range(0, len(off), _CHUNK):

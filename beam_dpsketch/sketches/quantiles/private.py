@@ -15,12 +15,12 @@ from typing import Any, Self
 import numpy as np
 
 from beam_dpsketch import serialization
+from beam_dpsketch.checks import check_bool, check_choice, check_probability
 from beam_dpsketch.privacy.budget import PrivacyBudget, approx_to_zcdp, zcdp_to_epsilon
 from beam_dpsketch.sketches.linear.calibration import (
     LinearCalibration,
     calibrate_linear,
     check_budget,
-    check_probability,
     check_publish_total,
     check_stream,
     draw_noise,
@@ -162,8 +162,7 @@ class PrivateDyadicCountSketch(DyadicLayout):
             total, kind = budget.rho, "zcdp"
         else:
             total, kind = approx_to_zcdp(budget.epsilon, budget.delta), "zcdp"  # type: ignore[arg-type]
-        if approx_noise not in ("gaussian", "auto"):
-            raise ValueError(f"approx_noise must be 'gaussian' or 'auto', got {approx_noise!r}")
+        check_choice(approx_noise, "approx_noise", ("gaussian", "auto"))
         out = cls._level_calibrations(sketch, total, kind, weights, name, counters, beta_noise)
         if approx_noise == "auto" and budget.kind == "approx":
             laplace = cls._level_calibrations(
@@ -193,7 +192,7 @@ class PrivateDyadicCountSketch(DyadicLayout):
             exact = sketch.is_exact_level(j)
             out.append(
                 calibrate_linear(
-                    "count_min" if exact else "count_sketch",
+                    "count-min" if exact else "count-sketch",
                     1 if exact else sketch.depth,
                     level_budget,
                     neighbouring=name,
@@ -271,8 +270,7 @@ class PrivateDyadicCountSketch(DyadicLayout):
             approx_noise=approx_noise,
         )
         publish = check_publish_total(publish_total, cals[0].neighbouring)
-        if not isinstance(consistency, bool):
-            raise TypeError("consistency must be a bool")
+        check_bool(consistency, "consistency")
         obj = object.__new__(cls)
         obj._init_layout(*sketch._config())
         sketched = sketch.sketched.copy()

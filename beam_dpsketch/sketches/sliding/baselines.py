@@ -22,12 +22,13 @@ Noise comes only from :mod:`beam_dpsketch.noise` with release ids naming what is
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from beam_dpsketch.checks import check_int, check_probability
+from beam_dpsketch.checks import check_int, check_probability, renamed_keyword
 from beam_dpsketch.hashing import (
     MAX_DEPTH,
     MAX_WIDTH,
@@ -42,7 +43,7 @@ from beam_dpsketch.privacy.budget import PrivacyBudget, check_epsilon
 from beam_dpsketch.sketches.misra_gries.baselines import chan_pure
 from beam_dpsketch.sketches.misra_gries.core import Universe
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
-from beam_dpsketch.sketches.sliding.dpsw import MAX_INDEX, checkpoint_list
+from beam_dpsketch.sketches.sliding.dpsw import MAX_INDEX, check_release_prefix, checkpoint_list
 
 __all__ = ["PCCMG", "ExactSlidingWindow", "ExactWindowCountMin", "USketch"]
 
@@ -100,6 +101,10 @@ class _Ring:
         new = np.arange(self.t + 1, self.t + c + 1, dtype=np.int64)
         self.t += c
         return (expired - 1) % w, (new - 1) % w
+
+
+def _release_prefix(value: str | None, label: str | None, default: str) -> str:
+    return check_release_prefix(renamed_keyword(value, label, "release_prefix", "label"), default)
 
 
 class ExactSlidingWindow:
@@ -243,7 +248,7 @@ class USketch:
     Privacy (our correction of the code, [WWC24, Appendix B]): the answer for key ``e`` depends on
     the data only through the sketches the query selects; each comes from a different block, so a
     substitution changes at most one of them, by at most 1 in every row: sensitivity 1. The noise
-    is drawn from ``noise_source`` keyed by ``(label, selection, key)`` and is therefore identical
+    is drawn from ``noise_source`` keyed by ``(release_prefix, selection, key)`` and is therefore identical
     for repeated queries with the same selection (re-releasing the same value is free). Each
     *distinct* ``(selection, key)`` answer is a Laplace mechanism with
     ``epsilon_per_answer = epsilon / (2 ceil(sqrt(w)))``-DP (substitution neighbours);
@@ -253,8 +258,11 @@ class USketch:
 
     Parameters
     ----------
-    window, epsilon
-        Window length and the per-query epsilon that sets the noise scale.
+    window
+        Window length.
+    budget
+        ``PrivacyBudget.pure(epsilon)``: the per-query epsilon that sets the noise scale. A bare
+        float ``epsilon`` is still accepted, with a ``DeprecationWarning``.
     width, depth, seed
         Count-Min shape and public hash seed.
     domain
@@ -267,7 +275,7 @@ class USketch:
     def __init__(
         self,
         window: int,
-        epsilon: float,
+        budget: PrivacyBudget,
         *,
         width: int,
         depth: int,
@@ -277,11 +285,25 @@ class USketch:
         suffixes: int = 1,
         domain: Iterable[Any] | None = None,
         noise_source: NoiseSource | None = None,
-        label: str = "usketch",
+        release_prefix: str | None = None,
         epsilon_budget: float | None = None,
+        label: str | None = None,
     ) -> None:
         self.window = check_int(window, "window", 1, MAX_INDEX)
-        self.epsilon = check_epsilon(epsilon)
+        if not isinstance(budget, PrivacyBudget):
+            warnings.warn(
+                "USketch(window, epsilon) with a bare epsilon is deprecated: pass "
+                "PrivacyBudget.pure(epsilon)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            budget = PrivacyBudget.pure(check_epsilon(budget))
+        if budget.kind != "pure":
+            raise ValueError(
+                "budget must be pure DP (PrivacyBudget.pure(eps)): U-Sketch answers with Laplace "
+                f"noise, got {budget}"
+            )
+        self.epsilon = check_epsilon(budget.epsilon)
         self.width = check_int(width, "width", 1, MAX_WIDTH)
         self.depth = check_int(depth, "depth", 1, MAX_DEPTH)
         self.seed = check_seed(seed)
@@ -293,7 +315,7 @@ class USketch:
         self.scale = 2 * (math.isqrt(self.window - 1) + 1 if self.window > 1 else 1) / self.epsilon
         self.epsilon_per_answer = 1.0 / self.scale
         self.noise_source = _check_source(noise_source)
-        self.label = label
+        self.release_prefix = _release_prefix(release_prefix, label, "usketch")
         self.epsilon_budget = None if epsilon_budget is None else check_epsilon(epsilon_budget)
         self.epsilon_spent = 0.0
         self._answered: set[tuple[Any, ...]] = set()
@@ -400,7 +422,7 @@ class USketch:
             idx = np.array([self._domain_index.get(k, -1) for k in canon], dtype=np.int64)
             vec = self._domain_noise.get(sel_id)
             if vec is None:
-                stream = self.noise_source.stream((self.label, "usketch-domain", *sel_id))
+                stream = self.noise_source.stream((self.release_prefix, "usketch-domain", *sel_id))
                 vec = laplace(stream, self.scale, len(self._domain_keys))
                 self._domain_noise = {sel_id: vec}
             hit = idx >= 0
@@ -408,7 +430,7 @@ class USketch:
             rest = np.flatnonzero(~hit).tolist()
         for i in rest:
             stream = self.noise_source.stream(
-                (self.label, "usketch-key", *sel_id, encode_key(canon[i]))
+                (self.release_prefix, "usketch-key", *sel_id, encode_key(canon[i]))
             )
             out[i] = laplace(stream, self.scale, 1)[0]
         return out
@@ -465,7 +487,8 @@ class PCCMG:
         lam: float,
         universe: Any,
         noise_source: NoiseSource | None = None,
-        label: str = "pccmg",
+        release_prefix: str | None = None,
+        label: str | None = None,
     ) -> None:
         self.window = check_int(window, "window", 1, MAX_INDEX)
         if not isinstance(budget, PrivacyBudget):
@@ -488,7 +511,7 @@ class PCCMG:
         )
         self.universe = universe if isinstance(universe, Universe) else Universe.from_keys(universe)
         self.noise_source = _check_source(noise_source)
-        self.label = label
+        self.release_prefix = _release_prefix(release_prefix, label, "pccmg")
         self._t = 0
         self._mgs = [MisraGries(k) for k in self.ks]
         # (level, block index c >= 0) -> {key: noisy count}; block c covers c*L+1 .. (c+1)*L
@@ -524,7 +547,7 @@ class PCCMG:
             if t % length:
                 continue
             c = t // length - 1
-            stream = self.noise_source.stream((self.label, "pccmg", i, c))
+            stream = self.noise_source.stream((self.release_prefix, "pccmg", i, c))
             # Substitution = add + remove: chan_pure at eps_i / 2 has scale 2 k_i / eps_i.
             rel = chan_pure(self._mgs[i], self.universe, self.level_epsilons[i] / 2, stream)
             self._released[(i, c)] = {k: max(float(v), 0.0) for k, v in rel.items if v > 0}

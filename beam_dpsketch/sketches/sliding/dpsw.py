@@ -36,7 +36,7 @@ Implementation (docs/algorithms.md#dpsw-segments): raw counts are kept per *segm
 points ``{0, B} U {I[j], B - I[j]}``), each item touches one segment table (``depth`` cells), and a
 PCMS is a prefix/suffix sum of segment tables when it is sealed. Noise comes only from
 :mod:`beam_dpsketch.noise`: each PCMS draws ``depth * width`` values from its own keyed stream,
-``noise_source.stream((label, "dpsw", block, kind, level))``, so re-sealing after a retry or a
+``noise_source.stream((release_prefix, "dpsw", block, kind, level))``, so re-sealing after a retry or a
 restore from :meth:`DPSWSketch.to_bytes` reproduces the identical array. Hashing is that of
 :class:`~beam_dpsketch.sketches.linear.countmin.CountMinSketch`: a sealed PCMS with the noise forced to
 zero equals the exact Count-Min table of the same ``(width, depth, seed)`` over its range.
@@ -59,7 +59,13 @@ from typing import Any, Literal
 import numpy as np
 
 from beam_dpsketch import serialization
-from beam_dpsketch.checks import check_int, check_probability
+from beam_dpsketch.checks import (
+    check_choice,
+    check_int,
+    check_probability,
+    check_real,
+    renamed_keyword,
+)
 from beam_dpsketch.hashing import MAX_DEPTH, MAX_WIDTH, check_seed, hash_keys, row_buckets
 from beam_dpsketch.noise import NoiseSource, discrete_gaussian, gaussian
 from beam_dpsketch.privacy.budget import PrivacyBudget, approx_to_zcdp
@@ -70,6 +76,7 @@ __all__ = [
     "DPSWLayout",
     "DPSWSketch",
     "SelectedSketch",
+    "check_release_prefix",
     "checkpoint_list",
     "level_budgets",
     "noise_minimum_mean",
@@ -94,6 +101,19 @@ MAX_INDEX = 1 << 62
 # --------------------------------------------------------------------------------------------
 # Validation helpers
 # --------------------------------------------------------------------------------------------
+
+
+def check_release_prefix(value: Any, default: str) -> str:
+    """The ``release_prefix`` of a sliding-window sketch: a string (``default`` when ``None``).
+
+    ``TypeError`` naming ``release_prefix`` for anything else: the sliding-window sketches key
+    every noise stream by it and store it as text.
+    """
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise TypeError(f"release_prefix must be a str, got {type(value).__name__}")
+    return value
 
 
 def _as_fraction(value: Any, name: str) -> Fraction:
@@ -244,10 +264,7 @@ def level_budgets(
     q
         Share of ``F`` for ``"code_q"``, in (0, 1).
     """
-    if isinstance(rho, bool) or not isinstance(rho, int | float | np.floating | np.integer):
-        raise TypeError(f"rho must be a number, got {type(rho).__name__}")
-    if not (math.isfinite(rho) and rho > 0):
-        raise ValueError(f"rho must be finite and > 0, got {rho}")
+    rho = check_real(rho, "rho", 0.0, lower_open=True)
     I = tuple(checkpoints)  # noqa: E741
     n = len(I)
     r = Fraction(float(rho))
@@ -409,9 +426,10 @@ class DPSWSketch:
     noise_source
         Where the noise comes from (:class:`~beam_dpsketch.noise.NoiseSource`); ``None`` draws a
         fresh secret source. Tests may pass ``NoiseSource.zero_noise_for_tests()``.
-    label
-        Names this instance in the release ids of its noise streams. Two instances sharing a
-        source need distinct labels.
+    release_prefix
+        Names this instance in the release ids of its noise streams (a string; default
+        ``"dpsw"``). Two instances sharing a source need distinct prefixes. ``label`` is a
+        deprecated spelling of it.
     noise
         ``"gaussian"`` (default, the paper's continuous noise, sampled exactly on a fine lattice)
         or ``"discrete_gaussian"`` (integer noise, [WWC24, Lemma 4.1] floating-point caveat).
@@ -449,10 +467,11 @@ class DPSWSketch:
         q: float = 0.8,
         seed: int = 0,
         noise_source: NoiseSource | None = None,
-        label: str = "dpsw",
+        release_prefix: str | None = None,
         noise: str = "gaussian",
         hh_slack: float | None = None,
         free_prefixes: bool = True,
+        label: str | None = None,
     ) -> None:
         self.window = check_int(window, "window", 1, MAX_INDEX)
         self.rho, self.budget = _resolve_rho(budget)
@@ -473,9 +492,7 @@ class DPSWSketch:
             cps = checkpoint_list(self.block, self.alpha)
         else:
             cps = _check_checkpoints(checkpoints, self.block)
-        if split not in BUDGET_SPLITS:
-            raise ValueError(f"split must be one of {BUDGET_SPLITS}, got {split!r}")
-        self.split = split
+        self.split = check_choice(split, "split", BUDGET_SPLITS)
         self.q = float(q)
         self.levels = level_budgets(self.rho, cps, split=split, alpha=self.alpha, q=q)
         # [WWC24, Algorithm 2] line 5: the block's sequential composition stays within rho.
@@ -490,19 +507,13 @@ class DPSWSketch:
                 f"noise_source must be a NoiseSource or None, got {type(noise_source).__name__}"
             )
         self.noise_source = noise_source
-        if not isinstance(label, str):
-            raise TypeError(f"label must be a str, got {type(label).__name__}")
-        self.label = label
-        if noise not in NOISE_KINDS:
-            raise ValueError(f"noise must be one of {NOISE_KINDS}, got {noise!r}")
-        self.noise = noise
+        self.release_prefix = check_release_prefix(
+            renamed_keyword(release_prefix, label, "release_prefix", "label"), "dpsw"
+        )
+        self.noise = check_choice(noise, "noise", NOISE_KINDS)
         if hh_slack is None:
             hh_slack = math.e / self.width
-        if isinstance(hh_slack, bool) or not isinstance(hh_slack, int | float):
-            raise TypeError(f"hh_slack must be a float, got {type(hh_slack).__name__}")
-        if not math.isfinite(hh_slack):
-            raise ValueError(f"hh_slack must be finite, got {hh_slack}")
-        self.hh_slack = float(hh_slack)
+        self.hh_slack = check_real(hh_slack, "hh_slack")
         self.free_prefixes = bool(free_prefixes)
         self.sigmas = tuple(
             _sigma_up(Fraction(self.depth) / Fraction(rho_j)) for rho_j in self.levels
@@ -804,7 +815,7 @@ class DPSWSketch:
         return self.free_prefixes and (kb - 1) * self.block + self.block <= t_to
 
     def _noisy(self, raw: np.ndarray, kb: int, kind: str, j: int) -> np.ndarray:
-        stream = self.noise_source.stream((self.label, "dpsw", kb, kind, j))
+        stream = self.noise_source.stream((self.release_prefix, "dpsw", kb, kind, j))
         size = self.depth * self.width
         if self.noise == "gaussian":
             z = gaussian(stream, self.sigmas[j - 1], size)
@@ -885,8 +896,7 @@ class DPSWSketch:
         self, h1: np.ndarray, h2: np.ndarray, t: int | None = None, estimator: str = "debiased"
     ) -> np.ndarray:
         """:meth:`estimate` for keys given by their hashes (:func:`~beam_dpsketch.hashing.hash_keys`)."""
-        if estimator not in ESTIMATORS:
-            raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+        check_choice(estimator, "estimator", ESTIMATORS)
         arrays, levels = self._arrays(t)
         h1 = np.asarray(h1, dtype=np.uint64)
         h2 = np.asarray(h2, dtype=np.uint64)
@@ -951,10 +961,7 @@ class DPSWSketch:
         of the heavy-hitter guarantee (Lemma 4.3). Returns ``(key, estimate)`` pairs in
         candidate order.
         """
-        if isinstance(gamma, bool) or not isinstance(gamma, int | float):
-            raise TypeError(f"gamma must be a float, got {type(gamma).__name__}")
-        if not 0 < gamma <= 1:
-            raise ValueError(f"gamma must be in (0, 1], got {gamma}")
+        gamma = check_real(gamma, "gamma", 0.0, 1.0, lower_open=True)
         slack = self.hh_slack if hh_slack is None else float(hh_slack)
         zeta = math.e / self.width
         if gamma < 4 * zeta:
@@ -1042,7 +1049,8 @@ class DPSWSketch:
             "width": self.width,
             "depth": self.depth,
             "seed": self.seed,
-            "label": self.label,
+            # Stored under the field name "label", so that states written before keep loading.
+            "label": self.release_prefix,
             "noise": self.noise,
             "hh_slack": self.hh_slack,
             "free_prefixes": self.free_prefixes,
@@ -1107,7 +1115,7 @@ class DPSWSketch:
                 q=req(params, "q", float),
                 seed=req(params, "seed", int),
                 noise_source=noise_source,
-                label=req(params, "label", str),
+                release_prefix=req(params, "label", str),
                 noise=req(params, "noise", str),
                 hh_slack=req(params, "hh_slack", float),
                 free_prefixes=req(params, "free_prefixes", bool),

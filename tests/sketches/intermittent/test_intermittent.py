@@ -44,7 +44,7 @@ from beam_dpsketch.sketches.intermittent.strategies import (
 SRC = NoiseSource.insecure_for_tests(9)
 ZERO = NoiseSource.zero_noise_for_tests()
 Z_MAX = 5.33
-EXACT = {"count_sketch": CountSketch, "count_min": CountMinSketch}
+EXACT = {"count-sketch": CountSketch, "count-min": CountMinSketch}
 FORGET = {"use_and_forget_cell", "use_and_forget_median"}
 
 
@@ -57,7 +57,7 @@ def make(strategy: str, width=64, depth=5, eps=1.0, source=SRC, sid=None, **kw):
         depth,
         PrivacyBudget.pure(float(eps)),
         noise_source=source,
-        sketch_id=sid or ("t", strategy),
+        release_prefix=sid or ("t", strategy),
         **kw,
     )
 
@@ -94,7 +94,7 @@ def assert_variance(samples: np.ndarray, var: float, m4: float) -> None:
 
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
-@pytest.mark.parametrize("kind", ["count_sketch", "count_min"])
+@pytest.mark.parametrize("kind", ["count-sketch", "count-min"])
 def test_zero_noise_answers_equal_exact_sketch(strategy, kind):
     data = zipf_keys(5000, 1)
     sk = make(strategy, width=32, depth=5, source=ZERO, kind=kind, seed=3)
@@ -384,7 +384,12 @@ def test_per_row_variance_formula():
     rows = np.empty((trials, d))
     for t in range(trials):
         sk = UseAndKeepSketch(
-            8, d, PrivacyBudget.pure(float(eps)), noise_source=SRC, sketch_id=("row-var", t), seed=t
+            8,
+            d,
+            PrivacyBudget.pure(float(eps)),
+            noise_source=SRC,
+            release_prefix=("row-var", t),
+            seed=t,
         )
         sk.update(np.arange(4), counts)
         for _ in range(u):
@@ -567,7 +572,7 @@ def test_add_counts_refuses_foreign_tables():
         sk.add_counts(CountSketch(64, 5, 1))
     with pytest.raises(ValueError, match="negative"):
         sk.add_counts(CountSketch(64, 5, 0).update([1], counts=[-1]))
-    cm = make("use_and_keep", sid="ac", kind="count_min")
+    cm = make("use_and_keep", sid="ac", kind="count-min")
     with pytest.raises(ValueError, match="negative"):
         cm.add_counts(CountMinSketch(64, 5, 0).update([1, 2], counts=[3, -1]))
 
@@ -594,7 +599,7 @@ def test_snapshots_are_converted_not_added_as_deltas():
         snap.update([1])
     with pytest.raises(ValueError, match="delta"):
         wrong.add_snapshot(exact.copy())
-    cm = make("use_and_keep", sid="s", kind="count_min")
+    cm = make("use_and_keep", sid="s", kind="count-min")
     cm.add_snapshot(CountMinSketch(64, 5, 0).update([1, 1, 2]))
     with pytest.raises(ValueError, match="backwards"):
         cm.add_snapshot(CountMinSketch(64, 5, 0).update([1, 2, 3]))
@@ -689,37 +694,41 @@ def test_parameter_errors():
     with pytest.raises(ValueError, match="epsilon"):
         make("use_and_keep", eps=float("inf"))
     with pytest.raises(ValueError, match="strategy"):
-        make_intermittent_sketch("d3", 8, 3, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id=1)
+        make_intermittent_sketch(
+            "d3", 8, 3, PrivacyBudget.pure(1.0), noise_source=SRC, release_prefix=1
+        )
     with pytest.raises(TypeError, match="noise_source"):
-        UseAndKeepSketch(8, 3, PrivacyBudget.pure(1.0), noise_source=b"key", sketch_id=1)
-    with pytest.raises(TypeError, match="sketch_id"):
-        UseAndKeepSketch(8, 3, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id=[1])
+        UseAndKeepSketch(8, 3, PrivacyBudget.pure(1.0), noise_source=b"key", release_prefix=1)
+    with pytest.raises(TypeError, match="release_prefix"):
+        UseAndKeepSketch(8, 3, PrivacyBudget.pure(1.0), noise_source=SRC, release_prefix=[1])
     with pytest.raises(TypeError, match="eta"):
         # no default (docs/algorithms.md#int-a12)
-        UseAndForgetCellSketch(8, 3, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id=1)
+        UseAndForgetCellSketch(8, 3, PrivacyBudget.pure(1.0), noise_source=SRC, release_prefix=1)
     for bad in (0, 1, 1.2):
         with pytest.raises(ValueError, match="eta"):
             UseAndForgetMedianSketch(
-                8, 3, PrivacyBudget.pure(1.0), eta=bad, noise_source=SRC, sketch_id=1
+                8, 3, PrivacyBudget.pure(1.0), eta=bad, noise_source=SRC, release_prefix=1
             )
     for cls in (SingleQuerySketch, BatchNaiveSketch, BatchSensitiveSketch):
         with pytest.raises(ValueError, match="depth must be odd"):
-            cls(8, 4, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id=1)
+            cls(8, 4, PrivacyBudget.pure(1.0), noise_source=SRC, release_prefix=1)
         cls(
-            8, 4, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id=1, kind="count_min"
+            8, 4, PrivacyBudget.pure(1.0), noise_source=SRC, release_prefix=1, kind="count-min"
         )  # min is an integer
     with pytest.warns(UserWarning, match="even"):
-        UseAndKeepSketch(8, 4, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id=1)
+        UseAndKeepSketch(8, 4, PrivacyBudget.pure(1.0), noise_source=SRC, release_prefix=1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         UseAndKeepSketch(
-            8, 4, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id=1, kind="count_min"
+            8, 4, PrivacyBudget.pure(1.0), noise_source=SRC, release_prefix=1, kind="count-min"
         )
 
 
 def test_even_depth_median_is_mean_of_middle_rows():
     with pytest.warns(UserWarning):
-        sk = UseAndKeepSketch(16, 4, PrivacyBudget.pure(1.0), noise_source=SRC, sketch_id="even")
+        sk = UseAndKeepSketch(
+            16, 4, PrivacyBudget.pure(1.0), noise_source=SRC, release_prefix="even"
+        )
     sk.update(zipf_keys(500, 11))
     ans = sk.answer(np.arange(8), details=True)
     np.testing.assert_array_equal(ans.estimates, np.median(ans.row_values, axis=0))
@@ -740,9 +749,9 @@ def test_replace_one_budget_halves_the_add_remove_epsilon_exactly():
     # neighbouring="replace": a replacement is one removal plus one addition in one increment,
     # so the cells are calibrated for epsilon / 2 under add/remove (noise scale 2 d / eps).
     budget = PrivacyBudget.pure(0.5)
-    add_remove = UseAndKeepSketch(8, 3, budget, noise_source=SRC, sketch_id="r")
+    add_remove = UseAndKeepSketch(8, 3, budget, noise_source=SRC, release_prefix="r")
     replace = UseAndKeepSketch(
-        8, 3, budget, noise_source=SRC, sketch_id="r", neighbouring="replace"
+        8, 3, budget, noise_source=SRC, release_prefix="r", neighbouring="replace"
     )
     assert (add_remove.neighbouring, replace.neighbouring) == ("add_remove", "replace")
     assert replace.epsilon == add_remove.epsilon / 2
@@ -751,9 +760,9 @@ def test_replace_one_budget_halves_the_add_remove_epsilon_exactly():
     assert (restored.neighbouring, restored.epsilon) == ("replace", replace.epsilon)
     with pytest.raises(ValueError, match="neighbouring: 'replace' is analysed for UseAndKeep"):
         UseAndForgetCellSketch(
-            8, 3, budget, eta=0.5, noise_source=SRC, sketch_id=1, neighbouring="replace"
+            8, 3, budget, eta=0.5, noise_source=SRC, release_prefix=1, neighbouring="replace"
         )
     with pytest.raises(ValueError, match="neighbouring must be one of"):
-        UseAndKeepSketch(8, 3, budget, noise_source=SRC, sketch_id=1, neighbouring="swap")
+        UseAndKeepSketch(8, 3, budget, noise_source=SRC, release_prefix=1, neighbouring="swap")
     with pytest.raises(ValueError, match="pure DP"):
-        UseAndKeepSketch(8, 3, PrivacyBudget.approx(1.0, 1e-6), noise_source=SRC, sketch_id=1)
+        UseAndKeepSketch(8, 3, PrivacyBudget.approx(1.0, 1e-6), noise_source=SRC, release_prefix=1)

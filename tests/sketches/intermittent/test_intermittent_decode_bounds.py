@@ -30,7 +30,7 @@ GEOMETRIC = {"eta": 0.9}
 def make(strategy: str, eps: float = 1.0, **kw):
     kw = {**(GEOMETRIC if "forget" in strategy else {}), **kw}
     s = make_intermittent_sketch(
-        strategy, 16, 3, PrivacyBudget.pure(eps), noise_source=SRC, sketch_id="s", **kw
+        strategy, 16, 3, PrivacyBudget.pure(eps), noise_source=SRC, release_prefix="s", **kw
     )
     s.update([1, 2, 3, 1])
     return s

@@ -31,7 +31,7 @@ from beam_dpsketch.sketches.intermittent.strategies import (
 )
 
 SRC = NoiseSource.insecure_for_tests(2024)
-EXACT = {"count_sketch": CountSketch, "count_min": CountMinSketch}
+EXACT = {"count-sketch": CountSketch, "count-min": CountMinSketch}
 TOL = 1e-9
 
 
@@ -95,7 +95,7 @@ def use_and_keep_llr(transcript, g_x, g_y, scale) -> float:
     return log_pmf_ratio(np.array(rs), np.array(gxs), np.array(gys), scale)
 
 
-@pytest.mark.parametrize("kind", ["count_sketch", "count_min"])
+@pytest.mark.parametrize("kind", ["count-sketch", "count-min"])
 @pytest.mark.parametrize("adaptive", [False, True])
 def test_use_and_keep_privacy_loss_at_most_epsilon(kind, adaptive):
     # Appendix B item 4 / R10: |LLR| <= eps + 1e-9 on every transcript, and the bound is reached.
@@ -112,7 +112,7 @@ def test_use_and_keep_privacy_loss_at_most_epsilon(kind, adaptive):
             depth,
             PrivacyBudget.pure(float(eps)),
             noise_source=SRC,
-            sketch_id=("llr", kind, adaptive, trial),
+            release_prefix=("llr", kind, adaptive, trial),
             kind=kind,
             seed=trial,
         )
@@ -151,13 +151,13 @@ def test_use_and_forget_cell_privacy_loss():
             PrivacyBudget.pure(float(eps)),
             eta=0.5,
             noise_source=SRC,
-            sketch_id=("d2", trial),
+            release_prefix=("d2", trial),
             seed=trial,
         )
         uses = np.zeros(width * depth, dtype=np.int64)
         transcript = run_cells(sk, stream, arrival, times, queries)
-        g_x = exact_tables("count_sketch", width, depth, trial, stream, arrival, times)
-        g_y = exact_tables("count_sketch", width, depth, trial, stream[keep], arrival[keep], times)
+        g_x = exact_tables("count-sketch", width, depth, trial, stream, arrival, times)
+        g_y = exact_tables("count-sketch", width, depth, trial, stream[keep], arrival[keep], times)
         llr = 0.0
         for k, step in enumerate(transcript):
             ans = step["ans"]
@@ -209,7 +209,7 @@ def test_batch_sensitive_privacy_loss():
             depth,
             PrivacyBudget.pure(float(eps)),
             noise_source=SRC,
-            sketch_id=("s3", trial),
+            release_prefix=("s3", trial),
             seed=trial,
         )
         sk.update(stream)
@@ -226,16 +226,16 @@ def test_batch_sensitive_privacy_loss():
     assert worst > 0.5 * float(eps)
 
 
-@pytest.mark.parametrize("kind", ["count_sketch", "count_min"])
+@pytest.mark.parametrize("kind", ["count-sketch", "count-min"])
 def test_single_batch_use_and_keep_equals_static_lazy(kind):
     # Appendix B item 6: with one batch, D3 is S4-lazy; both take the same keyed draws.
     data = np.random.default_rng(4).integers(0, 300, 5000)
     q = np.arange(0, 300, 7)
     d3 = UseAndKeepSketch(
-        32, 5, PrivacyBudget.pure(0.3), noise_source=SRC, sketch_id="same", kind=kind
+        32, 5, PrivacyBudget.pure(0.3), noise_source=SRC, release_prefix="same", kind=kind
     )
     s4 = StaticCellSketch(
-        32, 5, PrivacyBudget.pure(0.3), noise_source=SRC, sketch_id="same", kind=kind
+        32, 5, PrivacyBudget.pure(0.3), noise_source=SRC, release_prefix="same", kind=kind
     )
     d3.update(data)
     s4.update(data)

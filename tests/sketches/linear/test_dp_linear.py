@@ -133,15 +133,15 @@ def test_zcdp_conversion_values():
 def test_sensitivity_table():
     d = 6
     r = math.sqrt(d)
-    for kind in ("count_min", "count_sketch"):
+    for kind in ("count-min", "count-sketch"):
         assert linear_sensitivity(kind, "add_remove", d) == r
         assert linear_sensitivity(kind, "replace_update", d) == 2 * r
         assert linear_sensitivity(kind, "user:4", d) == 4 * r
         assert linear_sensitivity(kind, "add_remove", d, "l1") == d
         assert linear_sensitivity(kind, "replace", d, "l1") == 2 * d
         assert linear_sensitivity(kind, user_level(4), d, "l1") == 4 * d
-    assert linear_sensitivity("count_min", "replace", d) == math.sqrt(2 * d)
-    assert linear_sensitivity("count_sketch", "replace", d) == 2 * r  # docs/algorithms.md#lin-e3
+    assert linear_sensitivity("count-min", "replace", d) == math.sqrt(2 * d)
+    assert linear_sensitivity("count-sketch", "replace", d) == 2 * r  # docs/algorithms.md#lin-e3
 
 
 @pytest.mark.parametrize("bad", ["replace-one", "user:0", "user:x", "", None, 3])
@@ -177,7 +177,7 @@ def _brute_force(a):
 @pytest.mark.parametrize("cls", [CountMinSketch, CountSketch])
 def test_sensitivity_brute_force_tiny_universe(cls):
     width, depth, universe = 4, 3, range(64)
-    kind = "count_min" if cls is CountMinSketch else "count_sketch"
+    kind = "count-min" if cls is CountMinSketch else "count-sketch"
     reached_cs_replace = False
     for seed in range(6):
         a = _columns(cls, width, depth, seed, universe)

@@ -54,14 +54,14 @@ def test_lattice_multiplies_sensitivity_and_scale_alike():
     # sensitivity is g * l1 lattice steps and its exact sampler scale g * l1 / eps steps.
     for eps, depth in [(1.0, 1), (1.0, 3), (0.1, 1), (4.0, 1)]:
         cal = calibrate_linear(
-            "count_sketch", depth, PrivacyBudget.pure(eps), counters=10, lattice=True
+            "count-sketch", depth, PrivacyBudget.pure(eps), counters=10, lattice=True
         )
         g = cal.lattice
         assert g == noise_lattice(cal.scale) and g & (g - 1) == 0
         assert g * cal.scale >= 16 and (g == 1 or g * cal.scale < 32)
         assert cal.sampler_parameter() == discrete_laplace_scale(depth, eps) * g
         assert cal.epsilon_effective == pytest.approx(eps)
-        plain = calibrate_linear("count_sketch", depth, PrivacyBudget.pure(eps), counters=10)
+        plain = calibrate_linear("count-sketch", depth, PrivacyBudget.pure(eps), counters=10)
         assert plain.lattice == 1 and plain.sensitivity == cal.sensitivity
     # Wide noise needs no lattice.
     assert noise_lattice(16.0) == 1 and noise_lattice(1.0) == 16 and noise_lattice(0.3) == 64
