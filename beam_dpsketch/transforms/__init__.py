@@ -15,7 +15,8 @@
   for a new DP aggregate.
 * Release records (:mod:`~beam_dpsketch.transforms.records`, typed rows with a Beam schema):
   :class:`CountEstimate`, :class:`QuantileEstimate`, :class:`KeyEstimate`,
-  :class:`StepEstimate`, :class:`TimedEstimate`, :class:`IntermittentRecord`; release objects
+  :class:`StepEstimate`, :class:`TimedEstimate`, :class:`TimedHeavyHitters`,
+  :class:`IntermittentRecord`; release objects
   with metadata: :class:`Release`, :class:`ContinualRelease`, :class:`SlidingWindowRelease`;
   and :func:`explain_pipeline`.
 * Windowing: :func:`plan_releases` (the release plan of a PCollection's windowing) and
@@ -50,6 +51,7 @@ from beam_dpsketch.transforms.records import (
     QuantileEstimate,
     StepEstimate,
     TimedEstimate,
+    TimedHeavyHitters,
 )
 from beam_dpsketch.transforms.release import (
     DPAggregate,
@@ -93,6 +95,7 @@ __all__ = [
     "SlidingWindowRelease",
     "StepEstimate",
     "TimedEstimate",
+    "TimedHeavyHitters",
     "WindowingRefused",
     "explain_pipeline",
     "plan_releases",

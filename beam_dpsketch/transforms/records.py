@@ -18,7 +18,8 @@ transform                        element type
                                  :class:`~beam_dpsketch.sketches.linear.key_counts.PrivateKeyCounts`
                                  for declared ``query_keys`` (see below)
 ``ContinualDPSketch``            :class:`StepEstimate`
-``DPSlidingWindowFrequencies``   :class:`TimedEstimate`
+``DPSlidingWindowFrequencies``   :class:`TimedEstimate`; :class:`TimedHeavyHitters` for
+                                 heavy-hitter queries (``candidates`` with ``gamma``)
 ``DPIntermittentQueries``        :class:`TimedEstimate`; :class:`IntermittentRecord` with
                                  ``with_metadata=True``
 ``DPCount``                      :class:`CountEstimate`
@@ -44,6 +45,7 @@ The guarantee is not repeated on every row: it is the release's, stated by the t
 
 # No ``from __future__ import annotations`` here: Beam reads the field types of a NamedTuple
 # from its annotations at registration, and needs them as types, not strings.
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -136,6 +138,22 @@ class TimedEstimate(NamedTuple):
     estimate: Number
 
 
+class TimedHeavyHitters(NamedTuple):
+    """The heavy hitters among declared candidates at one query time.
+
+    Attributes
+    ----------
+    time
+        The query's time, as in :class:`TimedEstimate`.
+    heavy_hitters
+        The candidates whose estimate passed the release's threshold, with their estimates,
+        in candidate order (possibly empty: an empty answer is a release too).
+    """
+
+    time: Number
+    heavy_hitters: Sequence[KeyEstimate]
+
+
 class IntermittentRecord(NamedTuple):
     """One answer of ``DPIntermittentQueries`` with its public metadata (``with_metadata=True``).
 
@@ -193,6 +211,7 @@ RECORD_TYPES: tuple[type, ...] = (
     KeyEstimate,
     StepEstimate,
     TimedEstimate,
+    TimedHeavyHitters,
     IntermittentRecord,
 )
 

@@ -106,7 +106,7 @@ from beam_dpsketch.sketches.sliding.dpsw import MAX_INDEX, DPSWSketch
 from beam_dpsketch.transforms.base import DPTransform, as_extractor, with_run_salt
 from beam_dpsketch.transforms.batching import FixedBatches, is_key_batch
 from beam_dpsketch.transforms.combiners import sum_by_cell
-from beam_dpsketch.transforms.records import TimedEstimate
+from beam_dpsketch.transforms.records import KeyEstimate, TimedEstimate, TimedHeavyHitters
 from beam_dpsketch.transforms.windowing_rules import WindowingRequirement
 
 __all__ = ["DPSlidingWindowFrequencies", "SlidingWindowRelease"]
@@ -1129,7 +1129,7 @@ class _SealAndQuery(beam.DoFn):
                 for key, value in records:
                     yield TimedEstimate(when, key, value)
             else:
-                yield when, list(records)
+                yield TimedHeavyHitters(when, [KeyEstimate(k, e) for k, e in records])
             return
         sel = sketch.selection(t)
         if self._mode == "count":
@@ -1463,7 +1463,9 @@ class DPSlidingWindowFrequencies(DPTransform):
         return _Queries(keys, float(gamma), None if hh_slack is None else float(hh_slack))
 
     def output_type(self) -> type:
-        return SlidingWindowRelease if self.with_metadata else TimedEstimate
+        if self.with_metadata:
+            return SlidingWindowRelease
+        return TimedEstimate if self._queries.gamma is None else TimedHeavyHitters
 
     def label_extractors(self) -> tuple[Any, ...]:
         return (self._key_fn,)

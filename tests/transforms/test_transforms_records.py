@@ -17,14 +17,16 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.util import assert_that
 
+from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.linear.key_counts import PrivateKeyCounts
 from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
 from beam_dpsketch.sketches.misra_gries import HeavyHitterEstimate
-from beam_dpsketch.transforms import DPHeavyHitters, DPQuantiles
-from beam_dpsketch.transforms.records import RECORD_TYPES, KeyEstimate
+from beam_dpsketch.transforms import DPHeavyHitters, DPQuantiles, DPSlidingWindowFrequencies
+from beam_dpsketch.transforms.records import RECORD_TYPES, KeyEstimate, TimedHeavyHitters
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from transform_cases import APPROX, CASES, EPS  # noqa: E402
+from transform_cases import APPROX, CASES, EPS, POSITIONED  # noqa: E402
 
 RUNNER = "FnApiRunner"
 #: What ``beam_dpsketch.transforms.records`` documents as released objects rather than rows.
@@ -121,3 +123,36 @@ def test_default_label_shows_the_shape() -> None:
             continue
         label = case.make(f"label-{name}").default_label()
         assert label.startswith(type(case.make(f"l-{name}")).__name__), label
+
+
+def test_sliding_heavy_hitters_are_typed_rows_of_key_estimates() -> None:
+    def make(label: str) -> DPSlidingWindowFrequencies:
+        return DPSlidingWindowFrequencies(
+            60,
+            32,
+            2,
+            PrivacyBudget.zcdp(1.0),
+            release_every=25,
+            candidates=["k1", "k2", "nobody"],
+            gamma=0.4,
+            block=10,
+            alpha="1/2",
+            noise_source=NoiseSource.insecure_for_tests(25),
+            label=label,
+        )
+
+    with beam.Pipeline(runner=RUNNER) as p:
+        out = p | beam.Create(POSITIONED, reshuffle=False) | make("typed-sliding-hh")
+        assert out.element_type is TimedHeavyHitters
+        coder = beam.coders.registry.get_coder(TimedHeavyHitters)
+        assert isinstance(coder, beam.coders.RowCoder)
+
+        def typed(answers: list[Any]) -> None:
+            assert answers and all(isinstance(a, TimedHeavyHitters) for a in answers)
+            assert any(a.heavy_hitters for a in answers), "some answer names a heavy hitter"
+            for answer in answers:
+                assert all(isinstance(h, KeyEstimate) for h in answer.heavy_hitters)
+                # Through the schema coder and back: the same answer.
+                assert coder.decode(coder.encode(answer)) == answer
+
+        assert_that(out, typed)
