@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -163,13 +163,30 @@ def check_bool(value: Any, name: str) -> bool:
     return bool(value)
 
 
-def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
+def check_choice(
+    value: Any,
+    name: str,
+    choices: Iterable[Any],
+    deprecated: Mapping[str, str] | None = None,
+    *,
+    stacklevel: int = 3,
+) -> Any:
     """Return ``value`` after checking it is one of ``choices`` (compared with ``==``).
 
     A wrong option of the right kind and a value of the wrong type are the same mistake here
     (a name that is not on the list), so both raise ``ValueError``:
-    ``"<name> must be one of (<choices>), got <value>"``.
+    ``"<name> must be one of (<choices>), got <value>"``. ``deprecated`` maps other accepted
+    spellings to the choice each stands for: such a value is returned as that choice, with a
+    ``DeprecationWarning`` naming both, attributed ``stacklevel`` frames up (as for
+    ``warnings.warn``, counting this function) so that it points at the user's call.
     """
+    if deprecated and isinstance(value, str) and value in deprecated:
+        warnings.warn(
+            f"{name}={value!r} is deprecated: use {name}={deprecated[value]!r}",
+            DeprecationWarning,
+            stacklevel=stacklevel,
+        )
+        return deprecated[value]
     options = tuple(choices)
     try:
         known = value in options

@@ -220,14 +220,7 @@ def check_kind(kind: Any) -> str:
     The short codes ``"cms"`` / ``"cs"`` (the serialized form) are also accepted, with a
     ``DeprecationWarning``, and mapped to the public name.
     """
-    if isinstance(kind, str) and kind in _KIND_OF_CODE:
-        warnings.warn(
-            f"kind={kind!r} is deprecated: use kind={_KIND_OF_CODE[kind]!r}",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        return _KIND_OF_CODE[kind]
-    return check_choice(kind, "kind", KINDS)
+    return check_choice(kind, "kind", KINDS, deprecated=_KIND_OF_CODE, stacklevel=4)
 
 
 def kind_from_code(code: str) -> str:
@@ -414,7 +407,7 @@ class _ContinualSketch(abc.ABC):
                 "does; this is NOT formally differentially private ([Hol25, Section 4.1] and docs/algorithms.md#continual-observation "
                 "docs/algorithms.md#lazy-e10). Use it only to reproduce the paper's numbers.",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=2,
             )
         self.max_contributions = check_int(max_contributions, "max_contributions")
         self.release_prefix = check_key_like(release_prefix, "release_prefix")
@@ -433,6 +426,7 @@ class _ContinualSketch(abc.ABC):
             faithful=self._FAITHFUL_DEFAULT if faithful is None else faithful,
         )
         self._row_offsets = (np.arange(self.depth, dtype=np.int64) * self.width)[:, None]
+        self._init_extra()
 
     # ---------------------------------------------------------------- subclass hooks
 
@@ -442,6 +436,9 @@ class _ContinualSketch(abc.ABC):
 
     def _rounds_per_block(self) -> int | None:
         return None
+
+    def _init_extra(self) -> None:  # noqa: B027 (optional hook)
+        """Optional hook: a sketch with extra state (Lazy's pending table) creates it here."""
 
     @abc.abstractmethod
     def _arrival_tables(
@@ -946,38 +943,7 @@ class LazySketch(_ContinualSketch):
     KIND = "LazySketch"
     _FAITHFUL_DEFAULT = False
 
-    def __init__(
-        self,
-        width: int,
-        depth: int,
-        horizon: int,
-        budget: PrivacyBudget,
-        *,
-        release_prefix: Any,
-        kind: Kind = "count-min",
-        seed: int = 0,
-        noise_source: NoiseSource | None = None,
-        calibration: Calibration = DEFAULT_CALIBRATION,
-        cs_sensitivity: str = "corrected_4d",
-        m: int | None = None,
-        max_contributions: int = 1,
-        faithful: bool | None = None,
-    ) -> None:
-        super().__init__(
-            width,
-            depth,
-            horizon,
-            budget,
-            release_prefix=release_prefix,
-            kind=kind,
-            seed=seed,
-            noise_source=noise_source,
-            calibration=calibration,
-            cs_sensitivity=cs_sensitivity,
-            m=m,
-            max_contributions=max_contributions,
-            faithful=faithful,
-        )
+    def _init_extra(self) -> None:
         self._pending = np.zeros((self.depth, self.width), dtype=np.int64)
         self._columns = np.arange(self.width, dtype=np.int64)
 

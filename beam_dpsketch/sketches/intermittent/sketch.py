@@ -118,14 +118,7 @@ def check_sketch_kind(kind: Any) -> str:
     The serialized codes ``"count_sketch"`` / ``"count_min"`` are also accepted, with a
     ``DeprecationWarning``, and mapped to the public name.
     """
-    if isinstance(kind, str) and kind in _KIND_OF_CODE:
-        warnings.warn(
-            f"kind={kind!r} is deprecated: use kind={_KIND_OF_CODE[kind]!r}",
-            DeprecationWarning,
-            stacklevel=4,
-        )
-        return _KIND_OF_CODE[kind]
-    return check_choice(kind, "kind", SKETCH_KINDS)
+    return check_choice(kind, "kind", SKETCH_KINDS, deprecated=_KIND_OF_CODE, stacklevel=4)
 
 
 #: Largest scale :func:`beam_dpsketch.noise.discrete_laplace` accepts.

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any
@@ -186,14 +185,7 @@ def check_sketch_kind(kind: Any) -> str:
 
     The underscored spellings are mapped to these with a ``DeprecationWarning``.
     """
-    if isinstance(kind, str) and kind in _KIND_OF_CODE:
-        warnings.warn(
-            f"kind={kind!r} is deprecated: use kind={_KIND_OF_CODE[kind]!r}",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        return _KIND_OF_CODE[kind]
-    return check_choice(kind, "kind", SKETCH_KINDS)
+    return check_choice(kind, "kind", SKETCH_KINDS, deprecated=_KIND_OF_CODE, stacklevel=4)
 
 
 def linear_sensitivity(kind: str, neighbouring: str, depth: int, norm: str = "l2") -> float | int:
