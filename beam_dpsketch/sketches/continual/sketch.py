@@ -199,13 +199,11 @@ def lazy_shape(
     ``d = ceil(log2(2T/beta))``; Count Sketch ``w = ceil(3/eta**2)`` and ``d = ceil(log2(2T/beta))``
     (``preset="paper"``) or ``d = ceil(ln(2T/beta) / KL(1/2 || 1/3))`` (``preset="rigorous"``,
     docs/algorithms.md#lazy-e15: the paper's depth understates the median argument's constant)."""
-    if not 0 < eta < 1:
-        raise ValueError(f"eta must be in (0, 1), got {eta!r}")
+    eta = check_probability(eta, "eta")
     beta = check_probability(beta, "beta")
     horizon = check_int(horizon, "horizon")
     kind = check_kind(kind)
-    if preset not in ("paper", "rigorous"):
-        raise ValueError(f"preset must be 'paper' or 'rigorous', got {preset!r}")
+    check_choice(preset, "preset", ("paper", "rigorous"))
     if kind == "count-min":
         return math.ceil(2.0 / eta), math.ceil(math.log2(2.0 * horizon / beta))
     width = math.ceil(3.0 / eta**2)
@@ -392,11 +390,7 @@ class _ContinualSketch(abc.ABC):
         self.horizon = check_int(horizon, "horizon", 1, 1 << 62)
         self.kind = check_kind(kind)
         self.seed = check_seed(seed)
-        if cs_sensitivity not in CS_SENSITIVITIES:
-            raise ValueError(
-                f"cs_sensitivity must be one of {CS_SENSITIVITIES}, got {cs_sensitivity!r}"
-            )
-        self.cs_sensitivity = cs_sensitivity
+        self.cs_sensitivity = check_choice(cs_sensitivity, "cs_sensitivity", CS_SENSITIVITIES)
         minimum = _default_m(self.kind, self.depth, cs_sensitivity)
         if m is None:
             m = minimum

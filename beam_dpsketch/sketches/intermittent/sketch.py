@@ -347,8 +347,7 @@ def pure_budget_epsilon(budget: Any) -> Fraction:
 
 
 def _check_neighbouring(neighbouring: Any, cls: type) -> str:
-    if neighbouring not in _SPLIT:
-        raise ValueError(f"neighbouring must be one of {tuple(_SPLIT)}, got {neighbouring!r}")
+    check_choice(neighbouring, "neighbouring", _SPLIT)
     if neighbouring == "replace" and not cls.REPLACE_ONE:  # type: ignore[attr-defined]
         raise ValueError(
             f"neighbouring: 'replace' is analysed for UseAndKeepSketch only, not {cls.__name__}"

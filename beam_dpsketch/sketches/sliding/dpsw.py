@@ -542,10 +542,17 @@ class DPSWSketch:
         width: int,
         depth: int,
         alpha: Any = Fraction(1, 2),
-        **kwargs: Any,
+        seed: int = 0,
+        noise_source: NoiseSource | None = None,
+        release_prefix: str | None = None,
+        noise: str = "gaussian",
+        hh_slack: float | None = None,
+        free_prefixes: bool = True,
+        label: str | None = None,
     ) -> DPSWSketch:
         """Preset ``theory`` (Thm 4.4): ``B = ceil(sqrt(w))``, checkpoints from ``alpha``,
-        the paper's budget split (docs/algorithms.md#dpsw-e12 column).
+        the paper's budget split (docs/algorithms.md#dpsw-e12 column). The other parameters are
+        those of :class:`DPSWSketch`.
 
         Space and noise grow with the ``~sqrt(w)`` live blocks (docs/algorithms.md#dpsw-segments); the guarantee is that
         of :class:`DPSWSketch`.
@@ -558,7 +565,13 @@ class DPSWSketch:
             block=math.isqrt(window - 1) + 1 if window > 1 else 1,
             alpha=alpha,
             split="paper",
-            **kwargs,
+            seed=seed,
+            noise_source=noise_source,
+            release_prefix=release_prefix,
+            noise=noise,
+            hh_slack=hh_slack,
+            free_prefixes=free_prefixes,
+            label=label,
         )
 
     @classmethod
@@ -571,7 +584,13 @@ class DPSWSketch:
         depth: int,
         middle: int | None = None,
         q: float = 0.8,
-        **kwargs: Any,
+        seed: int = 0,
+        noise_source: NoiseSource | None = None,
+        release_prefix: str | None = None,
+        noise: str = "gaussian",
+        hh_slack: float | None = None,
+        free_prefixes: bool = True,
+        label: str | None = None,
     ) -> DPSWSketch:
         """Preset ``paper_experiments`` (docs/algorithms.md#dpsw-e12): the paper's experiments.
 
@@ -600,7 +619,13 @@ class DPSWSketch:
             checkpoints=cps,
             split="code_q",
             q=q,
-            **kwargs,
+            seed=seed,
+            noise_source=noise_source,
+            release_prefix=release_prefix,
+            noise=noise,
+            hh_slack=hh_slack,
+            free_prefixes=free_prefixes,
+            label=label,
         )
 
     # ------------------------------------------------------------------ positions
