@@ -85,3 +85,14 @@ def test_pccmg_release_prefix():
     p = PCCMG(64, PrivacyBudget.pure(1.0), lam=0.5, universe=range(10), release_prefix="x")
     assert p.release_prefix == "x"
     assert PCCMG(64, PrivacyBudget.pure(1.0), lam=0.5, universe=range(10)).release_prefix == "pccmg"
+
+
+@pytest.mark.parametrize("preset", [DPSWSketch.theory, DPSWSketch.paper_experiments])
+def test_presets_have_explicit_signatures(preset):
+    import inspect
+
+    params = inspect.signature(preset).parameters
+    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    assert {"seed", "noise_source", "release_prefix", "noise", "hh_slack"} <= set(params)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        preset(100, PrivacyBudget.zcdp(0.5), width=8, depth=2, bogus=1)
