@@ -183,3 +183,51 @@ SRC = NoiseSource.insecure_for_tests(0)
 def test_call_sites_use_the_shared_wording(call, exc, message):
     with pytest.raises(exc, match="^" + re.escape(message)):
         call()
+
+
+# --------------------------------------------------------------------------------------------
+# check_real, check_bool, check_choice, renamed_keyword
+# --------------------------------------------------------------------------------------------
+
+
+def test_check_real_types_and_bounds():
+    from beam_dpsketch.checks import check_real
+
+    assert check_real(Fraction(1, 2), "q", 0.0, 1.0) == 0.5
+    assert check_real(np.int64(3), "x") == 3.0
+    for bad in (True, "0.5", None, np.array(0.5)):
+        with pytest.raises(TypeError, match="^q must be a real number, got "):
+            check_real(bad, "q")
+    with pytest.raises(ValueError, match="^q must not be NaN"):
+        check_real(float("nan"), "q", finite=False)
+    with pytest.raises(ValueError, match="^q must be finite, got inf"):
+        check_real(math.inf, "q")
+    assert check_real(-math.inf, "t", finite=False) == -math.inf
+    with pytest.raises(ValueError, match=re.escape("phi must be in (0, 1], got 0")):
+        check_real(0, "phi", 0.0, 1.0, lower_open=True)
+    with pytest.raises(ValueError, match="^rho must be > 0, got -1"):
+        check_real(-1, "rho", 0.0, lower_open=True)
+
+
+def test_check_bool_and_check_choice():
+    from beam_dpsketch.checks import check_bool, check_choice
+
+    assert check_bool(np.bool_(True), "flag") is True
+    with pytest.raises(TypeError, match="^flag must be a bool, got int"):
+        check_bool(1, "flag")
+    assert check_choice("a", "mode", ("a", "b")) == "a"
+    for bad in ("c", ["a"], np.array(["a", "b"]), 3):
+        with pytest.raises(ValueError, match="^mode must be one of \\('a', 'b'\\), got "):
+            check_choice(bad, "mode", ("a", "b"))
+    with pytest.warns(DeprecationWarning, match="mode='x' is deprecated: use mode='a'"):
+        assert check_choice("x", "mode", ("a", "b"), deprecated={"x": "a"}) == "a"
+
+
+def test_renamed_keyword():
+    from beam_dpsketch.checks import renamed_keyword
+
+    assert renamed_keyword("new", None, "release_prefix", "label") == "new"
+    with pytest.warns(DeprecationWarning, match="label= is deprecated: use release_prefix="):
+        assert renamed_keyword(None, "old", "release_prefix", "label") == "old"
+    with pytest.raises(TypeError, match="give release_prefix only"):
+        renamed_keyword("a", "b", "release_prefix", "label")
