@@ -61,7 +61,9 @@ def test_non_global_windowfn_is_refused_at_application(mode, windowfn):
     p = beam.Pipeline(runner="FnApiRunner")
     pcoll = windowed_input(p, beam.WindowInto(windowfn))
     dp = transform(mode)
-    with pytest.raises(ValueError, match=r"windowfn: DPSlidingWindowFrequencies needs GlobalWindows"):
+    with pytest.raises(
+        ValueError, match=r"windowfn: DPSlidingWindowFrequencies needs GlobalWindows"
+    ):
         _ = pcoll | dp
     # Nothing was applied, so the same instance still accepts a correctly windowed input.
     _ = windowed_input(p, beam.WindowInto(GlobalWindows()), "Global") | "Global" >> dp
