@@ -82,11 +82,16 @@ from beam_dpsketch.sketches.misra_gries.private import (
     HeavyHitterRelease,
     PostProcessedSum,
     approx_pp,
+    gated_approx_pp,
     merged_gshm,
     merged_laplace,
     pmg,
 )
-from beam_dpsketch.sketches.misra_gries.select_count import DEFAULT_SELECTION_FRACTION
+from beam_dpsketch.sketches.misra_gries.select_count import (
+    DEFAULT_SELECTION_FRACTION,
+    ExactnessTest,
+    exactness_test_calibration,
+)
 from beam_dpsketch.sketches.misra_gries.single import check_count_fraction
 from beam_dpsketch.sketches.misra_gries.sizing import DEFAULT_K, SELECT_COUNT_K, memory_bytes
 from beam_dpsketch.transforms.base import as_extractor
@@ -401,17 +406,27 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
         if self.mechanism == "design-b":
             check_count_fraction(self.count_fraction, budget.epsilon)
 
-    def _release(self, acc: Any, budget: PrivacyBudget, stream: NoiseStream) -> HeavyHitterRelease:
+    def _release(
+        self, acc: Any, budget: PrivacyBudget, stream: NoiseStream, *, gate: bool = True
+    ) -> HeavyHitterRelease:
         eps, delta = budget.epsilon, budget.delta
+        # Design B and the merged releases run behind the exactness gate: exact counts at
+        # sensitivity 1 when a noisy test finds that no sketch decremented.
         if self.mechanism == "design-b":
+            if gate:
+                return gated_approx_pp(acc, eps, delta, stream, count_fraction=self.count_fraction)
             return approx_pp(acc, eps, delta, stream, count_fraction=self.count_fraction)
         # Every element-level release states a per-value error bound.
         if self.mechanism == "sequential":
             return pmg(acc, eps, delta, stream, error_confidence=ERROR_CONFIDENCE)
         if self.mechanism == "merged-gshm":
-            return merged_gshm(acc, eps, delta, stream, error_confidence=ERROR_CONFIDENCE)
+            return merged_gshm(
+                acc, eps, delta, stream, error_confidence=ERROR_CONFIDENCE, exactness_gate=gate
+            )
         if self.mechanism == "merged-laplace":
-            return merged_laplace(acc, eps, delta, stream, error_confidence=ERROR_CONFIDENCE)
+            return merged_laplace(
+                acc, eps, delta, stream, error_confidence=ERROR_CONFIDENCE, exactness_gate=gate
+            )
         return hashed_pamg_gshm(acc, self.max_contributions, eps, delta, stream, k=self.k)
 
     @property
@@ -438,7 +453,10 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
             "merged-laplace": lambda: MisraGries(self.k),
             "pamg-gshm": lambda: HashedPAMG(self.buckets),
         }[self.mechanism]()
-        probe = self._release(empty, budget, NoiseSource.insecure_for_tests(0).stream("describe"))
+        # The sketch branch's calibration: the gate's exact branch would run on an empty input.
+        probe = self._release(
+            empty, budget, NoiseSource.insecure_for_tests(0).stream("describe"), gate=False
+        )
         out: dict[str, Any] = {
             "noise": probe.noise.distribution,
             "noise_scale": float(probe.noise.scale),
@@ -447,6 +465,18 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
             + self.mechanism,
             "neighbouring_relation": probe.neighbouring,
         }
+        if self.mechanism in ("design-b", "merged-gshm", "merged-laplace"):
+            gate = exactness_test_calibration(budget.epsilon, budget.delta, self.k)
+            # The sketch branch's facts below are stated at its own budget (eps_b, delta_b).
+            budget = PrivacyBudget.approx(gate.branch_epsilon, gate.branch_delta)
+            probe = self._release(
+                empty, budget, NoiseSource.insecure_for_tests(0).stream("describe"), gate=False
+            )
+            out.update(
+                noise_scale=float(probe.noise.scale),
+                threshold=float(probe.threshold),
+                exactness_gate=_gate_description(self.mechanism, gate),
+            )
         if self.mechanism == "design-b":
             out.update(_design_b_facts(probe, self.k, self.max_shards))
         if self.mechanism in ("sequential", "merged-gshm", "merged-laplace"):
@@ -467,6 +497,24 @@ class MisraGriesReleaseMechanism(ReleaseMechanism):
                 f"at most {self.buckets} keys (hash buckets), whatever the distinct keys"
             )
         return out
+
+
+def _gate_description(mechanism: str, gate: ExactnessTest) -> str:
+    """What the exactness gate of a Design B or merged release spends and does (public)."""
+    kind = (
+        "Gaussian noise calibrated as GSHM at l = 1"
+        if mechanism == "merged-gshm"
+        else "discrete Laplace noise of scale 1/eps_b"
+    )
+    return (
+        f"a noisy test of whether every sketch held all its keys (min(distinct keys, k + 1), "
+        f"sensitivity 1; epsilon {gate.epsilon:.6g}, and a pass on a decremented sketch has "
+        f"probability <= {gate.test_delta:.3g}, charged to delta); if it passes, the exact "
+        f"counts at sensitivity 1 with {kind} and the threshold of one key present on one side "
+        f"only, at eps_b = {gate.branch_epsilon:.6g}, delta_b = {gate.branch_delta:.3g}, error "
+        "bound the noise quantile only; otherwise the sketch release below at (eps_b, delta_b). "
+        "Noise scale and threshold shown are the sketch branch's"
+    )
 
 
 def _sketch_check_facts(probe: HeavyHitterRelease, budget: PrivacyBudget) -> dict[str, Any]:

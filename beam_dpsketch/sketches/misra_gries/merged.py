@@ -7,9 +7,10 @@ M-LAP, M-PURE and M-GSHM of docs/algorithms.md#mg-merged (Section 7 of the paper
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
@@ -18,6 +19,8 @@ from beam_dpsketch.noise import NoiseStream, gaussian
 from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma
 from beam_dpsketch.sketches.misra_gries.calibration import gshm_delta, gshm_threshold
 from beam_dpsketch.sketches.misra_gries.core import (
+    ERROR_CONFIDENCE,
+    NEIGHBOURING_ELEMENT,
     NEIGHBOURING_SHARDED,
     ErrorBound,
     HeavyHitterRelease,
@@ -43,6 +46,17 @@ from beam_dpsketch.sketches.misra_gries.core import (
     sketch_shortfall,
     validate_in_universe,
 )
+from beam_dpsketch.sketches.misra_gries.select_count import (
+    ExactnessTest,
+    exactness_test_calibration,
+)
+from beam_dpsketch.sketches.misra_gries.single import (
+    DEFAULT_COUNT_FRACTION,
+    PostProcessedSum,
+    approx_pp,
+    as_postprocessed,
+    check_count_fraction,
+)
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 from beam_dpsketch.sketches.misra_gries.user import PAMGSketch, user_set_relation
 
@@ -50,6 +64,9 @@ __all__ = [
     "GSHMParameters",
     "MergedRecommendation",
     "calibrate_gshm",
+    "exact_histogram_release",
+    "exactness_gated",
+    "gated_approx_pp",
     "gshm_parameters",
     "merged_gshm",
     "merged_laplace",
@@ -72,6 +89,20 @@ def merged_input(sketch: Any) -> tuple[int, dict[Any, int], str, str, dict[str, 
     if isinstance(sketch, MisraGries):
         return sketch.k, sketch.to_dict(), NEIGHBOURING_SHARDED, "element", {}
     raise TypeError(f"expected a MisraGries or PAMGSketch, got {type(sketch).__name__}")
+
+
+def gate_input(sketch: Any) -> MisraGries:
+    """The sketch of a gated merged release: element level only (``ValueError`` otherwise).
+
+    The exact branch's sensitivity 1 holds when one element changes one count by 1; one user's
+    set changes up to ``m`` counts, so a PAMG sketch is refused.
+    """
+    if type(sketch) is not MisraGries:
+        raise ValueError(
+            "exactness_gate applies to element-level MisraGries sketches only, not to "
+            f"{type(sketch).__name__}"
+        )
+    return sketch
 
 
 # --------------------------------------------------------------------------------------------
@@ -98,6 +129,7 @@ def merged_laplace(
     noise: str = "discrete_laplace",
     mechanism: str = "M-LAP",
     error_confidence: float | None = None,
+    exactness_gate: bool = False,
 ) -> HeavyHitterRelease:
     """M-LAP: Laplace noise scaled to the ``k``-bounded sensitivity of a merged sketch (docs/algorithms.md#mg-merged).
 
@@ -132,7 +164,31 @@ def merged_laplace(
         ``error_confidence``; ``t`` is the noise's two-sided quantile and ``s`` the private
         bound on the sketch's undercount of :func:`sketch_error_check` (a small share of
         ``epsilon``; the release runs on the rest).
+    exactness_gate
+        ``False`` (default): M-LAP as in the paper. ``True`` (a ``MisraGries`` input only):
+        behind :func:`exactness_gated`, the exact counts at sensitivity 1 (noise ``1/eps_b``,
+        threshold of one one-sided key) when the noisy test finds the sketch exact, else M-LAP
+        at ``(eps_b, delta_b)``; same guarantee.
     """
+    if exactness_gate:
+        return exactness_gated(
+            gate_input(sketch),
+            epsilon,
+            delta,
+            stream,
+            lambda e, d: merged_laplace(
+                sketch,
+                e,
+                d,
+                stream,
+                noise=noise,
+                mechanism=mechanism,
+                error_confidence=error_confidence,
+            ),
+            noise=check_noise_kind(noise),
+            neighbouring=NEIGHBOURING_SHARDED,
+            confidence=ERROR_CONFIDENCE if error_confidence is None else error_confidence,
+        )
     k, values, relation, unit, details = merged_input(sketch)
     eps = check_eps(epsilon)
     dl = check_approx_delta(delta)
@@ -424,6 +480,7 @@ def merged_gshm(
     sigma: float | None = None,
     mechanism: str = "M-GSHM",
     error_confidence: float | None = None,
+    exactness_gate: bool = False,
 ) -> HeavyHitterRelease:
     """M-GSHM: the Gaussian sparse histogram mechanism on a merged (or PAMG) sketch, ``l = k``.
 
@@ -466,7 +523,31 @@ def merged_gshm(
         :func:`sketch_error_check` (a small share of ``epsilon``; GSHM is calibrated on the
         rest). Unlike ``details["error_bound"]`` (Theorem 12, every key at once, worst-case
         ``N/(k+1)``), it is a marginal statement per value.
+    exactness_gate
+        ``False`` (default): M-GSHM as in the paper. ``True`` (a ``MisraGries`` input only):
+        behind :func:`exactness_gated`, the exact counts with GSHM at ``l = 1`` when the noisy
+        test finds the sketch exact, else M-GSHM at ``(eps_b, delta_b)``; same guarantee.
     """
+    if exactness_gate:
+        return exactness_gated(
+            gate_input(sketch),
+            epsilon,
+            delta,
+            stream,
+            lambda e, d: merged_gshm(
+                sketch,
+                e,
+                d,
+                stream,
+                beta=beta,
+                sigma=sigma,
+                mechanism=mechanism,
+                error_confidence=error_confidence,
+            ),
+            noise="gaussian",
+            neighbouring=NEIGHBOURING_SHARDED,
+            confidence=ERROR_CONFIDENCE if error_confidence is None else error_confidence,
+        )
     k, values, relation, unit, details = merged_input(sketch)
     eps = check_eps(epsilon)
     dl = check_approx_delta(delta)
@@ -641,3 +722,175 @@ def recommend_merged_mechanism(
         raise ValueError(f"max_aggregator_keys={cap} is below k={kk}: no design fits")
     best = min(candidates, key=lambda d: bounds[d])
     return MergedRecommendation(best, _RELEASES[best], bounds, memory, feasible)
+
+
+# --------------------------------------------------------------------------------------------
+# The exactness gate: sensitivity 1 on exact counts when no sketch decremented
+# --------------------------------------------------------------------------------------------
+
+#: Mechanism names of the gate's exact branch, by noise kind.
+_EXACT_NAMES = {
+    "discrete_laplace": "EXACT-LAPLACE",
+    "laplace": "EXACT-LAPLACE",
+    "gaussian": "EXACT-GAUSSIAN",
+}
+
+
+def exact_histogram_release(
+    counts: Mapping[Any, int],
+    epsilon: float,
+    delta: float,
+    stream: NoiseStream,
+    *,
+    noise: str,
+    k: int,
+    confidence: float = ERROR_CONFIDENCE,
+) -> tuple[list[tuple[Any, int | float]], Any, float, float]:
+    """Thresholded noisy exact counts at sensitivity 1: ``(pairs, scale, threshold, t)``.
+
+    Every key of ``counts`` gets ``f(x) + Z_x`` and is kept iff the value is at least the
+    threshold; ``t`` is the two-sided ``confidence`` quantile of one ``Z_x`` (the count is exact,
+    so ``|estimate - f(x)| <= t`` with probability at least ``confidence`` per key).
+
+    * ``"discrete_laplace"`` / ``"laplace"``: scale ``1/eps``, threshold ``1 + t_1`` with
+      ``P[Z >= t_1] <= delta`` (:func:`~.core.geometric_union_tail` /
+      :func:`~.core.laplace_union_tail` for one draw);
+    * ``"gaussian"``: GSHM at ``l = 1`` (:func:`calibrate_gshm`), threshold ``1 + tau``.
+
+    Guarantee: ``(epsilon, delta)``-DP for neighbouring histograms that differ by 1 in one key's
+    count (a key with count 1 on one side may be absent on the other): the values of keys on both
+    sides are the Laplace (Gaussian) mechanism at L1 (L2) sensitivity 1, and a key present on one
+    side only, with count 1, passes the threshold with probability at most ``delta`` (Laplace;
+    GSHM at ``l = 1``: [LT23, Section 8, Theorem 5], ``delta_GSHM(1, sigma, tau, eps) <=
+    delta``). The noise is i.i.d. per key, ``max(k, len(counts))`` draws.
+    """
+    eps = check_eps(epsilon)
+    dl = check_approx_delta(delta)
+    keys = list(counts)
+    draws = max(k, len(keys))
+    if noise == "gaussian":
+        params = calibrate_gshm(1, eps, dl)
+        pairs = gshm_release(counts, params, stream, draws)
+        t = params.sigma * (1.0 + 1e-9) * NormalDist().inv_cdf(0.5 + confidence / 2.0)
+        return pairs, params.sigma, params.threshold, t
+    check_noise_kind(noise)
+    scale = laplace_scale_exact(1, eps)
+    if noise == "discrete_laplace":
+        tau: int | float = 1 + geometric_union_tail(scale, dl, 1)
+    else:
+        tau = 1.0 + laplace_union_tail(scale, dl, 1)
+    z = draw(stream, noise, scale, draws)[: len(keys)]
+    ys = noisy_sums(noise, [counts[x] for x in keys], z)
+    pairs = [(x, y) for x, y in zip(keys, ys, strict=True) if y >= tau]
+    return pairs, scale, tau, laplace_quantile(scale, 1.0 - confidence, noise=noise)
+
+
+def exactness_gated(
+    source: MisraGries | PostProcessedSum,
+    epsilon: float,
+    delta: float,
+    stream: NoiseStream,
+    sketch_release: Callable[[float, float], HeavyHitterRelease],
+    *,
+    noise: str,
+    neighbouring: str,
+    confidence: float = ERROR_CONFIDENCE,
+) -> HeavyHitterRelease:
+    """A Misra-Gries release behind a noisy test of whether the sketches are exact counts.
+
+    1. **Test** (``eps_t``, :func:`~.select_count.exactness_test_calibration`): ``widest =
+       min(distinct keys, k + 1)`` of the sketch (widest segment for a Design B sum) plus
+       discrete Laplace noise of scale ``1/eps_t`` against a cut ``k + 1 - t``. The first draw
+       of ``stream``.
+    2. **Exact branch** (test passed and the counts exact): :func:`exact_histogram_release` at
+       ``(eps_b, delta_b)`` with ``noise``, at sensitivity 1 instead of the sketch's.
+    3. **Sketch branch** (otherwise): ``sketch_release(eps_b, delta_b)``, the paper's release,
+       drawing from ``stream`` after the test.
+
+    Notes
+    -----
+    **Privacy guarantee.** ``(epsilon, delta)``-DP under add/remove of one element (with
+    assumption A-PART for a sum of several segments or a merge tree), by the argument of
+    :func:`~.select_count.select_candidates` (docs/algorithms.md#mg-exactness-gate): ``widest``
+    has sensitivity 1 whatever the merge tree (:attr:`~.sketch.MisraGries.widest`); the ideal
+    mechanism that runs the exact branch on the true histogram whenever the test passes is
+    ``(eps_t + eps_b, delta_b)``-DP by adaptive composition (each branch is ``(eps_b,
+    delta_b)``-DP); the real one differs from it only when an input that decremented passes
+    the test, probability at most ``delta_t``, which costs ``(1 + e^epsilon) delta_t``.
+    """
+    k = source.k
+    gate = exactness_test_calibration(epsilon, delta, k)
+    exact = source.to_dict() if isinstance(source, MisraGries) else source.exact_counts()
+    # The test draws first, at a fixed position: its noise never depends on the data.
+    if not gate.passes(source.widest, stream) or source.widest > k or exact is None:
+        # The test failed, or (probability <= test_delta, charged to delta) passed on inexact
+        # sketches: the paper's release at the branch's budget.
+        release = sketch_release(gate.branch_epsilon, gate.branch_delta)
+        details = dict(release.details)
+        details.update(_gate_facts(gate, "sketch"))
+        return dataclasses.replace(release, details=details)
+    pairs, scale, tau, t = exact_histogram_release(
+        exact,
+        gate.branch_epsilon,
+        gate.branch_delta,
+        stream,
+        noise=noise,
+        k=k,
+        confidence=confidence,
+    )
+    details = _gate_facts(gate, "exact")
+    details.update(sensitivity_l1=1)
+    return make_release(
+        pairs,
+        mechanism=_EXACT_NAMES[noise],
+        epsilon=check_eps(epsilon),
+        delta=check_approx_delta(delta),
+        threshold=tau,
+        noise=NoiseSpec(noise, float(scale)),
+        k=k,
+        neighbouring=neighbouring,
+        details=details,
+        error=ErrorBound(float(t), float(t), confidence),
+    )
+
+
+def _gate_facts(gate: ExactnessTest, branch: str) -> dict[str, Any]:
+    """The gate's public calibration and which branch ran (a function of the test's output)."""
+    return {
+        "gate_branch": branch,
+        "gate_test_epsilon": gate.epsilon,
+        "gate_test_delta": gate.test_delta,
+        "gate_test_cut": gate.cut,
+        "gate_branch_epsilon": gate.branch_epsilon,
+        "gate_branch_delta": gate.branch_delta,
+    }
+
+
+def gated_approx_pp(
+    source: PostProcessedSum,
+    epsilon: float,
+    delta: float,
+    stream: NoiseStream,
+    *,
+    count_fraction: float = DEFAULT_COUNT_FRACTION,
+) -> HeavyHitterRelease:
+    """Design B behind the exactness gate (:func:`exactness_gated`, discrete Laplace).
+
+    When the test finds every segment's sketch exact, the exact counts get discrete Laplace
+    noise of scale ``1/eps_b`` and the threshold of one one-sided key; otherwise
+    :func:`~.single.approx_pp` at ``(eps_b, delta_b)``. Guarantee: ``(epsilon, delta)``-DP
+    under add/remove of one element, A-PART for several segments.
+    """
+    pp = as_postprocessed(source)
+    check_count_fraction(count_fraction, epsilon)
+    # From the declared max_shards only, as approx_pp states it.
+    relation = NEIGHBOURING_ELEMENT if pp.max_shards <= 1 else NEIGHBOURING_SHARDED
+    return exactness_gated(
+        pp,
+        epsilon,
+        delta,
+        stream,
+        lambda e, d: approx_pp(pp, e, d, stream, count_fraction=count_fraction),
+        noise="discrete_laplace",
+        neighbouring=relation,
+    )

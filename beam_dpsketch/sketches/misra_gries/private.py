@@ -20,6 +20,8 @@ per-shard Algorithm 3 + exact sum       :func:`approx_pp`, :func:`pure_pp` on a
 (Design B, :class:`PostProcessedSum`)   :class:`PostProcessedSum`
 ``MERGE_k``-merged ``MisraGries``       :func:`merged_gshm`, :func:`merged_laplace`,
 (``merged=True``)                       :func:`merged_pure`; PMG and Algorithm 3 raise TypeError
+Design B or ``MERGE_k`` behind a noisy  :func:`gated_approx_pp`, ``exactness_gate=True`` of
+test of exactness (the transforms)      :func:`merged_gshm` / :func:`merged_laplace`
 user level, PAMG (+ ``MERGE_k``)        :func:`pamg_gshm` (``l = k``); merged_laplace/merged_pure
 user level, one flattened stream        :func:`user_level_pmg` (group privacy)
 baselines ([LT23, Section 4])           :func:`chan_pure`, :func:`chan_thresholded`,
@@ -70,6 +72,8 @@ from beam_dpsketch.sketches.misra_gries.merged import (
     GSHMParameters,
     MergedRecommendation,
     calibrate_gshm,
+    exactness_gated,
+    gated_approx_pp,
     gshm_parameters,
     merged_gshm,
     merged_laplace,
@@ -111,7 +115,9 @@ __all__ = [
     "calibrate_gshm",
     "chan_pure",
     "chan_thresholded",
+    "exactness_gated",
     "flatten_users",
+    "gated_approx_pp",
     "gaussian_histogram",
     "gshm_parameters",
     "merge_k",

@@ -90,10 +90,12 @@ __all__ = [
     "EXACT_TEST_FRACTION",
     "EXACT_TEST_MARGIN",
     "CandidateIndex",
+    "ExactnessTest",
     "SelectionCalibration",
     "check_selection_fraction",
     "count_candidates",
     "count_release",
+    "exactness_test_calibration",
     "select_candidates",
     "select_count_relation",
     "keep_numerators",
@@ -256,16 +258,40 @@ def keep_numerators(epsilon: float, delta: float) -> tuple[int, ...]:
     return tuple(out)
 
 
-def selection_calibration(epsilon: float, delta: float, k: int) -> SelectionCalibration:
-    """The public calibration of :func:`select_candidates` at ``(epsilon, delta)`` and ``k``.
+@dataclass(frozen=True)
+class ExactnessTest:
+    """Public calibration of a noisy test of whether Misra-Gries sketches are exact counts.
+
+    The test passes iff ``widest + Z_t <= cut``, with ``widest = min(distinct keys, k + 1)``
+    (sensitivity 1) and ``Z_t`` discrete Laplace of scale ``scale`` (``1/eps'`` for some
+    ``eps' <= epsilon``); ``cut = k + 1 - t`` with ``P[Z_t >= t] <= test_delta``, so an input
+    whose sketch decremented (``widest = k + 1``) passes with probability at most
+    ``test_delta``. ``branch_epsilon`` and ``branch_delta`` are what the release that runs
+    after the test may spend: ``epsilon + branch_epsilon`` is at most the budget and
+    ``branch_delta + (1 + e^budget) test_delta`` equals its delta.
+    """
+
+    epsilon: float
+    test_delta: float
+    scale: Fraction
+    cut: int
+    branch_epsilon: float
+    branch_delta: float
+
+    def passes(self, widest: int, stream: NoiseStream) -> bool:
+        """Run the test: one discrete Laplace draw from ``stream`` (its next position)."""
+        return widest + int(discrete_laplace(stream, self.scale, 1)[0]) <= self.cut
+
+
+def exactness_test_calibration(epsilon: float, delta: float, k: int) -> ExactnessTest:
+    """The exactness test of a ``(epsilon, delta)`` release on sketches of size ``k``.
 
     ``epsilon`` splits into ``eps_t = min(EXACT_TEST_FRACTION * epsilon, (1 +
     ln(1/delta_t)) / (EXACT_TEST_MARGIN * k))`` for the test and the rest, ``eps_b``, for the
-    branch (:func:`split_budget`: ``eps_t + eps_b <= epsilon``); all public numbers;
-    ``delta`` into ``delta_t = EXACT_TEST_DELTA_SHARE * delta / (1 + e^epsilon)`` for the test
-    and ``delta_b = (1 - EXACT_TEST_DELTA_SHARE) * delta`` for the branch, so that
-    ``delta_b + (1 + e^epsilon) delta_t = delta`` (the composition of
-    :func:`select_candidates`).
+    branch (:func:`split_budget`: ``eps_t + eps_b <= epsilon``); ``delta`` into ``delta_t =
+    EXACT_TEST_DELTA_SHARE * delta / (1 + e^epsilon)`` for the test and ``delta_b = (1 -
+    EXACT_TEST_DELTA_SHARE) * delta`` for the branch, so that ``delta_b + (1 + e^epsilon)
+    delta_t = delta``. All public numbers.
     """
     eps = check_eps(epsilon)
     dl = check_approx_delta(delta)
@@ -274,16 +300,32 @@ def selection_calibration(epsilon: float, delta: float, k: int) -> SelectionCali
     # Enough for a margin of EXACT_TEST_MARGIN * k (the 1 covers rounding the tail up).
     wanted = (1.0 + math.log(1.0 / delta_t)) / (EXACT_TEST_MARGIN * kk)
     eps_t, eps_b = split_budget(eps, min(EXACT_TEST_FRACTION, max(wanted / eps, 1e-6)))
-    delta_b = (1.0 - EXACT_TEST_DELTA_SHARE) * dl
-    test_scale = laplace_scale_exact(1, eps_t)
-    keep = keep_numerators(eps_b, delta_b)
-    return SelectionCalibration(
-        test_epsilon=eps_t,
+    scale = laplace_scale_exact(1, eps_t)
+    return ExactnessTest(
+        epsilon=eps_t,
         test_delta=delta_t,
-        test_scale=test_scale,
-        test_cut=kk + 1 - geometric_union_tail(test_scale, delta_t, 1),
+        scale=scale,
+        cut=kk + 1 - geometric_union_tail(scale, delta_t, 1),
         branch_epsilon=eps_b,
-        branch_delta=delta_b,
+        branch_delta=(1.0 - EXACT_TEST_DELTA_SHARE) * dl,
+    )
+
+
+def selection_calibration(epsilon: float, delta: float, k: int) -> SelectionCalibration:
+    """The public calibration of :func:`select_candidates` at ``(epsilon, delta)`` and ``k``.
+
+    The exactness test and the budget split are :func:`exactness_test_calibration`'s; the
+    exact branch's keep probabilities are :func:`keep_numerators` at the branch's budget.
+    """
+    test = exactness_test_calibration(epsilon, delta, k)
+    keep = keep_numerators(test.branch_epsilon, test.branch_delta)
+    return SelectionCalibration(
+        test_epsilon=test.epsilon,
+        test_delta=test.test_delta,
+        test_scale=test.scale,
+        test_cut=test.cut,
+        branch_epsilon=test.branch_epsilon,
+        branch_delta=test.branch_delta,
         exact_median=next(n for n, x in enumerate(keep) if 2 * x >= _ONE),
         exact_certain=len(keep) - 1,
     )
