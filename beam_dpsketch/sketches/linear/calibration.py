@@ -66,7 +66,12 @@ from beam_dpsketch.checks import check_bool, check_choice, check_int, check_prob
 from beam_dpsketch.hashing import MAX_DEPTH
 from beam_dpsketch.noise import NoiseStream, discrete_gaussian, discrete_laplace
 from beam_dpsketch.privacy.budget import PrivacyBudget, approx_to_zcdp, zcdp_to_epsilon
-from beam_dpsketch.privacy.calibration import discrete_laplace_scale, zcdp_gaussian_sigma
+from beam_dpsketch.privacy.calibration import (
+    MAX_LATTICE,
+    discrete_laplace_scale,
+    noise_lattice,
+    zcdp_gaussian_sigma,
+)
 
 __all__ = [
     "NEIGHBOURING_RELATIONS",
@@ -420,31 +425,6 @@ def _normal_abs_quantile(beta: float) -> float:
         else:
             hi = mid
     return hi
-
-
-#: Lattice noise is drawn at a scale of at least this many lattice steps (see noise_lattice).
-LATTICE_MIN_STEPS = 16
-#: Finest lattice: keeps ``count * lattice`` far inside int64 for any count of 2**40 or less.
-MAX_LATTICE = 1 << 20
-
-
-def noise_lattice(scale: float) -> int:
-    """Lattice steps per unit for discrete Laplace noise of ``scale`` (a power of two, >= 1).
-
-    The smallest power of two ``g`` with ``g * scale >= LATTICE_MIN_STEPS`` (1 when ``scale`` is
-    already that wide; at most :data:`MAX_LATTICE`). A release on the lattice adds discrete
-    Laplace noise of scale ``g * scale`` to ``g`` times the exact counts and reads the result in
-    units of ``1 / g``: the same mechanism on a sensitivity ``g`` times larger, so the same
-    guarantee, with noise whose quantiles are resolved to ``1 / g``. On the integers, a scale
-    of about 1 (``epsilon`` 1, sensitivity 1) has no level ``e`` with ``P(|Z| <= e)`` between
-    92.7 % and 97.3 %, so no integer error bound can state 95 % and mean it.
-    """
-    if not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
-    g = 1
-    while g * scale < LATTICE_MIN_STEPS and g < MAX_LATTICE:
-        g *= 2
-    return g
 
 
 def draw_noise(

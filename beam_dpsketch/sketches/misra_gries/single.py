@@ -18,7 +18,7 @@ import numpy as np
 from beam_dpsketch import serialization
 from beam_dpsketch.hashing import decode_key, encode_key
 from beam_dpsketch.noise import NoiseStream, discrete_laplace
-from beam_dpsketch.privacy.calibration import rational_epsilon_floor
+from beam_dpsketch.privacy.calibration import noise_lattice, rational_epsilon_floor
 from beam_dpsketch.sketches.misra_gries.calibration import pmg_geometric_threshold_paper
 from beam_dpsketch.sketches.misra_gries.core import (
     ERROR_CONFIDENCE,
@@ -83,18 +83,32 @@ def require_single_stream(sketch: Any, what: str) -> MisraGries:
 
 
 def pmg_parameters(
-    epsilon: float, delta: float, *, noise: str, threshold_form: str, draws: int
+    epsilon: float,
+    delta: float,
+    *,
+    noise: str,
+    threshold_form: str,
+    draws: int,
+    lattice: int = 1,
 ) -> tuple[Fraction, float | int, str]:
     """``(scale, threshold, mechanism name)`` of a PMG-type release with ``draws`` tail draws.
 
     ``draws`` is 6 for the variant sketch (Lemma 5: 4 per-key + 2 shared) and ``2(k+1)`` for
     standard MG ([LT23, Section 5.1; Section 5.2]). Threshold ``1 + 2t`` where ``t`` bounds each draw's tail by
     ``delta / draws``.
+
+    ``lattice = g > 1`` (discrete noise, ``"spec"`` threshold only) gives the parameters of the
+    same mechanism on ``g`` times the counts, in lattice steps: scale ``g / eps'`` and
+    threshold ``g + 2t`` with ``t`` the tail of that scale (docs/algorithms.md#mg-lattice).
     """
     check_noise_kind(noise)
     if threshold_form not in ("spec", "paper"):
         raise ValueError(f"threshold_form must be 'spec' or 'paper', got {threshold_form!r}")
-    scale = laplace_scale_exact(1, epsilon)
+    if lattice != 1 and (noise != "discrete_laplace" or threshold_form != "spec"):
+        raise ValueError(
+            "lattice applies to noise='discrete_laplace' with threshold_form='spec' only"
+        )
+    scale = laplace_scale_exact(lattice, epsilon)
     if noise == "discrete_laplace":
         if threshold_form == "paper":
             if draws != 6:
@@ -103,7 +117,7 @@ def pmg_parameters(
                 )
             tau_p = pmg_geometric_threshold_paper(float(1 / scale), delta)
             return scale, math.ceil(tau_p * (1.0 + 1e-12)), "PMG-geo"
-        return scale, 1 + 2 * geometric_union_tail(scale, delta, draws), "PMG-geo"
+        return scale, lattice + 2 * geometric_union_tail(scale, delta, draws), "PMG-geo"
     if threshold_form != "spec":
         raise ValueError("threshold_form='paper' applies to noise='discrete_laplace' only")
     return scale, 1.0 + 2.0 * laplace_union_tail(scale, delta, draws), "PMG"
@@ -152,12 +166,18 @@ def pmg_noisy_sketch(
     scale: Fraction,
     threshold: float | int,
     stream: NoiseStream,
+    lattice: int = 1,
 ) -> list[tuple[Any, int | float]]:
     """:func:`pmg_noisy` over all ``k`` slots of ``sketch`` in the fixed order, listing only its
     real keys: the dummies' draws are consumed, never computed, so the cost follows the keys
-    held, not ``k``."""
+    held, not ``k``. ``lattice = g``: the counts enter as ``g`` times their value (``scale``
+    and ``threshold`` in the same steps, :func:`pmg_parameters`) and the values are returned in
+    lattice steps."""
+    slots = sketch.key_slots()
+    if lattice != 1:
+        slots = [(key, c * lattice) for key, c in slots]
     return pmg_noisy(
-        sketch.key_slots(),
+        slots,
         sketch.k,
         noise,
         scale,
@@ -176,6 +196,7 @@ def pmg(
     noise: str = "discrete_laplace",
     threshold_form: str = "spec",
     error_confidence: float | None = None,
+    lattice: bool | None = None,
 ) -> HeavyHitterRelease:
     """Private Misra-Gries (PMG, Algorithm 2 of Lebeda and Tetek): the default single-stream release.
 
@@ -198,6 +219,16 @@ def pmg(
     * ``noise="laplace"`` (**PMG**): Laplace noise on a fine lattice and threshold
       ``1 + 2 ln(3/delta)/eps`` (authors' code, commit b025ca3), raised by ``~2**-20/eps`` for
       the lattice tail (module :mod:`.core`).
+
+    With discrete noise and the ``"spec"`` threshold the release runs, by default, on a lattice
+    finer than one count (docs/algorithms.md#mg-lattice): with ``g``
+    (:func:`~beam_dpsketch.privacy.calibration.noise_lattice` of ``1/eps``, 16 at ``eps = 1``)
+    every slot gets ``g c_x + eta + Z_x`` with both draws of scale ``g/eps``, the threshold is
+    ``g + 2t`` for that scale, and values and threshold are read in units of ``1/g``. This is
+    Algorithm 2 on the counts times ``g``, whose neighbours differ by ``g`` in one counter or
+    in all of them, so the guarantee is the same; the stated error bound then holds at close to
+    its confidence instead of the integer noise's next level (96.9 % for a stated 95 % at
+    ``eps = 1``). Released values are multiples of ``1/g`` (floats).
 
     Utility (Theorem 8): w.p. ``>= 1 - beta`` every key satisfies
     ``f(x) - n/(k+1) - tau - B < f~(x) <= f(x) + B`` with ``B = 2 ln((k+1)/beta)/eps``.
@@ -232,6 +263,12 @@ def pmg(
         ``n/(k+1)`` (:class:`~.core.SketchCheck`). The two checks spend a small share of
         ``epsilon`` (about ``3e-4`` at ``k = 131072``, at most 2 % each) and PMG runs on the
         rest; ``release.details`` records the split.
+    lattice
+        ``None`` (default): the lattice release above for ``noise="discrete_laplace"`` with
+        ``threshold_form="spec"``, the paper's integer (or fine-lattice ``"laplace"``) form
+        otherwise. ``False``: the paper's integer form of Algorithm 2 (outputs identical to
+        the paper's mechanism). ``True``: the lattice release (``ValueError`` where it does
+        not apply).
     """
     require_single_stream(sketch, "pmg")
     eps = check_eps(epsilon)
@@ -243,30 +280,42 @@ def pmg(
         conf = check_error_confidence(error_confidence)
         check = sketch_check_calibration(eps, sketch.k)
         eps_release = check.release_epsilon
+    if lattice is None:
+        lattice = noise == "discrete_laplace" and threshold_form == "spec"
+    elif not isinstance(lattice, bool):
+        raise TypeError(f"lattice must be None, True or False, got {type(lattice).__name__}")
+    g = noise_lattice(float(laplace_scale_exact(1, eps_release))) if lattice else 1
+    # Scale, threshold and values below are in lattice steps of 1/g counts.
     scale, tau, name = pmg_parameters(
-        eps_release, dl, noise=noise, threshold_form=threshold_form, draws=6
+        eps_release, dl, noise=noise, threshold_form=threshold_form, draws=6, lattice=g
     )
-    pairs = pmg_noisy_sketch(sketch, noise, scale, tau, stream)
+    pairs = pmg_noisy_sketch(sketch, noise, scale, tau, stream, lattice=g)
+    release_eps = float(g / scale)
+    if g != 1:
+        # g is a power of two, so each division is exact in float64.
+        pairs = [(key, y / g) for key, y in pairs]
+        tau = tau / g
     details: dict[str, Any] = {
-        "epsilon_effective": float(1 / scale),
+        "epsilon_effective": release_eps,
         "threshold_form": threshold_form,
+        "lattice": g,
     }
     error = None
     if check is not None:
         shortfall, facts = sketch_shortfall(sketch.widest, sketch.n, sketch.k, check, stream)
         # The shared and the per-key draw add up in every value; both checks may miss.
-        t = laplace_sum_quantile(scale, 1.0 - conf - 2.0 * check.failure, noise=noise)
+        t = laplace_sum_quantile(scale, 1.0 - conf - 2.0 * check.failure, noise=noise) / g
         error = ErrorBound(t, t + shortfall, conf)
         details.update(facts)
-        details["epsilon_effective"] = float(1 / scale) + check.epsilon
-        details["release_epsilon"] = float(1 / scale)
+        details["epsilon_effective"] = release_eps + check.epsilon
+        details["release_epsilon"] = release_eps
     return make_release(
         pairs,
         mechanism=name,
         epsilon=eps,
         delta=dl,
         threshold=tau,
-        noise=NoiseSpec(noise, float(scale), float(scale)),
+        noise=NoiseSpec(noise, float(scale / g), float(scale / g)),
         k=sketch.k,
         details=details,
         error=error,

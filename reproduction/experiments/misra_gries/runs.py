@@ -431,7 +431,9 @@ def release(
             None,
         )
     if mechanism == "pmg":
-        rel = pmg(sk.sequential, epsilon, delta, stream)
+        # The paper's integer form of Algorithm 2 (the library's default reads it on a finer
+        # lattice), here and in the other PMG runs of this module.
+        rel = pmg(sk.sequential, epsilon, delta, stream, lattice=False)
     elif mechanism == "design_b":
         # The paper's Algorithm 3 as published (no DP count of N added back), so that the
         # figures and the privacy-error metric of :func:`_input` measure the same release.
@@ -649,7 +651,7 @@ def ladder_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     """
     eps, delta, r = float(params["eps"]), float(params["delta"]), int(params["releases"])
     noise = NoiseSource.insecure_for_tests(seed)
-    tau = float(pmg(MisraGries(1), eps, delta, noise.stream("probe")).threshold)
+    tau = float(pmg(MisraGries(1), eps, delta, noise.stream("probe"), lattice=False).threshold)
     cmax = int(math.ceil(1.3 * tau + 10.0 / eps + 10))
     counts = np.arange(1, cmax + 1, dtype=np.int64)
     sketch = MisraGries(cmax).update(counts, counts)
@@ -659,7 +661,9 @@ def ladder_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     min_value = math.inf
     stab_tau = math.nan
     for i in range(r):
-        rel = pmg(sketch, eps, delta, noise.stream(_rid("ladder-pmg", eps, delta, i)))
+        rel = pmg(
+            sketch, eps, delta, noise.stream(_rid("ladder-pmg", eps, delta, i)), lattice=False
+        )
         keys, values = release_arrays(rel)
         if len(keys):
             hits_pmg[keys.astype(np.int64) - 1] += 1
@@ -710,7 +714,7 @@ def universe_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
         "pure_false": float(np.sum(datasets.counts_of(items, f, rk) == 0)),
         "pure_err": total_error(items, f, rk, rv, TOP_F1),
     }
-    prel = pmg(sketch, eps, DELTA, noise.stream(_rid("mg-universe", u, "pmg")))
+    prel = pmg(sketch, eps, DELTA, noise.stream(_rid("mg-universe", u, "pmg")), lattice=False)
     pk, pv = release_arrays(prel)
     pk = pk.astype(np.int64) if len(pk) else np.zeros(0, np.int64)
     d = sketch.to_dict()

@@ -22,6 +22,7 @@ from oracles import frequencies, ref_merge
 
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy.calibration import noise_lattice
 from beam_dpsketch.sketches.misra_gries.calibration import gshm_delta, pmg_geometric_threshold
 from beam_dpsketch.sketches.misra_gries.private import (
     HeavyHitterRelease,
@@ -78,7 +79,8 @@ A6 = [
 def test_appendix_a6_thresholds(row):
     eps, delta, k, tau_pmg, tau_std, tau_geo, tau_geo_p, tau_mlap = row
     sk = mg(k, range(3))
-    assert pmg(sk, eps, delta, stream("a6", 1)).threshold == tau_geo
+    # The appendix's thresholds are those of the paper's integer form.
+    assert pmg(sk, eps, delta, stream("a6", 1), lattice=False).threshold == tau_geo
     assert pmg(sk, eps, delta, stream("a6", 2), threshold_form="paper").threshold == tau_geo_p
     lap = pmg(sk, eps, delta, stream("a6", 3), noise="laplace")
     # The lattice tail adds about 2**-20 / eps to the continuous value (module docstring).
@@ -110,8 +112,18 @@ def test_appendix_a6_user_level_pmg():
 def test_discrete_pmg_threshold_is_a_valid_union_bound():
     # 6 * P[Geo2 >= t*] <= delta and the previous integer would not do ([LT23, Section 5.2]).
     for eps, delta in [(1.0, 1e-6), (0.5, 1e-9), (0.1, 1e-6), (2.0, 0.3)]:
-        t = (pmg(mg(3, [1]), eps, delta, stream("t", str(eps))).threshold - 1) // 2
+        rel = pmg(mg(3, [1]), eps, delta, stream("t", str(eps)), lattice=False)
+        t = (rel.threshold - 1) // 2
         a = math.exp(-eps)
+        assert 6 * a**t / (1 + a) <= delta
+        assert t == 0 or 6 * a ** (t - 1) / (1 + a) > delta
+        # On the lattice (the default): the same in steps of 1/g, draws of scale g/eps.
+        rel = pmg(mg(3, [1]), eps, delta, stream("t", str(eps)))
+        g = rel.details["lattice"]
+        assert g == noise_lattice(1 / eps) and rel.noise.scale == 1 / eps
+        t = (rel.threshold * g - g) / 2
+        assert t == int(t)
+        a = math.exp(-eps / g)
         assert 6 * a**t / (1 + a) <= delta
         assert t == 0 or 6 * a ** (t - 1) / (1 + a) > delta
 
@@ -185,7 +197,10 @@ def test_output_sorted_by_canonical_order_not_insertion_order():
 
 def test_release_object_helpers():
     sk = MisraGries(4).update(["a", "b", "c", "d"], [900, 500, 700, 100])
-    rel = pmg(sk, 1.0, 1e-6, stream("helpers"))
+    lat = pmg(sk, 1.0, 1e-6, stream("helpers"))
+    assert lat.details["lattice"] == 16 and len(lat) == 4
+    assert all(isinstance(v, float) and (v * 16).is_integer() for _, v in lat.items)
+    rel = pmg(sk, 1.0, 1e-6, stream("helpers"), lattice=False)
     assert isinstance(rel, HeavyHitterRelease)
     assert all(isinstance(v, int) for _, v in rel.items)  # exact discrete noise: integers
     assert rel.mechanism == "PMG-geo" and rel.k == 4 and rel.privacy_unit == "element"

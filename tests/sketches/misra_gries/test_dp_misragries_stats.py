@@ -58,8 +58,11 @@ def zipf_stream(n: int, u: int, a: float, seed: int) -> list[int]:
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("noise", ["discrete_laplace", "laplace"])
-def test_pmg_theorem8_oracle(noise):
+@pytest.mark.parametrize(
+    ("noise", "lattice"),
+    [("discrete_laplace", False), ("discrete_laplace", True), ("laplace", None)],
+)
+def test_pmg_theorem8_oracle(noise, lattice):
     # Each run fails the oracle w.p. <= beta; the binomial test on R runs fails a correct
     # implementation w.p. < 1e-6.
     k, eps, delta, beta, runs = 20, 1.0, 1e-6, 0.05, 150
@@ -69,13 +72,16 @@ def test_pmg_theorem8_oracle(noise):
     n = len(xs)
     counters = dict(sk.slots())
     counters.pop(None, None)
+    # Lattice: Theorem 8 for the counts times g and draws of scale g/eps, read in counts.
+    g = 16 if lattice else 1
     if noise == "discrete_laplace":
-        b1 = 2 * math.ceil(math.log(2 * (k + 1) / ((1 + math.exp(-eps)) * beta)) / eps)
+        a = math.exp(-eps / g)
+        b1 = 2 * math.ceil(math.log(2 * (k + 1) / ((1 + a) * beta)) * g / eps) / g
     else:
         b1 = 2 * math.log((k + 1) / beta) / eps
     failures = 0
     for r in range(runs):
-        rel = pmg(sk, eps, delta, stream("thm8", noise, r), noise=noise)
+        rel = pmg(sk, eps, delta, stream("thm8", noise, r), noise=noise, lattice=lattice)
         tau = rel.threshold
         out = rel.as_dict()
         # Always-true checks.
@@ -85,7 +91,9 @@ def test_pmg_theorem8_oracle(noise):
         assert all(f[x] > 0 for x in out)
         assert rel.keys() == sorted(out, key=encode_key)
         if noise == "discrete_laplace":
-            assert all(isinstance(v, int) for v in out.values())
+            assert rel.details["lattice"] == g
+            assert all(isinstance(v, int) for v in out.values()) or lattice
+            assert all(float(v * g).is_integer() for v in out.values())
         # Events that hold w.p. >= 1 - beta.
         ok = all(abs(out[x] - counters[x]) <= b1 for x in out)
         ok &= all(counters[x] < tau + b1 for x in counters if x not in out)
