@@ -473,7 +473,9 @@ def laplace_sum_quantile(scale: Fraction | float, failure: float, *, noise: str)
     PMG adds a shared draw and a per-key draw of the same scale ([LT23, Algorithm 2]); their
     sum is the noise of every released value. For ``Geo2(a)`` draws (``a = exp(-1/scale)``) the
     sum has ``P[S = s] = c**2 a**|s| (|s| + 1 + 2 a**2 / (1 - a**2))`` with
-    ``c = (1 - a)/(1 + a)``, summed in closed form; ``t`` is an integer. For the lattice Laplace
+    ``c = (1 - a)/(1 + a)``, summed in closed form; ``t`` is an integer. A release on the lattice
+    of step ``1/g`` (docs/algorithms.md#mg-lattice) passes its scale in lattice steps (``g`` times
+    the scale in counts) and reads ``t / g``. For the lattice Laplace
     (``noise="laplace"``) the continuous tail ``exp(-t/b) (1 + t/(2b))`` is used and ``t`` is
     raised by ``b * 2**-19`` for the lattice.
     """
