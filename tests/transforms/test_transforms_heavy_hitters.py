@@ -26,8 +26,8 @@ from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries.private import (
     ERROR_CONFIDENCE,
     PostProcessedSum,
-    approx_pp,
     calibrate_gshm,
+    gated_approx_pp,
     pmg,
 )
 from beam_dpsketch.transforms import DPHeavyHitters, DPHistogram
@@ -60,7 +60,8 @@ def test_design_b_pipeline_equals_the_core_release(seed, dump):
     keys = zipf_keys(5000, seed)
     source = NoiseSource.insecure_for_tests(seed)
     t = DPHistogram(40, BUDGET, noise_source=source, label="hist")
-    expected = approx_pp(
+    # The transform's Design B runs behind the exactness gate (this stream decrements).
+    expected = gated_approx_pp(
         PostProcessedSum.from_sketch(MisraGries(40).update(keys)),
         EPS,
         DELTA,
@@ -352,11 +353,15 @@ def test_explain_states_the_budget_split_estimate_and_memory():
     _ = p | beam.Create([np.arange(3, dtype=np.int64)]) | t
     assert t.k == 4096  # DEFAULT_K
     text = t.explain()
-    assert "budget_split: epsilon 0.95 for the keys" in text and "0.05" in text
-    assert "count_noise_scale: 20" in text
+    # The exactness gate's test takes epsilon 0.020248 at k = 4096; the sketch branch splits
+    # the rest, eps_b = 0.979752, into 95 % for the keys and 5 % for the element count.
+    assert "exactness_gate: a noisy test" in text and "epsilon 0.020248" in text
+    assert "eps_b = 0.979752" in text
+    assert "budget_split: epsilon 0.930765 for the keys" in text and "0.048987" in text
+    assert "count_noise_scale: 20.4" in text
     assert "max_shards * k = 1,048,576 keys" in text
     assert "error_bound: per key, with probability >= 0.95" in text
-    assert "noise scale: 2.10526" in text  # 2 / eps_hh
+    assert "noise scale: 2.14877" in text  # 2 / eps_hh
 
 
 def test_explain_states_the_user_level_contribution_bound():
