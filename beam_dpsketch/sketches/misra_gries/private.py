@@ -32,7 +32,9 @@ baselines ([LT23, Section 4])           :func:`chan_pure`, :func:`chan_threshold
 declared shard count. Defaults where the paper leaves a choice open:
 
 * integer data get exact discrete Laplace noise by default ([LT23, Section 5.2] and docs/algorithms.md#noise-sampling; docs/algorithms.md#mg-e5's
-  conservative ``tau_geo``); ``noise="laplace"`` selects lattice Laplace noise where the paper
+  conservative ``tau_geo``), which :func:`pmg` draws on a lattice of step ``1/g`` by default
+  (docs/algorithms.md#mg-lattice; ``lattice=False`` for the paper's integer form);
+  ``noise="laplace"`` selects lattice Laplace noise where the paper
   uses Laplace; Algorithm-3 releases are discrete only (their values are multiples of
   ``1/(k+1)``, which lattice noise would expose);
 * ``epsilon`` is rounded down to a multiple of ``1e-6`` so the exact samplers take exact

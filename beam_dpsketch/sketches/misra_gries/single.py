@@ -210,7 +210,8 @@ def pmg(
     Lebeda and Tetek (PODS 2023 / TODS 2025), Algorithm 2, Lemmas 3-6, Theorem 8; [LT23, Algorithm 2; Section 5.2; Lemma 7 and Theorem 8].
 
     * ``noise="discrete_laplace"`` (default, **PMG-geo**, [LT23, Section 5.2] and docs/algorithms.md#noise-sampling): exact
-      ``Geo2(exp(-eps'))`` draws, integer outputs, threshold
+      ``Geo2(exp(-eps'))`` draws, integer outputs with ``lattice=False`` (multiples of ``1/g``
+      by default, see below), threshold
       ``tau_geo = 1 + 2 t*`` with ``t* = ceil(ln(6 e^eps / ((1 + e^eps) delta)) / eps)``
       (docs/algorithms.md#mg-e5: the paper's expression is lost; this is the library's derived, conservative
       form). ``threshold_form="paper"`` uses the probable paper form
