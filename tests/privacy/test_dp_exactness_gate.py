@@ -29,7 +29,7 @@ import pytest
 from privacy_audit import FAILURE, epsilon_lower_bound
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma
+from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma, noise_lattice
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries import merged as merged_module
 from beam_dpsketch.sketches.misra_gries.merged import (
@@ -106,10 +106,13 @@ def test_exact_branch_is_calibrated_for_sensitivity_one(eps, delta):
     _, scale, tau, _ = exact_histogram_release(
         {}, eps, delta, stream, noise="discrete_laplace", k=8
     )
-    assert scale >= 1 / Fraction(eps)  # L1 sensitivity 1
-    # A key present on one side only has count 1 and passes iff Z >= tau - 1.
-    a = math.exp(-1.0 / float(scale))
-    assert a ** (tau - 1) / (1 + a) <= delta
+    assert scale >= 1 / Fraction(eps)  # L1 sensitivity 1 (scale in counts)
+    # On the lattice of step 1/g: a key present on one side only has g steps and passes iff
+    # Z >= g (tau - 1), Z discrete Laplace of g * scale steps.
+    g = noise_lattice(1.0 / eps)
+    assert (g * (tau - 1)).is_integer()
+    a = math.exp(-1.0 / float(g * scale))
+    assert a ** (g * (tau - 1)) / (1 + a) <= delta
     _, scale, tau, _ = exact_histogram_release({}, eps, delta, stream, noise="laplace", k=8)
     assert scale >= 1 / Fraction(eps)
     assert math.exp(-(tau - 1) / float(scale)) / 2 <= delta

@@ -16,7 +16,7 @@ from statistics import NormalDist
 from typing import Any
 
 from beam_dpsketch.noise import NoiseStream, gaussian
-from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma
+from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma, noise_lattice
 from beam_dpsketch.sketches.misra_gries.calibration import gshm_delta, gshm_threshold
 from beam_dpsketch.sketches.misra_gries.core import (
     ERROR_CONFIDENCE,
@@ -35,6 +35,7 @@ from beam_dpsketch.sketches.misra_gries.core import (
     check_positive_int,
     check_stream,
     draw,
+    geometric_two_sided_quantile,
     geometric_union_tail,
     laplace_quantile,
     laplace_scale_exact,
@@ -752,9 +753,12 @@ def exact_histogram_release(
     threshold; ``t`` is the two-sided ``confidence`` quantile of one ``Z_x`` (the count is exact,
     so ``|estimate - f(x)| <= t`` with probability at least ``confidence`` per key).
 
-    * ``"discrete_laplace"`` / ``"laplace"``: scale ``1/eps``, threshold ``1 + t_1`` with
-      ``P[Z >= t_1] <= delta`` (:func:`~.core.geometric_union_tail` /
-      :func:`~.core.laplace_union_tail` for one draw);
+    * ``"discrete_laplace"``: on the lattice of step ``1/g``, ``g = noise_lattice(1/eps)``
+      (docs/algorithms.md#mg-lattice): ``(g f(x) + Z_x)/g`` with ``Z_x`` discrete Laplace of
+      scale ``g/eps``, threshold ``(g + t_1)/g`` with ``P[Z >= t_1] <= delta``
+      (:func:`~.core.geometric_union_tail` for one draw); the returned scale is in counts;
+    * ``"laplace"``: lattice Laplace of scale ``1/eps``, threshold ``1 + t_1``
+      (:func:`~.core.laplace_union_tail` for one draw);
     * ``"gaussian"``: GSHM at ``l = 1`` (:func:`calibrate_gshm`), threshold ``1 + tau``.
 
     Guarantee: ``(epsilon, delta)``-DP for neighbouring histograms that differ by 1 in one key's
@@ -774,11 +778,23 @@ def exact_histogram_release(
         t = params.sigma * (1.0 + 1e-9) * NormalDist().inv_cdf(0.5 + confidence / 2.0)
         return pairs, params.sigma, params.threshold, t
     check_noise_kind(noise)
-    scale = laplace_scale_exact(1, eps)
     if noise == "discrete_laplace":
-        tau: int | float = 1 + geometric_union_tail(scale, dl, 1)
-    else:
-        tau = 1.0 + laplace_union_tail(scale, dl, 1)
+        # On the lattice of step 1/g (docs/algorithms.md#mg-lattice): g times the counts plus
+        # discrete Laplace of scale g/eps, read in units of 1/g. The same mechanism at
+        # sensitivity g, so the same guarantee, with a 95 % bound resolved finer than a count.
+        g = noise_lattice(1.0 / eps)
+        steps = laplace_scale_exact(g, eps)
+        tau_steps = g + geometric_union_tail(steps, dl, 1)
+        z = draw(stream, noise, steps, draws)[: len(keys)].tolist()
+        pairs = [
+            (x, (g * int(counts[x]) + int(zi)) / g)
+            for x, zi in zip(keys, z, strict=True)
+            if g * int(counts[x]) + int(zi) >= tau_steps
+        ]
+        t = geometric_two_sided_quantile(steps, 1.0 - confidence) / g
+        return pairs, steps / g, tau_steps / g, t
+    scale = laplace_scale_exact(1, eps)
+    tau = 1.0 + laplace_union_tail(scale, dl, 1)
     z = draw(stream, noise, scale, draws)[: len(keys)]
     ys = noisy_sums(noise, [counts[x] for x in keys], z)
     pairs = [(x, y) for x, y in zip(keys, ys, strict=True) if y >= tau]
