@@ -154,5 +154,7 @@ def test_each_dropped_file_is_counted_once_per_window(tmp_path, prism_args, caps
     for r in by_transform["top"]:
         top.update({key: count for key, count, *_ in r["records"]})
     assert "z" not in top  # the rewrite of f0.txt was not read
-    assert top["a"] == truth["a"]
-    assert all(count <= truth[key] for key, count in top.items())
+    # At eps 1000 the noise is a few thousandths: on a lattice finer than one count it need
+    # not round to 0, so the counts are compared to within half a count.
+    assert abs(top["a"] - truth["a"]) < 0.5
+    assert all(count < truth[key] + 0.5 for key, count in top.items())
