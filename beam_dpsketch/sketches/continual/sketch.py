@@ -62,8 +62,7 @@ from __future__ import annotations
 import abc
 import math
 import warnings
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
@@ -82,15 +81,26 @@ from beam_dpsketch.hashing import (
     row_signs,
 )
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy.budget import PrivacyBudget, check_delta, check_epsilon
+from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.sketches.continual.binary_mechanism import (
     DEFAULT_CALIBRATION,
     Calibration,
     GaussianBinaryMechanism,
     HorizonExceededError,
-    gaussbm_height,
-    gaussbm_sigma,
 )
+from beam_dpsketch.sketches.continual.bounds import (
+    CONTINUAL_SKETCH_KINDS,
+    CS_SENSITIVITIES,
+    KINDS,
+    Kind,
+    check_kind,
+    default_m,
+    kind_from_code,
+    lazy_noise_bound,
+    lazy_noise_bound_paper,
+    lazy_shape,
+)
+from beam_dpsketch.sketches.continual.interval import IntervalSummary
 from beam_dpsketch.sketches.linear.countmin import CountMinSketch
 from beam_dpsketch.sketches.linear.countsketch import CountSketch
 
@@ -109,14 +119,6 @@ __all__ = [
     "new_continual_sketch",
 ]
 
-Kind = Literal["count-min", "count-sketch"]
-#: ``kind`` names (as in the other DP sketches and transforms).
-KINDS: tuple[str, ...] = ("count-min", "count-sketch")
-#: ``kind`` names and the short code each maps to in noise keys and serialized bytes: the codes
-#: are part of both, so they stay as they are while the public name is the hyphenated one.
-CONTINUAL_SKETCH_KINDS: dict[str, str] = {"count-min": "cms", "count-sketch": "cs"}
-_KIND_OF_CODE: dict[str, str] = {code: name for name, code in CONTINUAL_SKETCH_KINDS.items()}
-CS_SENSITIVITIES: tuple[str, ...] = ("corrected_4d", "paper_2d")
 
 # Arrivals are binned in chunks so temporaries stay in cache (as in sketches/linear/base.py).
 _CHUNK = 1 << 16
@@ -124,237 +126,6 @@ _CHUNK = 1 << 16
 # rounds whose nodes stay active (docs/algorithms.md#lazy-vectorised) while keeping the sampler's per-call overhead
 # small against the values drawn.
 _LAZY_BLOCK_VALUES = 1 << 10
-# Median over rows of the Count Sketch: the paper's Lemma 3 constant ([Hol25, Lemma 5], docs/algorithms.md#lazy-e15).
-_KL_HALF_THIRD = 0.5 * math.log(0.5 / (1 / 3)) + 0.5 * math.log(0.5 / (2 / 3))
-
-
-# --------------------------------------------------------------------------------------------
-# Bounds and sizing ([Hol25, Lemma 5])
-# --------------------------------------------------------------------------------------------
-
-
-def _default_m(kind: str, depth: int, cs_sensitivity: str) -> int:
-    return 2 * depth if kind == "count-min" or cs_sensitivity == "paper_2d" else 4 * depth
-
-
-def lazy_noise_bound(
-    horizon: int,
-    width: int,
-    depth: int,
-    epsilon: float,
-    delta: float,
-    beta: float,
-    kind: Kind = "count-min",
-    *,
-    sigma: float | None = None,
-) -> float:
-    """``B_noise`` of [Hol25, Lemma 5] (corrected Lemma 5, docs/algorithms.md#lazy-e8, docs/algorithms.md#lazy-e9): with probability ``>= 1 - beta/2``
-    the noise of every LazySketch counter at every time is at most
-    ``sigma * sqrt(2 h_loc ln(4 d w T_loc / beta))``, ``T_loc = ceil(T/w)``,
-    ``h_loc = bit_length(T_loc)``; with Algorithm 1's sigma (``m = 2d`` CMS, ``4d`` CS), the
-    default when ``sigma`` is not given (so it needs ``eps < 1``), this is
-    ``(2 h_loc / eps) sqrt(m ln(1.25/delta) ln(4 d w T_loc / beta))``. Pass a sketch's ``sigma``
-    for its own calibration (:meth:`LazySketch.noise_bound` does).
-
-    Reference values (tested): ``T = 2**20, w = 55, d = 3, eps = 0.3, delta = 1e-3, beta = 0.05`` gives
-    2876.8 (CMS) and 4068.5 (CS).
-    """
-    horizon = check_int(horizon, "horizon")
-    width = check_int(width, "width", 1, MAX_WIDTH)
-    depth = check_int(depth, "depth", 1, MAX_DEPTH)
-    kind = check_kind(kind)
-    beta = check_probability(beta, "beta")
-    t_loc = -(-horizon // width)
-    if sigma is None:
-        sigma = gaussbm_sigma(
-            t_loc, _default_m(kind, depth, "corrected_4d"), epsilon, delta, calibration="paper"
-        )
-    h = gaussbm_height(t_loc)
-    return sigma * math.sqrt(2.0 * h * math.log(4.0 * depth * width * t_loc / beta))
-
-
-def lazy_noise_bound_paper(
-    horizon: int, width: int, depth: int, epsilon: float, delta: float, beta: float
-) -> float:
-    """The paper's ``gamma = (3 log2(T/w) / eps) sqrt(d ln(2 T d / beta) ln(1.25/delta))``.
-
-    For comparison with the paper only ([Hol25, Lemma 5], docs/algorithms.md#lazy-e9: it is below the correct union bound
-    in most settings and ``<= 0`` when ``T <= w``); use :func:`lazy_noise_bound`.
-    """
-    check_epsilon(epsilon)
-    check_delta(delta, allow_zero=False)
-    beta = check_probability(beta, "beta")
-    return (
-        3.0
-        * math.log2(horizon / width)
-        / epsilon
-        * math.sqrt(depth * math.log(2.0 * horizon * depth / beta) * math.log(1.25 / delta))
-    )
-
-
-def lazy_shape(
-    eta: float, beta: float, horizon: int, kind: Kind = "count-min", *, preset: str = "paper"
-) -> tuple[int, int]:
-    """``(width, depth)`` of [Hol25, Lemma 5]: Count-Min ``w = ceil(2/eta)``,
-    ``d = ceil(log2(2T/beta))``; Count Sketch ``w = ceil(3/eta**2)`` and ``d = ceil(log2(2T/beta))``
-    (``preset="paper"``) or ``d = ceil(ln(2T/beta) / KL(1/2 || 1/3))`` (``preset="rigorous"``,
-    docs/algorithms.md#lazy-e15: the paper's depth understates the median argument's constant)."""
-    eta = check_probability(eta, "eta")
-    beta = check_probability(beta, "beta")
-    horizon = check_int(horizon, "horizon")
-    kind = check_kind(kind)
-    check_choice(preset, "preset", ("paper", "rigorous"))
-    if kind == "count-min":
-        return math.ceil(2.0 / eta), math.ceil(math.log2(2.0 * horizon / beta))
-    width = math.ceil(3.0 / eta**2)
-    if preset == "paper":
-        return width, math.ceil(math.log2(2.0 * horizon / beta))
-    return width, math.ceil(math.log(2.0 * horizon / beta) / _KL_HALF_THIRD)
-
-
-def check_kind(kind: Any) -> str:
-    """``kind`` as its public name, ``"count-min"`` or ``"count-sketch"`` (``ValueError`` otherwise).
-
-    The short codes ``"cms"`` / ``"cs"`` (the serialized form) are also accepted, with a
-    ``DeprecationWarning``, and mapped to the public name.
-    """
-    return check_choice(kind, "kind", KINDS, deprecated=_KIND_OF_CODE, stacklevel=4)
-
-
-def kind_from_code(code: str) -> str:
-    """The public ``kind`` of a serialized short code (``ValueError`` for an unknown code)."""
-    return _KIND_OF_CODE[check_choice(code, "kind", _KIND_OF_CODE)]
-
-
-# --------------------------------------------------------------------------------------------
-# Interval summaries
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class IntervalSummary:
-    """Exact, additive summary of the arrivals of one interval of time steps ``[start, end)``.
-
-    Built by :meth:`~_ContinualSketch.summarize_interval` from any piece of the interval's
-    arrivals, summed with :meth:`merge`, and applied with :meth:`~_ContinualSketch.apply_interval`
-    once it covers every step of the interval: the sketch is then exactly as if it had processed
-    the interval's arrivals one at a time, in position order (noise included, bit for bit). Its
-    size is ``O(depth * width)`` whatever the number of arrivals, which lets a runner
-    pre-aggregate an interval's arrivals wherever they are before they reach the sketch.
-
-    The tables hold **exact** counts: like :meth:`~_ContinualSketch.to_bytes`, a summary must
-    stay inside the trusted boundary (it is never a release).
-
-    Attributes
-    ----------
-    start, end
-        The interval's public bounds (0-indexed steps, ``end`` excluded).
-    ranges
-        The public position ranges ``(lo, hi)`` the summary covers: sorted, disjoint and
-        coalesced (adjacent ranges are joined), so a complete summary has the single range
-        ``(start, end)``.
-    pushed
-        Flat ``depth * width`` int64 table. Punctual: the exact table of the arrivals. Lazy: the
-        arrivals whose cell's column is pushed at or after their step and by ``end``.
-    pending
-        Lazy: flat table of the arrivals still pending at ``end``; Punctual: ``None``.
-    """
-
-    start: int
-    end: int
-    ranges: tuple[tuple[int, int], ...]
-    pushed: np.ndarray
-    pending: np.ndarray | None
-
-    @property
-    def rows(self) -> int:
-        """Number of time steps (arrivals) covered."""
-        return sum(hi - lo for lo, hi in self.ranges)
-
-    @property
-    def complete(self) -> bool:
-        """Whether every step of ``[start, end)`` is covered (the summary can be applied)."""
-        return self.ranges == ((self.start, self.end),)
-
-    def merge(self, other: IntervalSummary) -> Self:
-        """Add ``other`` (a summary of other arrivals of the same interval) into this one.
-
-        Raises
-        ------
-        ValueError
-            If ``other`` belongs to another interval or another sketch shape, or if the two
-            cover a common step (``position``: each step has exactly one arrival).
-        """
-        if not isinstance(other, IntervalSummary):
-            raise TypeError(f"other must be an IntervalSummary, got {type(other).__name__}")
-        if (other.start, other.end) != (self.start, self.end):
-            raise ValueError("other: summaries of different intervals cannot be merged")
-        if other.pushed.shape != self.pushed.shape or (other.pending is None) != (
-            self.pending is None
-        ):
-            raise ValueError("other: summaries of different sketches cannot be merged")
-        self.ranges = self.merge_ranges(self.ranges, other.ranges)
-        self.pushed = self.pushed + other.pushed
-        if self.pending is not None:
-            self.pending = self.pending + other.pending
-        return self
-
-    @staticmethod
-    def merge_ranges(
-        a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]
-    ) -> tuple[tuple[int, int], ...]:
-        """The union of two sorted, disjoint, coalesced range tuples (as :attr:`ranges`).
-
-        Raises
-        ------
-        ValueError
-            If a step is in both (``position``: each step has exactly one arrival).
-        """
-        out: list[tuple[int, int]] = []
-        for lo, hi in sorted(a + b):
-            if out and lo < out[-1][1]:
-                # Names the parameter only: a position is not echoed into an error message.
-                raise ValueError(
-                    "position: two summaries cover the same time step: each step has exactly "
-                    "one arrival"
-                )
-            if out and lo == out[-1][1]:
-                out[-1] = (out[-1][0], hi)
-            else:
-                out.append((lo, hi))
-        return tuple(out)
-
-    def __reduce__(self):
-        # Pickled (e.g. by a Beam coder) with only the non-zero cells when that is smaller: the
-        # summary of a short interval has few of them.
-        return (
-            _restore_summary,
-            (self.start, self.end, self.ranges, _pack(self.pushed), _pack(self.pending)),
-        )
-
-
-def _pack(table: np.ndarray | None) -> Any:
-    if table is None:
-        return None
-    nz = np.flatnonzero(table)
-    if 2 * nz.size < table.size:
-        return (table.size, nz, table[nz])
-    return table
-
-
-def _unpack(packed: Any) -> np.ndarray | None:
-    if packed is None or isinstance(packed, np.ndarray):
-        return packed
-    size, nz, values = packed
-    table = np.zeros(size, dtype=np.int64)
-    table[nz] = values
-    return table
-
-
-def _restore_summary(
-    start: int, end: int, ranges: tuple[tuple[int, int], ...], pushed: Any, pending: Any
-) -> IntervalSummary:
-    return IntervalSummary(start, end, ranges, _unpack(pushed), _unpack(pending))
 
 
 # --------------------------------------------------------------------------------------------
@@ -391,7 +162,7 @@ class _ContinualSketch(abc.ABC):
         self.kind = check_kind(kind)
         self.seed = check_seed(seed)
         self.cs_sensitivity = check_choice(cs_sensitivity, "cs_sensitivity", CS_SENSITIVITIES)
-        minimum = _default_m(self.kind, self.depth, cs_sensitivity)
+        minimum = default_m(self.kind, self.depth, cs_sensitivity)
         if m is None:
             m = minimum
         self.m = check_int(m, "m", minimum)
