@@ -20,6 +20,7 @@ import apache_beam as beam
 
 from beam_dpsketch.io import ReadKeyPairs
 from beam_dpsketch.pipelines.options import (
+    DEFAULT_DELTA,
     add_input_arguments,
     add_privacy_arguments,
     bad_record_options,
@@ -129,7 +130,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"how many keys to print (default: {DEFAULT_TOP}, at most --k); 'all' prints every "
         "released key",
     )
-    add_privacy_arguments(group, delta=1e-6)
+    add_privacy_arguments(group, delta=DEFAULT_DELTA)
     group.add_argument("--privacy-id", metavar="COL", help="user id column (user-level privacy)")
     group.add_argument(
         "--max-contributions",
