@@ -6,6 +6,7 @@ The DPSW-Sketch of Wang, Wang and Chen [WWC24] (:class:`DPSWSketch`, laid out by
 :class:`ExactWindowCountMin`). Modules:
 
 * :mod:`.dpsw`: the DPSW-Sketch;
+* :mod:`.layout`: its data-independent checkpoints, budgets and block layout;
 * :mod:`.baselines`: the baselines.
 
 Citation keys are those of ``docs/algorithms.md#references``; ``docs/algorithms.md#sliding-windows``
