@@ -53,6 +53,14 @@ lattice ``2**-k * Z`` (granularity at most ``min(1, sigma * 2**-20)``), never by
 
 Rejection samplers take data-independent but output-dependent time (Jin et al. 2022); callers must
 not expose per-release timing.
+
+Why one module
+--------------
+Every random bit a release publishes comes from here, so this file is the whole audit surface for
+randomness: a reviewer checks one file for the key derivation, the keystream and the exactness of
+each sampler, and a search for any other source of randomness in the package has one place to
+exclude. The samplers share the lazy uniform reader and the exact ``exp(-x)`` comparison, so they
+would not split into independent modules anyway.
 """
 
 from __future__ import annotations
