@@ -24,7 +24,7 @@ from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.transforms import DPSlidingWindowFrequencies
-from beam_dpsketch.transforms.sliding import _SegmentCombineFn
+from beam_dpsketch.transforms.sliding.tables import SegmentCombineFn
 
 SHAPE = (16, 2, 5)
 
@@ -55,7 +55,7 @@ def two_rows_then_watermark() -> ts.TestStream:
 
 
 def test_merging_no_accumulators_gives_the_empty_table():
-    fn = _SegmentCombineFn(*SHAPE)
+    fn = SegmentCombineFn(*SHAPE)
     sketch, max_step = fn.extract_output(fn.merge_accumulators([]))
     assert sketch == CountMinSketch(*SHAPE) and sketch.total_weight == 0 and max_step == 0
     sketch, max_step = fn.extract_output(fn.merge_accumulators(iter([])))
@@ -69,7 +69,7 @@ def test_segment_combiner_survives_an_empty_on_time_pane(tmp_path):
         p
         | two_rows_then_watermark()
         | early_discarding(FixedWindows(10))
-        | beam.CombineGlobally(_SegmentCombineFn(*SHAPE)).without_defaults()
+        | beam.CombineGlobally(SegmentCombineFn(*SHAPE)).without_defaults()
         | beam.Map(
             lambda acc, pane=beam.DoFn.PaneInfoParam: (
                 pane.index,

@@ -24,17 +24,19 @@ from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
 from beam_dpsketch.transforms import DPSlidingWindowFrequencies
-from beam_dpsketch.transforms.sliding import _SegmentTables, _SegmentWindows, _Stamp, _StepClock
+from beam_dpsketch.transforms.sliding.stamp import Stamp
+from beam_dpsketch.transforms.sliding.steps import SegmentWindows, StepClock
+from beam_dpsketch.transforms.sliding.tables import SegmentTables
 
 # B = 10, alpha = 1/2: segments cut at {0, 1, 2, 3, 5, 7, 8, 9, 10}.
 CUTS = (0, 1, 2, 3, 5, 7, 8, 9, 10)
 SECRET = "secret-key-7f3a"
 
 
-def stamp(mode: str, origin_micros: int = 0, **fns) -> _Stamp:
-    windows = _SegmentWindows(10, CUTS, _StepClock(1_000_000, origin_micros))
+def stamp(mode: str, origin_micros: int = 0, **fns) -> Stamp:
+    windows = SegmentWindows(10, CUTS, StepClock(1_000_000, origin_micros))
     key_fn = fns.pop("key_fn", lambda e: e[1])
-    return _Stamp(mode, windows, (16, 2, 5), key_fn, fns.get("position_fn"), fns.get("time_fn"))
+    return Stamp(mode, windows, (16, 2, 5), key_fn, fns.get("position_fn"), fns.get("time_fn"))
 
 
 @pytest.mark.parametrize(
@@ -129,8 +131,8 @@ def test_element_errors_hide_the_values(make, element, error, names, values):
 
 
 def test_segment_window_bounds_are_not_in_pane_errors():
-    windows = _SegmentWindows(10, CUTS, _StepClock(1_000_000, 0))
-    fn = _SegmentTables("sw", windows)
+    windows = SegmentWindows(10, CUTS, StepClock(1_000_000, 0))
+    fn = SegmentTables("sw", windows)
     # Steps 4..5 of block 137: the window bounds locate data in time.
     window = IntervalWindow(Timestamp(1363), Timestamp(1365))
     early = PaneInfo(True, False, PaneInfoTiming.EARLY, 0, -1)

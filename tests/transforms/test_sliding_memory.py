@@ -1,6 +1,6 @@
 """Memory of ``DPSlidingWindowFrequencies``: bounded by the sketch and the window, not the stream.
 
-The aggregator (``_SealAndQuery``) is driven directly with in-memory state so that the number
+The aggregator (``SealAndQuery``) is driven directly with in-memory state so that the number
 of buffered segment tables and the size of the sketch state can be asserted after every
 element; the per-segment tables that Beam moves and buffers are checked by their encoded size.
 Values are checked against the single-machine core (same noise source and label).
@@ -21,13 +21,14 @@ from beam_dpsketch.noise import NoiseSource, new_run_salt
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
-from beam_dpsketch.transforms import DPSlidingWindowFrequencies, sliding
-from beam_dpsketch.transforms.sliding import (
-    _pack_cells,
-    _SealAndQuery,
-    _SegmentCombineFn,
-    _SegmentPart,
+from beam_dpsketch.transforms import DPSlidingWindowFrequencies
+from beam_dpsketch.transforms.sliding import tables
+from beam_dpsketch.transforms.sliding.aggregator import SealAndQuery
+from beam_dpsketch.transforms.sliding.tables import (
+    SegmentCombineFn,
+    SegmentPart,
     _sparse,
+    pack_cells,
 )
 
 WIDTH, DEPTH, SEED = 32, 3, 5
@@ -95,7 +96,7 @@ def segments(dp: DPSlidingWindowFrequencies, keys: list[str]) -> list[tuple]:
     for first, last in sorted(set(zip((lo + 1).tolist(), hi.tolist(), strict=True))):
         rows = [k for s, k in zip(steps.tolist(), keys, strict=True) if first <= s <= last]
         table = CountMinSketch(WIDTH, DEPTH, SEED).update(rows).table
-        payload = (first, last, min(last, len(keys)), len(rows), _pack_cells(*_sparse(table)))
+        payload = (first, last, min(last, len(keys)), len(rows), pack_cells(*_sparse(table)))
         # Each element carries the run salt (the aggregator is stateful).
         out.append((dp.release_label, (new_run_salt(dp.noise_source), payload)))
     return out
@@ -103,7 +104,7 @@ def segments(dp: DPSlidingWindowFrequencies, keys: list[str]) -> list[tuple]:
 
 def drive(dp: DPSlidingWindowFrequencies, keys: list[str], order=None):
     """Feed the segments (in ``order``), then fire the timer; the records and state sizes."""
-    fn = _SealAndQuery(dp)
+    fn = SealAndQuery(dp)
     fn.setup()
     bag, sketch, progress, ahead, timer = Bag(), Value(), Value(), Value(), Timer()
     state = {
@@ -188,7 +189,7 @@ def test_aggregator_state_does_not_grow_with_the_stream(every, monkeypatch):
     # The bag holds at most about one sketch's worth of cells; the sketch bytes are at most the
     # window's sealed sketches (the most a core sketch holds at any step) plus the two pending
     # blocks: neither depends on the stream length.
-    fold = _SealAndQuery(dp)._fold_cells
+    fold = SealAndQuery(dp)._fold_cells
     window_bytes = max_window_state_bytes(dp)
     segments_per_block = len(dp._windows.cuts) - 1
     pending_bytes = 2 * segments_per_block * DEPTH * WIDTH * 8
@@ -218,14 +219,14 @@ def test_reordered_segments_give_the_same_answers():
 
 def test_a_one_row_segment_travels_as_its_cells():
     table = CountMinSketch(1024, 3, 1).update(["a"])
-    part = _SegmentPart(table, 7)
+    part = SegmentPart(table, 7)
     data = pickle.dumps(part)
     # Dense, the table alone is 1024 * 3 * 8 bytes; sparse it is 3 cells.
     assert len(data) < 1024
     back = pickle.loads(data)
     assert back.sketch == table and back.max_step == 7
 
-    fn = _SegmentCombineFn(1024, 3, 1)
+    fn = SegmentCombineFn(1024, 3, 1)
     acc = fn.add_input(fn.create_accumulator(), part)
     acc = fn.add_input(acc, [(8, "b"), (8, "a")])
     assert len(pickle.dumps(acc)) < 1024
@@ -243,13 +244,13 @@ def test_segment_tables_hold_only_the_cells_the_queries_read(tmp_path, monkeypat
     releases stay bit-identical to the core fed every row.
     """
     packed: list[int] = []
-    pack = sliding._pack_cells
+    pack = tables.pack_cells
 
     def recording(cells: np.ndarray, counts: np.ndarray) -> bytes:
         packed.append(len(cells))
         return pack(cells, counts)
 
-    monkeypatch.setattr(sliding, "_pack_cells", recording)
+    monkeypatch.setattr(tables, "pack_cells", recording)
     window, block, n, every = 60, 20, 240, 20
     # Mostly distinct keys: a 18-row segment alone fills ~50 of the 96 cells.
     keys = [f"u{i % 97}" for i in range(n)]
@@ -355,13 +356,13 @@ def run_small_window(tmp_path, n: int, queries: int, monkeypatch) -> tuple[list,
     batch elements, ``queries`` evenly spaced queries, on the FnApiRunner: the records, the
     number of cells of each table packed for the aggregator, and the period."""
     packed: list[int] = []
-    pack = sliding._pack_cells
+    pack = tables.pack_cells
 
     def recording(cells: np.ndarray, counts: np.ndarray) -> bytes:
         packed.append(len(cells))
         return pack(cells, counts)
 
-    monkeypatch.setattr(sliding, "_pack_cells", recording)
+    monkeypatch.setattr(tables, "pack_cells", recording)
     every = n // queries
     dp = DPSlidingWindowFrequencies(
         100,
@@ -383,7 +384,7 @@ def run_small_window(tmp_path, n: int, queries: int, monkeypatch) -> tuple[list,
     out = DumpToFile(str(tmp_path / f"out{n}.pickle"))
     assert_that(p | beam.Create(batches) | dp, out)
     p.run().wait_until_finish()
-    monkeypatch.setattr(sliding, "_pack_cells", pack)
+    monkeypatch.setattr(tables, "pack_cells", pack)
 
     ref = DPSWSketch.paper_experiments(
         100,

@@ -36,7 +36,9 @@ from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, Privac
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
 from beam_dpsketch.transforms import DPSlidingWindowFrequencies, SlidingWindowRelease
-from beam_dpsketch.transforms.sliding import _SegmentTables, _SegmentWindows, _Stamp, _StepClock
+from beam_dpsketch.transforms.sliding.stamp import Stamp
+from beam_dpsketch.transforms.sliding.steps import SegmentWindows, StepClock
+from beam_dpsketch.transforms.sliding.tables import SegmentTables
 
 SEED = 20261122
 WIDTH, DEPTH, SEED = 64, 3, 5
@@ -300,7 +302,7 @@ def test_time_mode_teststream_equals_core_and_drops_late_data(tmp_path, every):
 
 
 def test_segment_windows_follow_the_layout():
-    windows = _SegmentWindows(10, CUTS, _StepClock(500_000, 250_000))
+    windows = SegmentWindows(10, CUTS, StepClock(500_000, 250_000))
     # Step 14 is relative position 4 of block 2: segment (3, 5], i.e. steps 14..15.
     assert windows.segment_steps(14) == (13, 15)
     assert windows.segment_steps(10) == (9, 10)
@@ -326,8 +328,8 @@ def test_segment_windows_follow_the_layout():
 )
 def test_only_a_single_on_time_pane_is_sealed(pane):
     """Early, late or repeated panes are asserted away (nothing is emitted; DPSW-beam A2)."""
-    windows = _SegmentWindows(10, CUTS, _StepClock(1_000_000, 0))
-    fn = _SegmentTables("sw", windows)
+    windows = SegmentWindows(10, CUTS, StepClock(1_000_000, 0))
+    fn = SegmentTables("sw", windows)
     window = IntervalWindow(Timestamp(3), Timestamp(5))  # steps 4..5
     acc = [CountMinSketch(8, 2), 5]
     with pytest.raises(RuntimeError, match="only one ON_TIME pane"):
@@ -664,8 +666,8 @@ def test_time_mode_batches_equal_rows_and_core(tmp_path):
 
 
 def test_a_batch_becomes_one_exact_table_per_segment():
-    windows = _SegmentWindows(10, CUTS, _StepClock(1_000_000, 0))
-    stamp = _Stamp("count", windows, (64, 3, 5), lambda e: e[1], lambda e: e[0], None)
+    windows = SegmentWindows(10, CUTS, StepClock(1_000_000, 0))
+    stamp = Stamp("count", windows, (64, 3, 5), lambda e: e[1], lambda e: e[0], None)
     rng = np.random.default_rng(10)
     positions = rng.permutation(np.arange(3, 38))  # blocks 1..4, unsorted
     keys = [f"k{v}" for v in rng.integers(0, 6, len(positions))]
@@ -695,7 +697,7 @@ def test_a_batch_becomes_one_exact_table_per_segment():
 
 def test_vectorised_segments_match_the_core():
     ref = core(20, PrivacyBudget.zcdp(1.0), "oracle", **LAYOUT)
-    windows = _SegmentWindows(ref.block, ref.layout.cuts, _StepClock(1_000_000, 0))
+    windows = SegmentWindows(ref.block, ref.layout.cuts, StepClock(1_000_000, 0))
     steps = np.arange(1, 61, dtype=np.int64)
     lo, hi = windows.segment_bounds(steps)
     k, g = ref.locate(steps)
@@ -728,7 +730,7 @@ def test_windows_of_unread_blocks_are_runs_that_no_query_reads(window, block, ev
     # The schedule is unbounded: queries after step n read its last blocks too.
     for t in range(every, n + window + every, every):
         read |= {sel.block for sel in ref.advance_to(t).selection(t)}
-    windows = _SegmentWindows(ref.block, ref.layout.cuts, _StepClock(1, 0), every, window)
+    windows = SegmentWindows(ref.block, ref.layout.cuts, StepClock(1, 0), every, window)
     steps = np.arange(1, n + 1, dtype=np.int64)
     lo, hi, is_segment = windows.window_bounds(steps)
     blocks = (steps - 1) // block + 1
@@ -768,8 +770,8 @@ def test_windows_of_unread_blocks_are_runs_that_no_query_reads(window, block, ev
     ],
 )
 def test_bad_batches_are_refused(mode, element, error, message):
-    windows = _SegmentWindows(10, CUTS, _StepClock(1_000_000, 0))
-    stamp = _Stamp(mode, windows, (64, 3, 5), lambda e: e, None, None)
+    windows = SegmentWindows(10, CUTS, StepClock(1_000_000, 0))
+    stamp = Stamp(mode, windows, (64, 3, 5), lambda e: e, None, None)
     with pytest.raises(error, match=message):
         list(stamp.process(element))
 
