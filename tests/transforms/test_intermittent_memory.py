@@ -22,8 +22,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms import DPIntermittentQueries
-from beam_dpsketch.transforms.intermittent import (
-    QuerySchedule,
+from beam_dpsketch.transforms.intermittent import QuerySchedule
+from beam_dpsketch.transforms.intermittent.schedule import (
     _flat_cells,
     _ReadCountsFn,
     _RouteToReads,
