@@ -43,7 +43,7 @@ from beam_dpsketch.sketches.continual.heavy_hitters import HierarchicalLazySketc
 from beam_dpsketch.sketches.continual.sketch import LazySketch, PunctualSketch
 from beam_dpsketch.sketches.intermittent.strategies import STRATEGIES, make_intermittent_sketch
 from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
-from beam_dpsketch.sketches.misra_gries.single import PostProcessedSum
+from beam_dpsketch.sketches.misra_gries.design_b import PostProcessedSum
 from beam_dpsketch.sketches.misra_gries.user import PAMGSketch
 from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch
 from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch

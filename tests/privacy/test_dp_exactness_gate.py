@@ -1,6 +1,6 @@
 """The exactness gate of Design B and the merged releases, on worst-case neighbours.
 
-:func:`~beam_dpsketch.sketches.misra_gries.merged.exactness_gated` tests with noise whether no
+:func:`~beam_dpsketch.sketches.misra_gries.gate.exactness_gated` tests with noise whether no
 Misra-Gries sketch decremented and then releases the exact counts at sensitivity 1; otherwise
 the paper's release. Its privacy rests on facts checked here:
 
@@ -31,13 +31,9 @@ from privacy_audit import FAILURE, epsilon_lower_bound
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma, noise_lattice
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.misra_gries import merged as merged_module
-from beam_dpsketch.sketches.misra_gries.merged import (
-    exact_histogram_release,
-    gated_approx_pp,
-    merged_gshm,
-    merged_laplace,
-)
+from beam_dpsketch.sketches.misra_gries.gate import exact_histogram_release, gated_approx_pp
+from beam_dpsketch.sketches.misra_gries.gshm import calibrate_gshm
+from beam_dpsketch.sketches.misra_gries.merged import merged_gshm, merged_laplace
 from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum
 from beam_dpsketch.sketches.misra_gries.select_count import exactness_test_calibration
 
@@ -117,7 +113,7 @@ def test_exact_branch_is_calibrated_for_sensitivity_one(eps, delta):
     assert scale >= 1 / Fraction(eps)
     assert math.exp(-(tau - 1) / float(scale)) / 2 <= delta
     _, sigma, tau, _ = exact_histogram_release({}, eps, delta, stream, noise="gaussian", k=8)
-    params = merged_module.calibrate_gshm(1, eps, delta)
+    params = calibrate_gshm(1, eps, delta)
     assert (sigma, tau) == (params.sigma, params.threshold)
     assert params.l == 1 and params.delta_exact <= delta
     # GSHM's Gaussian part alone needs more than the L2-sensitivity-1 Gaussian mechanism.

@@ -28,8 +28,8 @@ from privacy_audit import FAILURE, epsilon_lower_bound
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches.misra_gries.core import geometric_union_tail, laplace_scale_exact
+from beam_dpsketch.sketches.misra_gries.pmg_release import pmg_noisy_sketch, pmg_parameters
 from beam_dpsketch.sketches.misra_gries.private import pmg
-from beam_dpsketch.sketches.misra_gries.single import pmg_noisy_sketch, pmg_parameters
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 
 SRC = NoiseSource.insecure_for_tests(2612)

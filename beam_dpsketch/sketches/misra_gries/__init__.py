@@ -23,8 +23,9 @@ from beam_dpsketch.sketches.misra_gries.core import (
     NoiseSpec,
     Universe,
 )
-from beam_dpsketch.sketches.misra_gries.merged import GSHMParameters, MergedRecommendation
-from beam_dpsketch.sketches.misra_gries.single import PostProcessedSum
+from beam_dpsketch.sketches.misra_gries.design_b import PostProcessedSum
+from beam_dpsketch.sketches.misra_gries.gshm import GSHMParameters
+from beam_dpsketch.sketches.misra_gries.merged import MergedRecommendation
 from beam_dpsketch.sketches.misra_gries.sizing import (
     DEFAULT_K,
     apriori_error,

@@ -36,12 +36,8 @@ from beam_dpsketch.sketches.misra_gries.core import (
     make_release,
     noisy_sums,
 )
-from beam_dpsketch.sketches.misra_gries.merged import (
-    calibrate_gshm,
-    gshm_release,
-    merged_laplace,
-    merged_pure,
-)
+from beam_dpsketch.sketches.misra_gries.gshm import calibrate_gshm, gshm_release
+from beam_dpsketch.sketches.misra_gries.merged import merged_laplace, merged_pure
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 from beam_dpsketch.sketches.misra_gries.user import user_set_relation
 
@@ -184,7 +180,7 @@ def gaussian_histogram(
     most ``m`` **distinct** keys, each count then being the number of users holding the key (the
     exact histogram changes by 1 in at most ``m`` counts; this ``l = m`` is valid for the exact
     histogram only, never for MG or PAMG sketches, docs/algorithms.md#misra-gries). Calibration: exact
-    ``delta_GSHM`` (:func:`~.merged.calibrate_gshm`).
+    ``delta_GSHM`` (:func:`~.gshm.calibrate_gshm`).
 
     Guarantee: ``(epsilon, delta)``-DP under add/remove of one element (``m = 1``) or of one
     user's set of at most ``m`` distinct elements.

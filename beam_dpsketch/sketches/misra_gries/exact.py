@@ -10,7 +10,7 @@ precondition of the Gaussian sparse histogram mechanism (GSHM; Lebeda and Tětek
 Section 8, Theorem 5, after Wilkins, Kifer, Zhang and Karrer). Every positive count gets
 ``N(0, sigma^2)`` and is kept iff the noisy value is ``>= 1 + tau``, with ``(sigma, tau)``
 calibrated on the exact condition ``delta_GSHM(m, sigma, tau, eps) <= delta``
-(:func:`~beam_dpsketch.sketches.misra_gries.merged.calibrate_gshm` at ``l = m``).
+(:func:`~beam_dpsketch.sketches.misra_gries.gshm.calibrate_gshm` at ``l = m``).
 
 Unlike PAMG + GSHM (``l = k``, Theorem 12), whose noise grows with the sketch size ``k``, the
 noise here grows with ``sqrt(m)`` only; the price is memory: the exact histogram holds every
@@ -35,7 +35,7 @@ from beam_dpsketch.sketches.misra_gries.core import (
     make_release,
     noisy_sums,
 )
-from beam_dpsketch.sketches.misra_gries.merged import calibrate_gshm
+from beam_dpsketch.sketches.misra_gries.gshm import calibrate_gshm
 
 __all__ = ["exact_user_gshm", "exact_user_relation"]
 

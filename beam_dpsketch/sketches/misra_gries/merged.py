@@ -1,26 +1,21 @@
-"""Releases of merged (Agarwal ``MERGE_k``) and PAMG sketches under a trusted aggregator.
+"""Releases of ``MERGE_k``-merged and PAMG sketches at sensitivity ``k`` ([LT23, Sections 7-8]).
 
-M-LAP, M-PURE and M-GSHM of docs/algorithms.md#mg-merged (Section 7 of the paper), the exact GSHM calibration of
-[LT23, Section 8, Theorem 5], PAMG + GSHM ([LT23, Theorem 12]) and the design recommendation of
-[LT23, Section 7] and docs/algorithms.md#mg-merged. Re-exported by :mod:`beam_dpsketch.sketches.misra_gries.private`.
+M-LAP and M-PURE (Laplace noise of scale ``k/eps``, docs/algorithms.md#mg-merged), M-GSHM and
+PAMG-GSHM (the Gaussian sparse histogram mechanism at ``l = k``, [LT23, Theorem 12]), and the
+choice between them and Design B for a declared shard count ([LT23, Section 7]).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
-from beam_dpsketch.noise import NoiseStream, gaussian
-from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma, noise_lattice
-from beam_dpsketch.sketches.misra_gries.calibration import gshm_delta, gshm_threshold
+from beam_dpsketch.noise import NoiseStream
 from beam_dpsketch.sketches.misra_gries.core import (
     ERROR_CONFIDENCE,
-    NEIGHBOURING_ELEMENT,
     NEIGHBOURING_SHARDED,
     ErrorBound,
     HeavyHitterRelease,
@@ -35,7 +30,6 @@ from beam_dpsketch.sketches.misra_gries.core import (
     check_positive_int,
     check_stream,
     draw,
-    geometric_two_sided_quantile,
     geometric_union_tail,
     laplace_quantile,
     laplace_scale_exact,
@@ -47,28 +41,17 @@ from beam_dpsketch.sketches.misra_gries.core import (
     sketch_shortfall,
     validate_in_universe,
 )
-from beam_dpsketch.sketches.misra_gries.select_count import (
-    ExactnessTest,
-    exactness_test_calibration,
-)
-from beam_dpsketch.sketches.misra_gries.single import (
-    DEFAULT_COUNT_FRACTION,
-    PostProcessedSum,
-    approx_pp,
-    as_postprocessed,
-    check_count_fraction,
+from beam_dpsketch.sketches.misra_gries.gate import exactness_gated, gate_input
+from beam_dpsketch.sketches.misra_gries.gshm import (
+    calibrate_gshm,
+    gshm_parameters,
+    gshm_release,
 )
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 from beam_dpsketch.sketches.misra_gries.user import PAMGSketch, user_set_relation
 
 __all__ = [
-    "GSHMParameters",
     "MergedRecommendation",
-    "calibrate_gshm",
-    "exact_histogram_release",
-    "exactness_gated",
-    "gated_approx_pp",
-    "gshm_parameters",
     "merged_gshm",
     "merged_laplace",
     "merged_pure",
@@ -90,20 +73,6 @@ def merged_input(sketch: Any) -> tuple[int, dict[Any, int], str, str, dict[str, 
     if isinstance(sketch, MisraGries):
         return sketch.k, sketch.to_dict(), NEIGHBOURING_SHARDED, "element", {}
     raise TypeError(f"expected a MisraGries or PAMGSketch, got {type(sketch).__name__}")
-
-
-def gate_input(sketch: Any) -> MisraGries:
-    """The sketch of a gated merged release: element level only (``ValueError`` otherwise).
-
-    The exact branch's sensitivity 1 holds when one element changes one count by 1; one user's
-    set changes up to ``m`` counts, so a PAMG sketch is refused.
-    """
-    if type(sketch) is not MisraGries:
-        raise ValueError(
-            "exactness_gate applies to element-level MisraGries sketches only, not to "
-            f"{type(sketch).__name__}"
-        )
-    return sketch
 
 
 # --------------------------------------------------------------------------------------------
@@ -278,7 +247,7 @@ def merged_pure(
 
     Exact discrete Laplace of scale ``k/eps`` on the counter of **every** key of the declared
     universe (0 if not stored), then the ``k`` largest; large universes use the exact cutoff
-    sampler (see :func:`~.single.pure_pp`). L1 sensitivity ``k`` after any fixed
+    sampler (see :func:`~.design_b.pure_pp`). L1 sensitivity ``k`` after any fixed
     merge tree ([LT23, Section 8, Corollary 10]). On an unmerged sketch this is the pure mechanism of Chan et
     al. ([LT23, Section 4]). Error ``O(n/k + k log(u)/eps)``.
 
@@ -306,169 +275,6 @@ def merged_pure(
         privacy_unit=unit,
         details=details,
     )
-
-
-# --------------------------------------------------------------------------------------------
-# GSHM (Theorem 5) calibration
-# --------------------------------------------------------------------------------------------
-
-_TARGET_MARGIN = 1e-9  # calibrate against delta * (1 - margin)
-_SIGMA_SLACK = 1e-11  # the exact sampler may round sigma**2 up by < 2**-40 relative
-
-
-@dataclass(frozen=True)
-class GSHMParameters:
-    """Parameters of the Gaussian sparse histogram mechanism ([LT23, Section 8, Theorem 5 and Lemma 6]).
-
-    GSHM adds ``N(0, sigma^2)`` to every positive count and keeps values ``>= 1 + tau``
-    (docs/algorithms.md#mg-e18: the API takes the paper's ``tau``; the absolute cut is :attr:`threshold`).
-    ``delta_exact = delta_GSHM(l, sigma, tau, eps) <= delta`` is re-evaluated on the exact
-    ``(sigma, tau)`` used (and on ``sigma * (1 + 1e-11)``, covering the sampler's rounding).
-    """
-
-    l: int  # noqa: E741
-    epsilon: float
-    delta: float
-    sigma: float
-    tau: float
-    delta_exact: float
-    beta: float | None = None
-
-    @property
-    def threshold(self) -> float:
-        """The absolute cut ``1 + tau``."""
-        return 1.0 + self.tau
-
-    def error_bound(self, beta: float = 0.05) -> float:
-        """Theorem 12 / docs/algorithms.md#mg-oracles oracle: w.p. ``>= 1 - beta`` the privacy error is below this.
-
-        ``1 + tau + sigma * Phi^-1(1 - beta/(2l))``: for merged / PAMG sketches
-        ``|f~(x) - f(x)| < N/(k+1) + error_bound(beta)`` for all ``x`` ([LT23, Theorem 12]).
-        """
-        b = check_beta(beta)
-        return 1.0 + self.tau + self.sigma * -NormalDist().inv_cdf(b / (2 * self.l))
-
-
-def _tau_for(l: int, sigma: float, eps: float, delta: float) -> float:  # noqa: E741
-    """Smallest ``tau`` meeting ``delta`` at ``sigma`` and at ``sigma (1 + 1e-11)``."""
-    target = delta * (1.0 - _TARGET_MARGIN)
-    hi = sigma * (1.0 + _SIGMA_SLACK)
-    tau = max(gshm_threshold(l, sigma, eps, target), gshm_threshold(l, hi, eps, target))
-    while max(gshm_delta(l, sigma, tau, eps), gshm_delta(l, hi, tau, eps)) > target:
-        tau *= 1.0 + 1e-9  # pragma: no cover - delta_GSHM decreases in tau
-    return tau
-
-
-def _finish(l: int, eps: float, delta: float, sigma: float, tau: float, beta) -> GSHMParameters:  # noqa: E741
-    exact = max(gshm_delta(l, sigma, tau, eps), gshm_delta(l, sigma * (1 + _SIGMA_SLACK), tau, eps))
-    if exact > delta:  # pragma: no cover - guarded by _tau_for
-        raise RuntimeError(f"GSHM calibration failed: delta_GSHM={exact} > delta={delta}")
-    return GSHMParameters(l, eps, delta, sigma, tau, exact, beta)
-
-
-@functools.lru_cache(maxsize=512)
-def _gshm_for_sigma(l: int, eps: float, delta: float, sigma: float) -> GSHMParameters:  # noqa: E741
-    sigma_min = analytic_gaussian_sigma(math.sqrt(l), eps, delta * (1.0 - _TARGET_MARGIN))
-    if sigma <= sigma_min:
-        raise ValueError(
-            f"sigma={sigma!r} is too small for (epsilon={eps!r}, delta={delta!r}) with l={l}: "
-            f"the Gaussian part alone needs sigma > {sigma_min:.6g}"
-        )
-    return _finish(l, eps, delta, sigma, _tau_for(l, sigma, eps, delta), None)
-
-
-@functools.lru_cache(maxsize=512)
-def _calibrate(l: int, eps: float, delta: float, beta: float) -> GSHMParameters:  # noqa: E741
-    target = delta * (1.0 - _TARGET_MARGIN)
-    sigma_min = analytic_gaussian_sigma(math.sqrt(l), eps, target)
-    z = -NormalDist().inv_cdf(beta / (2 * l))
-    memo: dict[float, float] = {}
-
-    def proxy(sigma: float) -> float:
-        if sigma not in memo:
-            try:
-                memo[sigma] = 1.0 + gshm_threshold(l, sigma, eps, target) + sigma * z
-            except ValueError:
-                memo[sigma] = math.inf
-        return memo[sigma]
-
-    ratios = [1.0 + 1e-4 * (3.0 / 1e-4) ** (i / 12) for i in range(13)]  # 1+1e-4 .. 4, geometric
-    grid = [sigma_min * r for r in ratios]
-    scores = [proxy(s) for s in grid]
-    i = min(range(len(grid)), key=scores.__getitem__)
-    lo = grid[i - 1] if i > 0 else sigma_min * (1.0 + 1e-7)
-    hi = grid[i + 1] if i + 1 < len(grid) else grid[i]
-    # Golden-section search on log(sigma) inside the bracket around the best grid point.
-    g = (math.sqrt(5.0) - 1.0) / 2.0
-    a, b = math.log(lo), math.log(hi)
-    c, d = b - g * (b - a), a + g * (b - a)
-    for _ in range(14):
-        if proxy(math.exp(c)) <= proxy(math.exp(d)):
-            b, d = d, c
-            c = b - g * (b - a)
-        else:
-            a, c = c, d
-            d = a + g * (b - a)
-    sigma = min(memo, key=memo.__getitem__)
-    return _finish(l, eps, delta, sigma, _tau_for(l, sigma, eps, delta), beta)
-
-
-def calibrate_gshm(l: int, epsilon: float, delta: float, *, beta: float = 0.05) -> GSHMParameters:  # noqa: E741
-    """Exact GSHM calibration for ``l`` differing counts ([LT23, Section 8, Theorem 5 and Lemma 6]).
-
-    ``sigma_min`` solves ``Psi(eps, sqrt(l)/sigma) = delta``; over ``sigma`` from ``sigma_min``
-    to ``4 sigma_min`` (13-point geometric grid, then golden-section refinement) the smallest
-    ``tau`` with ``delta_GSHM(l, sigma, tau, eps) <= delta`` is found by bisection
-    (:func:`beam_dpsketch.sketches.misra_gries.calibration.gshm_threshold`) and the ``sigma`` minimising the
-    error proxy ``1 + tau + sigma Phi^-1(1 - beta/(2l))`` is kept. The exact condition is
-    re-evaluated on the returned pair (docs/algorithms.md#mg-e10). Results are cached by
-    ``(l, epsilon, delta, beta)``. A calibration evaluates ``delta_GSHM`` about 1,300 times,
-    each in a few dozen terms rather than ``l``
-    (:func:`~beam_dpsketch.sketches.misra_gries.calibration.gshm_delta` skips the ranges of
-    ``j`` that cannot hold the maximum): about 0.1 s of CPU at ``l = 2^17``.
-
-    The closed-form Lemma 6 parameters are deliberately not used (docs/algorithms.md#mg-e10: they need
-    ``eps < 1`` and are always looser; see
-    :func:`beam_dpsketch.sketches.misra_gries.calibration.gshm_closed_form_parameters`).
-
-    Parameters
-    ----------
-    l
-        Number of counts neighbours may differ in: ``k`` for merged and PAMG sketches (never
-        ``m``, docs/algorithms.md#misra-gries), ``1`` / ``m`` only for exact histograms.
-    epsilon, delta
-        Target ``(epsilon, delta)``; ``0 < delta < 1``.
-    beta
-        Failure probability of the utility proxy, in ``(0, 1)``.
-    """
-    ll = check_positive_int(l, "l")
-    return _calibrate(ll, check_eps(epsilon), check_approx_delta(delta), check_beta(beta))
-
-
-def gshm_parameters(l: int, epsilon: float, delta: float, sigma: float) -> GSHMParameters:  # noqa: E741
-    """GSHM parameters for a caller-chosen ``sigma``: the smallest valid ``tau`` ([LT23, Section 8, Theorem 5 and Lemma 6]).
-
-    Raises ``ValueError`` if ``sigma`` is too small for the Gaussian part alone.
-    """
-    ll = check_positive_int(l, "l")
-    if isinstance(sigma, bool) or not isinstance(sigma, int | float) or not sigma > 0:
-        raise ValueError(f"sigma must be a positive number, got {sigma!r}")
-    if not math.isfinite(sigma):
-        raise ValueError(f"sigma must be finite, got {sigma!r}")
-    return _gshm_for_sigma(ll, check_eps(epsilon), check_approx_delta(delta), float(sigma))
-
-
-def gshm_release(
-    values: Mapping[Any, int],
-    params: GSHMParameters,
-    stream: NoiseStream,
-    draws: int,
-) -> list[tuple[Any, float]]:
-    """``c_x + N(0, sigma^2)`` on every positive key, kept iff ``>= 1 + tau`` ([LT23, Section 8, Theorem 5 and Lemma 6])."""
-    keys = list(values)
-    z = gaussian(stream, params.sigma, max(draws, len(keys)))[: len(keys)]
-    ys = noisy_sums("gaussian", [values[x] for x in keys], z)
-    return [(x, y) for x, y in zip(keys, ys, strict=True) if y >= params.threshold]
 
 
 def merged_gshm(
@@ -723,190 +529,3 @@ def recommend_merged_mechanism(
         raise ValueError(f"max_aggregator_keys={cap} is below k={kk}: no design fits")
     best = min(candidates, key=lambda d: bounds[d])
     return MergedRecommendation(best, _RELEASES[best], bounds, memory, feasible)
-
-
-# --------------------------------------------------------------------------------------------
-# The exactness gate: sensitivity 1 on exact counts when no sketch decremented
-# --------------------------------------------------------------------------------------------
-
-#: Mechanism names of the gate's exact branch, by noise kind.
-_EXACT_NAMES = {
-    "discrete_laplace": "EXACT-LAPLACE",
-    "laplace": "EXACT-LAPLACE",
-    "gaussian": "EXACT-GAUSSIAN",
-}
-
-
-def exact_histogram_release(
-    counts: Mapping[Any, int],
-    epsilon: float,
-    delta: float,
-    stream: NoiseStream,
-    *,
-    noise: str,
-    k: int,
-    confidence: float = ERROR_CONFIDENCE,
-) -> tuple[list[tuple[Any, int | float]], Any, float, float]:
-    """Thresholded noisy exact counts at sensitivity 1: ``(pairs, scale, threshold, t)``.
-
-    Every key of ``counts`` gets ``f(x) + Z_x`` and is kept iff the value is at least the
-    threshold; ``t`` is the two-sided ``confidence`` quantile of one ``Z_x`` (the count is exact,
-    so ``|estimate - f(x)| <= t`` with probability at least ``confidence`` per key).
-
-    * ``"discrete_laplace"``: on the lattice of step ``1/g``, ``g = noise_lattice(1/eps)``
-      (docs/algorithms.md#mg-lattice): ``(g f(x) + Z_x)/g`` with ``Z_x`` discrete Laplace of
-      scale ``g/eps``, threshold ``(g + t_1)/g`` with ``P[Z >= t_1] <= delta``
-      (:func:`~.core.geometric_union_tail` for one draw); the returned scale is in counts;
-    * ``"laplace"``: lattice Laplace of scale ``1/eps``, threshold ``1 + t_1``
-      (:func:`~.core.laplace_union_tail` for one draw);
-    * ``"gaussian"``: GSHM at ``l = 1`` (:func:`calibrate_gshm`), threshold ``1 + tau``.
-
-    Guarantee: ``(epsilon, delta)``-DP for neighbouring histograms that differ by 1 in one key's
-    count (a key with count 1 on one side may be absent on the other): the values of keys on both
-    sides are the Laplace (Gaussian) mechanism at L1 (L2) sensitivity 1, and a key present on one
-    side only, with count 1, passes the threshold with probability at most ``delta`` (Laplace;
-    GSHM at ``l = 1``: [LT23, Section 8, Theorem 5], ``delta_GSHM(1, sigma, tau, eps) <=
-    delta``). The noise is i.i.d. per key, ``max(k, len(counts))`` draws.
-    """
-    eps = check_eps(epsilon)
-    dl = check_approx_delta(delta)
-    keys = list(counts)
-    draws = max(k, len(keys))
-    if noise == "gaussian":
-        params = calibrate_gshm(1, eps, dl)
-        pairs = gshm_release(counts, params, stream, draws)
-        t = params.sigma * (1.0 + 1e-9) * NormalDist().inv_cdf(0.5 + confidence / 2.0)
-        return pairs, params.sigma, params.threshold, t
-    check_noise_kind(noise)
-    if noise == "discrete_laplace":
-        # On the lattice of step 1/g (docs/algorithms.md#mg-lattice): g times the counts plus
-        # discrete Laplace of scale g/eps, read in units of 1/g. The same mechanism at
-        # sensitivity g, so the same guarantee, with a 95 % bound resolved finer than a count.
-        g = noise_lattice(1.0 / eps)
-        steps = laplace_scale_exact(g, eps)
-        tau_steps = g + geometric_union_tail(steps, dl, 1)
-        z = draw(stream, noise, steps, draws)[: len(keys)].tolist()
-        pairs = [
-            (x, (g * int(counts[x]) + int(zi)) / g)
-            for x, zi in zip(keys, z, strict=True)
-            if g * int(counts[x]) + int(zi) >= tau_steps
-        ]
-        t = geometric_two_sided_quantile(steps, 1.0 - confidence) / g
-        return pairs, steps / g, tau_steps / g, t
-    scale = laplace_scale_exact(1, eps)
-    tau = 1.0 + laplace_union_tail(scale, dl, 1)
-    z = draw(stream, noise, scale, draws)[: len(keys)]
-    ys = noisy_sums(noise, [counts[x] for x in keys], z)
-    pairs = [(x, y) for x, y in zip(keys, ys, strict=True) if y >= tau]
-    return pairs, scale, tau, laplace_quantile(scale, 1.0 - confidence, noise=noise)
-
-
-def exactness_gated(
-    source: MisraGries | PostProcessedSum,
-    epsilon: float,
-    delta: float,
-    stream: NoiseStream,
-    sketch_release: Callable[[float, float], HeavyHitterRelease],
-    *,
-    noise: str,
-    neighbouring: str,
-    confidence: float = ERROR_CONFIDENCE,
-) -> HeavyHitterRelease:
-    """A Misra-Gries release behind a noisy test of whether the sketches are exact counts.
-
-    1. **Test** (``eps_t``, :func:`~.select_count.exactness_test_calibration`): ``widest =
-       min(distinct keys, k + 1)`` of the sketch (widest segment for a Design B sum) plus
-       discrete Laplace noise of scale ``1/eps_t`` against a cut ``k + 1 - t``. The first draw
-       of ``stream``.
-    2. **Exact branch** (test passed and the counts exact): :func:`exact_histogram_release` at
-       ``(eps_b, delta_b)`` with ``noise``, at sensitivity 1 instead of the sketch's.
-    3. **Sketch branch** (otherwise): ``sketch_release(eps_b, delta_b)``, the paper's release,
-       drawing from ``stream`` after the test.
-
-    Notes
-    -----
-    **Privacy guarantee.** ``(epsilon, delta)``-DP under add/remove of one element (with
-    assumption A-PART for a sum of several segments or a merge tree), by the argument of
-    :func:`~.select_count.select_candidates` (docs/algorithms.md#mg-exactness-gate): ``widest``
-    has sensitivity 1 whatever the merge tree (:attr:`~.sketch.MisraGries.widest`); the ideal
-    mechanism that runs the exact branch on the true histogram whenever the test passes is
-    ``(eps_t + eps_b, delta_b)``-DP by adaptive composition (each branch is ``(eps_b,
-    delta_b)``-DP); the real one differs from it only when an input that decremented passes
-    the test, probability at most ``delta_t``, which costs ``(1 + e^epsilon) delta_t``.
-    """
-    k = source.k
-    gate = exactness_test_calibration(epsilon, delta, k)
-    exact = source.to_dict() if isinstance(source, MisraGries) else source.exact_counts()
-    # The test draws first, at a fixed position: its noise never depends on the data.
-    if not gate.passes(source.widest, stream) or source.widest > k or exact is None:
-        # The test failed, or (probability <= test_delta, charged to delta) passed on inexact
-        # sketches: the paper's release at the branch's budget.
-        release = sketch_release(gate.branch_epsilon, gate.branch_delta)
-        details = dict(release.details)
-        details.update(_gate_facts(gate, "sketch"))
-        return dataclasses.replace(release, details=details)
-    pairs, scale, tau, t = exact_histogram_release(
-        exact,
-        gate.branch_epsilon,
-        gate.branch_delta,
-        stream,
-        noise=noise,
-        k=k,
-        confidence=confidence,
-    )
-    details = _gate_facts(gate, "exact")
-    details.update(sensitivity_l1=1)
-    return make_release(
-        pairs,
-        mechanism=_EXACT_NAMES[noise],
-        epsilon=check_eps(epsilon),
-        delta=check_approx_delta(delta),
-        threshold=tau,
-        noise=NoiseSpec(noise, float(scale)),
-        k=k,
-        neighbouring=neighbouring,
-        details=details,
-        error=ErrorBound(float(t), float(t), confidence),
-    )
-
-
-def _gate_facts(gate: ExactnessTest, branch: str) -> dict[str, Any]:
-    """The gate's public calibration and which branch ran (a function of the test's output)."""
-    return {
-        "gate_branch": branch,
-        "gate_test_epsilon": gate.epsilon,
-        "gate_test_delta": gate.test_delta,
-        "gate_test_cut": gate.cut,
-        "gate_branch_epsilon": gate.branch_epsilon,
-        "gate_branch_delta": gate.branch_delta,
-    }
-
-
-def gated_approx_pp(
-    source: PostProcessedSum,
-    epsilon: float,
-    delta: float,
-    stream: NoiseStream,
-    *,
-    count_fraction: float = DEFAULT_COUNT_FRACTION,
-) -> HeavyHitterRelease:
-    """Design B behind the exactness gate (:func:`exactness_gated`, discrete Laplace).
-
-    When the test finds every segment's sketch exact, the exact counts get discrete Laplace
-    noise of scale ``1/eps_b`` and the threshold of one one-sided key; otherwise
-    :func:`~.single.approx_pp` at ``(eps_b, delta_b)``. Guarantee: ``(epsilon, delta)``-DP
-    under add/remove of one element, A-PART for several segments.
-    """
-    pp = as_postprocessed(source)
-    check_count_fraction(count_fraction, epsilon)
-    # From the declared max_shards only, as approx_pp states it.
-    relation = NEIGHBOURING_ELEMENT if pp.max_shards <= 1 else NEIGHBOURING_SHARDED
-    return exactness_gated(
-        pp,
-        epsilon,
-        delta,
-        stream,
-        lambda e, d: approx_pp(pp, e, d, stream, count_fraction=count_fraction),
-        noise="discrete_laplace",
-        neighbouring=relation,
-    )

@@ -70,28 +70,24 @@ from beam_dpsketch.sketches.misra_gries.core import (
     NoiseSpec,
     Universe,
 )
+from beam_dpsketch.sketches.misra_gries.design_b import (
+    DEFAULT_COUNT_FRACTION,
+    PostProcessedSum,
+    approx_pp,
+    postprocess,
+    pure_pp,
+)
+from beam_dpsketch.sketches.misra_gries.gate import exactness_gated, gated_approx_pp
+from beam_dpsketch.sketches.misra_gries.gshm import GSHMParameters, calibrate_gshm, gshm_parameters
 from beam_dpsketch.sketches.misra_gries.merged import (
-    GSHMParameters,
     MergedRecommendation,
-    calibrate_gshm,
-    exactness_gated,
-    gated_approx_pp,
-    gshm_parameters,
     merged_gshm,
     merged_laplace,
     merged_pure,
     pamg_gshm,
     recommend_merged_mechanism,
 )
-from beam_dpsketch.sketches.misra_gries.single import (
-    DEFAULT_COUNT_FRACTION,
-    PostProcessedSum,
-    approx_pp,
-    pmg,
-    pmg_standard,
-    postprocess,
-    pure_pp,
-)
+from beam_dpsketch.sketches.misra_gries.pmg_release import pmg, pmg_standard
 from beam_dpsketch.sketches.misra_gries.user import (
     PAMGSketch,
     flatten_users,

@@ -81,7 +81,7 @@ from beam_dpsketch.sketches.misra_gries.core import (
     laplace_scale_exact,
     make_release,
 )
-from beam_dpsketch.sketches.misra_gries.single import PostProcessedSum, approx_pp
+from beam_dpsketch.sketches.misra_gries.design_b import PostProcessedSum, approx_pp
 from beam_dpsketch.sketches.misra_gries.sketch import multiset_counts
 
 __all__ = [

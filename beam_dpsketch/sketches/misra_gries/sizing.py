@@ -6,7 +6,7 @@ target error, an *expected* stream length, a memory budget), never data.
 
 Error model ([LT23, Algorithm 1 and Fact 1]; Bose et al.): a sketch of ``k`` counters over
 ``n`` elements undercounts any key by at most ``d <= n / (k + 1)``. Design B
-(:func:`~beam_dpsketch.sketches.misra_gries.single.approx_pp`) adds the noisy ``N/(k+1)`` back, so
+(:func:`~beam_dpsketch.sketches.misra_gries.design_b.approx_pp`) adds the noisy ``N/(k+1)`` back, so
 its estimates over-count by at most the same amount (0 when every shard's sketch holds all of
 its distinct keys), before noise; a key is released only when its count exceeds about
 ``N/(k+1)`` plus the noise threshold. Memory: one sketch holds ``k`` counters; Design B's

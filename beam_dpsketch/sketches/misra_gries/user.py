@@ -31,7 +31,7 @@ from beam_dpsketch.sketches.misra_gries.core import (
     check_stream,
     make_release,
 )
-from beam_dpsketch.sketches.misra_gries.single import (
+from beam_dpsketch.sketches.misra_gries.pmg_release import (
     pmg_noisy_sketch,
     pmg_parameters,
     require_single_stream,
@@ -309,7 +309,7 @@ def user_level_pmg(
 ) -> HeavyHitterRelease:
     """User-level PMG by group privacy ([LT23, Section 8, Lemmas 1-2 and Corollary 3]).
 
-    Runs :func:`~.single.pmg` on the MG sketch of the **flattened** user stream
+    Runs :func:`~.pmg_release.pmg` on the MG sketch of the **flattened** user stream
     (see :func:`flatten_users`) with ``eps0 = eps/m`` and ``delta0 = delta/(m e^eps)``
     (:func:`beam_dpsketch.sketches.misra_gries.calibration.user_level_pmg_parameters`); group privacy over
     ``m`` one-element steps gives ``(eps, delta e^(-eps/m)) <= (eps, delta)``. Noise is

@@ -24,6 +24,7 @@ from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy.calibration import noise_lattice
 from beam_dpsketch.sketches.misra_gries.calibration import gshm_delta, pmg_geometric_threshold
+from beam_dpsketch.sketches.misra_gries.pmg_release import pmg_noisy
 from beam_dpsketch.sketches.misra_gries.private import (
     HeavyHitterRelease,
     PAMGSketch,
@@ -49,7 +50,6 @@ from beam_dpsketch.sketches.misra_gries.private import (
     stability_histogram,
     user_level_pmg,
 )
-from beam_dpsketch.sketches.misra_gries.single import pmg_noisy
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 
 SRC = NoiseSource.insecure_for_tests(20240501)

@@ -20,6 +20,7 @@ from scipy import stats
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches.misra_gries.core import sample_tail_count
+from beam_dpsketch.sketches.misra_gries.pmg_release import pmg_noisy
 from beam_dpsketch.sketches.misra_gries.private import (
     PAMGSketch,
     Universe,
@@ -30,7 +31,6 @@ from beam_dpsketch.sketches.misra_gries.private import (
     postprocess,
     pure_pp,
 )
-from beam_dpsketch.sketches.misra_gries.single import pmg_noisy
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 
 SRC = NoiseSource.insecure_for_tests(77)

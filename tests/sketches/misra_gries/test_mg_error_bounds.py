@@ -18,7 +18,7 @@ import pytest
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.misra_gries import core, merged, single
+from beam_dpsketch.sketches.misra_gries import core, merged, pmg_release
 from beam_dpsketch.sketches.misra_gries.private import merged_gshm, merged_laplace, pmg
 
 DELTA = 1e-6
@@ -84,7 +84,7 @@ def test_the_coverage_check_fails_on_a_halved_bound(case, monkeypatch):
     for name in ("laplace_sum_quantile", "laplace_quantile"):
         original = getattr(core, name)
         halved = lambda *a, _f=original, **k: _f(*a, **k) / 2  # noqa: E731
-        for module in (single, merged):
+        for module in (pmg_release, merged):
             monkeypatch.setattr(module, name, halved, raising=False)
     assert _coverage(fn, sketch, truth, eps, trials=60, **kw) < 0.93
 

@@ -25,7 +25,7 @@ import pytest
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy.calibration import noise_lattice
-from beam_dpsketch.sketches.misra_gries import single
+from beam_dpsketch.sketches.misra_gries import pmg_release
 from beam_dpsketch.sketches.misra_gries.core import sketch_check_calibration
 from beam_dpsketch.sketches.misra_gries.private import pmg
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
@@ -96,8 +96,8 @@ def test_pooled_coverage_on_an_exact_sketch():
 
 def test_pooled_coverage_fails_with_a_halved_bound(monkeypatch):
     # The same check on a broken bound (half the quantile) must fail.
-    real = single.laplace_sum_quantile
+    real = pmg_release.laplace_sum_quantile
     monkeypatch.setattr(
-        single, "laplace_sum_quantile", lambda *a, **kw: math.floor(real(*a, **kw) / 2)
+        pmg_release, "laplace_sum_quantile", lambda *a, **kw: math.floor(real(*a, **kw) / 2)
     )
     assert not 0.93 <= _pooled_coverage(500) <= 0.97

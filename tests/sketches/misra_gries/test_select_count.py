@@ -12,7 +12,7 @@ import pytest
 from beam_dpsketch.noise import NoiseSource, discrete_laplace, gaussian
 from beam_dpsketch.sketches.misra_gries.core import laplace_scale_exact
 from beam_dpsketch.sketches.misra_gries.exact import exact_user_gshm
-from beam_dpsketch.sketches.misra_gries.merged import calibrate_gshm
+from beam_dpsketch.sketches.misra_gries.gshm import calibrate_gshm
 from beam_dpsketch.sketches.misra_gries.select_count import (
     CandidateIndex,
     count_candidates,
