@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.sketches.misra_gries.private import Universe
+from beam_dpsketch.sketches.misra_gries import Universe
 from reproduction import datasets
 from reproduction.experiments.misra_gries import runs as mg
 

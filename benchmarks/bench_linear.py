@@ -292,7 +292,7 @@ def _frequency_estimators(keys: np.ndarray, eps: float, source: Any, tag: Any) -
     from beam_dpsketch.privacy import PrivacyBudget
     from beam_dpsketch.sketches import CountMinSketch, CountSketch, MisraGries
     from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
-    from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum, approx_pp, pmg
+    from beam_dpsketch.sketches.misra_gries import PostProcessedSum, approx_pp, pmg
 
     width = COUNTERS // DEPTH
     budget = PrivacyBudget.approx(eps, DELTA)

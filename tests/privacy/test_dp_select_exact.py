@@ -27,7 +27,7 @@ from privacy_audit import FAILURE, epsilon_lower_bound
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum
+from beam_dpsketch.sketches.misra_gries import PostProcessedSum
 from beam_dpsketch.sketches.misra_gries.select_count import (
     keep_numerators,
     select_candidates,

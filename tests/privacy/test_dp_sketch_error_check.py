@@ -1,8 +1,8 @@
 """The private checks behind the error bounds of sequential, merged-gshm and merged-laplace.
 
-With ``error_confidence`` set, :func:`~beam_dpsketch.sketches.misra_gries.private.pmg`,
-:func:`~beam_dpsketch.sketches.misra_gries.private.merged_gshm` and
-:func:`~beam_dpsketch.sketches.misra_gries.private.merged_laplace` release two more numbers
+With ``error_confidence`` set, :func:`~beam_dpsketch.sketches.misra_gries.pmg`,
+:func:`~beam_dpsketch.sketches.misra_gries.merged_gshm` and
+:func:`~beam_dpsketch.sketches.misra_gries.merged_laplace` release two more numbers
 (through the stated bound): a noisy test of ``widest = min(distinct keys, k + 1)`` and a noisy
 upper bound on the element count ``n``, each with discrete Laplace noise for sensitivity 1, on a
 small share of epsilon; the release runs on the rest (basic composition). Their privacy rests on
@@ -29,11 +29,11 @@ import numpy as np
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches import MisraGries
+from beam_dpsketch.sketches.misra_gries import merged_gshm, merged_laplace, pmg
 from beam_dpsketch.sketches.misra_gries.core import (
     SKETCH_CHECK_FAILURE,
     sketch_check_calibration,
 )
-from beam_dpsketch.sketches.misra_gries.private import merged_gshm, merged_laplace, pmg
 
 
 def merged_sketch(segments: list[list[int]], k: int) -> MisraGries:

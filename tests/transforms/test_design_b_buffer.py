@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum
+from beam_dpsketch.sketches.misra_gries import PostProcessedSum
 from beam_dpsketch.transforms.heavy_hitters import DesignBCombineFn
 
 

@@ -6,7 +6,7 @@
 
 The published Boehler-Kerschbaum mechanism ([LT23, Section 4]) is **not** private and is deliberately not
 provided (it exists only as a negative control inside the tests); its corrected version is
-:func:`chan_thresholded`. Re-exported by :mod:`beam_dpsketch.sketches.misra_gries.private`.
+:func:`chan_thresholded`.
 """
 
 from __future__ import annotations

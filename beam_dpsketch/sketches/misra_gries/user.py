@@ -4,8 +4,7 @@
 :func:`beam_dpsketch.sketches.misra_gries.merged.pamg_gshm` (``l = k``: one unit can move every
 counter). The ``pamg-gshm`` mechanism of the Beam transforms uses one-counter PAMG sketches per
 hash bucket instead, whose neighbours differ in at most ``m`` counters, released at ``l = m``
-(:func:`beam_dpsketch.sketches.misra_gries.hashed.hashed_pamg_gshm`). Re-exported by
-:mod:`beam_dpsketch.sketches.misra_gries.private`.
+(:func:`beam_dpsketch.sketches.misra_gries.hashed.hashed_pamg_gshm`).
 """
 
 from __future__ import annotations

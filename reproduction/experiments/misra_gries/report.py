@@ -15,10 +15,10 @@ from statistics import NormalDist
 import numpy as np
 import pyarrow as pa
 
-from beam_dpsketch.sketches.misra_gries.merged import merged_laplace_parameters
-from beam_dpsketch.sketches.misra_gries.private import (
+from beam_dpsketch.sketches.misra_gries import (
     calibrate_gshm,
 )
+from beam_dpsketch.sketches.misra_gries.merged import merged_laplace_parameters
 from reproduction.experiments.misra_gries.runs import (
     ACCURACY_MECHANISMS,
     BETA,

@@ -49,7 +49,7 @@ import numpy as np
 
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.misra_gries.private import (
+from beam_dpsketch.sketches.misra_gries import (
     HeavyHitterRelease,
     PAMGSketch,
     PostProcessedSum,

@@ -24,9 +24,9 @@ import numpy as np
 from privacy_audit import cp_lower, cp_upper
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.sketches.misra_gries import Universe, pmg, postprocess, pure_pp
 from beam_dpsketch.sketches.misra_gries.core import pure_top_k
 from beam_dpsketch.sketches.misra_gries.pmg_release import pmg_noisy, pmg_parameters
-from beam_dpsketch.sketches.misra_gries.private import Universe, pmg, postprocess, pure_pp
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 
 SRC = NoiseSource.insecure_for_tests(4242)

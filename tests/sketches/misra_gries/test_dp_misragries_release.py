@@ -23,9 +23,7 @@ from oracles import frequencies, ref_merge
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy.calibration import noise_lattice
-from beam_dpsketch.sketches.misra_gries.calibration import gshm_delta, pmg_geometric_threshold
-from beam_dpsketch.sketches.misra_gries.pmg_release import pmg_noisy
-from beam_dpsketch.sketches.misra_gries.private import (
+from beam_dpsketch.sketches.misra_gries import (
     HeavyHitterRelease,
     PAMGSketch,
     PostProcessedSum,
@@ -50,6 +48,8 @@ from beam_dpsketch.sketches.misra_gries.private import (
     stability_histogram,
     user_level_pmg,
 )
+from beam_dpsketch.sketches.misra_gries.calibration import gshm_delta, pmg_geometric_threshold
+from beam_dpsketch.sketches.misra_gries.pmg_release import pmg_noisy
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 
 SRC = NoiseSource.insecure_for_tests(20240501)
@@ -220,7 +220,7 @@ def test_release_object_helpers():
 def test_release_pickles_and_default_is_pmg_geo():
     import pickle
 
-    from beam_dpsketch.sketches.misra_gries import private as dp_misragries
+    from beam_dpsketch.sketches import misra_gries as dp_misragries
 
     rel = pmg(MisraGries(3).update(["a"] * 100), 1.0, 1e-6, stream("pickle"))
     assert pickle.loads(pickle.dumps(rel)) == rel

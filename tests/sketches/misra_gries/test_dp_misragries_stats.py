@@ -19,9 +19,7 @@ from scipy import stats
 
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.sketches.misra_gries.core import sample_tail_count
-from beam_dpsketch.sketches.misra_gries.pmg_release import pmg_noisy
-from beam_dpsketch.sketches.misra_gries.private import (
+from beam_dpsketch.sketches.misra_gries import (
     PAMGSketch,
     Universe,
     approx_pp,
@@ -31,6 +29,8 @@ from beam_dpsketch.sketches.misra_gries.private import (
     postprocess,
     pure_pp,
 )
+from beam_dpsketch.sketches.misra_gries.core import sample_tail_count
+from beam_dpsketch.sketches.misra_gries.pmg_release import pmg_noisy
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 
 SRC = NoiseSource.insecure_for_tests(77)

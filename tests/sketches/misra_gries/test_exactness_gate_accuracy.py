@@ -16,9 +16,9 @@ import pytest
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches import MisraGries
+from beam_dpsketch.sketches.misra_gries import PostProcessedSum, approx_pp
 from beam_dpsketch.sketches.misra_gries.gate import gated_approx_pp
 from beam_dpsketch.sketches.misra_gries.merged import merged_gshm, merged_laplace
-from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum, approx_pp
 from beam_dpsketch.sketches.misra_gries.select_count import exactness_test_calibration
 
 K, EPS, DELTA, SEEDS = 4096, 0.3, 1e-6, 12

@@ -18,8 +18,14 @@ import pytest
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.misra_gries import core, merged, pmg_release
-from beam_dpsketch.sketches.misra_gries.private import merged_gshm, merged_laplace, pmg
+from beam_dpsketch.sketches.misra_gries import (
+    core,
+    merged,
+    merged_gshm,
+    merged_laplace,
+    pmg,
+    pmg_release,
+)
 
 DELTA = 1e-6
 CONF = 0.95

@@ -19,12 +19,13 @@ from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries import (
     DEFAULT_K,
     HeavyHitterEstimate,
+    PostProcessedSum,
+    approx_pp,
     apriori_error,
     k_for_memory,
     memory_bytes,
     suggest_k,
 )
-from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum, approx_pp
 from beam_dpsketch.sketches.misra_gries.sizing import MAX_K
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum
+from beam_dpsketch.sketches.misra_gries import PostProcessedSum
 
 MAX_SHARDS = 4
 

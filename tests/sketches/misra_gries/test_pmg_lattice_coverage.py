@@ -1,6 +1,6 @@
 """Coverage of the sequential (PMG) release's stated error bound on the lattice.
 
-:func:`~beam_dpsketch.sketches.misra_gries.private.pmg` with ``error_confidence`` states, per
+:func:`~beam_dpsketch.sketches.misra_gries.pmg` with ``error_confidence`` states, per
 released value, ``estimate - t <= f(x) <= estimate + t + s``; ``t`` is a quantile of the shared
 plus the per-key draw. On the integers at ``eps = 1`` no ``t`` covers between 92.7 % and 96.9 %,
 so a stated 95 % covered 96.9 %; on the lattice of step ``1/g``
@@ -25,9 +25,8 @@ import pytest
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy.calibration import noise_lattice
-from beam_dpsketch.sketches.misra_gries import pmg_release
+from beam_dpsketch.sketches.misra_gries import pmg, pmg_release
 from beam_dpsketch.sketches.misra_gries.core import sketch_check_calibration
-from beam_dpsketch.sketches.misra_gries.private import pmg
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 
 SRC = NoiseSource.insecure_for_tests(2611)

@@ -19,7 +19,7 @@ from beam_dpsketch.noise import NoiseSource, discrete_laplace_per_key
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.misra_gries.select_count import count_release
 from beam_dpsketch.transforms import DPHistogram
-from beam_dpsketch.transforms.select_count import SelectedCountMechanism, SelectionMechanism
+from beam_dpsketch.transforms.heavy_hitters import SelectThenCount
 
 COUNTS = {"a": 40, "b": 7, ("t", 1): 3, 12: 5, b"raw": 0}
 
@@ -53,7 +53,7 @@ def test_the_count_mechanism_agrees_on_shared_keys_across_candidate_sets():
     # The Beam release of the count step, fed the candidate counts of two selections that
     # share keys "a" and "b" (as two runners' selections can); "A" sorts before both.
     budget = PrivacyBudget.approx(1.0, 1e-6)
-    mechanism = SelectedCountMechanism(8, None, None, SelectionMechanism(8, 1, None))
+    mechanism = SelectThenCount(8, max_shards=1).bind(top=None, max_contributions=None)
     one = dict(mechanism.release({"a": 40, "b": 7, "c": 2}, budget, stream()))
     other = dict(mechanism.release({"A": 9, "b": 7, "a": 40}, budget, stream()))
     assert one["a"] == other["a"] and one["b"] == other["b"]

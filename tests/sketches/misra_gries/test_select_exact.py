@@ -15,7 +15,7 @@ import pytest
 from beam_dpsketch import serialization
 from beam_dpsketch.noise import NoiseSource, bernoulli_dyadic
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum, approx_pp
+from beam_dpsketch.sketches.misra_gries import PostProcessedSum, approx_pp
 from beam_dpsketch.sketches.misra_gries.select_count import (
     keep_numerators,
     select_candidates,
