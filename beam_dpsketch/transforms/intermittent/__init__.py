@@ -89,14 +89,14 @@ The package's modules, by concern:
 
 * :mod:`~beam_dpsketch.transforms.intermittent.queries`: the declared queries
   (:class:`QuerySchedule`, :func:`interval_index`);
-* :mod:`~beam_dpsketch.transforms.intermittent.core`: the clocks and the single-key core both
-  modes share (:data:`CLOCKS`, :func:`intermittent_sketch_id`);
+* :mod:`~beam_dpsketch.transforms.intermittent.noise_owner`: the clocks and the noise owner, the
+  single-key core both modes share (:data:`CLOCKS`, :func:`intermittent_sketch_id`);
 * :mod:`~beam_dpsketch.transforms.intermittent.schedule`: the schedule mode;
 * :mod:`~beam_dpsketch.transforms.intermittent.event_time`: the query-PCollection mode;
 * :mod:`~beam_dpsketch.transforms.intermittent.transform`: :class:`DPIntermittentQueries`.
 """
 
-from beam_dpsketch.transforms.intermittent.core import (
+from beam_dpsketch.transforms.intermittent.noise_owner import (
     CLOCKS,
     SKETCHES,
     intermittent_sketch_id,

@@ -26,7 +26,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from beam_dpsketch.hashing import canonical_key, canonical_keys, hash_keys
 from beam_dpsketch.transforms.base import with_run_salt
 from beam_dpsketch.transforms.batching import is_key_batch
-from beam_dpsketch.transforms.intermittent.core import SINGLE_KEY, CoreConfig, answer_records
+from beam_dpsketch.transforms.intermittent.noise_owner import SINGLE_KEY, CoreConfig, answer_records
 from beam_dpsketch.transforms.intermittent.queries import check_time, query_keys
 
 __all__ = ["expand_event_time"]

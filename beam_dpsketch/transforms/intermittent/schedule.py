@@ -23,7 +23,7 @@ from beam_dpsketch.hashing import (
 )
 from beam_dpsketch.sketches.intermittent.sketch import SKETCH_KINDS
 from beam_dpsketch.transforms.combiners import sum_by_cell
-from beam_dpsketch.transforms.intermittent.core import SINGLE_KEY, CoreConfig, answer_records
+from beam_dpsketch.transforms.intermittent.noise_owner import SINGLE_KEY, CoreConfig, answer_records
 from beam_dpsketch.transforms.intermittent.queries import (
     QuerySchedule,
     check_time,

@@ -17,14 +17,14 @@ from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.sketches.intermittent.sketch import pure_budget_epsilon
 from beam_dpsketch.transforms.base import DPTransform, as_extractor
-from beam_dpsketch.transforms.intermittent.core import (
+from beam_dpsketch.transforms.intermittent.event_time import expand_event_time
+from beam_dpsketch.transforms.intermittent.noise_owner import (
     CLOCK_SPLIT,
     CLOCKS,
     SKETCHES,
     CoreConfig,
     intermittent_sketch_id,
 )
-from beam_dpsketch.transforms.intermittent.event_time import expand_event_time
 from beam_dpsketch.transforms.intermittent.queries import QuerySchedule
 from beam_dpsketch.transforms.intermittent.schedule import expand_schedule
 from beam_dpsketch.transforms.records import IntermittentRecord, TimedEstimate

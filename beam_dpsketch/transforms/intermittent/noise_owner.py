@@ -1,4 +1,4 @@
-"""The clocks and the single-key use-and-keep core both query modes share: its configuration, noise-stream id and answer records.
+"""The clocks and the noise owner both query modes share: the single-key use-and-keep core's configuration, noise-stream id and answer records.
 
 One module, so that the schedule mode (:mod:`~beam_dpsketch.transforms.intermittent.schedule`),
 the event-time mode (:mod:`~beam_dpsketch.transforms.intermittent.event_time`) and the transform
