@@ -35,7 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from beam_dpsketch.noise import NoiseSource
-    from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
+    from beam_dpsketch.privacy import (
+        BudgetExceededError,
+        PrivacyAccountant,
+        PrivacyBudget,
+        PrivacyUnit,
+        Windowing,
+    )
     from beam_dpsketch.serialization import SketchFormatError
     from beam_dpsketch.transforms import (
         BoundContributions,
@@ -98,6 +104,9 @@ _EXPORTS: dict[str, str] = {
     # Budgets, accounting and randomness.
     "PrivacyBudget": "beam_dpsketch.privacy",
     "PrivacyAccountant": "beam_dpsketch.privacy",
+    # Declarations handed to the transforms: whom they protect, what the windowing guarantees.
+    "PrivacyUnit": "beam_dpsketch.privacy",
+    "Windowing": "beam_dpsketch.privacy",
     "NoiseSource": "beam_dpsketch.noise",
     # Errors users catch.
     "BudgetExceededError": "beam_dpsketch.privacy",
@@ -124,11 +133,13 @@ __all__ = [
     "NoiseSource",
     "PrivacyAccountant",
     "PrivacyBudget",
+    "PrivacyUnit",
     "QuerySchedule",
     "ReadKeyBatches",
     "ReadOrderedKeys",
     "Release",
     "SketchFormatError",
+    "Windowing",
     "explain_pipeline",
 ]
 

@@ -48,7 +48,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, PortableOption
 from apache_beam.transforms.window import FixedWindows
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget, Windowing
 from beam_dpsketch.transforms import DPCount, DPHeavyHitters, Release, explain_pipeline
 
 
@@ -181,7 +181,7 @@ def build(
     counts = keys | "Count" >> DPCount(
         PrivacyBudget.pure(eps_count),
         accountant=accountant,
-        release_range=release_range,
+        windowing=Windowing(release_range=release_range),
         noise_source=noise_source,
         with_metadata=True,
         label="lines",

@@ -17,7 +17,7 @@ import apache_beam as beam
 from apache_beam.transforms.window import TimestampedValue
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy import PrivacyBudget
+from beam_dpsketch.privacy import PrivacyBudget, PrivacyUnit
 from beam_dpsketch.transforms import (
     BoundContributions,
     ContinualDPSketch,
@@ -98,8 +98,7 @@ CASES: dict[str, Case] = {
     "count-user": Case(
         lambda label: DPCount(
             EPS,
-            privacy_id_fn=lambda r: r[0],
-            max_contributions=2,
+            privacy_unit=PrivacyUnit(id=lambda r: r[0], max_contributions=2),
             selection_key=SELECTION_KEY,
             noise_source=_source(),
             label=label,

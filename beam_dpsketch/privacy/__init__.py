@@ -3,7 +3,11 @@
 * :mod:`.budget`: :class:`PrivacyBudget` (pure DP, approximate DP, zCDP), conversions between
   them, sequential and parallel composition and :func:`group_privacy`.
 * :mod:`.accountant`: :class:`PrivacyAccountant`, which refuses an over-budget configuration
-  with :class:`BudgetExceededError` at pipeline construction and explains every charge.
+  with :class:`BudgetExceededError` at pipeline construction, shares its pool among the
+  transforms declared on it by weight (:class:`Share`) and explains every charge.
+* :mod:`.declarations`: what a user declares once and hands to every transform: the
+  :class:`PrivacyUnit` (element or user level, with its contribution and window bounds) and the
+  :class:`Windowing` bounds (panes per window, data-independent panes, a public release range).
 * :mod:`.windowing`: the :class:`ReleasePlan` of a windowing's shape (how many releases one
   privacy unit can influence), in pure logic. Reading a Beam windowing strategy, and every rule
   on which windowings a transform accepts, is in :mod:`beam_dpsketch.transforms.windowing_rules`
@@ -24,6 +28,7 @@ from beam_dpsketch.privacy.accountant import (
     Charge,
     ParallelComposition,
     PrivacyAccountant,
+    Share,
 )
 from beam_dpsketch.privacy.bounding import bounded_mask, new_selection_key, select_contributions
 from beam_dpsketch.privacy.budget import (
@@ -33,6 +38,7 @@ from beam_dpsketch.privacy.budget import (
     group_privacy,
     zcdp_to_epsilon,
 )
+from beam_dpsketch.privacy.declarations import PrivacyUnit, Windowing
 from beam_dpsketch.privacy.windowing import ReleasePlan
 
 __all__ = [
@@ -42,7 +48,10 @@ __all__ = [
     "ParallelComposition",
     "PrivacyAccountant",
     "PrivacyBudget",
+    "PrivacyUnit",
     "ReleasePlan",
+    "Share",
+    "Windowing",
     "bounded_mask",
     "compose_parallel",
     "compose_sequential",

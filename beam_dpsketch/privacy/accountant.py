@@ -38,6 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from beam_dpsketch.checks import check_real
+
 from .budget import ConversionMethod, PrivacyBudget, zcdp_to_epsilon
 
 if TYPE_CHECKING:
@@ -49,6 +51,7 @@ __all__ = [
     "Charge",
     "ParallelComposition",
     "PrivacyAccountant",
+    "Share",
 ]
 
 _REL_TOL = 1e-12
@@ -268,6 +271,47 @@ def _optional_finite(value: object, name: str) -> float | None:
     return float(value)
 
 
+def _usage_budget(usage: BudgetUsage, like: PrivacyBudget) -> PrivacyBudget | None:
+    """``usage`` as a budget of the kind of ``like``; ``None`` if nothing is in it."""
+    if like.kind == "zcdp":
+        return (
+            None if usage.rho <= 0.0 else PrivacyBudget.zcdp(usage.rho, like.delta_for_conversion)
+        )
+    if usage.epsilon <= 0.0:
+        return None
+    if like.kind == "pure":
+        return PrivacyBudget.pure(usage.epsilon)
+    return PrivacyBudget.approx(usage.epsilon, usage.delta)
+
+
+@dataclass(frozen=True)
+class Share:
+    """One transform's declared claim on a shared accountant (:meth:`PrivacyAccountant.declare`).
+
+    Attributes
+    ----------
+    name
+        The transform's name: its label when declared, its release label once it has asked for
+        its budget.
+    weight
+        Its weight in the shared pool, or ``None`` for an explicit budget.
+    budget
+        The explicit budget, or (for a weight) its share once the pool is fixed; ``None`` before.
+    """
+
+    name: str
+    weight: float | None
+    budget: PrivacyBudget | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return {
+            "name": self.name,
+            "weight": self.weight,
+            "budget": None if self.budget is None else self.budget.to_dict(),
+        }
+
+
 @dataclass
 class _Reservation:
     kind: str  # "split" or "parallel"
@@ -313,6 +357,11 @@ class PrivacyAccountant:
         self.name = _check_name(name, "name")
         self.conversion: ConversionMethod = conversion
         self._entries: list[Charge | _Reservation] = []
+        # Transforms declared on this accountant (explicit budgets and weights), in order, and
+        # the pool the weights share: fixed by the first entry recorded after a declaration.
+        self._shares: list[Share] = []
+        self._pool: BudgetUsage | None = None
+        self._pool_text = ""
 
     # ---- evaluation -------------------------------------------------------------------------
 
@@ -420,6 +469,8 @@ class PrivacyAccountant:
 
     def _admit(self, who: str, cost: _Cost, requested: str) -> BudgetUsage:
         """Check that adding ``cost`` fits; return the new committed usage or raise."""
+        # The first entry after a declaration fixes the pool, from the entries before it.
+        self._fix_pool()
         before = self._evaluate(self._committed_cost())
         after = self._evaluate(self._committed_cost() + cost)
         if not self._fits(after):
@@ -581,6 +632,157 @@ class PrivacyAccountant:
             **extra,
         )
 
+    # ---- shares: the explicit budgets and weights of the transforms that charge it ---------
+
+    def declare(
+        self,
+        name: str,
+        *,
+        budget: PrivacyBudget | None = None,
+        weight: float | None = None,
+    ) -> int:
+        """Declare a transform that will charge this accountant; return its token.
+
+        Every DP transform declares itself once, when it is constructed, with either its
+        explicit ``budget`` or a ``weight`` (its ``budget_weight``; a transform given neither
+        has weight 1). The transforms with a weight share the **pool**: the budget left after
+        the entries recorded before the pool is fixed and after every explicit budget declared
+        by then. Each gets ``pool * weight / (sum of weights)`` (:meth:`share_of`).
+
+        The pool is fixed by the first charge, split or parallel group recorded after the first
+        declaration (in practice: when the first transform is applied), or by the first
+        :meth:`share_of`. At that moment no declared transform has charged yet, so the shares
+        do not depend on the order in which transforms are constructed or applied.
+
+        Parameters
+        ----------
+        name
+            The transform's name, for reports (its label or class name).
+        budget
+            An explicit budget: reserved from the pool (the transform charges it itself).
+        weight
+            A weight > 0 in the pool.
+
+        Returns
+        -------
+        int
+            The token to pass to :meth:`share_of`.
+
+        Raises
+        ------
+        ValueError
+            If both or neither of ``budget`` and ``weight`` are given, or for a weight once the
+            pool is fixed (declaring it then would change the shares already handed out).
+        TypeError
+            For a budget that is not a :class:`PrivacyBudget` or a weight that is not a real.
+        """
+        _check_name(name, "name")
+        if (budget is None) == (weight is None):
+            raise ValueError(
+                f"budget_weight: {name!r} must give either an explicit budget or a "
+                "budget_weight, not both"
+            )
+        if budget is not None:
+            if not isinstance(budget, PrivacyBudget):
+                raise TypeError(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
+            self._shares.append(Share(name, None, budget))
+            return len(self._shares) - 1
+        w = check_real(weight, "budget_weight", 0.0, lower_open=True)
+        if self._pool is not None:
+            raise ValueError(
+                f"budget_weight: {name!r} was constructed after accountant {self.name!r} fixed "
+                "the pool its weighted transforms share (at its first charge); construct every "
+                "transform that shares the accountant before applying any of them, or give this "
+                "one an explicit budget=PrivacyBudget(...)"
+            )
+        self._shares.append(Share(name, w, None))
+        return len(self._shares) - 1
+
+    def share_of(self, token: int, name: str | None = None) -> PrivacyBudget:
+        """The budget of the declared transform ``token``: its explicit budget, or its share.
+
+        Fixes the pool if it is not fixed yet (see :meth:`declare`).
+
+        Parameters
+        ----------
+        token
+            What :meth:`declare` returned.
+        name
+            The transform's release name, recorded for reports.
+
+        Raises
+        ------
+        BudgetExceededError
+            For a weight when nothing is left in the pool.
+        """
+        if (
+            isinstance(token, bool)
+            or not isinstance(token, int)
+            or not 0 <= token < len(self._shares)
+        ):
+            raise ValueError(f"token must be a token returned by declare(), got {token!r}")
+        share = self._shares[token]
+        if name is not None and name != share.name:
+            share = Share(_check_name(name, "name"), share.weight, share.budget)
+            self._shares[token] = share
+        if share.weight is None:
+            return share.budget  # type: ignore[return-value]
+        self._fix_pool()
+        share = self._shares[token]
+        if share.budget is None:
+            raise BudgetExceededError(
+                share.name,
+                self.name,
+                self.committed,
+                f"a share of weight {share.weight:g} of the pool, but the pool is empty "
+                f"({self._pool_text})",
+                self.budget,
+                None,
+            )
+        return share.budget
+
+    @property
+    def shares(self) -> tuple[Share, ...]:
+        """The declared transforms, in order: explicit budgets and weights with their shares."""
+        return tuple(self._shares)
+
+    @property
+    def pool(self) -> BudgetUsage | None:
+        """The pool the weighted transforms share, once fixed (``None`` before)."""
+        return self._pool
+
+    def _fix_pool(self) -> None:
+        """Fix the pool and every weighted share, once, from the entries recorded so far."""
+        if self._pool is not None or not self._shares:
+            return
+        cost = self._committed_cost()
+        explicit = [s.budget for s in self._shares if s.budget is not None]
+        for budget in explicit:
+            try:
+                self._evaluate(cost + _Cost.of(budget))
+            except ValueError:
+                # A kind this budget cannot count: that transform is refused when it charges.
+                continue
+            cost = cost + _Cost.of(budget)
+        usage = self._evaluate(cost)
+        left = self._remaining_of(usage) if self._fits(usage) else BudgetUsage(self.budget.kind)
+        self._pool = left
+        before = self._evaluate(self._committed_cost())
+        self._pool_text = (
+            f"pool {left} = budget {self.budget} minus entries before it ({before}) minus "
+            f"{len(explicit)} explicit budget{'s' if len(explicit) != 1 else ''}"
+        )
+        weights = [s.weight for s in self._shares if s.weight is not None]
+        if not weights:
+            return
+        pool = _usage_budget(left, self.budget)
+        total = math.fsum(weights)
+        for i, s in enumerate(self._shares):
+            if s.weight is None or pool is None:
+                continue
+            budget = pool if s.weight == total else pool.fraction(s.weight / total)
+            self._shares[i] = Share(s.name, s.weight, budget)
+
     def _budget_for_child(
         self, fraction_or_budget: float | PrivacyBudget, what: str
     ) -> PrivacyBudget:
@@ -667,6 +869,7 @@ class PrivacyAccountant:
             f"{pad}Privacy accountant {self.name!r}: budget {self.budget}",
             f"{pad}  composition: {self._composition_text()}",
         ]
+        lines.extend(self._share_lines(pad + "  "))
         if not self._entries:
             lines.append(f"{pad}  (no charges)")
         for i, e in enumerate(self._entries, 1):
@@ -691,6 +894,25 @@ class PrivacyAccountant:
             lines.append(f"{pad}    computed as: {committed.route}")
         lines.append(f"{pad}  actually spent: {self.spent}")
         lines.append(f"{pad}  remaining budget: {self.remaining}")
+        return lines
+
+    def _share_lines(self, pad: str) -> list[str]:
+        """The weighted shares, when any transform declared a weight."""
+        weights = [s.weight for s in self._shares if s.weight is not None]
+        if not weights:
+            return []
+        total = math.fsum(weights)
+        if self._pool is None:
+            head = "shared by weight (the pool is fixed at the first charge)"
+        else:
+            head = f"shared by weight: {self._pool_text}"
+        lines = [f"{pad}{head}"]
+        for s in self._shares:
+            if s.weight is None:
+                lines.append(f"{pad}  - {s.name!r}: explicit budget {s.budget}")
+                continue
+            share = "not fixed yet" if self._pool is None else str(s.budget)
+            lines.append(f"{pad}  - {s.name!r}: weight {s.weight:g} of {total:g}: {share}")
         return lines
 
     def to_dict(self) -> dict[str, Any]:
@@ -724,6 +946,8 @@ class PrivacyAccountant:
             "conversion": self.conversion,
             "composition": self._composition_text(),
             "entries": entries,
+            "shares": [s.to_dict() for s in self._shares],
+            "pool": None if self._pool is None else self._pool.to_dict(),
             "committed": self.committed.to_dict(),
             "spent": self.spent.to_dict(),
             "remaining": self.remaining.to_dict(),

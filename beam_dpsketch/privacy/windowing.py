@@ -71,7 +71,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .budget import PrivacyBudget
@@ -80,16 +80,17 @@ __all__ = [
     "PANES_EXAMPLE",
     "WINDOW_KINDS",
     "PlanRefused",
-    "PrivacyUnit",
     "ReleasePlan",
     "TriggerShape",
+    "UnitLevel",
     "WindowShape",
     "WindowingDeclaration",
     "check_release_range",
     "plan_windowing",
 ]
 
-PrivacyUnit = Literal["element", "user"]
+#: The level of a privacy unit: one element, or all contributions of one user.
+UnitLevel = Literal["element", "user"]
 
 #: Window functions a plan can account for: ``GlobalWindows``, ``FixedWindows``,
 #: ``SlidingWindows`` and (bounded) ``Sessions``.
@@ -201,6 +202,11 @@ class WindowingDeclaration:
         The caller's assertion that pane boundaries do not depend on the data.
     release_range
         Public event-time range ``(start, end)`` in seconds whose windows are all released.
+    unit
+        The :class:`~beam_dpsketch.privacy.declarations.PrivacyUnit` this declaration was made
+        from, when the transform took one (``None`` for separate parameters): a refusal then
+        proposes its changes as ``privacy_unit=PrivacyUnit(...)`` and ``windowing=Windowing(...)``
+        (:func:`~beam_dpsketch.privacy.declarations.spell_accepted`).
 
     Raises
     ------
@@ -208,11 +214,12 @@ class WindowingDeclaration:
         Naming the parameter, for a value of the wrong type or range.
     """
 
-    privacy_unit: PrivacyUnit = "element"
+    privacy_unit: UnitLevel = "element"
     max_panes_per_window: int | None = None
     max_windows_per_unit: int | None = None
     data_independent_panes: bool = False
     release_range: tuple[float, float] | None = None
+    unit: Any = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.privacy_unit not in ("element", "user"):

@@ -5,10 +5,12 @@ Every DP transform of this library (``DPCount``, ``DPHistogram``, ``DPHeavyHitte
 ``DPIntermittentQueries``, and the release step ``DPAggregate``) is a :class:`DPTransform`. The
 base carries what they share, so that each states it once:
 
-* **budget** (:class:`~beam_dpsketch.privacy.PrivacyBudget`) and **accountant**
-  (:class:`~beam_dpsketch.privacy.PrivacyAccountant`): by default a private accountant of exactly
-  ``budget``; with a shared accountant and no budget, the transform takes what the accountant has
-  left when it is applied (:func:`remaining_budget`);
+* **budget** (:class:`~beam_dpsketch.privacy.PrivacyBudget`), **budget_weight** and
+  **accountant** (:class:`~beam_dpsketch.privacy.PrivacyAccountant`): by default a private
+  accountant of exactly ``budget``; with a shared accountant, a transform without an explicit
+  budget gets a share of the accountant's pool in proportion to its ``budget_weight`` (default
+  1), the same whatever order the transforms are constructed or applied in
+  (:meth:`~beam_dpsketch.privacy.PrivacyAccountant.declare`);
 * the **noise source**, derived once for the transform with
   :func:`~beam_dpsketch.noise.application_source` (so two transforms never draw the same noise),
   and a warning when it is an insecure test key;
@@ -38,11 +40,15 @@ Constructor convention
 ----------------------
 Required shape parameters come first and positionally (``k``; ``width, depth``; ``quantiles,
 lower, upper``; ``window, width, depth``), then ``budget`` (optional when an ``accountant`` is given:
-the transform then takes what the accountant has left); every other parameter is keyword-only.
+the transform then shares the accountant's pool by ``budget_weight``); every other parameter is
+keyword-only.
 The same names mean the same things in every transform:
 
 ``budget``
     The transform's total :class:`~beam_dpsketch.privacy.PrivacyBudget` for one privacy unit.
+``budget_weight``
+    With a shared ``accountant`` and no ``budget``: the transform's weight in the accountant's
+    pool (default 1).
 ``accountant``
     A shared :class:`~beam_dpsketch.privacy.PrivacyAccountant` to charge.
 ``noise_source``
@@ -61,8 +67,12 @@ The same names mean the same things in every transform:
 ``key_fn``, ``value_fn``, ``weight_fn``, ``time_fn``, ``position_fn``, ``privacy_id_fn``
     Extractors: a callable of the element, or the name of a field of a ``dict`` or ``beam.Row``
     element (:func:`as_extractor`).
-``privacy_id_fn``, ``max_contributions``
-    The privacy unit (user level) and its contribution bound.
+``privacy_unit``
+    Whom the guarantee protects: a :class:`~beam_dpsketch.privacy.PrivacyUnit` (element level
+    by default; user level with an ``id`` and its bounds).
+``windowing``
+    The declared bounds of the input's windowing: a :class:`~beam_dpsketch.privacy.Windowing`
+    (``max_panes_per_window``, ``data_independent_panes``, ``release_range``).
 ``query_keys``
     Public keys whose estimates every release carries; ``queries`` is reserved for a declared
     query schedule (:class:`~beam_dpsketch.transforms.intermittent.QuerySchedule`).
@@ -71,6 +81,7 @@ The same names mean the same things in every transform:
 from __future__ import annotations
 
 import abc
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -79,6 +90,7 @@ import apache_beam as beam
 from apache_beam.transforms.display import DisplayDataItem
 from apache_beam.typehints import native_type_compatibility, typehints
 
+from beam_dpsketch.checks import check_real
 from beam_dpsketch.noise import NoiseSource, application_source, new_run_salt
 from beam_dpsketch.privacy.accountant import BudgetExceededError, Charge, PrivacyAccountant
 from beam_dpsketch.privacy.budget import PrivacyBudget
@@ -321,6 +333,25 @@ def remaining_budget(accountant: PrivacyAccountant, name: str) -> PrivacyBudget:
 # --------------------------------------------------------------------------------------------
 
 
+def _declaring_init(init: Callable[..., None]) -> Callable[..., None]:
+    """``init`` followed, for the outermost constructor only, by :meth:`DPTransform.declare_share`."""
+
+    @functools.wraps(init)
+    def __init__(self: DPTransform, *args: Any, **kwargs: Any) -> None:
+        outermost = "_constructing" not in self.__dict__
+        if outermost:
+            self.__dict__["_constructing"] = True
+        try:
+            init(self, *args, **kwargs)
+        finally:
+            if outermost:
+                del self.__dict__["_constructing"]
+        if outermost:
+            self.declare_share()
+
+    return __init__
+
+
 class DPTransform(beam.PTransform, abc.ABC):
     """Base of every differentially private transform (see the module docstring).
 
@@ -332,8 +363,18 @@ class DPTransform(beam.PTransform, abc.ABC):
     Parameters
     ----------
     budget
-        The transform's total budget for one privacy unit. ``None`` takes what ``accountant``
-        has left when the transform is applied.
+        The transform's total budget for one privacy unit. ``None`` (with an ``accountant``):
+        a share of the accountant's pool, by ``budget_weight``.
+    budget_weight
+        Only without ``budget``: the transform's weight (a real > 0; default 1) in the pool of
+        ``accountant``. The pool is the accountant's budget minus what was recorded on it before
+        the first transform declared on it was applied, minus every explicit ``budget`` of the
+        transforms declared on it by then; each weighted transform gets ``pool * weight /
+        (sum of weights)``. Every transform declares itself on its accountant when constructed,
+        and the pool is fixed when the first of them is applied (its first charge), so the
+        shares, and hence every release, are the same whatever order the transforms are
+        constructed or applied in. A weighted transform constructed after that is refused:
+        construct every transform that shares an accountant before applying any.
     accountant
         Shared accountant to charge; default: a private one of exactly ``budget``.
     noise_source
@@ -349,7 +390,9 @@ class DPTransform(beam.PTransform, abc.ABC):
     Raises
     ------
     TypeError, ValueError
-        For a budget or accountant of the wrong type, neither of them given, or an empty label.
+        For a budget or accountant of the wrong type, neither of them given, an empty label, a
+        ``budget_weight`` given with a ``budget`` or without an ``accountant``, or a weighted
+        transform constructed after its accountant's pool was fixed.
 
     Notes
     -----
@@ -365,6 +408,25 @@ class DPTransform(beam.PTransform, abc.ABC):
     #: is applied. A subclass whose need depends on its parameters sets it per instance.
     needs_state_and_timers: bool = False
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _declaring_init(cls.__dict__["__init__"])  # type: ignore[method-assign]
+
+    def declare_share(self) -> None:
+        """Declare this transform on its accountant: its explicit budget, or its weight.
+
+        Called once, when the outermost constructor returns, so that every transform constructed
+        on an accountant is declared before any of them is applied (and charges), and a
+        transform whose constructor raised is not declared at all.
+        """
+        if self._share_token is None:
+            self._share_token = self._accountant.declare(
+                self._label_arg or type(self).__name__,
+                budget=self._budget,
+                weight=self._budget_weight,
+            )
+
     def __init__(
         self,
         budget: PrivacyBudget | None = None,
@@ -372,6 +434,7 @@ class DPTransform(beam.PTransform, abc.ABC):
         accountant: PrivacyAccountant | None = None,
         noise_source: NoiseSource | None = None,
         label: str | None = None,
+        budget_weight: float | None = None,
     ) -> None:
         super().__init__(check_label(label))
         if budget is not None and not isinstance(budget, PrivacyBudget):
@@ -380,9 +443,22 @@ class DPTransform(beam.PTransform, abc.ABC):
             raise TypeError(
                 f"accountant must be a PrivacyAccountant or None, got {type(accountant).__name__}"
             )
+        if budget_weight is not None:
+            if budget is not None:
+                raise ValueError(
+                    "budget_weight: give either budget= (an explicit budget) or budget_weight= "
+                    "(a share of a shared accountant's pool), not both"
+                )
+            if accountant is None:
+                raise ValueError(
+                    "budget_weight: a weight shares the pool of a shared accountant: pass "
+                    "accountant=PrivacyAccountant(...), or give budget= instead"
+                )
+            budget_weight = check_real(budget_weight, "budget_weight", 0.0, lower_open=True)
         if budget is None and accountant is None:
             raise ValueError("budget: pass a PrivacyBudget, an accountant, or both")
         self._budget = budget
+        self._budget_weight = None if budget is not None else (budget_weight or 1.0)
         self._label_arg = label
         self._noise_source = application_source(noise_source)
         if self._noise_source.is_insecure:
@@ -394,6 +470,9 @@ class DPTransform(beam.PTransform, abc.ABC):
             # Named after the transform so that explain() reads well.
             accountant = PrivacyAccountant(budget, name=label or type(self).__name__)  # type: ignore[arg-type]
         self._accountant = accountant
+        # Declared on the accountant once the whole constructor has succeeded
+        # (__init_subclass__): a transform whose construction fails claims no share.
+        self._share_token: int | None = None
         # Set when applied (the last application's, for an instance applied more than once).
         self.charge: Charge | None = None
         self.release_label: str | None = None
@@ -449,7 +528,7 @@ class DPTransform(beam.PTransform, abc.ABC):
         budget = (
             str(self._budget)
             if self._budget is not None
-            else f"what accountant {self._accountant.name!r} has left"
+            else f"weight {self._budget_weight:g} of accountant {self._accountant.name!r}'s pool"
         )
         items: dict[str, Any] = {
             "budget": DisplayDataItem(budget, label="Privacy budget"),
@@ -553,17 +632,27 @@ class DPTransform(beam.PTransform, abc.ABC):
             )
 
     def budget_for(self, name: str) -> PrivacyBudget:
-        """The budget of release ``name``: ``budget``, else what the accountant has left."""
-        if self._budget is not None:
-            return self._budget
-        return remaining_budget(self._accountant, name)
+        """The budget of release ``name``: ``budget``, else its weighted share of the pool.
+
+        Raises
+        ------
+        BudgetExceededError
+            For a weighted transform when the accountant's pool is empty.
+        """
+        self.declare_share()
+        return self._accountant.share_of(self._share_token, name)  # type: ignore[arg-type]
 
     # -- Public surface ---------------------------------------------------------------------
 
     @property
     def budget(self) -> PrivacyBudget | None:
-        """The transform's budget (``None``: what the accountant has left when applied)."""
+        """The transform's explicit budget (``None``: a weighted share of the accountant's pool)."""
         return self._budget
+
+    @property
+    def budget_weight(self) -> float | None:
+        """The transform's weight in its accountant's pool (``None`` with an explicit budget)."""
+        return self._budget_weight
 
     @property
     def accountant(self) -> PrivacyAccountant:

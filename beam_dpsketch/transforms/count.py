@@ -50,6 +50,12 @@ from beam_dpsketch.noise import NoiseSource, NoiseStream, discrete_gaussian, dis
 from beam_dpsketch.privacy.accountant import PrivacyAccountant
 from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.privacy.calibration import discrete_laplace_scale, zcdp_gaussian_sigma
+from beam_dpsketch.privacy.declarations import (
+    PrivacyUnit,
+    Windowing,
+    check_privacy_unit,
+    check_windowing,
+)
 from beam_dpsketch.transforms.base import as_extractor
 from beam_dpsketch.transforms.batching import call_user_fn, is_batch_type, is_key_batch
 from beam_dpsketch.transforms.bounding import (
@@ -66,6 +72,9 @@ from beam_dpsketch.transforms.release import (
 from beam_dpsketch.transforms.windowing_rules import ANY_WINDOWING, WindowingRequirement
 
 __all__ = ["CountGaussianMechanism", "CountLaplaceMechanism", "DPCount", "RowCountCombineFn"]
+
+# How errors name the privacy unit's id: the parameter the user set.
+_ID_PARAMETER = "privacy_unit.id"
 
 # The exact discrete Gaussian sampler accepts sigma >= 1/16; a smaller sigma is raised to it
 # (more noise, never less).
@@ -262,25 +271,27 @@ class DPCount(AccountedTransform):
     ----------
     budget
         Total budget for one privacy unit: pure/approximate DP (discrete Laplace noise) or zCDP
-        (discrete Gaussian). ``None`` takes what ``accountant`` has left.
+        (discrete Gaussian). ``None``: a share of ``accountant``'s pool by ``budget_weight``.
+    budget_weight
+        Without ``budget``: the transform's weight in ``accountant``'s pool (default 1; see
+        :class:`~beam_dpsketch.transforms.base.DPTransform`).
     accountant
         Pipeline accountant to charge (default: a private one with ``budget``).
-    privacy_id_fn
-        If given (a callable, or the field name of ``dict`` / ``beam.Row`` elements), the
-        guarantee is **user level**: elements are grouped by ``privacy_id_fn(element)`` and each unit keeps at most ``max_contributions`` per window
-        (:class:`~beam_dpsketch.transforms.BoundContributions`), so ``sensitivity =
-        max_contributions``. If ``None`` (default), the guarantee is **element level**.
-    max_contributions
-        Per-window bound on one unit's elements (user level only).
-    max_windows_per_unit
-        Declared bound on the windows one unit appears in (user level with non-global windows).
-        It is a declaration the data must satisfy: bounding is per window.
-    max_panes_per_window
-        Declared maximum panes per window, required for triggers that can fire more than once;
-        further panes are withheld (never emitted, and not counted: their number depends on
-        the data).
-    data_independent_panes
-        See :func:`~beam_dpsketch.transforms.windowing_rules.plan_releases`.
+    privacy_unit
+        A :class:`~beam_dpsketch.privacy.PrivacyUnit`. ``PrivacyUnit()`` (the default): the
+        guarantee is **element level**. ``PrivacyUnit(id=..., max_contributions=m,
+        max_windows=w)``: the guarantee is **user level**; elements are grouped by ``id`` (a
+        callable, or the field name of ``dict`` / ``beam.Row`` elements), each unit keeps at most
+        ``m`` per window (:class:`~beam_dpsketch.transforms.BoundContributions`), so
+        ``sensitivity = m``; ``w`` is the declared bound on the windows one unit appears in
+        (required with non-global windows), a declaration the data must satisfy: bounding is per
+        window.
+    windowing
+        A :class:`~beam_dpsketch.privacy.Windowing`: ``max_panes_per_window`` (required for
+        triggers that can fire more than once; further panes are withheld, never emitted and not
+        counted: their number depends on the data), ``data_independent_panes`` and
+        ``release_range`` (every window starting in a public event-time range is released, empty
+        ones included, and no other window is).
     noise_source
         Secret noise key; default ``NoiseSource()`` (``os.urandom``), drawn at construction.
     selection_key
@@ -290,22 +301,19 @@ class DPCount(AccountedTransform):
     label
         Beam label, release label and accountant entry name (default: the class name as Beam
         label, the full transform label as release label).
-    release_range
-        Public event-time range ``(start, end)`` in seconds (Fixed or Sliding windows): every
-        window starting in it is released, empty ones included, and no other window is.
 
     Notes
     -----
     **Privacy guarantee.** The output is ``budget``-DP (``eps``-DP for a pure budget, and for an
     approximate budget, whose ``delta`` is not used; ``rho``-zCDP for a zCDP budget) under the
     add/remove neighbouring relation of one element (default) or of one privacy unit's bounded
-    contributions (``privacy_id_fn``). Each of the ``R`` releases a unit can influence
+    contributions (a user-level ``privacy_unit``). Each of the ``R`` releases a unit can influence
     (windows x panes, :class:`~beam_dpsketch.privacy.ReleasePlan`) is calibrated with
     ``budget / R``.
 
     **Conditions.** Noise protects the released values. Which windows are released is covered
-    only in the global window (always released) or with a declared ``release_range``; with a
-    count-based early or late trigger the number and timing of panes depend on the data and are
+    only in the global window (always released) or with a declared ``Windowing(release_range=...)``;
+    with a count-based early or late trigger the number and timing of panes depend on the data and are
     not covered. :meth:`explain` lists every such condition of the actual configuration under
     "NOT PROTECTED".
 
@@ -317,49 +325,46 @@ class DPCount(AccountedTransform):
         self,
         budget: PrivacyBudget | None = None,
         *,
+        budget_weight: float | None = None,
         accountant: PrivacyAccountant | None = None,
-        privacy_id_fn: Callable[[Any], Any] | None = None,
-        max_contributions: int = 1,
-        max_windows_per_unit: int | None = None,
-        max_panes_per_window: int | None = None,
-        data_independent_panes: bool = False,
+        privacy_unit: PrivacyUnit | None = None,
+        windowing: Windowing | None = None,
         noise_source: NoiseSource | None = None,
         selection_key: bytes | None = None,
         with_metadata: bool = False,
         label: str | None = None,
-        release_range: tuple[float, float] | None = None,
     ) -> None:
-        super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
-        privacy_id_fn = as_extractor(privacy_id_fn, "privacy_id_fn")
-        self._privacy_id_fn = privacy_id_fn
-        if privacy_id_fn is None:
-            if max_contributions != 1:
-                raise ValueError(
-                    "max_contributions applies to user-level counts only: pass privacy_id_fn"
-                )
+        unit = check_privacy_unit(privacy_unit)
+        super().__init__(
+            budget,
+            accountant=accountant,
+            noise_source=noise_source,
+            label=label,
+            budget_weight=budget_weight,
+        )
+        self._privacy_id_fn = as_extractor(unit.id, _ID_PARAMETER)
+        if not unit.is_user_level:
             if selection_key is not None:
-                raise ValueError("selection_key applies to user-level counts only")
+                raise ValueError(
+                    "selection_key applies to user-level counts only: give "
+                    "privacy_unit=PrivacyUnit(id=...)"
+                )
             self._bound: BoundContributions | None = None
-            privacy_unit = "element"
         else:
             # Bounding runs on the elements' privacy ids: a count needs nothing else from an
             # element, and the ids are canonical whatever the elements are (dicts, Rows, ...).
             self._bound = BoundContributions(
-                _identity, max_contributions, selection_key=selection_key
+                _identity, unit.max_contributions, selection_key=selection_key
             )
-            privacy_unit = "user"
         kind = self.budget.kind if self.budget is not None else self.accountant.budget.kind
         mechanism_cls = CountGaussianMechanism if kind == "zcdp" else CountLaplaceMechanism
-        self.mechanism = mechanism_cls(max_contributions)
+        self.mechanism = mechanism_cls(unit.max_contributions)
         self._build_step(
             RowCountCombineFn(),
             self.mechanism,
-            privacy_unit=privacy_unit,
-            max_panes_per_window=max_panes_per_window,
-            max_windows_per_unit=max_windows_per_unit,
-            data_independent_panes=data_independent_panes,
+            privacy_unit=unit,
+            windowing=check_windowing(windowing),
             with_metadata=with_metadata,
-            release_range=release_range,
         )
 
     def windowing_requirement(self) -> WindowingRequirement:
@@ -379,7 +384,7 @@ class DPCount(AccountedTransform):
         if self._bound is not None:
             if is_batch_type(pcoll.element_type):
                 raise ValueError(
-                    "privacy_id_fn: a user-level DPCount needs one element per row, got batches "
+                    f"{_ID_PARAMETER}: a user-level DPCount needs one element per row, got batches "
                     "of keys; read rows (records with a privacy id) instead"
                 )
             counted = (
@@ -395,10 +400,10 @@ def _identity(x: Any) -> Any:
 
 
 def _privacy_id(element: Any, privacy_id_fn: Callable[[Any], Any]) -> Any:
-    """The canonical privacy id of ``element`` (errors name ``privacy_id_fn``, never data)."""
+    """The canonical privacy id of ``element`` (errors name ``privacy_unit.id``, never data)."""
     if is_key_batch(element):
         # A batch holds many rows, possibly of many units: one id for it would break the bound.
         raise ValueError(
-            "privacy_id_fn: a user-level DPCount needs one element per row, got a batch of keys"
+            f"{_ID_PARAMETER}: a user-level DPCount needs one element per row, got a batch of keys"
         )
-    return canonical_id(call_user_fn(privacy_id_fn, element, "privacy_id_fn"))
+    return canonical_id(call_user_fn(privacy_id_fn, element, _ID_PARAMETER))

@@ -23,6 +23,12 @@ import numpy as np
 
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy.declarations import (
+    PrivacyUnit,
+    Windowing,
+    check_privacy_unit,
+    check_windowing,
+)
 from beam_dpsketch.sketches import CountMinSketch, CountSketch
 from beam_dpsketch.sketches.linear.calibration import pane_calibration, pane_relation_text
 from beam_dpsketch.sketches.linear.key_counts import (
@@ -61,6 +67,7 @@ __all__ = [
     "KeyCountsCombineFn",
     "LinearSketchReleaseMechanism",
     "PublicKeyCountsReleaseMechanism",
+    "USER_LEVEL_BY_NEIGHBOURING",
 ]
 
 #: The default estimator: Count Sketch, whose point estimates are unbiased (zero-mean hashing
@@ -68,6 +75,13 @@ __all__ = [
 DEFAULT_SKETCH = "count-sketch"
 #: Confidence of the per-estimate error bounds reported by ``describe`` and the CLI.
 ERROR_BOUND_CONFIDENCE = 0.95
+
+#: How the linear-sketch transforms (frequencies, quantiles) take a user-level guarantee: the
+#: message that refuses a user-level ``PrivacyUnit``.
+USER_LEVEL_BY_NEIGHBOURING = (
+    "for user level, bound each user's records upstream (BoundContributions) and declare the "
+    'bound with neighbouring="user:k"'
+)
 
 _SKETCHES = {
     "count-min": (CountMinSketch, PrivateCountMinSketch),
@@ -444,13 +458,18 @@ class DPFrequencies(AccountedTransform):
         :class:`~beam_dpsketch.transforms.BoundContributions`).
         Only ``"replace"``, the declared replace-one model of Zhao et al. in which the total is a
         public invariant, makes the released sketches carry their exact total weight.
-    accountant, max_panes_per_window, max_windows_per_unit, noise_source, with_metadata, label
+    privacy_unit
+        Element level: ``PrivacyUnit()`` (the default) or ``PrivacyUnit(max_windows=...)`` (the
+        declared windows per element, for sessions). For user level, bound contributions
+        upstream and declare them with ``neighbouring="user:k"``.
+    windowing
+        A :class:`~beam_dpsketch.privacy.Windowing`: ``max_panes_per_window``,
+        ``data_independent_panes`` and ``release_range`` (every window starting in a public
+        event-time range is released, empty ones included, and no other window is; without it
+        a window without data is not released, so whether a window was released reveals that it
+        had data).
+    budget_weight, accountant, noise_source, with_metadata, label
         As for :class:`~beam_dpsketch.transforms.release.DPAggregate`.
-    release_range
-        Public event-time range ``(start, end)`` in seconds (Fixed or Sliding windows): every
-        window starting in it is released, empty ones included, and no other window is. Without
-        it a window without data is not released, so whether a window was released reveals
-        that it had data (see :class:`~beam_dpsketch.transforms.release.DPAggregate`).
 
     Notes
     -----
@@ -470,8 +489,8 @@ class DPFrequencies(AccountedTransform):
     and needs less noise (sensitivity 1 instead of ``depth`` or ``sqrt(depth)``).
 
     **Conditions.** Noise protects the released values. Which windows are released is covered
-    only in the global window (always released) or with a declared ``release_range``; with a
-    count-based early or late trigger the number and timing of panes depend on the data and are
+    only in the global window (always released) or with a declared ``Windowing(release_range=...)``;
+    with a count-based early or late trigger the number and timing of panes depend on the data and are
     not covered. :meth:`explain` lists every such condition of the actual configuration under
     "NOT PROTECTED".
     """
@@ -488,14 +507,15 @@ class DPFrequencies(AccountedTransform):
         key_fn: Callable[[Any], Any] | None = None,
         weight_fn: Callable[[Any], int] | None = None,
         neighbouring: str = "add_remove",
+        budget_weight: float | None = None,
         accountant: PrivacyAccountant | None = None,
-        max_panes_per_window: int | None = None,
-        max_windows_per_unit: int | None = None,
+        privacy_unit: PrivacyUnit | None = None,
+        windowing: Windowing | None = None,
         noise_source: NoiseSource | None = None,
         with_metadata: bool = False,
         label: str | None = None,
-        release_range: tuple[float, float] | None = None,
     ) -> None:
+        unit = check_privacy_unit(privacy_unit, user_level=USER_LEVEL_BY_NEIGHBOURING)
         if query_keys is not None:
             if sketch is not None:
                 raise ValueError(
@@ -512,7 +532,13 @@ class DPFrequencies(AccountedTransform):
                     "width and depth are required for a sketch (or pass query_keys to count "
                     "declared public keys exactly)"
                 )
-        super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
+        super().__init__(
+            budget,
+            accountant=accountant,
+            noise_source=noise_source,
+            label=label,
+            budget_weight=budget_weight,
+        )
         key_fn = as_extractor(key_fn, "key_fn")
         weight_fn = as_extractor(weight_fn, "weight_fn")
         self._key_fn, self._weight_fn = key_fn, weight_fn
@@ -536,10 +562,9 @@ class DPFrequencies(AccountedTransform):
         self._build_step(
             combine_fn,
             self.mechanism,
-            max_panes_per_window=max_panes_per_window,
-            max_windows_per_unit=max_windows_per_unit,
+            privacy_unit=unit,
+            windowing=check_windowing(windowing),
             with_metadata=with_metadata,
-            release_range=release_range,
         )
 
     def display_parameters(self) -> dict[str, Any]:

@@ -19,6 +19,12 @@ import numpy as np
 from beam_dpsketch.checks import check_real
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy.declarations import (
+    PrivacyUnit,
+    Windowing,
+    check_privacy_unit,
+    check_windowing,
+)
 from beam_dpsketch.sketches.linear.calibration import pane_calibration, pane_relation_text
 from beam_dpsketch.sketches.linear.private import parse_neighbouring
 from beam_dpsketch.sketches.quantiles.domain import FloatDomain
@@ -32,6 +38,7 @@ from beam_dpsketch.transforms.batching import (
     unit_weight,
 )
 from beam_dpsketch.transforms.combiners import WeightedSketchCombineFn
+from beam_dpsketch.transforms.frequencies import USER_LEVEL_BY_NEIGHBOURING
 from beam_dpsketch.transforms.records import QuantileEstimate
 from beam_dpsketch.transforms.release import (
     PANE_RELATIONS,
@@ -208,9 +215,9 @@ class DPQuantiles(AccountedTransform):
     neighbouring
         As for :class:`DPFrequencies`: only ``"replace"`` lets the quantile targets use the
         exact total.
-    accountant, max_panes_per_window, max_windows_per_unit, noise_source, with_metadata, label
-    release_range
-        As for :class:`DPFrequencies`.
+    privacy_unit, windowing, budget_weight, accountant, noise_source, with_metadata, label
+        As for :class:`DPFrequencies` (element level: ``PrivacyUnit()`` or
+        ``PrivacyUnit(max_windows=...)``).
 
     Notes
     -----
@@ -222,8 +229,8 @@ class DPQuantiles(AccountedTransform):
     total).
 
     **Conditions.** Noise protects the released values. Which windows are released is covered
-    only in the global window (always released) or with a declared ``release_range``; with a
-    count-based early or late trigger the number and timing of panes depend on the data and are
+    only in the global window (always released) or with a declared ``Windowing(release_range=...)``;
+    with a count-based early or late trigger the number and timing of panes depend on the data and are
     not covered. :meth:`explain` lists every such condition of the actual configuration under
     "NOT PROTECTED".
     """
@@ -247,19 +254,26 @@ class DPQuantiles(AccountedTransform):
         value_fn: Callable[[Any], Any] | None = None,
         weight_fn: Callable[[Any], int] | None = None,
         neighbouring: str = "add_remove",
+        budget_weight: float | None = None,
         accountant: PrivacyAccountant | None = None,
-        max_panes_per_window: int | None = None,
-        max_windows_per_unit: int | None = None,
+        privacy_unit: PrivacyUnit | None = None,
+        windowing: Windowing | None = None,
         noise_source: NoiseSource | None = None,
         with_metadata: bool = False,
         label: str | None = None,
-        release_range: tuple[float, float] | None = None,
     ) -> None:
+        unit = check_privacy_unit(privacy_unit, user_level=USER_LEVEL_BY_NEIGHBOURING)
         # Each level is checked as the sketch's quantile() checks its q (same exceptions).
         qs = [check_real(q, "quantiles", 0.0, 1.0) for q in quantiles]
         if not qs:
             raise ValueError("quantiles must be a non-empty list of values in [0, 1], got []")
-        super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
+        super().__init__(
+            budget,
+            accountant=accountant,
+            noise_source=noise_source,
+            label=label,
+            budget_weight=budget_weight,
+        )
         value_fn = as_extractor(value_fn, "value_fn")
         weight_fn = as_extractor(weight_fn, "weight_fn")
         if clamp is not True:
@@ -296,10 +310,9 @@ class DPQuantiles(AccountedTransform):
             # clamp is the same public map, so it can never raise on a record.
             WeightedSketchCombineFn(lambda: DyadicCountSketch(*layout, clamp=True, **tree)),
             self.mechanism,
-            max_panes_per_window=max_panes_per_window,
-            max_windows_per_unit=max_windows_per_unit,
+            privacy_unit=unit,
+            windowing=check_windowing(windowing),
             with_metadata=with_metadata,
-            release_range=release_range,
         )
 
     def display_parameters(self) -> dict[str, Any]:

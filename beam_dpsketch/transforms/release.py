@@ -52,6 +52,13 @@ from apache_beam.utils.windowed_value import PaneInfoTiming
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy.accountant import Charge, PrivacyAccountant
 from beam_dpsketch.privacy.budget import PrivacyBudget
+from beam_dpsketch.privacy.declarations import (
+    PrivacyUnit,
+    Windowing,
+    check_privacy_unit,
+    check_windowing,
+    windowing_declaration,
+)
 from beam_dpsketch.privacy.windowing import ReleasePlan
 from beam_dpsketch.transforms.base import DPTransform, same_windowing
 from beam_dpsketch.transforms.windowing_rules import WindowingDeclaration, accept_windowing
@@ -473,6 +480,11 @@ class ReleaseStep:
     After :meth:`plan`, the public facts of the release are attributes: ``plan`` (the
     :class:`~beam_dpsketch.privacy.windowing.ReleasePlan`), ``charge``, ``per_release_budget``,
     ``calibrated_mechanism`` (the mechanism for the plan's pane relation) and ``release_label``.
+
+    The declaration is either the value objects ``privacy_unit=PrivacyUnit(...)`` and
+    ``windowing=Windowing(...)``, or (for the transforms that still take them) the loose
+    ``privacy_unit="element" | "user"``, ``max_panes_per_window``, ``max_windows_per_unit``,
+    ``data_independent_panes`` and ``release_range``; not both.
     """
 
     def __init__(
@@ -482,12 +494,13 @@ class ReleaseStep:
         *,
         accountant: PrivacyAccountant,
         noise_source: NoiseSource,
-        privacy_unit: str = "element",
+        privacy_unit: str | PrivacyUnit = "element",
         max_panes_per_window: int | None = None,
         max_windows_per_unit: int | None = None,
         data_independent_panes: bool = False,
         with_metadata: bool = False,
         release_range: tuple[float, float] | None = None,
+        windowing: Windowing | None = None,
     ) -> None:
         if not isinstance(mechanism, ReleaseMechanism):
             raise TypeError(f"mechanism must be a ReleaseMechanism, got {type(mechanism).__name__}")
@@ -497,14 +510,28 @@ class ReleaseStep:
         self.mechanism = mechanism
         self.accountant = accountant
         self.noise_source = noise_source
+        #: The declared privacy unit, when given as a :class:`PrivacyUnit` (else ``None``).
+        self.unit: PrivacyUnit | None = None
+        if isinstance(privacy_unit, PrivacyUnit) or windowing is not None:
+            loose = (max_panes_per_window, max_windows_per_unit, release_range)
+            if any(v is not None for v in loose) or data_independent_panes:
+                raise TypeError(
+                    "windowing: declare the windowing bounds in windowing=Windowing(...) and the "
+                    "windows per unit in privacy_unit=PrivacyUnit(max_windows=...), not as "
+                    "separate parameters too"
+                )
+            self.unit = check_privacy_unit(None if privacy_unit == "element" else privacy_unit)
+            declaration = windowing_declaration(self.unit, windowing)
+        else:
+            declaration = WindowingDeclaration(
+                privacy_unit=privacy_unit,  # type: ignore[arg-type]
+                max_panes_per_window=max_panes_per_window,
+                max_windows_per_unit=max_windows_per_unit,
+                data_independent_panes=data_independent_panes,
+                release_range=release_range,
+            )
         #: The windowing bounds declared for this release.
-        self.declaration = WindowingDeclaration(
-            privacy_unit=privacy_unit,  # type: ignore[arg-type]
-            max_panes_per_window=max_panes_per_window,
-            max_windows_per_unit=max_windows_per_unit,
-            data_independent_panes=data_independent_panes,
-            release_range=release_range,
-        )
+        self.declaration = declaration
         self.with_metadata = with_metadata
         # Filled in by plan().
         self.plan: ReleasePlan | None = None
@@ -577,6 +604,9 @@ class ReleaseStep:
         threshold = desc.pop("threshold", None)
         for reserved in ("mechanism", "privacy_unit", "windows", "panes", "releases"):
             desc.pop(reserved, None)
+        if self.unit is not None and self.unit.is_user_level:
+            # The report states the declared unit as display_data does: id and bounds.
+            desc.setdefault("unit", self.unit.describe())
         self.charge = self.accountant.charge_plan(
             name,
             mechanism.name,
@@ -664,26 +694,27 @@ class DPAggregate(DPTransform):
         The :class:`ReleaseMechanism` turning each pane's aggregate into released records.
     budget
         Total budget of this transform for one privacy unit, split evenly over the releases the
-        unit can influence. If ``None``, the transform takes everything ``accountant`` has left
-        when it is applied.
+        unit can influence. If ``None``, the transform gets a share of ``accountant``'s pool by
+        ``budget_weight`` (see :class:`~beam_dpsketch.transforms.base.DPTransform`).
+    budget_weight
+        Without ``budget``: the transform's weight in ``accountant``'s pool (default 1).
     accountant
         Where the cost is charged (shared by the transforms of a pipeline to enforce a pipeline
         budget). If ``None``, a private accountant with exactly ``budget`` is created.
     privacy_unit
-        ``"element"`` (default: neighbouring inputs differ by one element) or ``"user"`` (by all
-        contributions of one privacy unit, which the caller must have bounded upstream with
-        :class:`~beam_dpsketch.transforms.BoundContributions` and reflected in the mechanism's
-        sensitivity).
-    max_panes_per_window
-        Declared maximum panes per window; required when the trigger can fire more than once.
-        Panes with index ``>= max_panes_per_window`` are withheld: never emitted, and not
-        counted anywhere (their number depends on the data).
-    max_windows_per_unit
-        Declared maximum windows one privacy unit influences (see
-        :func:`~beam_dpsketch.transforms.windowing_rules.plan_releases`).
-    data_independent_panes
-        Caller's assertion that pane boundaries do not depend on the data (see
-        :func:`~beam_dpsketch.transforms.windowing_rules.plan_releases`).
+        A :class:`~beam_dpsketch.privacy.PrivacyUnit`. ``PrivacyUnit()`` (the default): element
+        level, neighbouring inputs differ by one element. A user-level unit
+        (``PrivacyUnit(id=..., max_contributions=..., max_windows=...)``): neighbouring inputs
+        differ by all contributions of one unit, which the caller must have bounded upstream
+        (e.g. with :class:`~beam_dpsketch.transforms.BoundContributions`) and reflected in the
+        mechanism's sensitivity; this transform does not read the ``id``. ``max_windows`` is the
+        declared maximum of windows one unit influences.
+    windowing
+        A :class:`~beam_dpsketch.privacy.Windowing` declaring ``max_panes_per_window`` (required
+        when the trigger can fire more than once; panes beyond it are withheld, never emitted and
+        not counted anywhere), ``data_independent_panes`` and ``release_range`` (every window of
+        a public event-time range is released, empty ones included, and no other window).
+        Default: nothing declared.
     noise_source
         Secret key of the noise. Default: ``NoiseSource()`` with a fresh ``os.urandom`` key.
         Either way the transform derives its own key from it here, once
@@ -700,21 +731,16 @@ class DPAggregate(DPTransform):
         salted per run (:meth:`~beam_dpsketch.noise.NoiseSource.for_run`), so a label never
         makes two transforms, or two runs of one pipeline, draw the same noise; only an insecure
         test source (``NoiseSource.insecure_for_tests``) reproduces noise.
-    windowing
-        Windowing strategy the release plan is read from; default: the input's. A composite that
-        transforms its input before aggregating (e.g. with a ``GroupByKey``) passes its own
-        input's windowing here.
-    release_range
-        Public event-time range ``(start, end)`` in seconds, for Fixed or Sliding windows: every
-        window that starts in ``[start, end)`` is released, empty ones included, and every other
-        window is withheld. Without it only windows with data are released, and whether a
-        window was released reveals that it had data.
+    input_windowing
+        The Beam windowing strategy the release plan is read from; default: the input's. A
+        composite that transforms its input before aggregating (e.g. with a ``GroupByKey``)
+        passes its own input's windowing here.
 
     Raises
     ------
     ValueError
         At construction or application: invalid parameters, a trigger that needs
-        ``max_panes_per_window``, a budget kind the mechanism cannot spend, or a trigger with
+        ``Windowing(max_panes_per_window=...)``, a budget kind the mechanism cannot spend, or a trigger with
         an ``AfterProcessingTime`` part (pane contents shift unboundedly when one element is
         removed).
     BudgetExceededError
@@ -725,7 +751,7 @@ class DPAggregate(DPTransform):
     **Privacy guarantee.** If ``mechanism`` is ``b``-private for one release under the pane
     relation of the plan, the transform's output is ``budget``-DP (pure/approximate DP or zCDP,
     as ``budget``) under the add/remove relation of the chosen privacy unit (one element by
-    default; one unit's bounded contributions with ``privacy_unit="user"``): each of the ``R``
+    default; one unit's bounded contributions with a user-level ``privacy_unit``): each of the ``R``
     releases one unit can influence gets ``budget / R`` (basic composition), panes beyond the
     declared maximum are never emitted, and windows that do not contain a unit compose in
     parallel.
@@ -744,34 +770,36 @@ class DPAggregate(DPTransform):
         mechanism: ReleaseMechanism,
         *,
         budget: PrivacyBudget | None = None,
+        budget_weight: float | None = None,
         accountant: PrivacyAccountant | None = None,
-        privacy_unit: str = "element",
-        max_panes_per_window: int | None = None,
-        max_windows_per_unit: int | None = None,
-        data_independent_panes: bool = False,
+        privacy_unit: PrivacyUnit | None = None,
+        windowing: Windowing | None = None,
         noise_source: NoiseSource | None = None,
         with_metadata: bool = False,
         label: str | None = None,
-        windowing: Any = None,
-        release_range: tuple[float, float] | None = None,
+        input_windowing: Any = None,
     ) -> None:
         if not isinstance(mechanism, ReleaseMechanism):
             raise TypeError(f"mechanism must be a ReleaseMechanism, got {type(mechanism).__name__}")
-        super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
+        unit = check_privacy_unit(privacy_unit)
+        super().__init__(
+            budget,
+            accountant=accountant,
+            noise_source=noise_source,
+            label=label,
+            budget_weight=budget_weight,
+        )
         mechanism.check_budget(budget if budget is not None else self.accountant.budget)
         self._step = ReleaseStep(
             combine_fn,
             mechanism,
             accountant=self.accountant,
             noise_source=self.noise_source,
-            privacy_unit=privacy_unit,
-            max_panes_per_window=max_panes_per_window,
-            max_windows_per_unit=max_windows_per_unit,
-            data_independent_panes=data_independent_panes,
+            privacy_unit=unit,
+            windowing=check_windowing(windowing),
             with_metadata=with_metadata,
-            release_range=release_range,
         )
-        self._windowing = windowing
+        self._windowing = input_windowing
 
     @property
     def plan(self) -> ReleasePlan | None:
@@ -813,11 +841,13 @@ def step_output_type(step: ReleaseStep) -> Any:
 
 
 def _step_parameters(step: ReleaseStep) -> dict[str, Any]:
+    # The same facts the accountant's report shows for the charge: unit, panes, windows, range.
     return {
         "mechanism": step.mechanism.name,
-        "privacy_unit": step.privacy_unit,
+        "privacy_unit": step.privacy_unit if step.unit is None else step.unit.describe(),
         "max_panes_per_window": step.max_panes_per_window,
         "max_windows_per_unit": step.max_windows_per_unit,
+        "data_independent_panes": step.data_independent_panes or None,
         "release_range": None if step.release_range is None else str(step.release_range),
     }
 

@@ -52,11 +52,12 @@ from typing import Any, Literal
 from apache_beam.transforms import trigger as tr
 from apache_beam.transforms import window as bw
 
+from beam_dpsketch.privacy.declarations import spell_accepted
 from beam_dpsketch.privacy.windowing import (
     PlanRefused,
-    PrivacyUnit,
     ReleasePlan,
     TriggerShape,
+    UnitLevel,
     WindowingDeclaration,
     WindowShape,
     plan_windowing,
@@ -827,7 +828,7 @@ def accept_windowing(
     problems, plan = _judge(config)
     if not problems:
         return plan
-    accepted = tuple(_render(changes) for changes in _accepted(config))
+    accepted = tuple(spell_accepted(_render(c), declaration) for c in _accepted(config))
     # One sentence per rule broken, each starting with the parameter it is about.
     text = ". ".join(
         p.text if p.text.startswith(p.parameter) else f"{p.parameter}: {p.text}" for p in problems
@@ -844,7 +845,7 @@ def accept_windowing(
 def plan_releases(
     windowing: Any,
     *,
-    privacy_unit: PrivacyUnit = "element",
+    privacy_unit: UnitLevel = "element",
     max_panes_per_window: int | None = None,
     max_windows_per_unit: int | None = None,
     data_independent_panes: bool = False,

@@ -48,7 +48,7 @@ from matrix import (
 )
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget, PrivacyUnit
 from beam_dpsketch.transforms import (
     ContinualDPSketch,
     DPAggregate,
@@ -217,7 +217,9 @@ def test_count_equal_fnapi(user_level, tmp_path, dask_address):
     # User level: 300 users with 1 to 9 events each, bounded to 2 contributions each; enough
     # elements for several Dask partitions.
     events = [(u, j) for u in range(300) for j in range(2 * (u % 5) + 1)]
-    kwargs = {"privacy_id_fn": lambda e: e[0], "max_contributions": 2} if user_level else {}
+    kwargs = (
+        {"privacy_unit": PrivacyUnit(id=lambda e: e[0], max_contributions=2)} if user_level else {}
+    )
 
     def build(p):
         t = DPCount(PURE, noise_source=NoiseSource.insecure_for_tests(11), label="count", **kwargs)

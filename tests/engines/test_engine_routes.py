@@ -31,7 +31,7 @@ from apache_beam.transforms import trigger as tr
 from apache_beam.transforms.window import FixedWindows, TimestampedValue
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget, Windowing
 from beam_dpsketch.transforms import DPCount, DPFrequencies
 from beam_dpsketch.transforms.engines import UnsupportedRunnerError, runner_limits
 
@@ -129,7 +129,7 @@ def _windowed(p: beam.Pipeline, trigger: tr.TriggerFn) -> beam.PCollection:
 def _dp_count(acc: PrivacyAccountant) -> DPCount:
     return DPCount(
         accountant=acc,
-        max_panes_per_window=4,
+        windowing=Windowing(max_panes_per_window=4),
         noise_source=NoiseSource.insecure_for_tests(1),
         label="stream",
     )
@@ -207,7 +207,7 @@ def test_every_dp_transform_shares_the_refusal():
         32,
         3,
         accountant=acc,
-        max_panes_per_window=4,
+        windowing=Windowing(max_panes_per_window=4),
         noise_source=NoiseSource.insecure_for_tests(1),
     )
     windowed = _windowed(beam.Pipeline(options=_options("--runner=DirectRunner")), EARLY)

@@ -33,7 +33,7 @@ from matrix import (
 )
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy import PrivacyBudget
+from beam_dpsketch.privacy import PrivacyBudget, PrivacyUnit
 from beam_dpsketch.transforms import (
     ContinualDPSketch,
     DPCount,
@@ -156,7 +156,9 @@ def test_quantiles_equal_fnapi(tmp_path, prism_args):
 def test_count_equal_fnapi(user_level, tmp_path, prism_args):
     # User level: 5 users with 1, 3, 5, 7, 9 events, bounded to 2 contributions each.
     events = [(u, j) for u in range(5) for j in range(2 * u + 1)]
-    kwargs = {"privacy_id_fn": lambda e: e[0], "max_contributions": 2} if user_level else {}
+    kwargs = (
+        {"privacy_unit": PrivacyUnit(id=lambda e: e[0], max_contributions=2)} if user_level else {}
+    )
 
     def build(p):
         t = DPCount(

@@ -28,7 +28,7 @@ from apache_beam.transforms.window import FixedWindows, IntervalWindow, Timestam
 from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource, discrete_laplace
-from beam_dpsketch.privacy import PrivacyBudget
+from beam_dpsketch.privacy import PrivacyBudget, Windowing
 from beam_dpsketch.transforms import DPCount
 from beam_dpsketch.transforms.engines import UnsupportedRunnerError
 from beam_dpsketch.transforms.release import release_id_for
@@ -53,7 +53,7 @@ def run_dp_count(options: list[str], steps: list, trigger, path: Path) -> tuple[
     ``(window_start, pane_index, timing, released count)`` per release."""
     dp = DPCount(
         PrivacyBudget.pure(1.0),
-        max_panes_per_window=4,
+        windowing=Windowing(max_panes_per_window=4),
         noise_source=NoiseSource.insecure_for_tests(SEED),
         with_metadata=True,
         label="stream",
@@ -103,7 +103,9 @@ def test_on_time_and_late_panes_equal_the_direct_runner(tmp_path, prism_args):
 
 def test_dp_transforms_refuse_early_firings_on_prism(prism_args):
     # Refused when applied, before anything is charged; no job is started.
-    dp = DPCount(PrivacyBudget.pure(1.0), max_panes_per_window=4, label="stream")
+    dp = DPCount(
+        PrivacyBudget.pure(1.0), windowing=Windowing(max_panes_per_window=4), label="stream"
+    )
     p = beam.Pipeline(options=PipelineOptions([*prism_args, "--streaming"]))
     windowed = (
         p

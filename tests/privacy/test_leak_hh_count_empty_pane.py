@@ -22,7 +22,7 @@ from apache_beam.transforms.window import FixedWindows, TimestampedValue
 from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy import PrivacyBudget
+from beam_dpsketch.privacy import PrivacyBudget, PrivacyUnit, Windowing
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries.private import PAMGSketch, PostProcessedSum
 from beam_dpsketch.transforms import DPCount, DPHeavyHitters, Release
@@ -131,7 +131,7 @@ def test_count_releases_the_empty_on_time_pane(tmp_path):
     dump = DumpToFile(tmp_path / "count.pickle")
     dp = DPCount(
         PrivacyBudget.pure(1.0),
-        max_panes_per_window=3,
+        windowing=Windowing(max_panes_per_window=3),
         noise_source=NoiseSource.insecure_for_tests(7),
         with_metadata=True,
         label="count-empty-pane",
@@ -166,9 +166,8 @@ def test_count_releases_the_empty_on_time_pane(tmp_path):
         ),
         lambda: DPCount(
             PrivacyBudget.pure(1.0),
-            privacy_id_fn=itemgetter(0),
-            max_panes_per_window=3,
-            max_windows_per_unit=1,
+            privacy_unit=PrivacyUnit(id=itemgetter(0), max_windows=1),
+            windowing=Windowing(max_panes_per_window=3),
         ),
     ],
     ids=["heavy-hitters-user", "count-user"],

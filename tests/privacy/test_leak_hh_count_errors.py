@@ -18,7 +18,7 @@ from apache_beam.testing.util import assert_that
 
 from beam_dpsketch import serialization
 from beam_dpsketch.hashing import encode_key
-from beam_dpsketch.privacy import PrivacyBudget
+from beam_dpsketch.privacy import PrivacyBudget, PrivacyUnit
 from beam_dpsketch.privacy.bounding import bounded_mask, contribution_ranks
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries.private import (
@@ -78,9 +78,12 @@ def _run_and_capture(transform: beam.PTransform, elements: list, caplog) -> str:
             "privacy_id_fn",
         ),
         (
-            lambda: DPCount(PrivacyBudget.pure(1.0), privacy_id_fn=_to_int),
+            lambda: DPCount(
+                PrivacyBudget.pure(1.0),
+                privacy_unit=PrivacyUnit(id=_to_int),
+            ),
             [SECRET],
-            "privacy_id_fn",
+            "privacy_unit.id",
         ),
     ],
     ids=[

@@ -29,7 +29,7 @@ from collect import DumpToFile
 
 from beam_dpsketch import serialization
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy import PrivacyBudget
+from beam_dpsketch.privacy import PrivacyBudget, Windowing
 from beam_dpsketch.sketches import CountMinSketch, CountSketch, DyadicCountSketch
 from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles
@@ -160,7 +160,7 @@ def test_batch_multi_pane_trigger_releases_no_exact_total(tmp_path, quantile_tot
         3,
         RHO,
         sketch="count-min",
-        max_panes_per_window=2,
+        windowing=Windowing(max_panes_per_window=2),
         noise_source=NoiseSource.insecure_for_tests(11),
         with_metadata=True,
         label="freq",
@@ -172,7 +172,7 @@ def test_batch_multi_pane_trigger_releases_no_exact_total(tmp_path, quantile_tot
         RHO,
         width=16,
         depth=3,
-        max_panes_per_window=2,
+        windowing=Windowing(max_panes_per_window=2),
         noise_source=NoiseSource.insecure_for_tests(12),
         label="quant",
     )
@@ -229,7 +229,7 @@ def test_streaming_early_firings_release_no_exact_total(tmp_path):
             3,
             RHO,
             sketch="count-min",
-            max_panes_per_window=2,
+            windowing=Windowing(max_panes_per_window=2),
             noise_source=NoiseSource.insecure_for_tests(100 + i),
             with_metadata=True,
             label=f"f{i}",

@@ -17,6 +17,7 @@ from apache_beam.transforms.combiners import CountCombineFn
 from apache_beam.transforms.window import FixedWindows, SlidingWindows, TimestampedValue
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import Windowing
 from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.transforms import DPCount
 from beam_dpsketch.transforms.count import CountLaplaceMechanism
@@ -35,7 +36,7 @@ def _released_windows(
         budget=PrivacyBudget.pure(1.0),
         noise_source=NoiseSource.insecure_for_tests(5),
         with_metadata=True,
-        release_range=release_range,
+        windowing=Windowing(release_range=release_range),
         **options,
     )
     path = out / name
@@ -90,7 +91,7 @@ def test_release_range_is_refused_where_it_means_nothing():
         CountLaplaceMechanism(1),
         budget=PrivacyBudget.pure(1.0),
         noise_source=NoiseSource.insecure_for_tests(5),
-        release_range=(0, 10),
+        windowing=Windowing(release_range=(0, 10)),
     )
     p = beam.Pipeline(runner=RUNNER)
     with pytest.raises(ValueError, match="release_range"):
@@ -100,7 +101,7 @@ def test_release_range_is_refused_where_it_means_nothing():
             CountCombineFn(),
             CountLaplaceMechanism(1),
             budget=PrivacyBudget.pure(1.0),
-            release_range=(10, 0),
+            windowing=Windowing(release_range=(10, 0)),
         )
 
 
@@ -109,7 +110,7 @@ def test_no_beam_metric_and_no_run_counts_in_the_report():
     # withheld or released depends on the data, so no counter and no report line may say it.
     dp = DPCount(
         PrivacyBudget.pure(1.0),
-        max_panes_per_window=1,
+        windowing=Windowing(max_panes_per_window=1),
         noise_source=NoiseSource.insecure_for_tests(2),
     )
     p = beam.Pipeline(runner=RUNNER)
@@ -138,8 +139,8 @@ def test_no_beam_metric_and_no_run_counts_in_the_report():
     assert "pane(s) released" not in report and "withheld beyond" not in report
 
 
-def _count(**kw):
-    return DPCount(PrivacyBudget.pure(1.0), **kw)
+def _count(release_range=None, **kw):
+    return DPCount(PrivacyBudget.pure(1.0), windowing=Windowing(release_range=release_range), **kw)
 
 
 def _heavy_hitters(**kw):
@@ -148,16 +149,20 @@ def _heavy_hitters(**kw):
     return DPHeavyHitters(8, PrivacyBudget.approx(1.0, 1e-6), mechanism="design-b", **kw)
 
 
-def _frequencies(**kw):
+def _frequencies(release_range=None, **kw):
     from beam_dpsketch.transforms import DPFrequencies
 
-    return DPFrequencies(16, 2, PrivacyBudget.pure(1.0), **kw)
+    windowing = Windowing(release_range=release_range)
+    return DPFrequencies(16, 2, PrivacyBudget.pure(1.0), windowing=windowing, **kw)
 
 
-def _quantiles(**kw):
+def _quantiles(release_range=None, **kw):
     from beam_dpsketch.transforms import DPQuantiles
 
-    return DPQuantiles([0.5], 0, 64, PrivacyBudget.pure(1.0), width=16, depth=2, **kw)
+    windowing = Windowing(release_range=release_range)
+    return DPQuantiles(
+        [0.5], 0, 64, PrivacyBudget.pure(1.0), width=16, depth=2, windowing=windowing, **kw
+    )
 
 
 @pytest.mark.parametrize("make", [_count, _heavy_hitters, _frequencies, _quantiles])

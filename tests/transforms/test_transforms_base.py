@@ -27,7 +27,7 @@ from apache_beam.testing.util import assert_that
 from apache_beam.transforms.display import DisplayData
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget, PrivacyUnit
 from beam_dpsketch.transforms import (
     ContinualDPSketch,
     DPAggregate,
@@ -354,8 +354,14 @@ FIELD_CASES: dict[str, tuple[Callable[..., DPTransform], list[dict], dict, dict]
     "DPCount": (
         _count,
         [{"user": u} for u in USERS],
-        {"privacy_id_fn": "user", "max_contributions": 2, "selection_key": SELECTION_KEY},
-        {"privacy_id_fn": lambda e: e[0], "max_contributions": 2, "selection_key": SELECTION_KEY},
+        {
+            "privacy_unit": PrivacyUnit(id="user", max_contributions=2),
+            "selection_key": SELECTION_KEY,
+        },
+        {
+            "privacy_unit": PrivacyUnit(id=lambda e: e[0], max_contributions=2),
+            "selection_key": SELECTION_KEY,
+        },
     ),
     "DPHistogram": (
         _histogram,

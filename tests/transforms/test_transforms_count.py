@@ -18,7 +18,7 @@ import pytest
 from apache_beam.testing.util import assert_that
 
 from beam_dpsketch.noise import NoiseSource, discrete_gaussian, discrete_laplace, new_run_salt
-from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget, PrivacyUnit, Windowing
 from beam_dpsketch.transforms import DPCount
 from beam_dpsketch.transforms.count import CountGaussianMechanism, CountLaplaceMechanism
 from beam_dpsketch.transforms.records import CountEstimate
@@ -79,10 +79,18 @@ def test_dpcount_picks_the_mechanism_from_the_budget_kind():
 def test_dpcount_validates_arguments():
     with pytest.raises(ValueError, match="budget"):
         DPCount()
-    with pytest.raises(ValueError, match="privacy_id_fn"):
-        DPCount(PrivacyBudget.pure(1.0), max_contributions=3)
+    with pytest.raises(
+        ValueError, match=r"max_contributions applies to a user-level .*PrivacyUnit\(id="
+    ):
+        DPCount(
+            PrivacyBudget.pure(1.0),
+            privacy_unit=PrivacyUnit(max_contributions=3),
+        )
     with pytest.raises(ValueError, match="max_contributions"):
-        DPCount(PrivacyBudget.pure(1.0), privacy_id_fn=itemgetter(0), max_contributions=0)
+        DPCount(
+            PrivacyBudget.pure(1.0),
+            privacy_unit=PrivacyUnit(id=itemgetter(0), max_contributions=0),
+        )
     with pytest.raises(TypeError, match="count must be an int"):
         CountLaplaceMechanism().release(
             "3", PrivacyBudget.pure(1.0), NoiseSource.insecure_for_tests(0).stream("x")
@@ -249,8 +257,7 @@ def test_user_level_count_bounds_contributions_and_scales_the_noise():
     source = NoiseSource.insecure_for_tests(SEED)
     dp = DPCount(
         PrivacyBudget.pure(1.0),
-        privacy_id_fn=itemgetter(0),
-        max_contributions=2,
+        privacy_unit=PrivacyUnit(id=itemgetter(0), max_contributions=2),
         noise_source=source,
         selection_key=b"k" * 32,
         label="users",
@@ -291,9 +298,8 @@ def test_user_level_count_refuses_multi_pane_triggers():
     )
     dp = DPCount(
         PrivacyBudget.pure(1.0),
-        privacy_id_fn=itemgetter(0),
-        max_windows_per_unit=2,
-        max_panes_per_window=2,
+        privacy_unit=PrivacyUnit(id=itemgetter(0), max_windows=2),
+        windowing=Windowing(max_panes_per_window=2),
     )
     with pytest.raises(ValueError, match="fires once per window"):
         windowed | dp
@@ -365,5 +371,8 @@ def test_user_level_count_refuses_batches_of_keys():
 
     p = beam.Pipeline(runner="FnApiRunner")
     batches = p | beam.Create([KeyBatch(["a", "b"])]).with_output_types(KeyBatch)
-    with pytest.raises(ValueError, match="privacy_id_fn: a user-level DPCount"):
-        batches | DPCount(PrivacyBudget.pure(1.0), privacy_id_fn=lambda r: r)
+    with pytest.raises(ValueError, match=r"privacy_unit\.id: a user-level DPCount"):
+        batches | DPCount(
+            PrivacyBudget.pure(1.0),
+            privacy_unit=PrivacyUnit(id=lambda r: r),
+        )

@@ -14,7 +14,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms import trigger as tr
 from apache_beam.transforms.window import FixedWindows, GlobalWindows
 
-from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget, Windowing
 from beam_dpsketch.transforms import DPFrequencies, DPHeavyHitters, DPQuantiles
 
 BUDGET = PrivacyBudget.approx(1.0, 1e-6)
@@ -26,10 +26,15 @@ def _transforms(accountant: PrivacyAccountant) -> dict[str, beam.PTransform]:
             16, mechanism="design-b", accountant=accountant, max_panes_per_window=4, label="hh"
         ),
         "frequencies": DPFrequencies(
-            64, 3, accountant=accountant, max_panes_per_window=4, label="freq"
+            64, 3, accountant=accountant, windowing=Windowing(max_panes_per_window=4), label="freq"
         ),
         "quantiles": DPQuantiles(
-            [0.5], 0, 100, accountant=accountant, max_panes_per_window=4, label="q"
+            [0.5],
+            0,
+            100,
+            accountant=accountant,
+            windowing=Windowing(max_panes_per_window=4),
+            label="q",
         ),
     }
 

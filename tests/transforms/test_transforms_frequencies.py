@@ -27,7 +27,7 @@ from apache_beam.transforms.window import (
 from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy import PrivacyBudget
+from beam_dpsketch.privacy import PrivacyBudget, Windowing
 from beam_dpsketch.sketches import CountMinSketch, CountSketch, DyadicCountSketch
 from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
 from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
@@ -308,7 +308,7 @@ def test_streaming_empty_on_time_pane_of_dpfrequencies_is_released_with_noise(du
         D,
         PrivacyBudget.pure(1.0),
         seed=3,
-        max_panes_per_window=3,
+        windowing=Windowing(max_panes_per_window=3),
         noise_source=NoiseSource.insecure_for_tests(21),
         with_metadata=True,
         label="empty-freq",
@@ -332,7 +332,7 @@ def test_streaming_empty_on_time_pane_of_dpquantiles_is_released_with_noise(dump
         PrivacyBudget.zcdp(0.5),
         width=16,
         depth=3,
-        max_panes_per_window=3,
+        windowing=Windowing(max_panes_per_window=3),
         noise_source=NoiseSource.insecure_for_tests(22),
         with_metadata=True,
         label="empty-quant",

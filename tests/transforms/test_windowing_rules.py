@@ -23,6 +23,7 @@ from apache_beam.transforms import trigger as tr
 from apache_beam.transforms import window as bw
 
 import beam_dpsketch
+import beam_dpsketch.privacy
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms import (
@@ -56,6 +57,7 @@ CODE_NAMES: dict[str, Any] = {
         (tr, ("AfterWatermark", "AfterCount", "AfterProcessingTime", "Repeatedly", "AfterAny")),
         (tr, ("AfterAll", "AfterEach", "DefaultTrigger", "AccumulationMode")),
         (bw, ("GlobalWindows", "FixedWindows", "SlidingWindows", "Sessions")),
+        (beam_dpsketch.privacy, ("PrivacyUnit", "Windowing")),
     )
     for name in names
 }
