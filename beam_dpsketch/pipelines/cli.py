@@ -50,7 +50,7 @@ SUBCOMMAND_MODULES = (
 def build_parser() -> argparse.ArgumentParser:
     # Imported here, after main() configured logging: the options module imports Beam's
     # filesystems, which log a warning at import.
-    from beam_dpsketch.pipelines.options import CommandLineParser
+    from beam_dpsketch.pipelines.arguments import CommandLineParser
 
     # Its subparsers are CommandLineParsers too: each subcommand can tell which options were given.
     parser = CommandLineParser(
@@ -204,7 +204,7 @@ def _configure_logging(verbose: bool) -> None:
     """INFO with ``-v``; else ERROR, for Beam, Dask and the runners' worker processes.
 
     The FnApiRunner's ``multi_processing`` workers follow the ``apache_beam`` level
-    (:class:`~beam_dpsketch.pipelines.options.FnApiRunnerWorkerLogging`).
+    (:class:`~beam_dpsketch.pipelines.runner.FnApiRunnerWorkerLogging`).
     """
     global _dask_level_set_here
     level = logging.INFO if verbose else logging.ERROR

@@ -32,17 +32,11 @@ from typing import Any
 
 import apache_beam as beam
 
-from beam_dpsketch.pipelines.arguments import accept_negative_numbers
-from beam_dpsketch.pipelines.options import (
-    STREAM_WIDTH,
-    STREAM_WIDTH_HELP,
+from beam_dpsketch.pipelines.arguments import accept_negative_numbers, option_strings
+from beam_dpsketch.pipelines.inputs import (
     TIME_COLUMN_MEMORY,
     add_input_arguments,
-    add_privacy_arguments,
-    budget_from_args,
     convert_query_keys,
-    noise_source_from_args,
-    option_strings,
     ordered_input,
 )
 from beam_dpsketch.pipelines.output import (
@@ -55,6 +49,13 @@ from beam_dpsketch.pipelines.output import (
     plot_series,
     run_release,
     write_release,
+)
+from beam_dpsketch.pipelines.release_arguments import (
+    STREAM_WIDTH,
+    STREAM_WIDTH_HELP,
+    add_privacy_arguments,
+    budget_from_args,
+    noise_source_from_args,
 )
 from beam_dpsketch.sketches.continual.binary_mechanism import CALIBRATIONS, DEFAULT_CALIBRATION
 from beam_dpsketch.sketches.continual.sketch import CONTINUAL_ALGORITHMS, CONTINUAL_SKETCH_KINDS

@@ -32,11 +32,12 @@ from apache_beam.io.filesystems import FileSystems
 from beam_dpsketch.io.sinks import StagingArea, atomic_destination, emit_text
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.heavy_hitters import CLI_DEFAULT_MECHANISM
-from beam_dpsketch.pipelines.options import format_table, pipeline_options
 from beam_dpsketch.pipelines.output import plain
+from beam_dpsketch.pipelines.runner import pipeline_options
 from beam_dpsketch.pipelines.sketch import SaveSketch, load_sketch
+from beam_dpsketch.pipelines.tables import format_table
 from beam_dpsketch.privacy import PrivacyBudget
-from beam_dpsketch.sketches.misra_gries.core import ERROR_CONFIDENCE
+from beam_dpsketch.sketches.misra_gries.release import ERROR_CONFIDENCE
 from beam_dpsketch.sketches.misra_gries.select_count import DEFAULT_SELECTION_FRACTION
 from beam_dpsketch.sketches.misra_gries.sizing import DEFAULT_K
 from beam_dpsketch.transforms import DPHeavyHitters, ReadKeyBatches, SketchGlobally, SketchSpec

@@ -20,18 +20,17 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from beam_dpsketch.io import NUMBERS
-from beam_dpsketch.pipelines.arguments import accept_negative_numbers
-from beam_dpsketch.pipelines.options import (
-    add_input_arguments,
-    add_privacy_arguments,
-    bad_record_options,
-    budget_from_args,
-    convert_query_keys,
+from beam_dpsketch.pipelines.arguments import (
+    accept_negative_numbers,
     given_options,
-    noise_source_from_args,
     option_strings,
-    read_candidates,
     refuse_given,
+)
+from beam_dpsketch.pipelines.inputs import (
+    add_input_arguments,
+    bad_record_options,
+    convert_query_keys,
+    read_candidates,
 )
 from beam_dpsketch.pipelines.output import (
     ORDER,
@@ -42,6 +41,11 @@ from beam_dpsketch.pipelines.output import (
     plain,
     run_release,
     write_release,
+)
+from beam_dpsketch.pipelines.release_arguments import (
+    add_privacy_arguments,
+    budget_from_args,
+    noise_source_from_args,
 )
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles, ReadKeyBatches
 from beam_dpsketch.transforms.frequencies import DEFAULT_SKETCH, ERROR_BOUND_CONFIDENCE

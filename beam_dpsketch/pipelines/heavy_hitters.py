@@ -19,16 +19,8 @@ from typing import Any
 import apache_beam as beam
 
 from beam_dpsketch.io import ReadKeyPairs
-from beam_dpsketch.pipelines.options import (
-    DEFAULT_DELTA,
-    add_input_arguments,
-    add_privacy_arguments,
-    bad_record_options,
-    budget_from_args,
-    noise_source_from_args,
-    option_strings,
-    refuse_given,
-)
+from beam_dpsketch.pipelines.arguments import option_strings, refuse_given
+from beam_dpsketch.pipelines.inputs import add_input_arguments, bad_record_options
 from beam_dpsketch.pipelines.output import (
     ORDER,
     CliRelease,
@@ -38,6 +30,12 @@ from beam_dpsketch.pipelines.output import (
     plain,
     run_release,
     write_release,
+)
+from beam_dpsketch.pipelines.release_arguments import (
+    DEFAULT_DELTA,
+    add_privacy_arguments,
+    budget_from_args,
+    noise_source_from_args,
 )
 from beam_dpsketch.sketches.misra_gries.core import ERROR_CONFIDENCE
 from beam_dpsketch.sketches.misra_gries.sizing import (

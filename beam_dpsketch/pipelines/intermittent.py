@@ -43,15 +43,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_dpsketch.pipelines.arguments import accept_negative_numbers
-from beam_dpsketch.pipelines.options import (
+from beam_dpsketch.pipelines.arguments import accept_negative_numbers, option_strings
+from beam_dpsketch.pipelines.inputs import (
     TIME_COLUMN_MEMORY,
     add_input_arguments,
-    add_privacy_arguments,
-    budget_from_args,
     convert_query_keys,
-    noise_source_from_args,
-    option_strings,
     ordered_input,
 )
 from beam_dpsketch.pipelines.output import (
@@ -64,6 +60,11 @@ from beam_dpsketch.pipelines.output import (
     plot_figure,
     run_release,
     write_release,
+)
+from beam_dpsketch.pipelines.release_arguments import (
+    add_privacy_arguments,
+    budget_from_args,
+    noise_source_from_args,
 )
 from beam_dpsketch.transforms.intermittent import (
     SKETCHES,

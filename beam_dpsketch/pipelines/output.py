@@ -103,13 +103,9 @@ from beam_dpsketch.io.sinks import (
     emit_text,
     write_file,
 )
-from beam_dpsketch.pipelines.options import (
-    check_plot_path,
-    format_table,
-    jsonable_key,
-    pipeline_options,
-    terminal_safe,
-)
+from beam_dpsketch.pipelines.plotting import check_plot_path
+from beam_dpsketch.pipelines.runner import pipeline_options
+from beam_dpsketch.pipelines.tables import format_table, jsonable_key, terminal_safe
 
 __all__ = [
     "FORMATS",
@@ -421,7 +417,7 @@ def check_output_arguments(args: argparse.Namespace) -> None:
     Parquet needs ``--output``; a local ``--output`` must be a file that can be created
     (Beam's local filesystem creates missing directories); a ``--plot``, in the subcommands that
     have one, must have an extension matplotlib writes and a writable, existing directory
-    (:func:`~beam_dpsketch.pipelines.options.check_plot_path`). So a run that could not write
+    (:func:`~beam_dpsketch.pipelines.plotting.check_plot_path`). So a run that could not write
     its results fails before the pipeline runs, with nothing written.
     """
     if args.format == "parquet" and not args.output:

@@ -22,14 +22,16 @@ from apache_beam.io.filesystems import FileSystems
 
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.io.sinks import active_outputs
-from beam_dpsketch.pipelines.arguments import accept_negative_numbers
-from beam_dpsketch.pipelines.options import (
-    add_input_arguments,
-    bad_record_options,
-    convert_query_keys,
+from beam_dpsketch.pipelines.arguments import (
+    accept_negative_numbers,
     given_options,
     option_strings,
     refuse_given,
+)
+from beam_dpsketch.pipelines.inputs import (
+    add_input_arguments,
+    bad_record_options,
+    convert_query_keys,
 )
 from beam_dpsketch.pipelines.output import (
     NOT_PRIVATE,

@@ -42,20 +42,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from beam_dpsketch.io import infer_input_format
-from beam_dpsketch.pipelines.arguments import accept_negative_numbers
-from beam_dpsketch.pipelines.options import (
-    STREAM_WIDTH,
-    STREAM_WIDTH_HELP,
+from beam_dpsketch.pipelines.arguments import accept_negative_numbers, option_strings, refuse_given
+from beam_dpsketch.pipelines.inputs import (
     TIME_COLUMN_MEMORY,
     add_input_arguments,
-    add_privacy_arguments,
-    budget_from_args,
     convert_query_keys,
-    noise_source_from_args,
-    option_strings,
     ordered_input,
     read_candidates,
-    refuse_given,
 )
 from beam_dpsketch.pipelines.output import (
     ORDER,
@@ -67,6 +60,13 @@ from beam_dpsketch.pipelines.output import (
     plot_series,
     run_release,
     write_release,
+)
+from beam_dpsketch.pipelines.release_arguments import (
+    STREAM_WIDTH,
+    STREAM_WIDTH_HELP,
+    add_privacy_arguments,
+    budget_from_args,
+    noise_source_from_args,
 )
 from beam_dpsketch.transforms.sliding import DPSlidingWindowFrequencies
 

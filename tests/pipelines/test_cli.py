@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from beam_dpsketch.pipelines.cli import SUBCOMMAND_MODULES, _one_line, build_parser, main
-from beam_dpsketch.pipelines.options import format_table
 from beam_dpsketch.pipelines.output import NOT_PRIVATE
+from beam_dpsketch.pipelines.tables import format_table
 from beam_dpsketch.sketches import CountMinSketch, CountSketch, MisraGries
 
 KEYS = ["LAX-SFO"] * 30 + ["JFK-BOS"] * 20 + [f"r{i}" for i in range(200)] + ["007"] * 5

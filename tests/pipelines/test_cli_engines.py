@@ -23,10 +23,7 @@ import pytest
 
 from beam_dpsketch.pipelines import cli
 from beam_dpsketch.pipelines.cli import main
-from beam_dpsketch.pipelines.options import (
-    FnApiRunnerWorkerLogging,
-    pipeline_options,
-)
+from beam_dpsketch.pipelines.runner import FnApiRunnerWorkerLogging, pipeline_options
 
 DASK = "apache_beam.runners.dask.dask_runner.DaskRunner"
 

@@ -17,13 +17,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from beam_dpsketch.pipelines.cli import build_parser, main
-from beam_dpsketch.pipelines.options import (
+from beam_dpsketch.pipelines.arguments import (
     GIVEN_OPTIONS,
     CommandLineParser,
     given_options,
     refuse_given,
 )
+from beam_dpsketch.pipelines.cli import build_parser, main
 
 RUNNER = "--runner=FnApiRunner"
 # A key of the data: no usage error may quote a value of the input.
