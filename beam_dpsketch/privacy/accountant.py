@@ -271,6 +271,21 @@ def _optional_finite(value: object, name: str) -> float | None:
     return float(value)
 
 
+def _reservable(budget: PrivacyBudget, total: PrivacyBudget) -> PrivacyBudget | None:
+    """What an explicit ``budget`` reserves from an accountant of budget ``total``.
+
+    The budget itself when the accountant can count its kind. An approximate-DP budget under a
+    pure or zCDP accountant can only be spent by a pure mechanism (anything else is refused when
+    it charges), which costs at most its ``epsilon``: that much is reserved. A zCDP budget under
+    a pure accountant can never be charged there: nothing is reserved.
+    """
+    if total.kind == "approx" or budget.kind == "pure" or budget.kind == total.kind:
+        return budget
+    if budget.kind == "approx":
+        return PrivacyBudget.pure(budget.epsilon)  # type: ignore[arg-type]
+    return None
+
+
 def _usage_budget(usage: BudgetUsage, like: PrivacyBudget) -> PrivacyBudget | None:
     """``usage`` as a budget of the kind of ``like``; ``None`` if nothing is in it."""
     if like.kind == "zcdp":
@@ -758,12 +773,9 @@ class PrivacyAccountant:
         cost = self._committed_cost()
         explicit = [s.budget for s in self._shares if s.budget is not None]
         for budget in explicit:
-            try:
-                self._evaluate(cost + _Cost.of(budget))
-            except ValueError:
-                # A kind this budget cannot count: that transform is refused when it charges.
-                continue
-            cost = cost + _Cost.of(budget)
+            reserved = _reservable(budget, self.budget)
+            if reserved is not None:
+                cost = cost + _Cost.of(reserved)
         usage = self._evaluate(cost)
         left = self._remaining_of(usage) if self._fits(usage) else BudgetUsage(self.budget.kind)
         self._pool = left
