@@ -37,7 +37,7 @@ from beam_dpsketch.pipelines.release_arguments import (
     budget_from_args,
     noise_source_from_args,
 )
-from beam_dpsketch.sketches.misra_gries.core import ERROR_CONFIDENCE
+from beam_dpsketch.sketches.misra_gries.release import ERROR_CONFIDENCE
 from beam_dpsketch.sketches.misra_gries.sizing import (
     DEFAULT_K,
     SELECT_COUNT_K,
@@ -48,9 +48,13 @@ from beam_dpsketch.transforms import DPHeavyHitters, ReadKeyBatches
 from beam_dpsketch.transforms.heavy_hitters import (
     HEAVY_HITTERS_DEFAULT_MECHANISM,
     MECHANISMS,
+    SELECT_COUNT,
     USER_DEFAULT_MECHANISM,
+    USER_EXACT,
+    DesignB,
+    HeavyHitterMechanism,
+    SelectThenCount,
 )
-from beam_dpsketch.transforms.select_count import SELECT_COUNT, USER_EXACT
 
 __all__ = [
     "CLI_DEFAULT_MECHANISM",
@@ -355,14 +359,15 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
     chosen = mechanism_of(args)
     options: dict[str, Any] = {
         "top": top,
-        "mechanism": chosen,
         "noise_source": noise_source_from_args(args),
         "label": "heavy-hitters",
     }
-    if chosen in ("design-b", SELECT_COUNT):
-        options["max_shards"] = args.max_shards
+    # The mechanism's own options (refused above for the mechanisms that do not read them).
+    mechanism_options: dict[str, Any] = {}
+    if chosen in (DesignB.key, SELECT_COUNT):
+        mechanism_options["max_shards"] = args.max_shards
     if args.selection_fraction is not None:
-        options["selection_fraction"] = args.selection_fraction
+        mechanism_options["selection_fraction"] = args.selection_fraction
     if args.privacy_id is not None:
         reader: beam.PTransform = ReadKeyPairs(
             args.input,
@@ -387,14 +392,20 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
         if chosen == SELECT_COUNT:
             # The count pass reads the files again rather than having the runner hold every
             # row until the selection is final: memory stays flat in the input size.
-            options["recount_source"] = ReadKeyBatches(
+            mechanism_options["recount_source"] = ReadKeyBatches(
                 args.input,
                 args.column,
                 args.input_format,
                 key_type=args.key_type,
                 **bad_record_options(args),
             )
-    transform = DPHeavyHitters(k, budget, **options)
+    if chosen == DesignB.key:
+        mechanism: HeavyHitterMechanism | str = DesignB(k, **mechanism_options)
+    elif chosen == SELECT_COUNT:
+        mechanism = SelectThenCount(k, **mechanism_options)
+    else:
+        mechanism = chosen
+    transform = DPHeavyHitters(k, budget, mechanism=mechanism, **options)
     run_ = run_release(
         reader,
         transform,
@@ -422,9 +433,7 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
         if "selection_exact_threshold" in details:
             # Used instead when every accumulator held all of its distinct keys.
             parameters["selection_exact_threshold"] = details["selection_exact_threshold"]
-        parameters["selection_fraction"] = (
-            transform.aggregate.mechanism.selection.selection_fraction
-        )
+        parameters["selection_fraction"] = transform.mechanism.selection.selection_fraction
     parameters.update(calibration)
     return CliRelease(
         guarantee,

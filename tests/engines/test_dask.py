@@ -64,6 +64,7 @@ from beam_dpsketch.transforms import (
 from beam_dpsketch.transforms.base import DPTransform
 from beam_dpsketch.transforms.count import CountLaplaceMechanism
 from beam_dpsketch.transforms.engines import UnsupportedRunnerError, runner_limits
+from beam_dpsketch.transforms.heavy_hitters import DesignB
 
 pytest.importorskip("distributed")
 
@@ -140,8 +141,7 @@ def test_design_b_many_bundles_within_the_bound(tmp_path, dask_address):
             k,
             APPROX,
             top=10,
-            mechanism="design-b",
-            max_shards=shards,
+            mechanism=DesignB(k, max_shards=shards),
             noise_source=NoiseSource.insecure_for_tests(5),
             label="hh-spread",
         )

@@ -44,6 +44,7 @@ from beam_dpsketch.transforms import (
     DPSlidingWindowFrequencies,
     QuerySchedule,
 )
+from beam_dpsketch.transforms.heavy_hitters import DesignB
 
 APPROX = PrivacyBudget.approx(1.0, 1e-6)
 
@@ -84,8 +85,7 @@ def test_design_b_many_bundles_within_the_bound(tmp_path, prism_args):
             k,
             APPROX,
             top=10,
-            mechanism="design-b",
-            max_shards=shards,
+            mechanism=DesignB(k, max_shards=shards),
             noise_source=NoiseSource.insecure_for_tests(5),
             label="hh-spread",
         )

@@ -3,7 +3,7 @@ neighbours.
 
 The release audited is the one a real ``DPHeavyHitters`` (mechanism ``design-b``) calibrates
 when it is applied: its per-release budget and ``count_fraction``, run through
-:func:`~beam_dpsketch.sketches.misra_gries.private.approx_pp` on the exact aggregates of two
+:func:`~beam_dpsketch.sketches.misra_gries.approx_pp` on the exact aggregates of two
 neighbouring inputs, each release with a fresh seeded noise stream. A half-and-half budget
 split (``count_fraction = 0.5`` of ``epsilon = 2``) makes the count's share large enough that
 a broken count noise shows in the whole release too.
@@ -33,9 +33,9 @@ from privacy_audit import FAILURE, epsilon_lower_bound
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum, approx_pp
+from beam_dpsketch.sketches.misra_gries import PostProcessedSum, approx_pp
 from beam_dpsketch.transforms import DPHeavyHitters
-from beam_dpsketch.transforms.heavy_hitters import DesignBCombineFn
+from beam_dpsketch.transforms.heavy_hitters import DesignB, DesignBCombineFn
 
 EPS, DELTA = 2.0, 1e-6
 COUNT_FRACTION = 0.5
@@ -52,8 +52,7 @@ def _calibration() -> tuple[PrivacyBudget, float]:
     t = DPHeavyHitters(
         K,
         PrivacyBudget.approx(EPS, DELTA),
-        mechanism="design-b",
-        count_fraction=COUNT_FRACTION,
+        mechanism=DesignB(K, count_fraction=COUNT_FRACTION),
         noise_source=NoiseSource.insecure_for_tests(1),
         label="design-b-count",
     )

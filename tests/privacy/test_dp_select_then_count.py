@@ -23,10 +23,10 @@ from privacy_audit import FAILURE, epsilon_lower_bound
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
+from beam_dpsketch.sketches.misra_gries import PostProcessedSum
 from beam_dpsketch.sketches.misra_gries.hashed import HashedPAMG
-from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum
 from beam_dpsketch.sketches.misra_gries.select_count import split_budget
-from beam_dpsketch.transforms.select_count import SelectedCountMechanism, SelectionMechanism
+from beam_dpsketch.transforms.heavy_hitters import SelectThenCount
 
 EPS, DELTA, K = 1.0, 1e-6, 5
 BUDGET = PrivacyBudget.approx(EPS, DELTA)
@@ -57,12 +57,12 @@ def aggregate(
 def release(pp: Any, truth: Counter, m: int | None, seed: int) -> dict[int, int]:
     """One select-then-count release (selection, then count) with its own noise source."""
     source = NoiseSource.insecure_for_tests(seed)
-    selection = SelectionMechanism(K, 1, m, 0.5)
-    (marker,) = selection.release(pp, BUDGET, source.stream(("selection",)))
-    counts = {key: truth[key] for key in marker.keys}
-    out = SelectedCountMechanism(K, None, m, selection).release(
-        counts, BUDGET, source.stream(("count",))
+    mechanism = SelectThenCount(K, max_shards=1, selection_fraction=0.5).bind(
+        top=None, max_contributions=m
     )
+    (marker,) = mechanism.selection.release(pp, BUDGET, source.stream(("selection",)))
+    counts = {key: truth[key] for key in marker.keys}
+    out = mechanism.release(counts, BUDGET, source.stream(("count",)))
     return dict(out)
 
 

@@ -17,7 +17,7 @@ from privacy_audit import FAILURE, epsilon_lower_bound
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
-from beam_dpsketch.transforms.select_count import UserExactMechanism
+from beam_dpsketch.transforms.heavy_hitters import UserExact
 
 EPS, DELTA, M = 1.0, 1e-6, 3
 TRIALS = 3000
@@ -26,7 +26,7 @@ ONLY = 99  # the key only the removed unit has
 
 
 def released(counts: dict[int, int], seed: int) -> dict[int, float]:
-    mech = UserExactMechanism(M, None)
+    mech = UserExact().bind(top=None, max_contributions=M)
     stream = NoiseSource.insecure_for_tests(seed).stream(("exact",))
     return dict(mech.release(counts, PrivacyBudget.approx(EPS, DELTA), stream))
 

@@ -29,13 +29,13 @@ from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.misra_gries import hashed
 from beam_dpsketch.sketches.misra_gries.hashed import HashedPAMG, hashed_pamg_gshm
-from beam_dpsketch.transforms.heavy_hitters import MisraGriesReleaseMechanism
+from beam_dpsketch.transforms.heavy_hitters import PamgGSHM
 
 EPS, DELTA, M, K = 1.0, 1e-6, 16, 1 << 10
 BUDGET = PrivacyBudget.approx(EPS, DELTA)
 TRIALS = 6000
 #: The transform's ``pamg-gshm`` release step (``4 K`` buckets).
-MECHANISM = MisraGriesReleaseMechanism("pamg-gshm", K, max_contributions=M)
+MECHANISM = PamgGSHM(K).bind(top=None, max_contributions=M)
 BUCKETS = MECHANISM.buckets
 
 

@@ -20,7 +20,7 @@ import pytest
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.misra_gries.private import (
+from beam_dpsketch.sketches.misra_gries import (
     PAMGSketch,
     approx_pp,
     merged_gshm,
@@ -31,7 +31,7 @@ from beam_dpsketch.sketches.misra_gries.private import (
 )
 from beam_dpsketch.transforms import DPHeavyHitters
 from beam_dpsketch.transforms.combiners import MergeSketchesCombineFn, SketchCombineFn
-from beam_dpsketch.transforms.heavy_hitters import DesignBCombineFn, MisraGriesReleaseMechanism
+from beam_dpsketch.transforms.heavy_hitters import MECHANISM_CLASSES, DesignBCombineFn
 
 EPS, DELTA = 1.0, 1e-6
 K = 8
@@ -144,5 +144,5 @@ def test_beam_shapes_state_the_sharded_relation(mechanism):
     p = beam.Pipeline(runner="FnApiRunner")
     _ = p | beam.Create(["a"]) | dp
     assert "A-PART" in dp.explain()
-    described = MisraGriesReleaseMechanism(mechanism, K, max_shards=256).describe(budget)
+    described = MECHANISM_CLASSES[mechanism](K).describe(budget)
     assert "A-PART" in described["neighbouring_relation"]

@@ -23,7 +23,7 @@ from collect import DumpToFile
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.misra_gries.private import (
+from beam_dpsketch.sketches.misra_gries import (
     ERROR_CONFIDENCE,
     PostProcessedSum,
     calibrate_gshm,
@@ -31,6 +31,7 @@ from beam_dpsketch.sketches.misra_gries.private import (
     pmg,
 )
 from beam_dpsketch.transforms import DPHeavyHitters, DPHistogram
+from beam_dpsketch.transforms.heavy_hitters import DesignB, Sequential
 from beam_dpsketch.transforms.release import release_id_for
 
 EPS, DELTA = 1.0, 1e-6
@@ -379,19 +380,26 @@ def test_explain_states_the_user_level_contribution_bound():
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "match"),
+    ("count_fraction", "match"),
     [
-        ({"count_fraction": 1.0}, "count_fraction must be in"),
-        ({"count_fraction": -0.5}, "count_fraction must be in"),
-        ({"count_fraction": 0.1, "mechanism": "sequential"}, "count_fraction applies"),
-        ({"count_fraction": 1e-7}, "count_fraction=1e-07 of epsilon"),
+        (1.0, "count_fraction must be in"),
+        (-0.5, "count_fraction must be in"),
+        (1e-7, "count_fraction=1e-07 of epsilon"),
     ],
 )
-def test_count_fraction_is_refused_at_construction(kwargs, match):
+def test_count_fraction_is_refused_at_construction(count_fraction, match):
     with pytest.raises(ValueError, match=match):
         p = beam.Pipeline(runner=FnApiRunner())
         _ = (
             p
             | beam.Create([np.arange(3, dtype=np.int64)])
-            | DPHeavyHitters(10, BUDGET, **{"mechanism": "design-b", **kwargs})
+            | DPHeavyHitters(budget=BUDGET, mechanism=DesignB(10, count_fraction=count_fraction))
         )
+
+
+def test_count_fraction_is_a_design_b_parameter_only():
+    # The other mechanisms have no count_fraction, and the transforms take none.
+    with pytest.raises(TypeError, match="count_fraction"):
+        Sequential(10, count_fraction=0.1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="count_fraction"):
+        DPHeavyHitters(10, BUDGET, mechanism="sequential", count_fraction=0.1)

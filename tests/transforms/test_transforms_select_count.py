@@ -34,9 +34,9 @@ from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.cli import main
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
+from beam_dpsketch.sketches.misra_gries import PostProcessedSum, approx_pp
 from beam_dpsketch.sketches.misra_gries.exact import exact_user_gshm
 from beam_dpsketch.sketches.misra_gries.hashed import HashedPAMG, hashed_selection
-from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum, approx_pp
 from beam_dpsketch.sketches.misra_gries.select_count import (
     DEFAULT_SELECTION_FRACTION,
     count_release,
@@ -44,6 +44,7 @@ from beam_dpsketch.sketches.misra_gries.select_count import (
     split_budget,
 )
 from beam_dpsketch.transforms import DPHeavyHitters, DPHistogram
+from beam_dpsketch.transforms.heavy_hitters import DesignB, SelectThenCount
 from beam_dpsketch.transforms.release import release_id_for
 
 EPS, DELTA = 1.0, 1e-6
@@ -142,8 +143,7 @@ def test_heavy_hitters_top_and_selection_fraction(dump):
         30,
         BUDGET,
         top=3,
-        mechanism="select-then-count",
-        selection_fraction=0.7,
+        mechanism=SelectThenCount(30, selection_fraction=0.7),
         noise_source=NoiseSource.insecure_for_tests(4),
         label="stc-top",
     )
@@ -344,10 +344,13 @@ def test_refuses_windowing_it_cannot_analyse(windowfn, trig, lateness):
 
 def test_refuses_bad_configurations():
     with pytest.raises(ValueError, match="selection_fraction"):
-        DPHistogram(5, BUDGET, mechanism="select-then-count", selection_fraction=1.0)
+        DPHistogram(budget=BUDGET, mechanism=SelectThenCount(5, selection_fraction=1.0))
     with pytest.raises(ValueError, match="mechanism"):
         DPHistogram(5, BUDGET, mechanism="user-exact")
-    with pytest.raises(ValueError, match="selection_fraction"):
+    # selection_fraction is select-then-count's only: no other mechanism or transform takes it.
+    with pytest.raises(TypeError, match="selection_fraction"):
+        DesignB(5, selection_fraction=0.5)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="selection_fraction"):
         DPHistogram(5, BUDGET, mechanism="design-b", selection_fraction=0.5)
     with pytest.raises(ValueError, match="delta"):
         DPHistogram(5, PrivacyBudget.pure(1.0), mechanism="select-then-count")
@@ -356,7 +359,7 @@ def test_refuses_bad_configurations():
 def test_shared_accountant_takes_what_is_left_and_splits_it(dump):
     acc = PrivacyAccountant(PrivacyBudget.approx(2.0, 1e-6))
     t = DPHistogram(
-        10, accountant=acc, mechanism="select-then-count", label="rest", selection_fraction=0.25
+        accountant=acc, mechanism=SelectThenCount(10, selection_fraction=0.25), label="rest"
     )
     run_batch(t, [zipf_keys(500, 3)], dump)
     (charge,) = acc.charges
@@ -410,13 +413,11 @@ def test_recount_source_releases_what_the_single_input_shape_releases(tmp_path, 
     def release(recount: bool, again=path) -> list:
         extra = {"recount_source": ReadKeyBatches(str(again), "key")} if recount else {}
         t = DPHeavyHitters(
-            64,
-            BUDGET,
+            budget=BUDGET,
             top=20,
-            mechanism="select-then-count",
+            mechanism=SelectThenCount(64, **extra),
             noise_source=NoiseSource.insecure_for_tests(11),
             label="hh",
-            **extra,
         )
         with beam.Pipeline(runner=FnApiRunner()) as p:
             assert_that(p | ReadKeyBatches(str(path), "key") | t, dump)
@@ -438,19 +439,19 @@ def test_recount_source_is_refused_where_it_does_not_apply(tmp_path):
     path = tmp_path / "keys.parquet"
     pq.write_table(pa.table({"key": [1, 2]}), path)
     source = ReadKeyBatches(str(path), "key")
-    with pytest.raises(ValueError, match="recount_source"):
+    with pytest.raises(TypeError, match="recount_source"):
+        DesignB(5, recount_source=source)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="recount_source"):
         DPHistogram(5, BUDGET, mechanism="design-b", recount_source=source)
     with pytest.raises(ValueError, match="recount_source"):
         DPHistogram(
-            5,
-            BUDGET,
-            mechanism="select-then-count",
+            budget=BUDGET,
+            mechanism=SelectThenCount(5, recount_source=source),
             privacy_id_fn=lambda r: r[0],
             key_fn=lambda r: r[1],
             max_contributions=1,
-            recount_source=source,
         )
-    t = DPHistogram(5, BUDGET, mechanism="select-then-count", recount_source=source)
+    t = DPHistogram(budget=BUDGET, mechanism=SelectThenCount(5, recount_source=source))
     p = beam.Pipeline(runner=FnApiRunner())
     windowed = p | beam.Create([1, 2]) | beam.WindowInto(FixedWindows(10))
     with pytest.raises(ValueError, match="recount_source"):
@@ -471,13 +472,11 @@ def test_recount_source_neighbours_move_one_count_by_one(tmp_path, dump):
         path = tmp_path / name
         pq.write_table(pa.table({"key": data}), path)
         t = DPHeavyHitters(
-            64,
-            BUDGET,
+            budget=BUDGET,
             top=20,
-            mechanism="select-then-count",
+            mechanism=SelectThenCount(64, recount_source=ReadKeyBatches(str(path), "key")),
             noise_source=NoiseSource.insecure_for_tests(11),
             label="hh",
-            recount_source=ReadKeyBatches(str(path), "key"),
         )
         with beam.Pipeline(runner=FnApiRunner()) as p:
             assert_that(p | ReadKeyBatches(str(path), "key") | t, dump)

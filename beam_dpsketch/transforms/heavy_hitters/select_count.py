@@ -1,77 +1,74 @@
-"""Beam shapes of two heavy-hitter releases: select-then-count and user-level exact counts.
+"""Select-then-count: a DP selection of at most ``k`` keys, then their exact counts with noise.
 
-Used by :class:`~beam_dpsketch.transforms.DPHistogram` and
-:class:`~beam_dpsketch.transforms.DPHeavyHitters` as ``mechanism="select-then-count"`` and
-``mechanism="user-exact"``; the calibration and release functions are Beam-free, in
-:mod:`beam_dpsketch.sketches.misra_gries.select_count` and
-:mod:`beam_dpsketch.sketches.misra_gries.exact`.
+Two releases per window over the same input, accounted as one charge of the whole budget
+(basic composition; :meth:`~beam_dpsketch.transforms.DPTransform.explain` states both parts):
 
-``"select-then-count"`` (element or user level, memory ``O(k)`` per window)
-    Two releases per window over the same input, accounted as one charge of the whole budget
-    (basic composition; :meth:`~beam_dpsketch.transforms.DPTransform.explain` states both
-    parts). The **selection** (budget share
-    ``selection_fraction``, by default 0.52 at element level and 0.75 at user level) first
-    tests, with noise, whether every Misra-Gries segment held all of its distinct keys: then it
-    selects from the exact counts by private partition selection (keys from a count of about
-    ``ln(eps/(2 delta))/eps`` on), otherwise it is the Design B release of Misra-Gries sketches
-    (Lebeda and Tětek, PODS 2023, Sections 6-7) cut to its ``k`` largest noisy estimates
-    (:func:`~beam_dpsketch.sketches.misra_gries.select_count.select_candidates`); at user level it is
-    a Gaussian threshold on hashed one-counter PAMG sketches of ``4 k`` buckets, calibrated
-    for L2 sensitivity ``sqrt(m)`` without group privacy
-    (:func:`~beam_dpsketch.sketches.misra_gries.hashed.hashed_selection`). The
-    released key set reaches a second pass over the same window as a windowed side input; that
-    pass counts exactly those keys (a dict of at most ``k`` counters) and the **count** release
-    (the rest of epsilon) adds discrete Laplace noise of scale ``1/eps_count`` (element level)
-    or ``m/eps_count`` (user level) to every candidate, zero counts included. The selected keys
-    themselves are carried to the count release as one public marker element per window, so the
-    count release exists exactly when the selection is released.
-``"user-exact"`` (user level, memory ``O(distinct keys)`` per window)
-    Exact per-key counts of bounded units (each unit a set of at most ``m`` distinct keys) and
-    GSHM at ``l = m`` (Lebeda and Tětek, Section 8, Theorem 5): noise grows with ``sqrt(m)``,
-    not with ``k``.
+* the **selection** (:class:`SelectionMechanism`, budget share ``selection_fraction``, by default
+  0.52 at element level and 0.75 at user level) first tests, with noise, whether every
+  Misra-Gries segment held all of its distinct keys: then it selects from the exact counts by
+  private partition selection (keys from a count of about ``ln(eps/(2 delta))/eps`` on),
+  otherwise it is the Design B release of Misra-Gries sketches (Lebeda and Tětek, PODS 2023,
+  Sections 6-7) cut to its ``k`` largest noisy estimates
+  (:func:`~beam_dpsketch.sketches.misra_gries.select_count.select_candidates`); at user level it
+  is a Gaussian threshold on hashed one-counter PAMG sketches of ``4 k`` buckets, calibrated for
+  L2 sensitivity ``sqrt(m)`` without group privacy
+  (:func:`~beam_dpsketch.sketches.misra_gries.hashed.hashed_selection`);
+* the **count** (:class:`SelectThenCount`, the rest of epsilon): the released key set reaches a
+  second pass over the same window as a windowed side input, which counts exactly those keys (a
+  dict of at most ``k`` counters), and discrete Laplace noise of scale ``1/eps_count`` (element
+  level) or ``m/eps_count`` (user level) is added to every candidate, zero counts included. The
+  selected keys travel to the count release as one public marker element per window, so the
+  count release exists exactly when the selection is released.
 
-Windowing: select-then-count needs the side input of a window to be complete when that window's
-data are counted, so it accepts the global window and fixed windows with a trigger that fires
-once per window (``ValueError`` at application otherwise, naming the ``mechanism``).
+Windowing: the side input of a window must be complete when that window's data are counted, so
+select-then-count accepts the global window and fixed windows with a trigger that fires once per
+window (``ValueError`` at application otherwise, naming the ``mechanism``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
 from typing import Any
 
 import apache_beam as beam
 
-from beam_dpsketch.hashing import encode_key
-from beam_dpsketch.noise import NoiseSource, NoiseStream
+from beam_dpsketch.noise import NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
-from beam_dpsketch.sketches.misra_gries.exact import exact_user_gshm
-from beam_dpsketch.sketches.misra_gries.hashed import (
-    HashedPAMG,
-    hashed_selection,
-    hashed_selection_parameters,
+from beam_dpsketch.privacy.calibration import discrete_laplace_scale
+from beam_dpsketch.transforms.base import same_windowing
+from beam_dpsketch.transforms.combiners import SketchCombineFn
+from beam_dpsketch.transforms.heavy_hitters.design_b import (
+    DEFAULT_MAX_SHARDS,
+    DesignBCombineFn,
+    approx_pp_calibration,
 )
-from beam_dpsketch.sketches.misra_gries.merged import calibrate_gshm
-from beam_dpsketch.sketches.misra_gries.private import (
-    HeavyHitterEstimate,
-    PostProcessedSum,
-    approx_pp,
+from beam_dpsketch.transforms.heavy_hitters.mechanism import (
+    ELEMENT,
+    USER,
+    HeavyHitterMechanism,
+    check_approx_budget,
+    check_k,
+    design_b_windowing,
 )
-from beam_dpsketch.sketches.misra_gries.select_count import (
+from beam_dpsketch.transforms.heavy_hitters.sketch_layer import (
+    DEFAULT_K,
     DEFAULT_SELECTION_FRACTION,
+    SELECT_COUNT_K,
     CandidateIndex,
+    HashedPAMG,
+    PostProcessedSum,
     check_selection_fraction,
     count_release,
+    hashed_selection,
+    hashed_selection_parameters,
     select_candidates,
     select_count_relation,
     selection_calibration,
     selection_parameters,
     split_budget,
 )
-from beam_dpsketch.transforms.base import same_windowing
-from beam_dpsketch.transforms.combiners import SketchCombineFn
-from beam_dpsketch.transforms.records import KeyEstimate
+from beam_dpsketch.transforms.heavy_hitters.user import USER_BUCKETS_PER_CANDIDATE
 from beam_dpsketch.transforms.release import ReleaseMechanism, ReleaseStep
 from beam_dpsketch.transforms.windowing_rules import WindowingRequirement, accept_windowing
 
@@ -79,15 +76,11 @@ __all__ = [
     "RECOUNT_WINDOWING",
     "SELECT_COUNT",
     "SELECT_COUNT_WINDOWING",
-    "USER_EXACT",
     "USER_SELECTION_FRACTION",
     "CandidateCountCombineFn",
-    "ExactCountCombineFn",
     "SelectThenCount",
+    "SelectThenCountSteps",
     "SelectionMechanism",
-    "SelectedCountMechanism",
-    "UserExactMechanism",
-    "unit_key_set",
 ]
 
 SELECT_COUNT = "select-then-count"
@@ -110,37 +103,13 @@ RECOUNT_WINDOWING = WindowingRequirement(
     default_windowing=True,
     why="it reads the input again into the global window",
 )
-USER_EXACT = "user-exact"
 
 #: Share of epsilon the user-level selection spends unless declared otherwise: its threshold
 #: grows like ``sqrt(m)/eps_sel``, and the keys it keeps are what a user-level release lacks
 #: (benchmarks/RESULTS.md, "User level").
 USER_SELECTION_FRACTION = 0.75
 
-#: Hash buckets of the user-level selection sketch per candidate (``k``): memory ``4 k`` keys,
-#: few collisions among the keys that can pass the threshold.
-USER_BUCKETS_PER_CANDIDATE = 4
-
-
-def user_relation(m: int) -> str:
-    """The neighbouring relation of user-level select-then-count."""
-    return (
-        f"add/remove one privacy unit, whose contribution is a set of at most m={m} distinct "
-        "keys per window (selection: hashed one-counter PAMG sketches, at most m counters "
-        "change by 1; counts: L1 sensitivity m)"
-    )
-
-
-def _relation(m: int | None) -> str:
-    return select_count_relation(None) if m is None else user_relation(m)
-
-
-def _check_approx(name: str, budget: PrivacyBudget) -> None:
-    if budget.kind != "approx" or not budget.delta:
-        raise ValueError(
-            f"{name} is (epsilon, delta)-DP: pass PrivacyBudget.approx(eps, delta) with delta > 0 "
-            f"(got a {budget.kind} budget); the selection needs delta to hide keys"
-        )
+_DELTA_REASON = "the selection needs delta to hide keys"
 
 
 def _split_note(fraction: float) -> str:
@@ -150,46 +119,9 @@ def _split_note(fraction: float) -> str:
     )
 
 
-def unit_key_set(grouped: tuple[Any, Iterable[Any]]) -> list[Any]:
-    """One privacy unit's bounded keys as a list of distinct keys in canonical order.
-
-    Counting each key once per unit is what gives the count vector L1 sensitivity ``m`` and
-    L2 sensitivity ``sqrt(m)``; the canonical order keeps the unit's segment of the selection's
-    Misra-Gries stream independent of arrival order.
-    """
-    return sorted(set(grouped[1]), key=encode_key)
-
-
 # --------------------------------------------------------------------------------------------
 # Exact aggregation (no noise)
 # --------------------------------------------------------------------------------------------
-
-
-class ExactCountCombineFn(beam.CombineFn):
-    """``{key: number of units}`` from per-unit key lists (exact; memory: distinct keys)."""
-
-    def create_accumulator(self) -> dict[Any, int]:
-        return {}
-
-    def add_input(self, acc: dict[Any, int], element: Iterable[Any]) -> dict[Any, int]:
-        get = acc.get
-        for key in element:
-            acc[key] = get(key, 0) + 1
-        return acc
-
-    def merge_accumulators(self, accumulators: Iterable[dict[Any, int]]) -> dict[Any, int]:
-        it = iter(accumulators)
-        first = next(it, None)
-        if first is None:
-            return {}
-        for acc in it:
-            get = first.get
-            for key, count in acc.items():
-                first[key] = get(key, 0) + count
-        return first
-
-    def extract_output(self, acc: dict[Any, int]) -> dict[Any, int]:
-        return acc
 
 
 class _Candidates:
@@ -226,7 +158,16 @@ class CandidateCountCombineFn(beam.CombineFn):
             acc[key] = get(key, 0) + count
         return acc
 
-    merge_accumulators = ExactCountCombineFn.merge_accumulators
+    def merge_accumulators(self, accumulators: Any) -> dict[Any, int]:
+        it = iter(accumulators)
+        first = next(it, None)
+        if first is None:
+            return {}
+        for acc in it:
+            get = first.get
+            for key, count in acc.items():
+                first[key] = get(key, 0) + count
+        return first
 
     def extract_output(self, acc: dict[Any, int]) -> dict[Any, int]:
         return acc
@@ -268,7 +209,7 @@ class SelectionMechanism(ReleaseMechanism):
     ``(selection_fraction * eps, delta)`` of it (the count spends the rest). At user level it
     is :func:`~beam_dpsketch.sketches.misra_gries.hashed.hashed_selection` on a
     :class:`~beam_dpsketch.sketches.misra_gries.hashed.HashedPAMG` of ``4 k`` buckets
-    (:meth:`user_combine_fn`): Gaussian noise for L2 sensitivity ``sqrt(m)``, no group privacy,
+    (:meth:`combine_fn`): Gaussian noise for L2 sensitivity ``sqrt(m)``, no group privacy,
     memory that does not grow with the distinct keys.
 
     Parameters
@@ -290,14 +231,14 @@ class SelectionMechanism(ReleaseMechanism):
         m: int | None,
         selection_fraction: float = DEFAULT_SELECTION_FRACTION,
     ) -> None:
-        self.k = k
+        self.k = check_k(k)
         self.max_shards = max_shards
         self.m = m
         self.selection_fraction = check_selection_fraction(selection_fraction)
         self.name = f"dp-misra-gries/{SELECT_COUNT}: selection (design-b)"
 
     def check_budget(self, budget: PrivacyBudget) -> None:
-        _check_approx(self.name, budget)
+        check_approx_budget(self.name, budget, _DELTA_REASON)
 
     def parameters(self, budget: PrivacyBudget) -> tuple[float, float]:
         """``(eps_sel, delta)``: the selection's share of the transform's ``budget``."""
@@ -311,27 +252,21 @@ class SelectionMechanism(ReleaseMechanism):
         """Hash buckets of the user-level selection sketch."""
         return USER_BUCKETS_PER_CANDIDATE * self.k
 
-    def user_combine_fn(self) -> beam.CombineFn:
-        """The user-level selection's ``CombineFn``: one unit's key list per input element.
-
-        Raises ``ValueError`` at element level, whose selection combines Design B sketches.
-        """
+    def combine_fn(self) -> beam.CombineFn:
+        """The selection's ``CombineFn``: Design B sketches of key batches (element level) or
+        hashed one-counter PAMG sketches of one unit's key list per input element (user level)."""
         if self.m is None:
-            raise ValueError("user_combine_fn: the element-level selection uses Design B")
+            return DesignBCombineFn(self.k, self.max_shards)
         buckets = self.buckets
         return SketchCombineFn(lambda: HashedPAMG(buckets))
 
     def selected_keys(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list:
         """The selected keys (at most ``k``) of one window and pane."""
-        if self.m is None:
-            return list(self._release(accumulator, budget, stream).keys())
         eps_sel, delta = self.parameters(budget)
+        if self.m is None:
+            return list(select_candidates(accumulator, eps_sel, delta, stream, k=self.k).keys())
         chosen = hashed_selection(accumulator, self.m, eps_sel, delta, stream, k=self.k)
         return [x for x, _ in chosen]
-
-    def _release(self, acc: PostProcessedSum, budget: PrivacyBudget, stream: NoiseStream) -> Any:
-        eps0, delta0 = self.parameters(budget)
-        return select_candidates(acc, eps0, delta0, stream, k=self.k)
 
     def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
         # One marker per released pane, empty or not: the count release then exists exactly
@@ -351,7 +286,7 @@ class SelectionMechanism(ReleaseMechanism):
             "sqrt(m) at (eps_sel, delta/2), and a key stored on one side only (counter 1) "
             "passes with probability at most delta / (2 m e^eps_sel); candidates: the k "
             "largest noisy counters (post-processing)",
-            "neighbouring_relation": user_relation(self.m),  # type: ignore[arg-type]
+            "neighbouring_relation": select_count_relation(self.m),
             "memory": f"at most {self.buckets} keys (hash buckets), whatever the distinct keys",
         }
 
@@ -360,18 +295,12 @@ class SelectionMechanism(ReleaseMechanism):
             return self._user_describe(budget)
         eps0, delta0 = self.parameters(budget)
         cal = selection_calibration(eps0, delta0, self.k)
-        # The sketch branch's calibration, from an empty sum (public parameters only).
-        probe = approx_pp(
-            PostProcessedSum(self.k, max_shards=self.max_shards),
-            cal.branch_epsilon,
-            cal.branch_delta,
-            NoiseSource.insecure_for_tests(0).stream("describe"),
-            count_fraction=0.0,
-        )
-        out = {
-            "noise": probe.noise.distribution,
-            "noise_scale": float(probe.noise.scale),
-            "threshold": float(probe.threshold),
+        # The sketch branch: Design B's APPROX_PP without the element count.
+        branch = approx_pp_calibration(self.k, cal.branch_epsilon, cal.branch_delta, 0.0)
+        return {
+            "noise": "discrete_laplace",
+            "noise_scale": branch.noise_scale,
+            "threshold": float(branch.threshold),
             "exact_threshold": float(cal.exact_median),
             "exact_selection": (
                 "private partition selection on the exact counts (Desfontaines, Voss, Gipson "
@@ -391,84 +320,141 @@ class SelectionMechanism(ReleaseMechanism):
             "largest noisy values (post-processing)",
             "neighbouring_relation": select_count_relation(None),
         }
-        return out
 
 
-class SelectedCountMechanism(ReleaseMechanism):
-    """Select-then-count as one accounted release: the count, with the selection's facts.
+class SelectThenCount(HeavyHitterMechanism):
+    """Select-then-count (element or user level; :class:`~beam_dpsketch.transforms.DPHeavyHitters`'
+    default at element level).
 
-    The count step of the transform: discrete Laplace noise on every candidate's exact count,
-    spending ``((1 - selection_fraction) * eps, 0)`` of the per-release budget ``(eps, delta)``
-    it receives. The selection (a separate release step with its own noise stream, spending the
-    rest) is accounted here: :meth:`privacy_cost` is the whole ``(eps, delta)`` by basic
-    composition, and :meth:`describe` states both parts.
+    A DP selection of at most ``k`` candidate keys (:class:`SelectionMechanism`, share
+    ``selection_fraction`` of epsilon), then the exact counts of those keys in the same window
+    released with discrete Laplace noise, zero counts included (the rest of epsilon, no delta):
+    counts that carry noise error only, in memory ``O(k)``. This object is the count release,
+    accounted once for both parts; the selection runs as a second release step with its own
+    noise stream (:class:`SelectThenCountSteps`). Global or fixed windows, a trigger that fires
+    once per window.
 
     Parameters
     ----------
     k
-        Maximum number of candidates.
-    top
-        If given, only the ``top`` largest noisy counts are emitted (post-processing).
-    m
-        ``None`` at element level (L1 sensitivity 1); the contribution bound at user level
-        (L1 sensitivity ``m``).
-    selection
-        The selection mechanism (for :meth:`describe` and the budget split).
+        Misra-Gries counters per selection segment and most candidates (default: ``SELECT_COUNT_K``
+        = 131072 at element level, whose selection uses the sketches' exact counts when every
+        segment held all of its distinct keys;
+        :data:`~beam_dpsketch.sketches.misra_gries.DEFAULT_K` = 4096 at user level).
+    max_shards
+        Element level: declared maximum number of Design B segments per window of the
+        selection (at most ``max_shards * k`` keys at its aggregator).
+    selection_fraction
+        Share of epsilon spent on the selection, in ``(0, 1)`` (default 0.52 at element level,
+        0.75 at user level); the count gets the rest and no delta.
+    recount_source
+        Element level, global window only: a root ``PTransform`` that reads the same input again
+        (e.g. a second :class:`~beam_dpsketch.transforms.ReadKeyBatches` of the same files). The
+        count pass reads it once the selection is final, so a runner need not hold the whole
+        input until then. The guarantee does not depend on it being the same data: each pass is
+        DP for its own input under add/remove of one element, and the two compose as before.
+
+    Notes
+    -----
+    **Privacy guarantee.** ``(epsilon, delta)``-DP per release by basic composition of the
+    selection ``(selection_fraction * eps, delta)`` and the count ``((1 - selection_fraction) *
+    eps, 0)``, under add/remove of one element (selection under A-PART) or of one privacy unit's
+    set of at most ``m`` distinct keys (L1 sensitivity ``m`` for the count).
     """
 
-    #: The count of every selected key states its error bound.
-    record_type = HeavyHitterEstimate
+    key = SELECT_COUNT
+    levels = (ELEMENT, USER)
+    delta_reason = _DELTA_REASON
 
     def __init__(
-        self, k: int, top: int | None, m: int | None, selection: SelectionMechanism
+        self,
+        k: int | None = None,
+        *,
+        max_shards: int = DEFAULT_MAX_SHARDS,
+        selection_fraction: float | None = None,
+        recount_source: beam.PTransform | None = None,
     ) -> None:
-        self.k = k
-        self.top = top
-        self.m = m
-        self.selection = selection
-        self.name = f"dp-misra-gries/{SELECT_COUNT}"
+        super().__init__(SELECT_COUNT_K if k is None else k)
+        PostProcessedSum(self.k, max_shards=max_shards)  # checks max_shards, names it
+        self.k_declared = k
+        self.max_shards = max_shards
+        self.selection_fraction_declared = (
+            None if selection_fraction is None else check_selection_fraction(selection_fraction)
+        )
+        if recount_source is not None and not isinstance(recount_source, beam.PTransform):
+            raise ValueError(
+                "recount_source must be a root PTransform that reads the input again, got "
+                f"{type(recount_source).__name__}"
+            )
+        self.recount_source = recount_source
+        self.selection = SelectionMechanism(
+            self.k, max_shards, None, self.selection_fraction_declared or DEFAULT_SELECTION_FRACTION
+        )
+
+    def parameters(self) -> dict[str, Any]:
+        return {
+            "k": self.k_declared,
+            "max_shards": self.max_shards,
+            "selection_fraction": self.selection_fraction_declared,
+            "recount_source": self.recount_source,
+        }
+
+    def on_bind(self) -> None:
+        user_level = self.max_contributions is not None
+        if user_level and self.recount_source is not None:
+            raise ValueError(
+                f"recount_source applies to mechanism {SELECT_COUNT!r} at element level: leave "
+                "it out with privacy_id_fn"
+            )
+        if self.k_declared is None:
+            self.k = DEFAULT_K if user_level else SELECT_COUNT_K
+        fraction = self.selection_fraction_declared
+        if fraction is None:
+            fraction = USER_SELECTION_FRACTION if user_level else DEFAULT_SELECTION_FRACTION
+        self.selection = SelectionMechanism(
+            self.k, self.max_shards, self.max_contributions, fraction
+        )
 
     @property
     def sensitivity(self) -> int:
         """L1 sensitivity of the candidate count vector."""
-        return 1 if self.m is None else self.m
+        return 1 if self.max_contributions is None else int(self.max_contributions)
 
-    def check_budget(self, budget: PrivacyBudget) -> None:
-        _check_approx(self.name, budget)
+    def combine_fn(self) -> beam.CombineFn:
+        return CandidateCountCombineFn()
 
     def count_epsilon(self, budget: PrivacyBudget) -> float:
         """The count's share of ``budget.epsilon``."""
         return split_budget(budget.epsilon, self.selection.selection_fraction)[1]  # type: ignore[arg-type]
 
-    def _release(self, acc: dict[Any, int], budget: PrivacyBudget, stream: NoiseStream) -> Any:
-        return count_release(
-            acc,
-            acc.keys(),
+    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
+        m = self.max_contributions
+        released = count_release(
+            accumulator,
+            accumulator.keys(),
             self.count_epsilon(budget),
             stream,
             k=self.k,
             sensitivity=self.sensitivity,
-            relation=_relation(self.m),
-            privacy_unit="element" if self.m is None else "user",
+            relation=select_count_relation(m),
+            privacy_unit=ELEMENT if m is None else USER,
         )
-
-    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
-        released = self._release(accumulator, budget, stream)
         if self.top is None:
             return released.estimates()
         return sorted(released.top(self.top).estimates(), key=lambda kv: -kv[1])
 
-    def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
-        probe = self._release({}, budget, NoiseSource.insecure_for_tests(0).stream("describe"))
+    def calibration(self, budget: PrivacyBudget) -> dict[str, Any]:
+        m = self.max_contributions
         sel = self.selection.describe(budget)
         unit = (
             "one element changes one count by 1"
-            if self.m is None
-            else f"one unit adds 1 to at most m={self.m} distinct candidates"
+            if m is None
+            else f"one unit adds 1 to at most m={m} distinct candidates"
         )
-        out = {
-            "noise": f"count: {probe.noise.distribution}; selection: {sel['noise']}",
-            "noise_scale": float(probe.noise.scale),
+        scale = discrete_laplace_scale(self.sensitivity, self.count_epsilon(budget))
+        return {
+            "noise": f"count: discrete_laplace; selection: {sel['noise']}",
+            "noise_scale": float(scale),
             "threshold": None,
             "selection_noise_scale": sel["noise_scale"],
             "selection_threshold": sel["threshold"],
@@ -481,62 +467,35 @@ class SelectedCountMechanism(ReleaseMechanism):
             "sensitivity": f"count: L1 = {self.sensitivity} ({unit}), every candidate released, "
             "zero counts included, so which keys appear depends only on the selection; "
             f"selection: {sel['sensitivity']}",
-            "neighbouring_relation": _relation(self.m),
+            "neighbouring_relation": select_count_relation(m),
             "budget_split": _split_note(self.selection.selection_fraction),
             "memory": f"O(k): at most k = {self.k} candidate counters per window; selection "
             + (
-                f"at most max_shards * k = {self.selection.max_shards * self.k} keys"
-                if self.m is None
+                f"at most max_shards * k = {self.max_shards * self.k} keys"
+                if m is None
                 else f"at most {self.selection.buckets} keys (hash buckets)"
             ),
         }
-        return out
 
-
-class UserExactMechanism(ReleaseMechanism):
-    """GSHM at ``l = m`` on exact per-key unit counts (:func:`exact_user_gshm`).
-
-    Parameters
-    ----------
-    m
-        Contribution bound (distinct keys per unit and window).
-    top
-        If given, only the ``top`` largest noisy counts are emitted (post-processing).
-    """
-
-    #: Noisy counts without a per-value error bound.
-    record_type = KeyEstimate
-
-    def __init__(self, m: int, top: int | None) -> None:
-        self.m = m
-        self.top = top
-        self.name = f"dp-misra-gries/{USER_EXACT} (GSHM at l=m)"
-
-    def check_budget(self, budget: PrivacyBudget) -> None:
-        _check_approx(self.name, budget)
-
-    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
-        released = exact_user_gshm(accumulator, self.m, budget.epsilon, budget.delta, stream)  # type: ignore[arg-type]
-        if self.top is None:
-            return [KeyEstimate(*kv) for kv in released.items]
-        return [
-            KeyEstimate(*kv) for kv in sorted(released.top(self.top).items, key=lambda kv: -kv[1])
-        ]
-
-    def describe(self, budget: PrivacyBudget) -> dict[str, Any]:
-        params = calibrate_gshm(self.m, budget.epsilon, budget.delta)  # type: ignore[arg-type]
-        return {
-            "noise": "gaussian",
-            "noise_scale": float(params.sigma),
-            "threshold": float(params.threshold),
-            "sensitivity": f"one unit changes at most l = m = {self.m} counts by 1, one "
-            "direction (Lebeda and Tetek, Section 8, Theorem 5)",
-            "neighbouring_relation": (
-                f"add/remove one privacy unit, whose contribution is a set of at most "
-                f"m={self.m} distinct keys per window"
+    def windowing_requirement(self, defaulted_by: str | None = None) -> WindowingRequirement:
+        if self.recount_source is not None:
+            return RECOUNT_WINDOWING
+        if defaulted_by is None:
+            return SELECT_COUNT_WINDOWING
+        return dataclasses.replace(
+            SELECT_COUNT_WINDOWING,
+            who=f"{defaulted_by}, which defaults to mechanism {SELECT_COUNT!r},",
+            instead=(
+                (
+                    "mechanism='design-b'",
+                    design_b_windowing("mechanism 'design-b'", self.user_level),
+                ),
             ),
-            "memory": "grows with the number of distinct keys per window (exact histogram)",
-        }
+        )
+
+    def steps(self, count_step: ReleaseStep) -> SelectThenCountSteps:
+        """The two release steps of one application: the selection and ``count_step``."""
+        return SelectThenCountSteps(count_step, self.selection.combine_fn())
 
 
 # --------------------------------------------------------------------------------------------
@@ -567,28 +526,28 @@ class _ApplyStep(beam.PTransform):
         return self._step.expand(pcoll, self._run_salt)
 
 
-class SelectThenCount:
+class SelectThenCountSteps:
     """The selection step and the count step of one select-then-count transform.
 
     The count step is the owner's accounted step: it charges the owner's accountant once for
-    the whole mechanism (basic composition of both parts, see
-    :class:`SelectedCountMechanism`). The selection step is planned with the same budget on a
-    private accountant (it only needs the per-release budget, which it splits the same way),
-    and releases under the label ``<name>/selection`` so that its noise stream is its own.
+    the whole mechanism (basic composition of both parts, see :class:`SelectThenCount`). The
+    selection step is planned with the same budget on a private accountant (it only needs the
+    per-release budget, which it splits the same way), and releases under the label
+    ``<name>/selection`` so that its noise stream is its own.
 
     Parameters
     ----------
     count_step
         The owner's release step (:class:`CandidateCountCombineFn` and
-        :class:`SelectedCountMechanism`); its options (privacy unit, panes, windows, range) are
-        the selection's too.
+        :class:`SelectThenCount`); its options (privacy unit, panes, windows, range) are the
+        selection's too.
     selection_combine
-        The Design B ``CombineFn`` of the owner.
+        The selection's ``CombineFn`` (:meth:`SelectionMechanism.combine_fn`).
     """
 
     def __init__(self, count_step: ReleaseStep, selection_combine: beam.CombineFn) -> None:
-        if not isinstance(count_step.mechanism, SelectedCountMechanism):
-            raise TypeError("count_step must release with a SelectedCountMechanism")
+        if not isinstance(count_step.mechanism, SelectThenCount):
+            raise TypeError("count_step must release with a SelectThenCount mechanism")
         self.count = count_step
         self._selection_combine = selection_combine
         self.selection: ReleaseStep | None = None
@@ -634,9 +593,9 @@ class SelectThenCount:
 
         ``run_salt`` is the owner's run salt side input
         (:func:`~beam_dpsketch.transforms.base.run_salt_input`), read by both releases.
-        ``recount``, if given, is the same input read again (see ``recount_source`` of
-        :class:`~beam_dpsketch.transforms.DPHistogram`): the count pass reads it after the
-        selection is final, so no runner has to hold ``pcoll`` until then.
+        ``recount``, if given, is the same input read again (``recount_source`` of
+        :class:`SelectThenCount`): the count pass reads it after the selection is final, so no
+        runner has to hold ``pcoll`` until then.
         """
         if self.selection is None:
             raise RuntimeError("select-then-count is expanded only after plan()")
