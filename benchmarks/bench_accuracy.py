@@ -227,10 +227,13 @@ def _batches(keys: np.ndarray) -> Iterator[np.ndarray]:
 def _histogram(mechanism: str, k: int, epsilon: float, max_shards: int | None, **kw: Any) -> Any:
     from beam_dpsketch.privacy import PrivacyBudget
     from beam_dpsketch.transforms import DPHistogram
+    from beam_dpsketch.transforms.heavy_hitters import MECHANISM_CLASSES
 
+    # max_shards is a parameter of the mechanisms that bound a Design B aggregate only.
+    chosen: Any = mechanism
     if max_shards is not None and mechanism in ("design-b", "select-then-count"):
-        kw["max_shards"] = max_shards
-    return DPHistogram(k, PrivacyBudget.approx(epsilon, DELTA), mechanism=mechanism, **kw)
+        chosen = MECHANISM_CLASSES[mechanism](k, max_shards=max_shards)
+    return DPHistogram(k, PrivacyBudget.approx(epsilon, DELTA), mechanism=chosen, **kw)
 
 
 def _counters(aggregate: Any) -> int | None:

@@ -95,7 +95,7 @@ def release(mechanism: str, m: int, eps: float, units: list[list[int]], trial: i
     parts = [list(p) for p in np.array_split(np.asarray(units, dtype=object), SEGMENTS)]
     if mechanism == "select-then-count":
         selection = step.mechanism.selection
-        selection_input = _drive(selection.user_combine_fn(), parts)
+        selection_input = _drive(selection.combine_fn(), parts)
         markers = selection.release(selection_input, budget, source.stream((*cell, "selection")))
         candidates = {x for mk in markers for x in mk.keys}
         exact: dict[int, int] = {}
