@@ -33,7 +33,6 @@ from beam_dpsketch.transforms.batching import is_key_batch
 from beam_dpsketch.transforms.heavy_hitters.mechanism import (
     HeavyHitterMechanism,
     design_b_windowing,
-    released_records,
 )
 from beam_dpsketch.transforms.heavy_hitters.sketch_layer import (
     DEFAULT_COUNT_FRACTION,
@@ -42,6 +41,7 @@ from beam_dpsketch.transforms.heavy_hitters.sketch_layer import (
     NEIGHBOURING_ELEMENT,
     NEIGHBOURING_SHARDED,
     ExactnessTest,
+    HeavyHitterRelease,
     MisraGries,
     PostProcessedSum,
     check_count_fraction,
@@ -381,15 +381,16 @@ class DesignB(HeavyHitterMechanism):
     def combine_fn(self) -> beam.CombineFn:
         return DesignBCombineFn(self.k, self.max_shards)
 
-    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
-        released = gated_approx_pp(
+    def release_object(
+        self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
+    ) -> HeavyHitterRelease:
+        return gated_approx_pp(
             accumulator,
             budget.epsilon,  # type: ignore[arg-type]
             budget.delta,  # type: ignore[arg-type]
             stream,
             count_fraction=self.count_fraction,
         )
-        return released_records(released, self.top)
 
     def calibration(self, budget: PrivacyBudget) -> dict[str, Any]:
         gate = exactness_test_calibration(budget.epsilon, budget.delta, self.k)  # type: ignore[arg-type]

@@ -27,9 +27,13 @@ from typing import Any, ClassVar
 import apache_beam as beam
 
 from beam_dpsketch.checks import check_int
+from beam_dpsketch.noise import NoiseStream
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms.bounding import BOUNDED_RELEASE_WINDOWING
-from beam_dpsketch.transforms.heavy_hitters.sketch_layer import HeavyHitterEstimate
+from beam_dpsketch.transforms.heavy_hitters.sketch_layer import (
+    HeavyHitterEstimate,
+    HeavyHitterRelease,
+)
 from beam_dpsketch.transforms.records import as_key_estimate
 from beam_dpsketch.transforms.release import ReleaseMechanism
 from beam_dpsketch.transforms.windowing_rules import WindowingRequirement
@@ -90,7 +94,7 @@ class HeavyHitterMechanism(ReleaseMechanism):
     Subclasses set :attr:`key` (the mechanism's name in
     :data:`~beam_dpsketch.transforms.heavy_hitters.MECHANISMS`), :attr:`levels` (the privacy
     units it releases for) and implement :meth:`combine_fn`, :meth:`calibration` and
-    :meth:`~beam_dpsketch.transforms.release.ReleaseMechanism.release`.
+    :meth:`release_object` (the release with its metadata; :meth:`release` emits its records).
 
     Parameters
     ----------
@@ -174,6 +178,19 @@ class HeavyHitterMechanism(ReleaseMechanism):
     @abc.abstractmethod
     def combine_fn(self) -> beam.CombineFn:
         """The exact, noiseless ``CombineFn`` whose output :meth:`release` takes."""
+
+    @abc.abstractmethod
+    def release_object(
+        self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
+    ) -> HeavyHitterRelease:
+        """The sketch layer's release of ``accumulator``, with its metadata.
+
+        :meth:`release` emits its records; the object itself never leaves the release step.
+        Its noise scale, threshold and details are what :meth:`calibration` states up front.
+        """
+
+    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
+        return released_records(self.release_object(accumulator, budget, stream), self.top)
 
     def prepare(self, keys: beam.PCollection) -> beam.PCollection:
         """A step between the key batches and :meth:`combine_fn` (default: none)."""

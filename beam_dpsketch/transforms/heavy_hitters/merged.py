@@ -17,7 +17,7 @@ from beam_dpsketch.noise import NoiseStream
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms.combiners import SketchCombineFn
 from beam_dpsketch.transforms.heavy_hitters.design_b import gate_description
-from beam_dpsketch.transforms.heavy_hitters.mechanism import HeavyHitterMechanism, released_records
+from beam_dpsketch.transforms.heavy_hitters.mechanism import HeavyHitterMechanism
 from beam_dpsketch.transforms.heavy_hitters.sequential import sketch_check_facts
 from beam_dpsketch.transforms.heavy_hitters.sketch_layer import (
     DEFAULT_K,
@@ -40,7 +40,8 @@ class MergedMechanism(HeavyHitterMechanism):
     """A release of a ``MERGE_k``-merged sketch behind the exactness gate (shared part).
 
     Subclasses give the noise (:attr:`noise`), the exact branch's noise (:attr:`exact_noise`),
-    the sketch release and the sketch branch's ``(noise scale, threshold)``.
+    the gated release (:meth:`release_object`) and the sketch branch's ``(noise scale,
+    threshold)``.
     """
 
     noise: ClassVar[str]
@@ -52,18 +53,9 @@ class MergedMechanism(HeavyHitterMechanism):
     def combine_fn(self) -> beam.CombineFn:
         return SketchCombineFn.misra_gries(self.k)
 
-    def sketch_release(
-        self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
-    ) -> HeavyHitterRelease:
-        """The gated release of one merged sketch."""
-        raise NotImplementedError
-
     def branch_noise(self, check: SketchCheck, delta: float) -> tuple[float, float]:
         """``(noise scale, threshold)`` of the sketch branch released at ``check``'s slice."""
         raise NotImplementedError
-
-    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
-        return released_records(self.sketch_release(accumulator, budget, stream), self.top)
 
     def calibration(self, budget: PrivacyBudget) -> dict[str, Any]:
         gate = exactness_test_calibration(budget.epsilon, budget.delta, self.k)  # type: ignore[arg-type]
@@ -109,7 +101,7 @@ class MergedGSHM(MergedMechanism):
     noise = "gaussian"
     exact_noise = "Gaussian noise calibrated as GSHM at l = 1"
 
-    def sketch_release(
+    def release_object(
         self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
     ) -> HeavyHitterRelease:
         return merged_gshm(
@@ -149,7 +141,7 @@ class MergedLaplace(MergedMechanism):
     noise = "discrete_laplace"
     exact_noise = "discrete Laplace noise of scale 1/eps_b"
 
-    def sketch_release(
+    def release_object(
         self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
     ) -> HeavyHitterRelease:
         return merged_laplace(

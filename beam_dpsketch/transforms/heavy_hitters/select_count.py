@@ -57,6 +57,7 @@ from beam_dpsketch.transforms.heavy_hitters.sketch_layer import (
     SELECT_COUNT_K,
     CandidateIndex,
     HashedPAMG,
+    HeavyHitterRelease,
     PostProcessedSum,
     check_selection_fraction,
     count_release,
@@ -260,11 +261,20 @@ class SelectionMechanism(ReleaseMechanism):
         buckets = self.buckets
         return SketchCombineFn(lambda: HashedPAMG(buckets))
 
+    def release_object(
+        self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
+    ) -> HeavyHitterRelease:
+        """The element-level selection's release with its metadata (never leaves the step)."""
+        if self.m is not None:
+            raise ValueError("release_object: the user-level selection releases keys only")
+        eps_sel, delta = self.parameters(budget)
+        return select_candidates(accumulator, eps_sel, delta, stream, k=self.k)
+
     def selected_keys(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list:
         """The selected keys (at most ``k``) of one window and pane."""
-        eps_sel, delta = self.parameters(budget)
         if self.m is None:
-            return list(select_candidates(accumulator, eps_sel, delta, stream, k=self.k).keys())
+            return list(self.release_object(accumulator, budget, stream).keys())
+        eps_sel, delta = self.parameters(budget)
         chosen = hashed_selection(accumulator, self.m, eps_sel, delta, stream, k=self.k)
         return [x for x, _ in chosen]
 
@@ -427,9 +437,11 @@ class SelectThenCount(HeavyHitterMechanism):
         """The count's share of ``budget.epsilon``."""
         return split_budget(budget.epsilon, self.selection.selection_fraction)[1]  # type: ignore[arg-type]
 
-    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
+    def release_object(
+        self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
+    ) -> HeavyHitterRelease:
         m = self.max_contributions
-        released = count_release(
+        return count_release(
             accumulator,
             accumulator.keys(),
             self.count_epsilon(budget),
@@ -439,6 +451,9 @@ class SelectThenCount(HeavyHitterMechanism):
             relation=select_count_relation(m),
             privacy_unit=ELEMENT if m is None else USER,
         )
+
+    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
+        released = self.release_object(accumulator, budget, stream)
         if self.top is None:
             return released.estimates()
         return sorted(released.top(self.top).estimates(), key=lambda kv: -kv[1])

@@ -28,12 +28,12 @@ from beam_dpsketch.transforms.combiners import MergeSketchesCombineFn
 from beam_dpsketch.transforms.heavy_hitters.mechanism import (
     HeavyHitterMechanism,
     design_b_windowing,
-    released_records,
 )
 from beam_dpsketch.transforms.heavy_hitters.sketch_layer import (
     DEFAULT_K,
     ERROR_CONFIDENCE,
     NEIGHBOURING_ELEMENT,
+    HeavyHitterRelease,
     MisraGries,
     pmg,
     pmg_parameters,
@@ -155,15 +155,16 @@ class Sequential(HeavyHitterMechanism):
             .with_output_types(MisraGries)
         )
 
-    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
-        released = pmg(
+    def release_object(
+        self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
+    ) -> HeavyHitterRelease:
+        return pmg(
             accumulator,
             budget.epsilon,  # type: ignore[arg-type]
             budget.delta,  # type: ignore[arg-type]
             stream,
             error_confidence=ERROR_CONFIDENCE,
         )
-        return released_records(released, self.top)
 
     def calibration(self, budget: PrivacyBudget) -> dict[str, Any]:
         check = sketch_check_calibration(budget.epsilon, self.k)  # type: ignore[arg-type]

@@ -27,11 +27,11 @@ from beam_dpsketch.transforms.combiners import SketchCombineFn
 from beam_dpsketch.transforms.heavy_hitters.mechanism import (
     USER,
     HeavyHitterMechanism,
-    released_records,
 )
 from beam_dpsketch.transforms.heavy_hitters.sketch_layer import (
     DEFAULT_K,
     HashedPAMG,
+    HeavyHitterRelease,
     calibrate_gshm,
     exact_user_gshm,
     hashed_pamg_gshm,
@@ -139,8 +139,10 @@ class PamgGSHM(HeavyHitterMechanism):
         buckets = self.buckets
         return SketchCombineFn(lambda: HashedPAMG(buckets))
 
-    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
-        released = hashed_pamg_gshm(
+    def release_object(
+        self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
+    ) -> HeavyHitterRelease:
+        return hashed_pamg_gshm(
             accumulator,
             self.m,
             budget.epsilon,  # type: ignore[arg-type]
@@ -148,7 +150,6 @@ class PamgGSHM(HeavyHitterMechanism):
             stream,
             k=self.k,
         )
-        return released_records(released, self.top)
 
     def calibration(self, budget: PrivacyBudget) -> dict[str, Any]:
         params = hashed_selection_parameters(self.m, budget.epsilon, budget.delta)  # type: ignore[arg-type]
@@ -216,8 +217,13 @@ class UserExact(HeavyHitterMechanism):
     def combine_fn(self) -> beam.CombineFn:
         return ExactCountCombineFn()
 
+    def release_object(
+        self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
+    ) -> HeavyHitterRelease:
+        return exact_user_gshm(accumulator, self.m, budget.epsilon, budget.delta, stream)  # type: ignore[arg-type]
+
     def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
-        released = exact_user_gshm(accumulator, self.m, budget.epsilon, budget.delta, stream)  # type: ignore[arg-type]
+        released = self.release_object(accumulator, budget, stream)
         if self.top is None:
             return [KeyEstimate(*kv) for kv in released.items]
         return [
