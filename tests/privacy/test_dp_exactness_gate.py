@@ -31,10 +31,10 @@ from privacy_audit import FAILURE, epsilon_lower_bound
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma, noise_lattice
 from beam_dpsketch.sketches import MisraGries
+from beam_dpsketch.sketches.misra_gries import PostProcessedSum
 from beam_dpsketch.sketches.misra_gries.gate import exact_histogram_release, gated_approx_pp
 from beam_dpsketch.sketches.misra_gries.gshm import calibrate_gshm
 from beam_dpsketch.sketches.misra_gries.merged import merged_gshm, merged_laplace
-from beam_dpsketch.sketches.misra_gries.private import PostProcessedSum
 from beam_dpsketch.sketches.misra_gries.select_count import exactness_test_calibration
 
 TRIALS = 3000

@@ -1,6 +1,6 @@
 """Privacy of the sequential (PMG) release on the lattice, on worst-case neighbours.
 
-:func:`~beam_dpsketch.sketches.misra_gries.private.pmg` (discrete noise, default) runs
+:func:`~beam_dpsketch.sketches.misra_gries.pmg` (discrete noise, default) runs
 Algorithm 2 of Lebeda and Tetek on ``g`` times the counters, with both draws of scale ``g/eps``,
 and reads the values in units of ``1/g`` (docs/algorithms.md#mg-lattice). Neighbouring streams
 change the sketch in one of two ways ([LT23, Lemma 5]): one counter by one count (``g`` lattice
@@ -27,10 +27,11 @@ import pytest
 from privacy_audit import FAILURE, epsilon_lower_bound
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.sketches.misra_gries.core import geometric_union_tail, laplace_scale_exact
+from beam_dpsketch.privacy.calibration import discrete_laplace_scale
+from beam_dpsketch.sketches.misra_gries import pmg
 from beam_dpsketch.sketches.misra_gries.pmg_release import pmg_noisy_sketch, pmg_parameters
-from beam_dpsketch.sketches.misra_gries.private import pmg
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
+from beam_dpsketch.sketches.misra_gries.tails import geometric_union_tail
 
 SRC = NoiseSource.insecure_for_tests(2612)
 EPS, DELTA, K, C, R = 1.0, 1e-6, 8, 1000, 1500
@@ -51,7 +52,7 @@ def old_scale(sk: MisraGries, st) -> list:
     _, tau, _ = pmg_parameters(
         EPS, DELTA, noise="discrete_laplace", threshold_form="spec", draws=6, lattice=G
     )
-    scale = laplace_scale_exact(1, EPS)
+    scale = discrete_laplace_scale(1, EPS)
     pairs = pmg_noisy_sketch(sk, "discrete_laplace", scale, tau, st, lattice=G)
     return [(key, y / G) for key, y in pairs]
 
@@ -95,7 +96,7 @@ def test_lattice_parameters_are_the_integer_form_scaled():
     scale, tau, _ = pmg_parameters(
         EPS, DELTA, noise="discrete_laplace", threshold_form="spec", draws=6, lattice=G
     )
-    assert scale == G * laplace_scale_exact(1, EPS)
+    assert scale == G * discrete_laplace_scale(1, EPS)
     t = geometric_union_tail(scale, DELTA, 6)
     assert tau == G + 2 * t and rel.threshold == tau / G
     a = math.exp(-1.0 / float(scale))

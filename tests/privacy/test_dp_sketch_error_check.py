@@ -30,7 +30,7 @@ import numpy as np
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries import merged_gshm, merged_laplace, pmg
-from beam_dpsketch.sketches.misra_gries.core import (
+from beam_dpsketch.sketches.misra_gries.error_check import (
     SKETCH_CHECK_FAILURE,
     sketch_check_calibration,
 )

@@ -83,16 +83,6 @@ from beam_dpsketch.sketches.misra_gries.baselines import (
     gaussian_histogram,
     stability_histogram,
 )
-from beam_dpsketch.sketches.misra_gries.core import (
-    ERROR_CONFIDENCE,
-    NEIGHBOURING_ELEMENT,
-    NEIGHBOURING_SHARDED,
-    ErrorBound,
-    HeavyHitterEstimate,
-    HeavyHitterRelease,
-    NoiseSpec,
-    Universe,
-)
 from beam_dpsketch.sketches.misra_gries.design_b import (
     DEFAULT_COUNT_FRACTION,
     PostProcessedSum,
@@ -111,6 +101,15 @@ from beam_dpsketch.sketches.misra_gries.merged import (
     recommend_merged_mechanism,
 )
 from beam_dpsketch.sketches.misra_gries.pmg_release import pmg, pmg_standard
+from beam_dpsketch.sketches.misra_gries.release import (
+    ERROR_CONFIDENCE,
+    NEIGHBOURING_ELEMENT,
+    NEIGHBOURING_SHARDED,
+    ErrorBound,
+    HeavyHitterEstimate,
+    HeavyHitterRelease,
+    NoiseSpec,
+)
 from beam_dpsketch.sketches.misra_gries.sizing import (
     DEFAULT_K,
     apriori_error,
@@ -119,6 +118,7 @@ from beam_dpsketch.sketches.misra_gries.sizing import (
     suggest_k,
 )
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
+from beam_dpsketch.sketches.misra_gries.universe import Universe
 from beam_dpsketch.sketches.misra_gries.user import (
     PAMGSketch,
     flatten_users,

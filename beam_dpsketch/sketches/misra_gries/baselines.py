@@ -16,29 +16,31 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from beam_dpsketch.checks import check_choice, check_int, check_probability
 from beam_dpsketch.hashing import canonical_key, canonical_keys, encode_key
 from beam_dpsketch.noise import NoiseStream
-from beam_dpsketch.sketches.misra_gries.core import (
+from beam_dpsketch.privacy.budget import check_delta, check_epsilon
+from beam_dpsketch.privacy.calibration import discrete_laplace_scale
+from beam_dpsketch.sketches.misra_gries.gshm import calibrate_gshm, gshm_release
+from beam_dpsketch.sketches.misra_gries.merged import merged_laplace, merged_pure
+from beam_dpsketch.sketches.misra_gries.release import (
     NEIGHBOURING_ELEMENT,
     HeavyHitterRelease,
     NoiseSpec,
-    Universe,
-    check_approx_delta,
-    check_beta,
-    check_eps,
-    check_noise_kind,
-    check_positive_int,
     check_stream,
+    make_release,
+)
+from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
+from beam_dpsketch.sketches.misra_gries.tails import (
+    NOISE_KINDS,
     draw,
     geometric_union_tail,
-    laplace_scale_exact,
     laplace_union_tail,
-    make_release,
     noisy_sums,
 )
-from beam_dpsketch.sketches.misra_gries.gshm import calibrate_gshm, gshm_release
-from beam_dpsketch.sketches.misra_gries.merged import merged_laplace, merged_pure
-from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
+from beam_dpsketch.sketches.misra_gries.universe import (
+    Universe,
+)
 from beam_dpsketch.sketches.misra_gries.user import user_set_relation
 
 __all__ = ["chan_pure", "chan_thresholded", "gaussian_histogram", "stability_histogram"]
@@ -142,11 +144,11 @@ def stability_histogram(
         ``"discrete_laplace"`` or ``"laplace"``.
     """
     values = _as_counts(counts)
-    eps = check_eps(epsilon)
-    dl = check_approx_delta(delta)
-    check_noise_kind(noise)
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta, allow_zero=False)
+    check_choice(noise, "noise", NOISE_KINDS)
     check_stream(stream)
-    scale = laplace_scale_exact(1, eps)
+    scale = discrete_laplace_scale(1, eps)
     if noise == "discrete_laplace":
         tau: float | int = 1 + geometric_union_tail(scale, dl, 1)
     else:
@@ -186,10 +188,10 @@ def gaussian_histogram(
     user's set of at most ``m`` distinct elements.
     """
     values = _as_counts(counts)
-    eps = check_eps(epsilon)
-    dl = check_approx_delta(delta)
-    m = check_positive_int(max_contributions, "max_contributions")
-    b = check_beta(beta)
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta, allow_zero=False)
+    m = check_int(max_contributions, "max_contributions")
+    b = check_probability(beta, "beta")
     check_stream(stream)
     params = calibrate_gshm(m, eps, dl, beta=b)
     pairs = gshm_release(values, params, stream, len(values))

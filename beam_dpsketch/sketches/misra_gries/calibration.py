@@ -12,9 +12,8 @@ explains every deviation from the paper.
 from __future__ import annotations
 
 import math
-import numbers
 
-from beam_dpsketch.checks import check_int
+from beam_dpsketch.checks import check_int, check_real
 from beam_dpsketch.privacy.budget import check_delta, check_epsilon
 from beam_dpsketch.privacy.calibration import (
     check_positive,
@@ -178,8 +177,7 @@ def gshm_delta(l: int, sigma: float, tau: float, epsilon: float) -> float:  # no
     """
     ll = check_int(l, "l")
     s = check_positive(sigma, "sigma")
-    if isinstance(tau, bool) or not isinstance(tau, numbers.Real) or not math.isfinite(tau):
-        raise ValueError(f"tau must be a finite real number, got {tau!r}")
+    check_real(tau, "tau")
     eps = check_epsilon(epsilon)
     lp = log_ndtr(float(tau) / s)
     worst = max(

@@ -15,32 +15,35 @@ from typing import Any, Self
 import numpy as np
 
 from beam_dpsketch import serialization
+from beam_dpsketch.checks import check_bool, check_int, check_probability, check_real
 from beam_dpsketch.hashing import decode_key, encode_key
 from beam_dpsketch.noise import NoiseStream, discrete_laplace
+from beam_dpsketch.privacy.budget import check_delta, check_epsilon
 from beam_dpsketch.privacy.calibration import (
+    discrete_laplace_scale,
     rational_epsilon_floor,
 )
-from beam_dpsketch.sketches.misra_gries.core import (
+from beam_dpsketch.sketches.misra_gries.pmg_release import require_single_stream
+from beam_dpsketch.sketches.misra_gries.release import (
     ERROR_CONFIDENCE,
     NEIGHBOURING_ELEMENT,
     NEIGHBOURING_SHARDED,
     ErrorBound,
     HeavyHitterRelease,
     NoiseSpec,
-    Universe,
-    check_approx_delta,
-    check_eps,
-    check_positive_int,
     check_stream,
+    make_release,
+)
+from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
+from beam_dpsketch.sketches.misra_gries.tails import (
     geometric_two_sided_quantile,
     geometric_union_tail,
-    laplace_scale_exact,
-    make_release,
+)
+from beam_dpsketch.sketches.misra_gries.universe import (
+    Universe,
     pure_top_k,
     validate_in_universe,
 )
-from beam_dpsketch.sketches.misra_gries.pmg_release import require_single_stream
-from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 
 __all__ = [
     "DEFAULT_COUNT_FRACTION",
@@ -91,8 +94,8 @@ class PostProcessedSum:
     __slots__ = ("k", "max_shards", "shards", "n", "widest", "_scaled", "_exact")
 
     def __init__(self, k: int, *, max_shards: int) -> None:
-        self.k = check_positive_int(k, "k")
-        self.max_shards = check_positive_int(max_shards, "max_shards")
+        self.k = check_int(k, "k")
+        self.max_shards = check_int(max_shards, "max_shards")
         self.shards = 0
         # Exact number of elements folded in: never released as is, only through the noisy
         # count of approx_pp's count correction.
@@ -353,8 +356,7 @@ def as_postprocessed(source: Any) -> PostProcessedSum:
 
 def _pp_sensitivity(k: int, tight_sensitivity: bool) -> int:
     """Integer-scale L1 sensitivity: ``2(k+1)`` (the paper's 2) or ``2k - 1`` (tight, docs/algorithms.md#mg-e3)."""
-    if not isinstance(tight_sensitivity, bool):
-        raise TypeError("tight_sensitivity must be a bool")
+    check_bool(tight_sensitivity, "tight_sensitivity")
     return 2 * k - 1 if tight_sensitivity else 2 * (k + 1)
 
 
@@ -376,14 +378,11 @@ DEFAULT_COUNT_FRACTION = 0.05
 def check_count_fraction(count_fraction: Any, epsilon: float) -> float:
     """``count_fraction`` as a float in ``[0, 1)`` whose slice of ``epsilon`` is usable.
 
-    Raises ``ValueError`` naming ``count_fraction`` otherwise: a positive slice below the
-    ``1e-6`` epsilon resolution of the exact samplers cannot be calibrated.
+    Raises ``TypeError`` / ``ValueError`` naming ``count_fraction`` otherwise
+    (:func:`~beam_dpsketch.checks.check_real`); a positive slice below the ``1e-6`` epsilon
+    resolution of the exact samplers cannot be calibrated either (``ValueError``).
     """
-    if isinstance(count_fraction, bool) or not isinstance(count_fraction, int | float):
-        raise ValueError(f"count_fraction must be a number in [0, 1), got {count_fraction!r}")
-    cf = float(count_fraction)
-    if not 0.0 <= cf < 1.0:
-        raise ValueError(f"count_fraction must be in [0, 1), got {count_fraction!r}")
+    cf = check_real(count_fraction, "count_fraction", 0.0, 1.0, upper_open=True)
     micro = Fraction(1, 10**6)
     total = rational_epsilon_floor(epsilon) if epsilon >= 1e-6 else Fraction(0)
     share = (total * Fraction(cf) // micro) * micro
@@ -468,25 +467,24 @@ def approx_pp(
         Confidence of the stated per-value error bound, in ``(0, 1)``.
     """
     pp = as_postprocessed(source)
-    eps = check_eps(epsilon)
-    dl = check_approx_delta(delta)
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta, allow_zero=False)
     check_stream(stream)
     cf = check_count_fraction(count_fraction, eps)
-    if not 0.0 < float(error_confidence) < 1.0:
-        raise ValueError(f"error_confidence must be in (0, 1), got {error_confidence!r}")
+    error_confidence = check_probability(error_confidence, "error_confidence")
     k, k1 = pp.k, pp.k + 1
     # Split on the 1e-6 grid of the exact samplers, so the two slices add up to eps' exactly.
     eps_total = rational_epsilon_floor(eps)
     eps_c = rational_epsilon_floor(eps_total * Fraction(cf)) if cf > 0.0 else Fraction(0)
     eps_hh = eps_total - eps_c
     sensitivity = _pp_sensitivity(k, tight_sensitivity)
-    scale = laplace_scale_exact(sensitivity, eps_hh)
+    scale = discrete_laplace_scale(sensitivity, eps_hh)
     tau_int = k + geometric_union_tail(scale, dl, k)
     noisy_n: int | None = None
     if cf > 0.0:
         # Drawn first, from a fixed position of the stream, so its draw never depends on the
         # number of keys below.
-        count_scale = laplace_scale_exact(1, eps_c)
+        count_scale = discrete_laplace_scale(1, eps_c)
         noisy_n = pp.n + int(discrete_laplace(stream, count_scale, 1)[0])
     values = pp.scaled_counts()
     keys = list(values)
@@ -547,7 +545,7 @@ def pure_pp(
     scale ``2(k+1)/eps`` on the integer values ``V_x`` of **every** key of the declared universe
     (0 for absent keys), then the ``k`` largest, reported as ``value / (k+1)``. For large
     universes the exact cutoff sampler of [LT23, Section 6] draws the absent keys' noise without
-    materialising ``U`` (:func:`~.core.pure_top_k`; ``method="auto"`` enumerates
+    materialising ``U`` (:func:`~.universe.pure_top_k`; ``method="auto"`` enumerates
     only when ``|U| <= 16 * capacity``); with the cutoff, fewer than ``k`` keys may be released
     and the utility bound becomes ``n/(k+1) + max(2B, t0 + B)`` ([LT23, Section 6]).
 
@@ -560,7 +558,7 @@ def pure_pp(
     source
         A :class:`PostProcessedSum` or a single-stream ``MisraGries``.
     universe
-        The declared :class:`~.core.Universe` (or any collection of keys, turned
+        The declared :class:`~.universe.Universe` (or any collection of keys, turned
         into one). A stored key outside it raises ``ValueError``.
     epsilon
         ``> 0``.
@@ -574,12 +572,12 @@ def pure_pp(
     pp = as_postprocessed(source)
     if not isinstance(universe, Universe):
         universe = Universe.from_keys(universe)
-    eps = check_eps(epsilon)
+    eps = check_epsilon(epsilon)
     check_stream(stream)
     values = pp.scaled_counts()
     validate_in_universe(values, universe)
     k, k1 = pp.k, pp.k + 1
-    scale = laplace_scale_exact(_pp_sensitivity(k, tight_sensitivity), eps)
+    scale = discrete_laplace_scale(_pp_sensitivity(k, tight_sensitivity), eps)
     top, info = pure_top_k(values, universe, k, scale, stream, capacity=pp.capacity, method=method)
     relation, details = _pp_meta(pp)
     details.update(info)

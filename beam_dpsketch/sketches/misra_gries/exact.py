@@ -22,20 +22,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from beam_dpsketch.checks import check_int, check_probability
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.noise import NoiseStream, gaussian
-from beam_dpsketch.sketches.misra_gries.core import (
+from beam_dpsketch.privacy.budget import check_delta, check_epsilon
+from beam_dpsketch.sketches.misra_gries.gshm import calibrate_gshm
+from beam_dpsketch.sketches.misra_gries.release import (
     HeavyHitterRelease,
     NoiseSpec,
-    check_approx_delta,
-    check_beta,
-    check_eps,
-    check_positive_int,
     check_stream,
     make_release,
+)
+from beam_dpsketch.sketches.misra_gries.tails import (
     noisy_sums,
 )
-from beam_dpsketch.sketches.misra_gries.gshm import calibrate_gshm
 
 __all__ = ["exact_user_gshm", "exact_user_relation"]
 
@@ -90,10 +90,10 @@ def exact_user_gshm(
 
     **Memory.** ``O(distinct keys of the window)``: the histogram is exact.
     """
-    mm = check_positive_int(m, "m")
-    eps = check_eps(epsilon)
-    dl = check_approx_delta(delta)
-    b = check_beta(beta)
+    mm = check_int(m, "m")
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta, allow_zero=False)
+    b = check_probability(beta, "beta")
     check_stream(stream)
     params = calibrate_gshm(mm, eps, dl, beta=b)
     keys = sorted((x for x, c in counts.items() if c > 0), key=encode_key)

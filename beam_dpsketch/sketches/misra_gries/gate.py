@@ -13,28 +13,12 @@ from collections.abc import Callable, Mapping
 from statistics import NormalDist
 from typing import Any
 
+from beam_dpsketch.checks import check_choice
 from beam_dpsketch.noise import NoiseStream
+from beam_dpsketch.privacy.budget import check_delta, check_epsilon
 from beam_dpsketch.privacy.calibration import (
+    discrete_laplace_scale,
     noise_lattice,
-)
-from beam_dpsketch.sketches.misra_gries.core import (
-    ERROR_CONFIDENCE,
-    NEIGHBOURING_ELEMENT,
-    NEIGHBOURING_SHARDED,
-    ErrorBound,
-    HeavyHitterRelease,
-    NoiseSpec,
-    check_approx_delta,
-    check_eps,
-    check_noise_kind,
-    draw,
-    geometric_two_sided_quantile,
-    geometric_union_tail,
-    laplace_quantile,
-    laplace_scale_exact,
-    laplace_union_tail,
-    make_release,
-    noisy_sums,
 )
 from beam_dpsketch.sketches.misra_gries.design_b import (
     DEFAULT_COUNT_FRACTION,
@@ -44,11 +28,29 @@ from beam_dpsketch.sketches.misra_gries.design_b import (
     check_count_fraction,
 )
 from beam_dpsketch.sketches.misra_gries.gshm import calibrate_gshm, gshm_release
+from beam_dpsketch.sketches.misra_gries.release import (
+    ERROR_CONFIDENCE,
+    NEIGHBOURING_ELEMENT,
+    NEIGHBOURING_SHARDED,
+    ErrorBound,
+    HeavyHitterRelease,
+    NoiseSpec,
+    make_release,
+)
 from beam_dpsketch.sketches.misra_gries.select_count import (
     ExactnessTest,
     exactness_test_calibration,
 )
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
+from beam_dpsketch.sketches.misra_gries.tails import (
+    NOISE_KINDS,
+    draw,
+    geometric_two_sided_quantile,
+    geometric_union_tail,
+    laplace_quantile,
+    laplace_union_tail,
+    noisy_sums,
+)
 
 __all__ = ["exact_histogram_release", "exactness_gated", "gated_approx_pp"]
 
@@ -94,9 +96,9 @@ def exact_histogram_release(
     * ``"discrete_laplace"``: on the lattice of step ``1/g``, ``g = noise_lattice(1/eps)``
       (docs/algorithms.md#mg-lattice): ``(g f(x) + Z_x)/g`` with ``Z_x`` discrete Laplace of
       scale ``g/eps``, threshold ``(g + t_1)/g`` with ``P[Z >= t_1] <= delta``
-      (:func:`~.core.geometric_union_tail` for one draw); the returned scale is in counts;
+      (:func:`~.tails.geometric_union_tail` for one draw); the returned scale is in counts;
     * ``"laplace"``: lattice Laplace of scale ``1/eps``, threshold ``1 + t_1``
-      (:func:`~.core.laplace_union_tail` for one draw);
+      (:func:`~.tails.laplace_union_tail` for one draw);
     * ``"gaussian"``: GSHM at ``l = 1`` (:func:`calibrate_gshm`), threshold ``1 + tau``.
 
     Guarantee: ``(epsilon, delta)``-DP for neighbouring histograms that differ by 1 in one key's
@@ -106,8 +108,8 @@ def exact_histogram_release(
     GSHM at ``l = 1``: [LT23, Section 8, Theorem 5], ``delta_GSHM(1, sigma, tau, eps) <=
     delta``). The noise is i.i.d. per key, ``max(k, len(counts))`` draws.
     """
-    eps = check_eps(epsilon)
-    dl = check_approx_delta(delta)
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta, allow_zero=False)
     keys = list(counts)
     draws = max(k, len(keys))
     if noise == "gaussian":
@@ -115,13 +117,13 @@ def exact_histogram_release(
         pairs = gshm_release(counts, params, stream, draws)
         t = params.sigma * (1.0 + 1e-9) * NormalDist().inv_cdf(0.5 + confidence / 2.0)
         return pairs, params.sigma, params.threshold, t
-    check_noise_kind(noise)
+    check_choice(noise, "noise", NOISE_KINDS)
     if noise == "discrete_laplace":
         # On the lattice of step 1/g (docs/algorithms.md#mg-lattice): g times the counts plus
         # discrete Laplace of scale g/eps, read in units of 1/g. The same mechanism at
         # sensitivity g, so the same guarantee, with a 95 % bound resolved finer than a count.
         g = noise_lattice(1.0 / eps)
-        steps = laplace_scale_exact(g, eps)
+        steps = discrete_laplace_scale(g, eps)
         tau_steps = g + geometric_union_tail(steps, dl, 1)
         z = draw(stream, noise, steps, draws)[: len(keys)].tolist()
         pairs = [
@@ -131,7 +133,7 @@ def exact_histogram_release(
         ]
         t = geometric_two_sided_quantile(steps, 1.0 - confidence) / g
         return pairs, steps / g, tau_steps / g, t
-    scale = laplace_scale_exact(1, eps)
+    scale = discrete_laplace_scale(1, eps)
     tau = 1.0 + laplace_union_tail(scale, dl, 1)
     z = draw(stream, noise, scale, draws)[: len(keys)]
     ys = noisy_sums(noise, [counts[x] for x in keys], z)
@@ -197,8 +199,8 @@ def exactness_gated(
     return make_release(
         pairs,
         mechanism=_EXACT_NAMES[noise],
-        epsilon=check_eps(epsilon),
-        delta=check_approx_delta(delta),
+        epsilon=check_epsilon(epsilon),
+        delta=check_delta(delta, allow_zero=False),
         threshold=tau,
         noise=NoiseSpec(noise, float(scale)),
         k=k,

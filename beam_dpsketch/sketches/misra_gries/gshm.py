@@ -15,16 +15,14 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
+from beam_dpsketch.checks import check_int, check_probability, check_real
 from beam_dpsketch.noise import NoiseStream, gaussian
+from beam_dpsketch.privacy.budget import check_delta, check_epsilon
 from beam_dpsketch.privacy.calibration import (
     analytic_gaussian_sigma,
 )
 from beam_dpsketch.sketches.misra_gries.calibration import gshm_delta, gshm_threshold
-from beam_dpsketch.sketches.misra_gries.core import (
-    check_approx_delta,
-    check_beta,
-    check_eps,
-    check_positive_int,
+from beam_dpsketch.sketches.misra_gries.tails import (
     noisy_sums,
 )
 
@@ -64,7 +62,7 @@ class GSHMParameters:
         ``1 + tau + sigma * Phi^-1(1 - beta/(2l))``: for merged / PAMG sketches
         ``|f~(x) - f(x)| < N/(k+1) + error_bound(beta)`` for all ``x`` ([LT23, Theorem 12]).
         """
-        b = check_beta(beta)
+        b = check_probability(beta, "beta")
         return 1.0 + self.tau + self.sigma * -NormalDist().inv_cdf(b / (2 * self.l))
 
 
@@ -160,8 +158,13 @@ def calibrate_gshm(l: int, epsilon: float, delta: float, *, beta: float = 0.05) 
     beta
         Failure probability of the utility proxy, in ``(0, 1)``.
     """
-    ll = check_positive_int(l, "l")
-    return _calibrate(ll, check_eps(epsilon), check_approx_delta(delta), check_beta(beta))
+    ll = check_int(l, "l")
+    return _calibrate(
+        ll,
+        check_epsilon(epsilon),
+        check_delta(delta, allow_zero=False),
+        check_probability(beta, "beta"),
+    )
 
 
 def gshm_parameters(l: int, epsilon: float, delta: float, sigma: float) -> GSHMParameters:  # noqa: E741
@@ -169,12 +172,9 @@ def gshm_parameters(l: int, epsilon: float, delta: float, sigma: float) -> GSHMP
 
     Raises ``ValueError`` if ``sigma`` is too small for the Gaussian part alone.
     """
-    ll = check_positive_int(l, "l")
-    if isinstance(sigma, bool) or not isinstance(sigma, int | float) or not sigma > 0:
-        raise ValueError(f"sigma must be a positive number, got {sigma!r}")
-    if not math.isfinite(sigma):
-        raise ValueError(f"sigma must be finite, got {sigma!r}")
-    return _gshm_for_sigma(ll, check_eps(epsilon), check_approx_delta(delta), float(sigma))
+    ll = check_int(l, "l")
+    s = check_real(sigma, "sigma", 0.0, lower_open=True)
+    return _gshm_for_sigma(ll, check_epsilon(epsilon), check_delta(delta, allow_zero=False), s)
 
 
 def gshm_release(

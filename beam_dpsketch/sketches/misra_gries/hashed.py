@@ -42,20 +42,21 @@ from typing import Any, Self
 import numpy as np
 
 from beam_dpsketch import serialization
+from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import canonical_keys, decode_key, encode_key, hash_keys
 from beam_dpsketch.noise import NoiseStream, gaussian
+from beam_dpsketch.privacy.budget import check_delta, check_epsilon
 from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma
-from beam_dpsketch.sketches.misra_gries.core import (
+from beam_dpsketch.sketches.misra_gries.release import (
     HeavyHitterRelease,
     NoiseSpec,
-    check_approx_delta,
-    check_eps,
-    check_positive_int,
     check_stream,
     make_release,
-    noisy_sums,
 )
 from beam_dpsketch.sketches.misra_gries.sizing import MAX_K
+from beam_dpsketch.sketches.misra_gries.tails import (
+    noisy_sums,
+)
 from beam_dpsketch.sketches.misra_gries.user import user_set_relation
 
 __all__ = [
@@ -85,9 +86,7 @@ class HashedPAMG:
     __slots__ = ("buckets", "seed", "_cells")
 
     def __init__(self, buckets: int, seed: int = BUCKET_SEED) -> None:
-        self.buckets = check_positive_int(buckets, "buckets")
-        if self.buckets > MAX_K:
-            raise ValueError(f"buckets must be in [1, {MAX_K}], got {buckets}")
+        self.buckets = check_int(buckets, "buckets", upper=MAX_K)
         self.seed = int(seed)
         # bucket -> (key, counter >= 1)
         self._cells: dict[int, tuple[Any, int]] = {}
@@ -258,9 +257,9 @@ def hashed_selection_parameters(m: int, epsilon: float, delta: float) -> HashedS
     P[M(c') in O] + delta``. The argument is symmetric, so the release is ``(epsilon,
     delta)``-DP.
     """
-    mm = check_positive_int(m, "m")
-    eps = check_eps(epsilon)
-    dl = check_approx_delta(delta)
+    mm = check_int(m, "m")
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta, allow_zero=False)
     sigma = analytic_gaussian_sigma(math.sqrt(mm), eps, dl / 2.0) * (1.0 + _SIGMA_MARGIN)
     q = _TAIL_MARGIN * dl / (2.0 * mm * math.exp(eps))
     z = -NormalDist().inv_cdf(q)
@@ -308,7 +307,7 @@ def hashed_selection(
     """
     if not isinstance(sketch, HashedPAMG):
         raise TypeError(f"sketch must be a HashedPAMG, got {type(sketch).__name__}")
-    kk = check_positive_int(k, "k")
+    kk = check_int(k, "k")
     check_stream(stream)
     params = hashed_selection_parameters(m, epsilon, delta)
     values = sketch.to_dict()

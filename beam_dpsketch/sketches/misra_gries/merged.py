@@ -13,33 +13,13 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
+from beam_dpsketch.checks import check_choice, check_int, check_probability
 from beam_dpsketch.noise import NoiseStream
-from beam_dpsketch.sketches.misra_gries.core import (
-    ERROR_CONFIDENCE,
-    NEIGHBOURING_SHARDED,
-    ErrorBound,
-    HeavyHitterRelease,
-    NoiseSpec,
-    SketchCheck,
-    Universe,
-    check_approx_delta,
-    check_beta,
-    check_eps,
-    check_error_confidence,
-    check_noise_kind,
-    check_positive_int,
-    check_stream,
-    draw,
-    geometric_union_tail,
-    laplace_quantile,
-    laplace_scale_exact,
-    laplace_union_tail,
-    make_release,
-    noisy_sums,
-    pure_top_k,
-    sketch_check_calibration,
-    sketch_shortfall,
-    validate_in_universe,
+from beam_dpsketch.privacy.budget import check_delta, check_epsilon
+from beam_dpsketch.privacy.calibration import discrete_laplace_scale
+from beam_dpsketch.sketches.misra_gries.error_check import (
+    sketch_error_check,
+    sketch_error_check_calibration,
 )
 from beam_dpsketch.sketches.misra_gries.gate import exactness_gated, gate_input
 from beam_dpsketch.sketches.misra_gries.gshm import (
@@ -47,7 +27,28 @@ from beam_dpsketch.sketches.misra_gries.gshm import (
     gshm_parameters,
     gshm_release,
 )
+from beam_dpsketch.sketches.misra_gries.release import (
+    ERROR_CONFIDENCE,
+    NEIGHBOURING_SHARDED,
+    HeavyHitterRelease,
+    NoiseSpec,
+    check_stream,
+    make_release,
+)
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
+from beam_dpsketch.sketches.misra_gries.tails import (
+    NOISE_KINDS,
+    draw,
+    geometric_union_tail,
+    laplace_quantile,
+    laplace_union_tail,
+    noisy_sums,
+)
+from beam_dpsketch.sketches.misra_gries.universe import (
+    Universe,
+    pure_top_k,
+    validate_in_universe,
+)
 from beam_dpsketch.sketches.misra_gries.user import PAMGSketch, user_set_relation
 
 __all__ = [
@@ -84,7 +85,7 @@ def merged_laplace_parameters(
     k: int, epsilon: float, delta: float, noise: str
 ) -> tuple[Any, float | int]:
     """``(scale, threshold)`` of M-LAP: noise ``k/eps``, one-sided keys have value exactly 1."""
-    scale = laplace_scale_exact(k, epsilon)
+    scale = discrete_laplace_scale(k, epsilon)
     if noise == "discrete_laplace":
         return scale, 1 + geometric_union_tail(scale, delta, k)
     return scale, 1.0 + laplace_union_tail(scale, delta, k)
@@ -155,14 +156,14 @@ def merged_laplace(
                 mechanism=mechanism,
                 error_confidence=error_confidence,
             ),
-            noise=check_noise_kind(noise),
+            noise=check_choice(noise, "noise", NOISE_KINDS),
             neighbouring=NEIGHBOURING_SHARDED,
             confidence=ERROR_CONFIDENCE if error_confidence is None else error_confidence,
         )
     k, values, relation, unit, details = merged_input(sketch)
-    eps = check_eps(epsilon)
-    dl = check_approx_delta(delta)
-    check_noise_kind(noise)
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta, allow_zero=False)
+    check_choice(noise, "noise", NOISE_KINDS)
     check_stream(stream)
     check, conf = sketch_error_check_calibration(sketch, eps, error_confidence)
     eps_release = eps if check is None else check.release_epsilon
@@ -192,48 +193,6 @@ def merged_laplace(
     )
 
 
-def sketch_error_check_calibration(
-    sketch: Any, epsilon: float, error_confidence: float | None
-) -> tuple[SketchCheck | None, float]:
-    """``(checks' calibration, confidence)`` of a merged release's error bound, or ``(None, 0)``.
-
-    Only an element-level ``MisraGries`` gets a bound: for a PAMG sketch one unit changes the
-    statistics of :class:`~.core.SketchCheck` by up to ``m``, which they are not calibrated for.
-    """
-    if error_confidence is None:
-        return None, 0.0
-    conf = check_error_confidence(error_confidence)
-    if not isinstance(sketch, MisraGries):
-        raise ValueError(
-            "error_confidence applies to element-level MisraGries sketches only, not to "
-            f"{type(sketch).__name__}"
-        )
-    return sketch_check_calibration(epsilon, sketch.k), conf
-
-
-def sketch_error_check(
-    sketch: MisraGries,
-    check: SketchCheck,
-    stream: NoiseStream,
-    noise_quantile: float,
-    confidence: float,
-    details: dict[str, Any],
-) -> ErrorBound:
-    """The per-value :class:`~.core.ErrorBound` of a release of ``sketch`` (merged or not).
-
-    Every counter is at most the key's count and at least the count minus ``d``
-    ([LT23, Section 7, merge error]); :func:`~.core.sketch_shortfall` bounds ``d`` privately,
-    and ``noise_quantile`` bounds the noise except with probability at most ``1 - confidence -
-    2 * check.failure``, so with probability at least ``confidence``:
-    ``estimate - t <= f(x) <= estimate + t + shortfall``. ``details`` receives the checks'
-    public facts.
-    """
-    shortfall, facts = sketch_shortfall(sketch.widest, sketch.n, sketch.k, check, stream)
-    details.update(facts)
-    details["release_epsilon"] = check.release_epsilon
-    return ErrorBound(noise_quantile, noise_quantile + shortfall, confidence)
-
-
 def merged_pure(
     sketch: MisraGries | PAMGSketch,
     universe: Universe | Iterable[Any],
@@ -256,10 +215,10 @@ def merged_pure(
     k, values, relation, unit, details = merged_input(sketch)
     if not isinstance(universe, Universe):
         universe = Universe.from_keys(universe)
-    eps = check_eps(epsilon)
+    eps = check_epsilon(epsilon)
     check_stream(stream)
     validate_in_universe(values, universe)
-    scale = laplace_scale_exact(k, eps)
+    scale = discrete_laplace_scale(k, eps)
     top, info = pure_top_k(values, universe, k, scale, stream, capacity=k, method=method)
     details.update(info)
     details.update(epsilon_effective=float(k / scale))
@@ -356,9 +315,9 @@ def merged_gshm(
             confidence=ERROR_CONFIDENCE if error_confidence is None else error_confidence,
         )
     k, values, relation, unit, details = merged_input(sketch)
-    eps = check_eps(epsilon)
-    dl = check_approx_delta(delta)
-    b = check_beta(beta)
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta, allow_zero=False)
+    b = check_probability(beta, "beta")
     check_stream(stream)
     check, conf = sketch_error_check_calibration(sketch, eps, error_confidence)
     eps_release = eps if check is None else check.release_epsilon
@@ -504,18 +463,18 @@ def recommend_merged_mechanism(
     max_aggregator_keys
         Memory cap in keys for the aggregator, or ``None`` for no cap.
     """
-    kk = check_positive_int(k, "k")
-    s = check_positive_int(shards, "shards")
-    eps = check_eps(epsilon)
-    dl = check_approx_delta(delta)
-    b = check_beta(beta)
+    kk = check_int(k, "k")
+    s = check_int(shards, "shards")
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta, allow_zero=False)
+    b = check_probability(beta, "beta")
     cap = (
         None
         if max_aggregator_keys is None
-        else check_positive_int(max_aggregator_keys, "max_aggregator_keys")
+        else check_int(max_aggregator_keys, "max_aggregator_keys")
     )
 
-    pp_scale = laplace_scale_exact(2 * (kk + 1), eps)
+    pp_scale = discrete_laplace_scale(2 * (kk + 1), eps)
     tau_pp = (kk + geometric_union_tail(pp_scale, dl, kk)) / (kk + 1)
     bound_b = tau_pp + (2.0 / eps) * math.log(s * kk / b)
     gshm = calibrate_gshm(kk, eps, dl, beta=b)

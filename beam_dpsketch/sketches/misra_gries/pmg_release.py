@@ -13,31 +13,35 @@ from typing import Any
 
 import numpy as np
 
+from beam_dpsketch.checks import check_bool, check_choice
 from beam_dpsketch.noise import NoiseStream
+from beam_dpsketch.privacy.budget import check_delta, check_epsilon
 from beam_dpsketch.privacy.calibration import (
+    discrete_laplace_scale,
     noise_lattice,
 )
 from beam_dpsketch.sketches.misra_gries.calibration import pmg_geometric_threshold_paper
-from beam_dpsketch.sketches.misra_gries.core import (
-    ErrorBound,
-    HeavyHitterRelease,
-    NoiseSpec,
-    check_approx_delta,
-    check_eps,
+from beam_dpsketch.sketches.misra_gries.error_check import (
     check_error_confidence,
-    check_noise_kind,
-    check_stream,
-    draw,
-    geometric_union_tail,
-    laplace_scale_exact,
-    laplace_sum_quantile,
-    laplace_union_tail,
-    make_release,
-    noisy_sums,
     sketch_check_calibration,
     sketch_shortfall,
 )
+from beam_dpsketch.sketches.misra_gries.release import (
+    ErrorBound,
+    HeavyHitterRelease,
+    NoiseSpec,
+    check_stream,
+    make_release,
+)
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
+from beam_dpsketch.sketches.misra_gries.tails import (
+    NOISE_KINDS,
+    draw,
+    geometric_union_tail,
+    laplace_sum_quantile,
+    laplace_union_tail,
+    noisy_sums,
+)
 
 __all__ = ["pmg", "pmg_standard"]
 
@@ -78,14 +82,13 @@ def pmg_parameters(
     same mechanism on ``g`` times the counts, in lattice steps: scale ``g / eps'`` and
     threshold ``g + 2t`` with ``t`` the tail of that scale (docs/algorithms.md#mg-lattice).
     """
-    check_noise_kind(noise)
-    if threshold_form not in ("spec", "paper"):
-        raise ValueError(f"threshold_form must be 'spec' or 'paper', got {threshold_form!r}")
+    check_choice(noise, "noise", NOISE_KINDS)
+    check_choice(threshold_form, "threshold_form", ("spec", "paper"))
     if lattice != 1 and (noise != "discrete_laplace" or threshold_form != "spec"):
         raise ValueError(
             "lattice applies to noise='discrete_laplace' with threshold_form='spec' only"
         )
-    scale = laplace_scale_exact(lattice, epsilon)
+    scale = discrete_laplace_scale(lattice, epsilon)
     if noise == "discrete_laplace":
         if threshold_form == "paper":
             if draws != 6:
@@ -196,7 +199,7 @@ def pmg(
       lower, also valid).
     * ``noise="laplace"`` (**PMG**): Laplace noise on a fine lattice and threshold
       ``1 + 2 ln(3/delta)/eps`` (authors' code, commit b025ca3), raised by ``~2**-20/eps`` for
-      the lattice tail (module :mod:`.core`).
+      the lattice tail (module :mod:`.tails`).
 
     With discrete noise and the ``"spec"`` threshold the release runs, by default, on a lattice
     finer than one count (docs/algorithms.md#mg-lattice): with ``g``
@@ -235,10 +238,10 @@ def pmg(
         statement: for each released key separately, with probability at least
         ``error_confidence`` over the noise, ``estimate - t <= f(x) <= estimate + t + s``.
         ``t`` is the two-sided quantile of the shared plus the per-key draw
-        (:func:`~.core.laplace_sum_quantile`); ``s`` bounds the sketch's undercount
+        (:func:`~.tails.laplace_sum_quantile`); ``s`` bounds the sketch's undercount
         (at most ``d <= n/(k+1)``): 0 when a private test finds that the stream has at most
         about ``3k/4`` distinct keys (then ``d = 0``), else a private upper bound on
-        ``n/(k+1)`` (:class:`~.core.SketchCheck`). The two checks spend a small share of
+        ``n/(k+1)`` (:class:`~.error_check.SketchCheck`). The two checks spend a small share of
         ``epsilon`` (about ``3e-4`` at ``k = 131072``, at most 2 % each) and PMG runs on the
         rest; ``release.details`` records the split.
     lattice
@@ -249,8 +252,8 @@ def pmg(
         not apply).
     """
     require_single_stream(sketch, "pmg")
-    eps = check_eps(epsilon)
-    dl = check_approx_delta(delta)
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta, allow_zero=False)
     check_stream(stream)
     check = None
     eps_release = eps
@@ -260,9 +263,9 @@ def pmg(
         eps_release = check.release_epsilon
     if lattice is None:
         lattice = noise == "discrete_laplace" and threshold_form == "spec"
-    elif not isinstance(lattice, bool):
-        raise TypeError(f"lattice must be None, True or False, got {type(lattice).__name__}")
-    g = noise_lattice(float(laplace_scale_exact(1, eps_release))) if lattice else 1
+    else:
+        lattice = check_bool(lattice, "lattice")
+    g = noise_lattice(float(discrete_laplace_scale(1, eps_release))) if lattice else 1
     # Scale, threshold and values below are in lattice steps of 1/g counts.
     scale, tau, name = pmg_parameters(
         eps_release, dl, noise=noise, threshold_form=threshold_form, draws=6, lattice=g
@@ -323,8 +326,8 @@ def pmg_standard(
     single-stream sketch (merged sketches raise ``TypeError``). Parameters as in :func:`pmg`.
     """
     require_single_stream(sketch, "pmg_standard")
-    eps = check_eps(epsilon)
-    dl = check_approx_delta(delta)
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta, allow_zero=False)
     check_stream(stream)
     k = sketch.k
     scale, tau, name = pmg_parameters(

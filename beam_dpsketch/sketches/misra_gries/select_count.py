@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -60,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from beam_dpsketch.checks import check_int, check_probability
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.noise import (
     NoiseStream,
@@ -67,22 +67,22 @@ from beam_dpsketch.noise import (
     discrete_laplace,
     discrete_laplace_per_key,
 )
-from beam_dpsketch.sketches.misra_gries.core import (
+from beam_dpsketch.privacy.budget import check_delta, check_epsilon
+from beam_dpsketch.privacy.calibration import discrete_laplace_scale
+from beam_dpsketch.sketches.misra_gries.design_b import PostProcessedSum, approx_pp
+from beam_dpsketch.sketches.misra_gries.release import (
     ERROR_CONFIDENCE,
     ErrorBound,
     HeavyHitterRelease,
     NoiseSpec,
-    check_approx_delta,
-    check_eps,
-    check_positive_int,
     check_stream,
-    geometric_two_sided_quantile,
-    geometric_union_tail,
-    laplace_scale_exact,
     make_release,
 )
-from beam_dpsketch.sketches.misra_gries.design_b import PostProcessedSum, approx_pp
 from beam_dpsketch.sketches.misra_gries.sketch import multiset_counts
+from beam_dpsketch.sketches.misra_gries.tails import (
+    geometric_two_sided_quantile,
+    geometric_union_tail,
+)
 
 __all__ = [
     "DEFAULT_SELECTION_FRACTION",
@@ -146,13 +146,7 @@ def select_count_relation(m: int | None) -> str:
 
 def check_selection_fraction(fraction: Any) -> float:
     """``0 < selection_fraction < 1`` (``ValueError`` naming ``selection_fraction``)."""
-    if (
-        isinstance(fraction, bool)
-        or not isinstance(fraction, numbers.Real)
-        or not 0.0 < float(fraction) < 1.0
-    ):
-        raise ValueError(f"selection_fraction must be a number in (0, 1), got {fraction!r}")
-    return float(fraction)
+    return check_probability(fraction, "selection_fraction")
 
 
 def split_budget(epsilon: float, selection_fraction: float) -> tuple[float, float]:
@@ -161,7 +155,7 @@ def split_budget(epsilon: float, selection_fraction: float) -> tuple[float, floa
     The count share is ``epsilon - eps_sel`` rounded down to the next float below, so the two
     shares never exceed ``epsilon`` in floating point (basic composition).
     """
-    eps = check_eps(epsilon)
+    eps = check_epsilon(epsilon)
     f = check_selection_fraction(selection_fraction)
     eps_sel = eps * f
     eps_count = eps - eps_sel
@@ -179,11 +173,11 @@ def selection_parameters(epsilon: float, delta: float, m: int | None) -> tuple[f
     which is at most ``(epsilon, delta)`` (the same calibration as
     :func:`~beam_dpsketch.sketches.misra_gries.calibration.user_level_pmg_parameters`).
     """
-    eps = check_eps(epsilon)
-    dl = check_approx_delta(delta)
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta, allow_zero=False)
     if m is None:
         return eps, dl
-    mm = check_positive_int(m, "m")
+    mm = check_int(m, "m")
     return eps / mm, dl / (mm * math.exp(eps))
 
 
@@ -239,8 +233,8 @@ def keep_numerators(epsilon: float, delta: float) -> tuple[int, ...]:
     (each rounding lowers ``pi(n+1)``, which keeps both), ``E <= e^epsilon`` and ``D <= delta``;
     the other two inequalities hold because ``pi`` is non-decreasing.
     """
-    eps = check_eps(epsilon)
-    dl = check_approx_delta(delta)
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta, allow_zero=False)
     e_num = math.floor(math.nextafter(math.nextafter(math.exp(eps), 0.0), 0.0) * (1 << _E_BITS))
     e_num = max(e_num, 1 << _E_BITS)
     d64 = int(Fraction(dl) * _ONE)
@@ -293,14 +287,14 @@ def exactness_test_calibration(epsilon: float, delta: float, k: int) -> Exactnes
     EXACT_TEST_DELTA_SHARE) * delta`` for the branch, so that ``delta_b + (1 + e^epsilon)
     delta_t = delta``. All public numbers.
     """
-    eps = check_eps(epsilon)
-    dl = check_approx_delta(delta)
-    kk = check_positive_int(k, "k")
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta, allow_zero=False)
+    kk = check_int(k, "k")
     delta_t = EXACT_TEST_DELTA_SHARE * dl / (1.0 + math.exp(eps))
     # Enough for a margin of EXACT_TEST_MARGIN * k (the 1 covers rounding the tail up).
     wanted = (1.0 + math.log(1.0 / delta_t)) / (EXACT_TEST_MARGIN * kk)
     eps_t, eps_b = split_budget(eps, min(EXACT_TEST_FRACTION, max(wanted / eps, 1e-6)))
-    scale = laplace_scale_exact(1, eps_t)
+    scale = discrete_laplace_scale(1, eps_t)
     return ExactnessTest(
         epsilon=eps_t,
         test_delta=delta_t,
@@ -416,8 +410,8 @@ def select_candidates(
     return make_release(
         pairs,
         mechanism="EXACT-SELECTION",
-        epsilon=check_eps(epsilon),
-        delta=check_approx_delta(delta),
+        epsilon=check_epsilon(epsilon),
+        delta=check_delta(delta, allow_zero=False),
         threshold=float(cal.exact_median),
         noise=NoiseSpec("partition_selection", 0.0),
         k=k,
@@ -526,9 +520,9 @@ def count_release(
     Laplace mechanism of scale ``sensitivity / eps'`` with ``eps' <= epsilon`` (Canonne, Kamath
     and Steinke 2020). Composed with the selection in :mod:`select_count` (module docstring).
     """
-    eps = check_eps(epsilon)
-    kk = check_positive_int(k, "k")
-    sens = check_positive_int(sensitivity, "sensitivity")
+    eps = check_epsilon(epsilon)
+    kk = check_int(k, "k")
+    sens = check_int(sensitivity, "sensitivity")
     check_stream(stream)
     cands = sorted(set(candidates), key=encode_key)
     if len(cands) > kk:
@@ -536,7 +530,7 @@ def count_release(
     known = set(cands)
     if any(key not in known for key in counts):
         raise ValueError("counts: every counted key must be a candidate")
-    scale = laplace_scale_exact(sens, eps)
+    scale = discrete_laplace_scale(sens, eps)
     # Keyed by the key: a key's noise is the same whichever candidates come with it.
     z = discrete_laplace_per_key(stream, scale, cands).tolist()
     pairs = [(x, int(counts.get(x, 0)) + int(zi)) for x, zi in zip(cands, z, strict=True)]

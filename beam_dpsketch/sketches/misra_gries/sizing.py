@@ -16,7 +16,8 @@ aggregate holds at most ``max_shards * k`` keys.
 from __future__ import annotations
 
 import math
-from typing import Any
+
+from beam_dpsketch.checks import check_int, check_real
 
 __all__ = [
     "BYTES_PER_COUNTER",
@@ -52,20 +53,6 @@ SELECT_COUNT_K = 1 << 17
 BYTES_PER_COUNTER = 200
 
 
-def _positive_number(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return float(value)
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
-
-
 def apriori_error(k: int, n: int) -> float:
     """``n / (k + 1)``: the most a ``k``-counter sketch of ``n`` elements misses any key by.
 
@@ -76,9 +63,8 @@ def apriori_error(k: int, n: int) -> float:
     n
         (Expected) number of elements: a public planning figure, not a count of the data.
     """
-    k = _positive_int(k, "k")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be an int >= 0, got {n!r}")
+    k = check_int(k, "k")
+    n = check_int(n, "n", lower=0)
     return n / (k + 1)
 
 
@@ -98,9 +84,8 @@ def suggest_k(*, max_error: float, n: int) -> int:
         For a non-positive ``max_error`` or a ``k`` above the sketch's limit (named in the
         message).
     """
-    target = _positive_number(max_error, "max_error")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
+    target = check_real(max_error, "max_error", 0.0, lower_open=True)
+    n = check_int(n, "n")
     k = max(1, math.ceil(n / target) - 1)
     while k > 1 and n / k <= target:  # float rounding: step down to the smallest k
         k -= 1
@@ -118,9 +103,9 @@ def memory_bytes(k: int, *, max_shards: int = 1, bytes_per_counter: int = BYTES_
 
     With ``max_shards=1`` it is one sketch's memory.
     """
-    k = _positive_int(k, "k")
-    shards = _positive_int(max_shards, "max_shards")
-    per = _positive_int(bytes_per_counter, "bytes_per_counter")
+    k = check_int(k, "k")
+    shards = check_int(max_shards, "max_shards")
+    per = check_int(bytes_per_counter, "bytes_per_counter")
     return shards * k * per
 
 
@@ -134,9 +119,9 @@ def k_for_memory(
     ValueError
         If not even ``k = 1`` fits (the message names ``memory``).
     """
-    budget = _positive_int(memory, "memory")
-    shards = _positive_int(max_shards, "max_shards")
-    per = _positive_int(bytes_per_counter, "bytes_per_counter")
+    budget = check_int(memory, "memory")
+    shards = check_int(max_shards, "max_shards")
+    per = check_int(bytes_per_counter, "bytes_per_counter")
     k = min(MAX_K, budget // (shards * per))
     if k < 1:
         raise ValueError(

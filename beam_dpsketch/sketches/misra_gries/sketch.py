@@ -22,6 +22,7 @@ import pyarrow as pa
 
 import beam_dpsketch.sketches.misra_gries.kernel as kernel
 from beam_dpsketch import serialization
+from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import canonical_keys, decode_key, encode_key
 from beam_dpsketch.sketches.linear.base import validate_counts
 from beam_dpsketch.sketches.misra_gries.batches import (
@@ -82,11 +83,7 @@ class MisraGries:
     __slots__ = ("k", "n", "d", "merged", "_cnt", "_dummies", "_nzero", "_zero_list", "_zp")
 
     def __init__(self, k: int):
-        if isinstance(k, bool) or not isinstance(k, int | np.integer):
-            raise TypeError(f"k must be an int, got {type(k).__name__}")
-        if not 1 <= int(k) <= MAX_K:
-            raise ValueError(f"k must be in [1, {MAX_K}], got {k}")
-        self.k = int(k)
+        self.k = check_int(k, "k", upper=MAX_K)
         self.n = 0
         self.d = 0
         self.merged = False

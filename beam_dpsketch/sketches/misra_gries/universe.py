@@ -1,21 +1,21 @@
 """Declared key universes and the exact pure-DP top-k sampler over them ([LT23, Section 6]).
 
-These live apart from :mod:`.core` because they are the pure-DP machinery alone (public key
-universes and an exact Binomial/geometric sampler in arbitrary precision) and need nothing of the
-release object, validation or threshold helpers; :mod:`.core` re-exports every public name here.
+The pure-DP machinery alone (public key universes and an exact Binomial/geometric sampler in
+arbitrary precision), used by :func:`~.design_b.pure_pp`, :func:`~.merged.merged_pure` and
+:func:`~.baselines.chan_pure`.
 """
 
 from __future__ import annotations
 
 import decimal
 import math
-import numbers
 from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from beam_dpsketch.checks import check_choice, check_int
 from beam_dpsketch.hashing import canonical_key, encode_key
 from beam_dpsketch.noise import NoiseStream, discrete_laplace
 
@@ -60,10 +60,7 @@ class Universe:
         contains: Callable[[Any], bool],
         keys: tuple[Any, ...] | None = None,
     ) -> None:
-        if isinstance(size, bool) or not isinstance(size, numbers.Integral):
-            raise TypeError(f"size must be an int, got {type(size).__name__}")
-        if not 1 <= int(size) <= _MAX_UNIVERSE:
-            raise ValueError(f"size must be in [1, 2**63 - 1], got {size!r}")
+        size = check_int(size, "size", upper=_MAX_UNIVERSE)
         if not callable(key_fn):
             raise TypeError("key_fn must be callable")
         if not callable(contains):
@@ -347,8 +344,7 @@ def pure_top_k(
 
     Ties in the top-``k`` are broken by the canonical key order (a function of the noisy vector).
     """
-    if method not in ("auto", "enumerate", "sample"):
-        raise ValueError(f"method must be 'auto', 'enumerate' or 'sample', got {method!r}")
+    check_choice(method, "method", ("auto", "enumerate", "sample"))
     u = universe.size
     if method == "auto":
         method = "enumerate" if u <= _ENUMERATE_FACTOR * capacity else "sample"

@@ -18,22 +18,21 @@ from typing import Any, Self
 import numpy as np
 
 from beam_dpsketch import serialization
+from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import canonical_key, canonical_keys, decode_key, encode_key
 from beam_dpsketch.noise import NoiseStream
+from beam_dpsketch.privacy.budget import check_delta, check_epsilon
 from beam_dpsketch.sketches.misra_gries.calibration import user_level_pmg_parameters
-from beam_dpsketch.sketches.misra_gries.core import (
-    HeavyHitterRelease,
-    NoiseSpec,
-    check_approx_delta,
-    check_eps,
-    check_positive_int,
-    check_stream,
-    make_release,
-)
 from beam_dpsketch.sketches.misra_gries.pmg_release import (
     pmg_noisy_sketch,
     pmg_parameters,
     require_single_stream,
+)
+from beam_dpsketch.sketches.misra_gries.release import (
+    HeavyHitterRelease,
+    NoiseSpec,
+    check_stream,
+    make_release,
 )
 from beam_dpsketch.sketches.misra_gries.sketch import MAX_K, MisraGries
 
@@ -107,10 +106,8 @@ class PAMGSketch:
     __slots__ = ("k", "m", "n_users", "total", "merged", "_cnt")
 
     def __init__(self, k: int, m: int, *, allow_m_gt_k: bool = False) -> None:
-        self.k = check_positive_int(k, "k")
-        if self.k > MAX_K:
-            raise ValueError(f"k must be in [1, {MAX_K}], got {k}")
-        self.m = check_positive_int(m, "m")
+        self.k = check_int(k, "k", upper=MAX_K)
+        self.m = check_int(m, "m")
         if self.m > self.k:
             msg = (
                 f"m={m} > k={k}: the PAMG error bound N/(k+1) is then vacuous ([LT23, "
@@ -337,9 +334,9 @@ def user_level_pmg(
         ``"discrete_laplace"`` (default) or ``"laplace"``.
     """
     require_single_stream(sketch, "user_level_pmg")
-    eps = check_eps(epsilon)
-    dl = check_approx_delta(delta)
-    mm = check_positive_int(m, "m")
+    eps = check_epsilon(epsilon)
+    dl = check_delta(delta, allow_zero=False)
+    mm = check_int(m, "m")
     check_stream(stream)
     if mm > sketch.k:
         warnings.warn(

@@ -41,8 +41,8 @@ from beam_dpsketch.hashing import (
 from beam_dpsketch.noise import NoiseSource, laplace
 from beam_dpsketch.privacy.budget import PrivacyBudget, check_epsilon
 from beam_dpsketch.sketches.misra_gries.baselines import chan_pure
-from beam_dpsketch.sketches.misra_gries.core import Universe
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
+from beam_dpsketch.sketches.misra_gries.universe import Universe
 from beam_dpsketch.sketches.sliding.dpsw import MAX_INDEX, check_release_prefix, checkpoint_list
 
 __all__ = ["PCCMG", "ExactSlidingWindow", "ExactWindowCountMin", "USketch"]
@@ -475,7 +475,7 @@ class PCCMG:
     lam
         The tree parameter ``lambda`` in (0, 1) (the paper tunes it in 0.025..0.125).
     universe
-        Public key universe: a :class:`~beam_dpsketch.sketches.misra_gries.core.Universe`, a
+        Public key universe: a :class:`~beam_dpsketch.sketches.misra_gries.universe.Universe`, a
         ``range`` or an iterable of keys, fixed independently of the data.
     """
 

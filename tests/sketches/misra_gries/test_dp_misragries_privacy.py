@@ -25,9 +25,9 @@ from privacy_audit import cp_lower, cp_upper
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches.misra_gries import Universe, pmg, postprocess, pure_pp
-from beam_dpsketch.sketches.misra_gries.core import pure_top_k
 from beam_dpsketch.sketches.misra_gries.pmg_release import pmg_noisy, pmg_parameters
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
+from beam_dpsketch.sketches.misra_gries.universe import pure_top_k
 
 SRC = NoiseSource.insecure_for_tests(4242)
 TOTAL_ALPHA = 1e-6

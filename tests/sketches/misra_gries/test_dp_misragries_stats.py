@@ -29,9 +29,9 @@ from beam_dpsketch.sketches.misra_gries import (
     postprocess,
     pure_pp,
 )
-from beam_dpsketch.sketches.misra_gries.core import sample_tail_count
 from beam_dpsketch.sketches.misra_gries.pmg_release import pmg_noisy
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
+from beam_dpsketch.sketches.misra_gries.universe import sample_tail_count
 
 SRC = NoiseSource.insecure_for_tests(77)
 ALPHA = 1e-6  # largest false-failure probability allowed for each test

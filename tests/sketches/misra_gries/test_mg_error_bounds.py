@@ -19,12 +19,12 @@ import pytest
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries import (
-    core,
     merged,
     merged_gshm,
     merged_laplace,
     pmg,
     pmg_release,
+    tails,
 )
 
 DELTA = 1e-6
@@ -88,7 +88,7 @@ def test_the_coverage_check_fails_on_a_halved_bound(case, monkeypatch):
     _, fn, sketch, counts, eps, kw = case
     truth = dict(enumerate(counts.tolist()))
     for name in ("laplace_sum_quantile", "laplace_quantile"):
-        original = getattr(core, name)
+        original = getattr(tails, name)
         halved = lambda *a, _f=original, **k: _f(*a, **k) / 2  # noqa: E731
         for module in (pmg_release, merged):
             monkeypatch.setattr(module, name, halved, raising=False)
@@ -119,6 +119,9 @@ def test_error_confidence_is_checked_and_off_by_default():
     sketch = _sketch(np.array([50, 40, 30]), 8, 1)
     stream = NoiseSource.insecure_for_tests(0).stream("bounds-args")
     assert pmg(sketch, 1.0, DELTA, stream).error is None
-    for bad in (0.0, 1.0, 0.999, True, "0.9"):
-        with pytest.raises(ValueError, match="error_confidence"):
+    # beam_dpsketch.checks: a bound violated is a ValueError, a wrong type a TypeError.
+    bad_values = [(0.0, ValueError), (1.0, ValueError), (0.999, ValueError)]
+    bad_types = [(True, TypeError), ("0.9", TypeError)]
+    for bad, error in bad_values + bad_types:
+        with pytest.raises(error, match="error_confidence"):
             pmg(sketch, 1.0, DELTA, stream, error_confidence=bad)

@@ -111,8 +111,11 @@ def test_error_interval_covers_the_truth_at_its_confidence():
 def test_count_fraction_is_checked():
     pp = _sharded(STREAM, 8, 1)
     s = NoiseSource.insecure_for_tests(0).stream("c")
-    for bad in (-0.1, 1.0, 1.5, True, "0.1"):
-        with pytest.raises(ValueError, match="count_fraction"):
+    # beam_dpsketch.checks: a bound violated is a ValueError, a wrong type a TypeError.
+    bad_values = [(-0.1, ValueError), (1.0, ValueError), (1.5, ValueError)]
+    bad_types = [(True, TypeError), ("0.1", TypeError)]
+    for bad, error in bad_values + bad_types:
+        with pytest.raises(error, match="count_fraction"):
             approx_pp(pp, 1.0, 1e-6, s, count_fraction=bad)
     with pytest.raises(ValueError, match="count_fraction"):
         approx_pp(pp, 1e-5, 1e-6, s, count_fraction=0.05)  # a slice below 1e-6

@@ -26,7 +26,7 @@ import pytest
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy.calibration import noise_lattice
 from beam_dpsketch.sketches.misra_gries import pmg, pmg_release
-from beam_dpsketch.sketches.misra_gries.core import sketch_check_calibration
+from beam_dpsketch.sketches.misra_gries.error_check import sketch_check_calibration
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 
 SRC = NoiseSource.insecure_for_tests(2611)

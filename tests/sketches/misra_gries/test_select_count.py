@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from beam_dpsketch.noise import NoiseSource, discrete_laplace, gaussian
-from beam_dpsketch.sketches.misra_gries.core import laplace_scale_exact
+from beam_dpsketch.privacy.calibration import discrete_laplace_scale
 from beam_dpsketch.sketches.misra_gries.exact import exact_user_gshm
 from beam_dpsketch.sketches.misra_gries.gshm import calibrate_gshm
 from beam_dpsketch.sketches.misra_gries.select_count import (
@@ -32,8 +32,11 @@ def test_split_budget_never_exceeds_epsilon():
             sel, cnt = split_budget(eps, f)
             assert sel + cnt <= eps
             assert sel == pytest.approx(f * eps) and cnt == pytest.approx((1 - f) * eps)
-    for bad in (0.0, 1.0, -0.5, True, "0.5"):
-        with pytest.raises(ValueError, match="selection_fraction"):
+    # beam_dpsketch.checks: a bound violated is a ValueError, a wrong type a TypeError.
+    bad_values = [(0.0, ValueError), (1.0, ValueError), (-0.5, ValueError)]
+    bad_types = [(True, TypeError), ("0.5", TypeError)]
+    for bad, error in bad_values + bad_types:
+        with pytest.raises(error, match="selection_fraction"):
             split_budget(1.0, bad)
 
 
@@ -72,7 +75,7 @@ def test_candidate_counts_of_string_and_tuple_keys():
 def test_count_release_adds_a_keyed_discrete_laplace_draw_to_every_candidate():
     eps, k = 0.5, 6
     rel = count_release({"b": 10, "a": 4}, ["a", "b", "c"], eps, stream(3), k=k, sensitivity=2)
-    scale = laplace_scale_exact(2, eps)
+    scale = discrete_laplace_scale(2, eps)
     z = [int(discrete_laplace(stream(3).substream(key), scale, 1)[0]) for key in "abc"]
     # Canonical key order; the zero count of "c" is released too.
     assert rel.items == (("a", 4 + z[0]), ("b", 10 + z[1]), ("c", 0 + z[2]))
