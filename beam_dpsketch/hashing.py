@@ -42,8 +42,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import beam_dpsketch.murmur3 as murmur3
 from beam_dpsketch.checks import check_int
+from beam_dpsketch.extensions import load_extension
+
+# The compiled MurmurHash3 loop, or its bit-identical pure-Python fallback (no C compiler).
+murmur3 = load_extension("beam_dpsketch.murmur3", "beam_dpsketch.murmur3_fallback")
 
 __all__ = [
     "MAX_DEPTH",

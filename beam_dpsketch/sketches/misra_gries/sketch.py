@@ -20,9 +20,9 @@ from typing import Any, Self
 import numpy as np
 import pyarrow as pa
 
-import beam_dpsketch.sketches.misra_gries.kernel as kernel
 from beam_dpsketch import serialization
 from beam_dpsketch.checks import check_int
+from beam_dpsketch.extensions import load_extension
 from beam_dpsketch.hashing import canonical_keys, decode_key, encode_key
 from beam_dpsketch.sketches.linear.base import validate_counts
 from beam_dpsketch.sketches.misra_gries.batches import (
@@ -37,6 +37,12 @@ from beam_dpsketch.sketches.misra_gries.batches import (
 )
 from beam_dpsketch.sketches.misra_gries.batches import key_order as _order
 from beam_dpsketch.sketches.misra_gries.sizing import MAX_K, k_for_memory, suggest_k
+
+# The compiled update loop, or its bit-identical pure-Python fallback (no C compiler).
+kernel = load_extension(
+    "beam_dpsketch.sketches.misra_gries.kernel",
+    "beam_dpsketch.sketches.misra_gries.kernel_fallback",
+)
 
 __all__ = ["MisraGries", "multiset_counts"]
 
