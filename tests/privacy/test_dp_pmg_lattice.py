@@ -50,7 +50,7 @@ def correct(sk: MisraGries, st) -> list:
 def old_scale(sk: MisraGries, st) -> list:
     """Broken: ``g`` times the counts, but noise of the integer form's scale ``1/eps``."""
     _, tau, _ = pmg_parameters(
-        EPS, DELTA, noise="discrete_laplace", threshold_form="spec", draws=6, lattice=G
+        EPS, DELTA, noise="discrete_laplace", threshold_form="union_bound", draws=6, lattice=G
     )
     scale = discrete_laplace_scale(1, EPS)
     pairs = pmg_noisy_sketch(sk, "discrete_laplace", scale, tau, st, lattice=G)
@@ -94,7 +94,7 @@ def test_lattice_parameters_are_the_integer_form_scaled():
     rel = pmg(MisraGries(K).update([1, 1, 2]), EPS, DELTA, stream("params"))
     assert rel.details["lattice"] == G
     scale, tau, _ = pmg_parameters(
-        EPS, DELTA, noise="discrete_laplace", threshold_form="spec", draws=6, lattice=G
+        EPS, DELTA, noise="discrete_laplace", threshold_form="union_bound", draws=6, lattice=G
     )
     assert scale == G * discrete_laplace_scale(1, EPS)
     t = geometric_union_tail(scale, DELTA, 6)

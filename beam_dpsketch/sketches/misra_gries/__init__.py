@@ -100,7 +100,7 @@ from beam_dpsketch.sketches.misra_gries.merged import (
     pamg_gshm,
     recommend_merged_mechanism,
 )
-from beam_dpsketch.sketches.misra_gries.pmg_release import pmg, pmg_standard
+from beam_dpsketch.sketches.misra_gries.pmg_release import THRESHOLD_FORMS, pmg, pmg_standard
 from beam_dpsketch.sketches.misra_gries.release import (
     ERROR_CONFIDENCE,
     NEIGHBOURING_ELEMENT,
@@ -141,6 +141,7 @@ __all__ = [
     "NoiseSpec",
     "PAMGSketch",
     "PostProcessedSum",
+    "THRESHOLD_FORMS",
     "Universe",
     "apriori_error",
     "approx_pp",

@@ -43,7 +43,15 @@ from beam_dpsketch.sketches.misra_gries.tails import (
     noisy_sums,
 )
 
-__all__ = ["pmg", "pmg_standard"]
+__all__ = ["THRESHOLD_FORMS", "pmg", "pmg_standard"]
+
+#: The PMG thresholds for discrete noise: ``"union_bound"`` (the default) is ``1 + 2t`` with
+#: ``t`` the smallest integer whose exact two-sided geometric tail, summed over the draws that
+#: can differ between neighbouring sketches, is at most ``delta`` (docs/algorithms.md#mg-e5);
+#: ``"paper"`` is the probable printed constant of [LT23, Section 5.2], at most one count lower.
+THRESHOLD_FORMS = ("union_bound", "paper")
+#: Earlier spelling of ``"union_bound"``, still accepted with a ``DeprecationWarning``.
+_RENAMED_THRESHOLD_FORMS = {"spec": "union_bound"}
 
 
 def require_single_stream(sketch: Any, what: str) -> MisraGries:
@@ -78,15 +86,17 @@ def pmg_parameters(
     standard MG ([LT23, Section 5.1; Section 5.2]). Threshold ``1 + 2t`` where ``t`` bounds each draw's tail by
     ``delta / draws``.
 
-    ``lattice = g > 1`` (discrete noise, ``"spec"`` threshold only) gives the parameters of the
+    ``lattice = g > 1`` (discrete noise, ``"union_bound"`` threshold only) gives the parameters of the
     same mechanism on ``g`` times the counts, in lattice steps: scale ``g / eps'`` and
     threshold ``g + 2t`` with ``t`` the tail of that scale (docs/algorithms.md#mg-lattice).
     """
     check_choice(noise, "noise", NOISE_KINDS)
-    check_choice(threshold_form, "threshold_form", ("spec", "paper"))
-    if lattice != 1 and (noise != "discrete_laplace" or threshold_form != "spec"):
+    threshold_form = check_choice(
+        threshold_form, "threshold_form", THRESHOLD_FORMS, _RENAMED_THRESHOLD_FORMS
+    )
+    if lattice != 1 and (noise != "discrete_laplace" or threshold_form != "union_bound"):
         raise ValueError(
-            "lattice applies to noise='discrete_laplace' with threshold_form='spec' only"
+            "lattice applies to noise='discrete_laplace' with threshold_form='union_bound' only"
         )
     scale = discrete_laplace_scale(lattice, epsilon)
     if noise == "discrete_laplace":
@@ -98,7 +108,7 @@ def pmg_parameters(
             tau_p = pmg_geometric_threshold_paper(float(1 / scale), delta)
             return scale, math.ceil(tau_p * (1.0 + 1e-12)), "PMG-geo"
         return scale, lattice + 2 * geometric_union_tail(scale, delta, draws), "PMG-geo"
-    if threshold_form != "spec":
+    if threshold_form != "union_bound":
         raise ValueError("threshold_form='paper' applies to noise='discrete_laplace' only")
     return scale, 1.0 + 2.0 * laplace_union_tail(scale, delta, draws), "PMG"
 
@@ -174,7 +184,7 @@ def pmg(
     stream: NoiseStream,
     *,
     noise: str = "discrete_laplace",
-    threshold_form: str = "spec",
+    threshold_form: str = "union_bound",
     error_confidence: float | None = None,
     lattice: bool | None = None,
 ) -> HeavyHitterRelease:
@@ -201,7 +211,7 @@ def pmg(
       ``1 + 2 ln(3/delta)/eps`` (authors' code, commit b025ca3), raised by ``~2**-20/eps`` for
       the lattice tail (module :mod:`.tails`).
 
-    With discrete noise and the ``"spec"`` threshold the release runs, by default, on a lattice
+    With discrete noise and the ``"union_bound"`` threshold the release runs, by default, on a lattice
     finer than one count (docs/algorithms.md#mg-lattice): with ``g``
     (:func:`~beam_dpsketch.privacy.calibration.noise_lattice` of ``1/eps``, 16 at ``eps = 1``)
     every slot gets ``g c_x + eta + Z_x`` with both draws of scale ``g/eps``, the threshold is
@@ -230,8 +240,10 @@ def pmg(
     noise
         ``"discrete_laplace"`` or ``"laplace"``.
     threshold_form
-        ``"spec"`` (default: the derived threshold of docs/algorithms.md#mg-e5) or ``"paper"``
-        (the probable printed form; discrete noise only).
+        ``"union_bound"`` (default: the union bound over the six draws on the exact tail of
+        the noise, docs/algorithms.md#mg-e5) or ``"paper"``
+        (the probable printed form; discrete noise only). ``"spec"``, the earlier name of
+        ``"union_bound"``, is still accepted with a ``DeprecationWarning``.
     error_confidence
         ``None`` (default): the paper's release, no error bound. A confidence such as
         ``0.95``: every released value carries ``release.error``, a per-value (marginal)
@@ -246,7 +258,7 @@ def pmg(
         rest; ``release.details`` records the split.
     lattice
         ``None`` (default): the lattice release above for ``noise="discrete_laplace"`` with
-        ``threshold_form="spec"``, the paper's integer (or fine-lattice ``"laplace"``) form
+        ``threshold_form="union_bound"``, the paper's integer (or fine-lattice ``"laplace"``) form
         otherwise. ``False``: the paper's integer form of Algorithm 2 (outputs identical to
         the paper's mechanism). ``True``: the lattice release (``ValueError`` where it does
         not apply).
@@ -261,8 +273,11 @@ def pmg(
         conf = check_error_confidence(error_confidence)
         check = sketch_check_calibration(eps, sketch.k)
         eps_release = check.release_epsilon
+    threshold_form = check_choice(
+        threshold_form, "threshold_form", THRESHOLD_FORMS, _RENAMED_THRESHOLD_FORMS
+    )
     if lattice is None:
-        lattice = noise == "discrete_laplace" and threshold_form == "spec"
+        lattice = noise == "discrete_laplace" and threshold_form == "union_bound"
     else:
         lattice = check_bool(lattice, "lattice")
     g = noise_lattice(float(discrete_laplace_scale(1, eps_release))) if lattice else 1
@@ -331,7 +346,7 @@ def pmg_standard(
     check_stream(stream)
     k = sketch.k
     scale, tau, name = pmg_parameters(
-        eps, dl, noise=noise, threshold_form="spec", draws=2 * (k + 1)
+        eps, dl, noise=noise, threshold_form="union_bound", draws=2 * (k + 1)
     )
     slots = list(sketch.to_dict().items())
     pairs = pmg_noisy(slots, k, noise, scale, tau, stream)

@@ -345,7 +345,9 @@ def user_level_pmg(
             stacklevel=2,
         )
     eps0, delta0, _ = user_level_pmg_parameters(eps, dl, mm)
-    scale, tau, name = pmg_parameters(eps0, delta0, noise=noise, threshold_form="spec", draws=6)
+    scale, tau, name = pmg_parameters(
+        eps0, delta0, noise=noise, threshold_form="union_bound", draws=6
+    )
     pairs = pmg_noisy_sketch(sketch, noise, scale, tau, stream)
     return make_release(
         pairs,

@@ -95,7 +95,7 @@ CASE_D_EVENTS = half_lines([C_D + x for x in (-2.5, -1.5, -0.5, 0.5, 1.5)])
 def test_case_d_pmg_passes_and_missing_shared_noise_fails():
     s, s_prime = _case_d_sketches()
     scale, tau, _ = pmg_parameters(
-        EPS_D, DELTA_D, noise="discrete_laplace", threshold_form="spec", draws=6
+        EPS_D, DELTA_D, noise="discrete_laplace", threshold_form="union_bound", draws=6
     )
 
     def correct(sk, st):
@@ -144,7 +144,7 @@ def test_zero_key_dropping_mutant_fails():
     s = s_prime.copy().update([10**6])
     assert all(c == 0 for _, c in s.slots())
     scale, tau, _ = pmg_parameters(
-        eps, delta, noise="discrete_laplace", threshold_form="spec", draws=6
+        eps, delta, noise="discrete_laplace", threshold_form="union_bound", draws=6
     )
     events = {"any key released": lambda x: x > 0}
 
@@ -180,7 +180,7 @@ def test_new_key_threshold_and_too_low_threshold_mutant():
     assert dict(s.slots())["b"] == 1
     events = {"b released": lambda x: x > 0}
     scale, _, _ = pmg_parameters(
-        eps, delta, noise="discrete_laplace", threshold_form="spec", draws=6
+        eps, delta, noise="discrete_laplace", threshold_form="union_bound", draws=6
     )
 
     def b_released(sk, tag, threshold=None):
