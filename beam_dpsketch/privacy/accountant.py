@@ -12,6 +12,13 @@ of entries, in order:
   (disjoint parts of the data, e.g. key-partitioned shards, docs/algorithms.md#mg-partition) each get the
   whole group budget, because parallel composition costs the maximum ([WWC24, Theorem 3.2]).
 
+Transforms that share an accountant declare themselves on it when constructed
+(:meth:`PrivacyAccountant.declare`): an explicit budget, or a weight. The weighted ones share the
+**pool** (the budget minus the entries recorded before the first transform is applied, minus the
+explicit budgets) in proportion to their weights; the pool is frozen once, at the first entry
+recorded after a declaration, so no share depends on the order in which transforms are built or
+applied (:meth:`PrivacyAccountant.share_of`, :attr:`PrivacyAccountant.shares`).
+
 Composition rules (what "the total" means):
 
 * sequential, pure or approximate DP: basic composition, ``sum eps`` and ``sum delta`` (docs/privacy-model.md#many-releases-from-one-noisy-state; [YKAE, Section II-A]);
@@ -311,7 +318,7 @@ class Share:
     weight
         Its weight in the shared pool, or ``None`` for an explicit budget.
     budget
-        The explicit budget, or (for a weight) its share once the pool is fixed; ``None`` before.
+        The explicit budget, or (for a weight) its share once the pool is frozen; ``None`` before.
     """
 
     name: str
@@ -373,7 +380,7 @@ class PrivacyAccountant:
         self.conversion: ConversionMethod = conversion
         self._entries: list[Charge | _Reservation] = []
         # Transforms declared on this accountant (explicit budgets and weights), in order, and
-        # the pool the weights share: fixed by the first entry recorded after a declaration.
+        # the pool the weights share: frozen by the first entry recorded after a declaration.
         self._shares: list[Share] = []
         self._pool: BudgetUsage | None = None
         self._pool_text = ""
@@ -484,8 +491,8 @@ class PrivacyAccountant:
 
     def _admit(self, who: str, cost: _Cost, requested: str) -> BudgetUsage:
         """Check that adding ``cost`` fits; return the new committed usage or raise."""
-        # The first entry after a declaration fixes the pool, from the entries before it.
-        self._fix_pool()
+        # The first entry after a declaration freezes the pool, from the entries before it.
+        self._freeze_pool()
         before = self._evaluate(self._committed_cost())
         after = self._evaluate(self._committed_cost() + cost)
         if not self._fits(after):
@@ -661,10 +668,10 @@ class PrivacyAccountant:
         Every DP transform declares itself once, when it is constructed, with either its
         explicit ``budget`` or a ``weight`` (its ``budget_weight``; a transform given neither
         has weight 1). The transforms with a weight share the **pool**: the budget left after
-        the entries recorded before the pool is fixed and after every explicit budget declared
+        the entries recorded before the pool is frozen and after every explicit budget declared
         by then. Each gets ``pool * weight / (sum of weights)`` (:meth:`share_of`).
 
-        The pool is fixed by the first charge, split or parallel group recorded after the first
+        The pool is frozen by the first charge, split or parallel group recorded after the first
         declaration (in practice: when the first transform is applied), or by the first
         :meth:`share_of`. At that moment no declared transform has charged yet, so the shares
         do not depend on the order in which transforms are constructed or applied.
@@ -687,7 +694,7 @@ class PrivacyAccountant:
         ------
         ValueError
             If both or neither of ``budget`` and ``weight`` are given, or for a weight once the
-            pool is fixed (declaring it then would change the shares already handed out).
+            pool is frozen (declaring it then would change the shares already handed out).
         TypeError
             For a budget that is not a :class:`PrivacyBudget` or a weight that is not a real.
         """
@@ -705,7 +712,7 @@ class PrivacyAccountant:
         w = check_real(weight, "budget_weight", 0.0, lower_open=True)
         if self._pool is not None:
             raise ValueError(
-                f"budget_weight: {name!r} was constructed after accountant {self.name!r} fixed "
+                f"budget_weight: {name!r} was constructed after accountant {self.name!r} froze "
                 "the pool its weighted transforms share (at its first charge); construct every "
                 "transform that shares the accountant before applying any of them, or give this "
                 "one an explicit budget=PrivacyBudget(...)"
@@ -716,7 +723,7 @@ class PrivacyAccountant:
     def share_of(self, token: int, name: str | None = None) -> PrivacyBudget:
         """The budget of the declared transform ``token``: its explicit budget, or its share.
 
-        Fixes the pool if it is not fixed yet (see :meth:`declare`).
+        Freezes the pool if it is not frozen yet (see :meth:`declare`).
 
         Parameters
         ----------
@@ -742,7 +749,7 @@ class PrivacyAccountant:
             self._shares[token] = share
         if share.weight is None:
             return share.budget  # type: ignore[return-value]
-        self._fix_pool()
+        self._freeze_pool()
         share = self._shares[token]
         if share.budget is None:
             raise BudgetExceededError(
@@ -763,11 +770,11 @@ class PrivacyAccountant:
 
     @property
     def pool(self) -> BudgetUsage | None:
-        """The pool the weighted transforms share, once fixed (``None`` before)."""
+        """The pool the weighted transforms share, once frozen (``None`` before)."""
         return self._pool
 
-    def _fix_pool(self) -> None:
-        """Fix the pool and every weighted share, once, from the entries recorded so far."""
+    def _freeze_pool(self) -> None:
+        """Freeze the pool and every weighted share, once, from the entries recorded so far."""
         if self._pool is not None or not self._shares:
             return
         cost = self._committed_cost()
@@ -915,7 +922,7 @@ class PrivacyAccountant:
             return []
         total = math.fsum(weights)
         if self._pool is None:
-            head = "shared by weight (the pool is fixed at the first charge)"
+            head = "shared by weight (the pool is frozen at the first charge)"
         else:
             head = f"shared by weight: {self._pool_text}"
         lines = [f"{pad}{head}"]
@@ -923,7 +930,7 @@ class PrivacyAccountant:
             if s.weight is None:
                 lines.append(f"{pad}  - {s.name!r}: explicit budget {s.budget}")
                 continue
-            share = "not fixed yet" if self._pool is None else str(s.budget)
+            share = "not frozen yet" if self._pool is None else str(s.budget)
             lines.append(f"{pad}  - {s.name!r}: weight {s.weight:g} of {total:g}: {share}")
         return lines
 

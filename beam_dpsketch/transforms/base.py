@@ -371,7 +371,7 @@ class DPTransform(beam.PTransform, abc.ABC):
         the first transform declared on it was applied, minus every explicit ``budget`` of the
         transforms declared on it by then; each weighted transform gets ``pool * weight /
         (sum of weights)``. Every transform declares itself on its accountant when constructed,
-        and the pool is fixed when the first of them is applied (its first charge), so the
+        and the pool is frozen when the first of them is applied (its first charge), so the
         shares, and hence every release, are the same whatever order the transforms are
         constructed or applied in. A weighted transform constructed after that is refused:
         construct every transform that shares an accountant before applying any.
@@ -392,7 +392,7 @@ class DPTransform(beam.PTransform, abc.ABC):
     TypeError, ValueError
         For a budget or accountant of the wrong type, neither of them given, an empty label, a
         ``budget_weight`` given with a ``budget`` or without an ``accountant``, or a weighted
-        transform constructed after its accountant's pool was fixed.
+        transform constructed after its accountant's pool was frozen.
 
     Notes
     -----

@@ -2,7 +2,7 @@
 
 Transforms without an explicit ``budget`` share the accountant's pool (its budget minus the
 explicit budgets declared on it) in proportion to their ``budget_weight`` (default 1). The
-pool is fixed when the first transform is applied, so the budgets, and with a seeded noise
+pool is frozen when the first transform is applied, so the budgets, and with a seeded noise
 source the releases themselves, are the same whatever order the transforms are constructed or
 applied in.
 """
@@ -96,7 +96,7 @@ def test_explicit_budgets_are_reserved_before_the_weights_share_the_rest():
     explicit = DPCount(PrivacyBudget.pure(0.2), accountant=acc, label="explicit")
     p = beam.Pipeline(runner=RUNNER)
     data = p | beam.Create(ELEMENTS)
-    # The explicit transform is applied first; the pool was fixed before its charge.
+    # The explicit transform is applied first; the pool was frozen before its charge.
     for t in (explicit, default, weighted):
         _ = data | t
     assert weighted.aggregate.per_release_budget.epsilon == pytest.approx(0.8 * 3 / 4)

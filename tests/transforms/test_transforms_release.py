@@ -621,7 +621,7 @@ def test_budget_none_takes_what_the_accountant_has_left():
     assert dp.aggregate.per_release_budget.epsilon == pytest.approx(0.75)
     assert acc.remaining.epsilon == pytest.approx(0.0, abs=1e-12)
     # Taking "what is left" later would depend on the order of application: a transform
-    # without a budget constructed once the pool is fixed is refused, naming the alternative.
+    # without a budget constructed once the pool is frozen is refused, naming the alternative.
     with pytest.raises(ValueError, match="construct every transform .* explicit budget="):
         DPCount(accountant=acc, label="more")
     with pytest.raises(BudgetExceededError, match="total would be"):
