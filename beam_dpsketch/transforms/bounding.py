@@ -30,6 +30,7 @@ import numpy as np
 from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.privacy.bounding import MIN_KEY_BYTES, bounded_mask
+from beam_dpsketch.privacy.declarations import PrivacyUnit
 from beam_dpsketch.transforms.base import as_extractor
 from beam_dpsketch.transforms.batching import call_user_fn
 from beam_dpsketch.transforms.windowing_rules import WindowingRequirement, accept_windowing
@@ -157,9 +158,13 @@ class BoundContributions(beam.PTransform):
     privacy_id_fn
         Element -> privacy unit id (int, str, bytes or a tuple of these; numpy scalars are
         converted to Python types). Like every extractor here, a callable or the field name of
-        ``dict`` / ``beam.Row`` elements.
+        ``dict`` / ``beam.Row`` elements. Or a user-level
+        :class:`~beam_dpsketch.privacy.PrivacyUnit`, whose ``id`` and ``max_contributions`` are
+        used: the same declaration then goes to the DP transform downstream
+        (``DPAggregate(..., privacy_unit=unit)``).
     max_contributions
-        Maximum elements kept per unit and window (``>= 1``).
+        Maximum elements kept per unit and window (``>= 1``); taken from the unit when
+        ``privacy_id_fn`` is a :class:`~beam_dpsketch.privacy.PrivacyUnit`.
     key_fn
         Element -> partition key (e.g. the item a user contributes to). With ``max_partitions``,
         a unit first keeps the elements of at most ``max_partitions`` distinct keys, then at most
@@ -189,8 +194,8 @@ class BoundContributions(beam.PTransform):
     of a privacy unit: after it, removing one unit changes each window's input by at most
     ``max_contributions`` elements (in at most ``max_partitions`` keys) and changes nothing else,
     because a unit's selection depends only on its own contributions. The downstream transform
-    must use ``privacy_unit="user"``, a sensitivity scaled by the bound, and (for non-global
-    windows) a declared ``max_windows_per_unit``, which this step does **not** enforce: the bound
+    must declare the same user-level privacy unit, a sensitivity scaled by the bound, and (for
+    non-global windows) the unit's ``max_windows``, which this step does **not** enforce: the bound
     is per window, so the number of windows a unit appears in must be bounded by the data or
     upstream.
 
@@ -207,8 +212,8 @@ class BoundContributions(beam.PTransform):
 
     def __init__(
         self,
-        privacy_id_fn: Callable[[Any], Any],
-        max_contributions: int,
+        privacy_id_fn: Callable[[Any], Any] | str | PrivacyUnit,
+        max_contributions: int | None = None,
         *,
         key_fn: Callable[[Any], Any] | None = None,
         max_partitions: int | None = None,
@@ -216,6 +221,18 @@ class BoundContributions(beam.PTransform):
         element_id_fn: Callable[[Any], Any] | None = None,
     ) -> None:
         super().__init__()
+        if isinstance(privacy_id_fn, PrivacyUnit):
+            unit = privacy_id_fn
+            if not unit.is_user_level:
+                raise ValueError(
+                    "privacy_id_fn: BoundContributions bounds a user-level unit; give "
+                    "PrivacyUnit(id=..., max_contributions=...)"
+                )
+            if max_contributions is not None:
+                raise TypeError(
+                    "max_contributions: give it in the PrivacyUnit, not as a separate parameter"
+                )
+            privacy_id_fn, max_contributions = unit.id, unit.max_contributions  # type: ignore[assignment]
         privacy_id_fn = as_extractor(privacy_id_fn, "privacy_id_fn")
         if privacy_id_fn is None:
             raise TypeError("privacy_id_fn must be a callable or a field name, got None")
