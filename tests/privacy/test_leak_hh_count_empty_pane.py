@@ -24,7 +24,7 @@ from collect import DumpToFile
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget, PrivacyUnit, Windowing
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.misra_gries.private import PAMGSketch, PostProcessedSum
+from beam_dpsketch.sketches.misra_gries import PAMGSketch, PostProcessedSum
 from beam_dpsketch.transforms import DPCount, DPHeavyHitters, Release
 from beam_dpsketch.transforms.combiners import (
     MergeSketchesCombineFn,

@@ -21,7 +21,7 @@ from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.privacy import PrivacyBudget, PrivacyUnit
 from beam_dpsketch.privacy.bounding import bounded_mask, contribution_ranks
 from beam_dpsketch.sketches import MisraGries
-from beam_dpsketch.sketches.misra_gries.private import (
+from beam_dpsketch.sketches.misra_gries import (
     PAMGSketch,
     PostProcessedSum,
     stability_histogram,

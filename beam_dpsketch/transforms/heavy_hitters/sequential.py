@@ -175,7 +175,7 @@ class Sequential(HeavyHitterMechanism):
             check.release_epsilon,
             budget.delta,  # type: ignore[arg-type]
             noise="discrete_laplace",
-            threshold_form="spec",
+            threshold_form="union_bound",
             draws=6,
             lattice=g,
         )
