@@ -17,11 +17,14 @@ Two things live per pipeline construction, not per transform, and are kept by
 * the insecure test :class:`~beam_dpsketch.noise.NoiseSource` of an ``insecure_test_noise_key``,
   so that the transforms of one pipeline draw from one seeded source in the order they are
   applied, exactly as the Python API does with one ``NoiseSource.insecure_for_tests(seed)``
-  handed to each of them.
+  handed to each of them. With it, the key that chooses which contributions of a user-level
+  privacy unit are kept is public too (:func:`insecure_test_selection_key`), so that a seeded
+  user-level release is reproducible as a whole.
 """
 
 from __future__ import annotations
 
+import hashlib
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -34,6 +37,7 @@ __all__ = [
     "accountant_budget",
     "budget_from_config",
     "check_field",
+    "insecure_test_selection_key",
     "insecure_test_source",
     "privacy_unit_from_config",
     "shared_accountant",
@@ -190,3 +194,17 @@ def insecure_test_source(pipeline: Any, seed: Any) -> NoiseSource:
     if seed not in sources:
         sources[seed] = NoiseSource.insecure_for_tests(seed)
     return sources[seed]
+
+
+_INSECURE_SELECTION_DOMAIN = b"beam-dpsketch/yaml/insecure-test-selection-key/v1"
+
+
+def insecure_test_selection_key(seed: Any) -> bytes:
+    """The public contribution-selection key that goes with ``insecure_test_noise_key: seed``.
+
+    ``SHA-256(domain + seed)``: INSECURE, for tests only, like the noise key it goes with. A
+    YAML transform at user level passes it as ``selection_key`` when an insecure test key is
+    configured, so the Python API reproduces its release with the same key.
+    """
+    seed = check_int(seed, "insecure_test_noise_key", lower=0)
+    return hashlib.sha256(_INSECURE_SELECTION_DOMAIN + str(seed).encode()).digest()

@@ -6,7 +6,6 @@ watches a directory; the Python SDK does (``fileio.MatchContinuously``, used by
 streaming YAML pipeline can feed the DP transforms of :mod:`beam_dpsketch.yaml.transforms`.
 """
 
-
 import time
 from collections.abc import Iterator
 

@@ -37,7 +37,6 @@ Common configuration keys (every transform):
     every transform of the pipeline that does not set it.
 """
 
-
 import abc
 import sys
 import typing
@@ -52,7 +51,6 @@ from apache_beam.typehints import schemas
 from apache_beam.typehints.row_type import RowTypeConstraint
 
 from beam_dpsketch.checks import check_int, check_real
-from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.transforms import (
     DPCount,
@@ -67,6 +65,7 @@ from beam_dpsketch.yaml.config import (
     accountant_budget,
     budget_from_config,
     check_field,
+    insecure_test_selection_key,
     insecure_test_source,
     privacy_unit_from_config,
     shared_accountant,
@@ -241,23 +240,28 @@ class YamlDPTransform(beam.PTransform, abc.ABC):
     def converter(self) -> Callable[[Any], list[dict[str, Any]]]:
         """A picklable function: the rows (as field dicts) of one released record."""
 
-    def noise_source(self, pipeline: beam.Pipeline) -> NoiseSource | None:
-        """The seeded test source if one is configured, else ``None`` (an ``os.urandom`` key)."""
-        seed = self._test_key
-        if seed is None:
-            seed = pipeline.options.view_as(YamlTestNoiseOptions).insecure_test_noise_key
-        return None if seed is None else insecure_test_source(pipeline, seed)
+    def test_seed(self, pipeline: beam.Pipeline) -> int | None:
+        """The insecure test seed: the transform's, else the pipeline option's, else ``None``."""
+        if self._test_key is not None:
+            return self._test_key
+        return pipeline.options.view_as(YamlTestNoiseOptions).insecure_test_noise_key
+
+    def selection_key(self, pipeline: beam.Pipeline) -> bytes | None:
+        """The user-level selection key: public with a test seed, else ``None`` (a secret one)."""
+        seed = self.test_seed(pipeline)
+        return None if seed is None else insecure_test_selection_key(seed)
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
         pipeline = pcoll.pipeline
         accountant: PrivacyAccountant | None = None
+        seed = self.test_seed(pipeline)
         if self._accountant_config is not None:
             accountant = shared_accountant(pipeline, self._accountant_config)
         transform = self.build(
             pcoll,
             budget=self.budget,
             accountant=accountant,
-            noise_source=self.noise_source(pipeline),
+            noise_source=None if seed is None else insecure_test_source(pipeline, seed),
             label=self._release_label or applied_label(pcoll, self.label),
         )
         self.dp_transform = transform
@@ -347,12 +351,13 @@ class YamlDPHistogram(YamlDPTransform):
         self.mechanism = mechanism
         self._extra: dict[str, Any] = {}
 
-    def library_kwargs(self) -> dict[str, Any]:
+    def library_kwargs(self, pipeline: beam.Pipeline) -> dict[str, Any]:
         """Keyword arguments of the library transform from the privacy unit and windowing."""
         unit, win = self.privacy_unit, self.windowing
         kwargs: dict[str, Any] = {"key_fn": self.key, "mechanism": self.mechanism}
         if unit.is_user_level:
             kwargs.update(privacy_id_fn=unit.id, max_contributions=unit.max_contributions)
+            kwargs["selection_key"] = self.selection_key(pipeline)
         if unit.max_windows is not None:
             kwargs["max_windows_per_unit"] = unit.max_windows
         if win is not None:
@@ -369,7 +374,9 @@ class YamlDPHistogram(YamlDPTransform):
     def build(self, pcoll: beam.PCollection, **common: Any) -> DPTransform:
         field_type(pcoll, self.key, "key")
         budget = common.pop("budget")
-        return self.library_class(self.k, budget, **self.library_kwargs(), **self._extra, **common)
+        return self.library_class(
+            self.k, budget, **self.library_kwargs(pcoll.pipeline), **self._extra, **common
+        )
 
     def row_fields(self, pcoll: beam.PCollection) -> list[tuple[str, Any]]:
         return [("key", field_type(pcoll, self.key, "key")), *HEAVY_HITTER_FIELDS]
@@ -468,7 +475,12 @@ class YamlDPCount(YamlDPTransform):
     def build(self, pcoll: beam.PCollection, **common: Any) -> DPTransform:
         if self.privacy_unit.id is not None:
             field_type(pcoll, self.privacy_unit.id, "privacy_unit.id")
-        return DPCount(privacy_unit=self.privacy_unit, windowing=self.windowing, **common)
+        return DPCount(
+            privacy_unit=self.privacy_unit,
+            windowing=self.windowing,
+            selection_key=self.selection_key(pcoll.pipeline),
+            **common,
+        )
 
     def row_fields(self, pcoll: beam.PCollection) -> list[tuple[str, Any]]:
         return [("count", int)]
