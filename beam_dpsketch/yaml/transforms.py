@@ -478,7 +478,9 @@ class YamlDPCount(YamlDPTransform):
         return DPCount(
             privacy_unit=self.privacy_unit,
             windowing=self.windowing,
-            selection_key=self.selection_key(pcoll.pipeline),
+            selection_key=(
+                self.selection_key(pcoll.pipeline) if self.privacy_unit.is_user_level else None
+            ),
             **common,
         )
 
