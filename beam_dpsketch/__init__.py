@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         Release,
         explain_pipeline,
     )
+    from beam_dpsketch.transforms.quantiles import QuantileTree
 
 
 def _read_version() -> str:
@@ -90,6 +91,7 @@ _EXPORTS: dict[str, str] = {
     "DPHeavyHitters": "beam_dpsketch.transforms",
     "DPFrequencies": "beam_dpsketch.transforms",
     "DPQuantiles": "beam_dpsketch.transforms",
+    "QuantileTree": "beam_dpsketch.transforms.quantiles",
     "ContinualDPSketch": "beam_dpsketch.transforms",
     "DPSlidingWindowFrequencies": "beam_dpsketch.transforms",
     "DPIntermittentQueries": "beam_dpsketch.transforms",
@@ -134,6 +136,7 @@ __all__ = [
     "PrivacyAccountant",
     "PrivacyBudget",
     "PrivacyUnit",
+    "QuantileTree",
     "QuerySchedule",
     "ReadKeyBatches",
     "ReadOrderedKeys",

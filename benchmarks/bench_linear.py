@@ -168,8 +168,7 @@ def _beam_ours(path: str, epsilon: float) -> None:
         [p / 100 for p in PERCENTILES],
         *DELAY_DOMAIN,
         PrivacyBudget.pure(epsilon),
-        width=1024,
-        depth=5,
+        tree=QuantileTree(width=1024, depth=5),
         clamp=True,
     )
     with beam.Pipeline(runner=FnApiRunner()) as p:

@@ -27,7 +27,7 @@ from beam_dpsketch.transforms.combiners import SketchSpec
 from beam_dpsketch.transforms.continual import ContinualDPSketch
 from beam_dpsketch.transforms.frequencies import DPFrequencies
 from beam_dpsketch.transforms.intermittent import DPIntermittentQueries, QuerySchedule
-from beam_dpsketch.transforms.quantiles import DPQuantiles
+from beam_dpsketch.transforms.quantiles import DPQuantiles, QuantileTree
 from beam_dpsketch.transforms.sliding import DPSlidingWindowFrequencies
 
 SRC = NoiseSource.insecure_for_tests(1)
@@ -42,7 +42,13 @@ BUILDERS = {
     "SketchSpec.count_min": lambda w, d, s: SketchSpec.count_min(w, d, s),
     "DPFrequencies": lambda w, d, s: DPFrequencies(w, d, PURE, seed=s),
     "DyadicCountSketch": lambda w, d, s: DyadicCountSketch(0, 100, w, d, s),
-    "DPQuantiles": lambda w, d, s: DPQuantiles([0.5], 0, 100, PURE, width=w, depth=d, seed=s),
+    "DPQuantiles": lambda w, d, s: DPQuantiles(
+        [0.5],
+        0,
+        100,
+        PURE,
+        tree=QuantileTree(width=w, depth=d, seed=s),
+    ),
     "LazySketch": lambda w, d, s: LazySketch(w, d, 16, APPROX, release_prefix="p", seed=s),
     "ContinualDPSketch": lambda w, d, s: ContinualDPSketch(
         w, d, 16, query_keys=[1], budget=APPROX, seed=s

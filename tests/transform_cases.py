@@ -30,6 +30,7 @@ from beam_dpsketch.transforms import (
     DPSlidingWindowFrequencies,
     QuerySchedule,
 )
+from beam_dpsketch.transforms.quantiles import QuantileTree
 
 EPS = PrivacyBudget.pure(1.0)
 APPROX = PrivacyBudget.approx(1.0, 1e-6)
@@ -138,7 +139,13 @@ CASES: dict[str, Case] = {
     ),
     "quantiles": Case(
         lambda label: DPQuantiles(
-            [0.25, 0.5, 0.9], 0, 1023, EPS, width=64, noise_source=_source(), label=label
+            [0.25, 0.5, 0.9],
+            0,
+            1023,
+            EPS,
+            tree=QuantileTree(width=64),
+            noise_source=_source(),
+            label=label,
         ),
         list(range(N)),
         [1023],
@@ -150,7 +157,7 @@ CASES: dict[str, Case] = {
             100.0,
             EPS,
             resolution=0.5,
-            width=64,
+            tree=QuantileTree(width=64),
             value_fn="v",
             weight_fn="w",
             noise_source=_source(),

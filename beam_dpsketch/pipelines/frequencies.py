@@ -49,6 +49,7 @@ from beam_dpsketch.pipelines.release_arguments import (
 )
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles, ReadKeyBatches
 from beam_dpsketch.transforms.frequencies import DEFAULT_SKETCH, ERROR_BOUND_CONFIDENCE
+from beam_dpsketch.transforms.quantiles import QuantileTree
 
 __all__ = [
     "DEFAULT_DEPTH",
@@ -362,11 +363,13 @@ def run_quantiles(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         args.lower,
         args.upper,
         budget_from_args(args),
-        width=args.width,
-        depth=args.depth,
-        branching=args.branching,
-        exact_nodes=args.exact_nodes,
-        leaf_bits=args.leaf_bits,
+        tree=QuantileTree(
+            branching=args.branching,
+            exact_nodes=args.exact_nodes,
+            leaf_bits=args.leaf_bits,
+            width=args.width,
+            depth=args.depth,
+        ),
         resolution=args.resolution,
         noise_source=noise_source_from_args(args),
         label="quantiles",

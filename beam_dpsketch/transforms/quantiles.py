@@ -11,12 +11,13 @@ noise is added once per window and pane at the trusted aggregator
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
 import numpy as np
 
-from beam_dpsketch.checks import check_real
+from beam_dpsketch.checks import check_bool, check_real
 from beam_dpsketch.noise import NoiseSource, NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.declarations import (
@@ -47,7 +48,57 @@ from beam_dpsketch.transforms.release import (
 )
 from beam_dpsketch.transforms.windowing_rules import BATCHED_WINDOWING, WindowingRequirement
 
-__all__ = ["DPQuantiles", "QuantileMechanism"]
+__all__ = ["DPQuantiles", "QuantileMechanism", "QuantileTree"]
+
+
+@dataclass(frozen=True)
+class QuantileTree:
+    """The shape of :class:`DPQuantiles`' tree: public parameters only, set once.
+
+    The defaults fit most uses: every level of the tree is counted exactly when the value range
+    allows it (``exact_nodes``), and only wider ranges sketch their finest levels with a Count
+    Sketch of ``width`` x ``depth``.
+
+    Parameters
+    ----------
+    branching
+        Children per tree node, a power of two (default 32; 2 is the paper's dyadic tree).
+        Fewer levels share the budget, so each gets more of it.
+    exact_nodes
+        Levels with at most this many nodes are counted exactly (memory: about
+        ``8.3 * exact_nodes`` bytes per accumulator at most with ``branching=32``; default
+        ``2**15``, about 270 kB).
+    leaf_bits
+        Leaves hold ``2**leaf_bits`` consecutive values of the integer domain (bins of
+        ``resolution``). ``None`` (default): the finest leaves for which every level is exact,
+        0 whenever ``upper - lower + 1 <= exact_nodes``; a quantile that falls inside a wider
+        leaf is placed by linear interpolation.
+    consistency
+        Read the tree through its least-squares consistent estimates (default ``True``;
+        post-processing, no budget; docs/algorithms.md#lin-wide-range).
+    width, depth, seed
+        Shape and public hash seed of each sketched level's Count Sketch. With the default
+        ``leaf_bits`` no level is sketched; they matter when ``leaf_bits`` asks for finer leaves
+        than ``exact_nodes`` allows (e.g. ``leaf_bits=0`` on a wide range: the paper's dyadic
+        Count Sketch down to single values).
+
+    Raises
+    ------
+    TypeError
+        For a ``consistency`` that is not a bool. The sizes are checked by :class:`DPQuantiles`
+        against its bounds, as the sketch checks them (errors name the field).
+    """
+
+    branching: int = 32
+    exact_nodes: int = 1 << 15
+    leaf_bits: int | None = None
+    consistency: bool = True
+    width: int = 1024
+    depth: int = 5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "consistency", check_bool(self.consistency, "consistency"))
 
 
 class QuantileMechanism(ReleaseMechanism):
@@ -183,26 +234,10 @@ class DPQuantiles(AccountedTransform):
         Total budget (pure, approximate or zCDP), split across the sketch's levels (Zhao et al.,
         Section 4.2)
         and over the releases a privacy unit can influence.
-    width, depth, seed
-        Shape of each sketched level's Count Sketch. With the default ``leaf_bits`` no level
-        is sketched; they matter when ``leaf_bits`` asks for finer leaves than
-        ``exact_nodes`` allows (e.g. ``leaf_bits=0`` on a wide range: the paper's dyadic Count
-        Sketch down to single values).
-    branching
-        Children per tree node, a power of two (default 32; 2 is the paper's dyadic tree).
-        Fewer levels share the budget, so each gets more of it.
-    exact_nodes
-        Levels with at most this many nodes are counted exactly (memory: about
-        ``8.3 * exact_nodes`` bytes per accumulator at most with ``branching=32``; default
-        ``2**15``, about 270 kB).
-    leaf_bits
-        Leaves hold ``2**leaf_bits`` consecutive values of the integer domain (bins of
-        ``resolution``). ``None`` (default): the finest leaves for which every level is exact,
-        0 whenever ``upper - lower + 1 <= exact_nodes``; a quantile that falls inside a
-        wider leaf is placed by linear interpolation.
-    consistency
-        Read the tree through its least-squares consistent estimates (default ``True``;
-        post-processing, no budget; docs/algorithms.md#lin-wide-range).
+    tree
+        The tree's shape, a :class:`QuantileTree` (``branching``, ``exact_nodes``,
+        ``leaf_bits``, ``consistency``, and the ``width``, ``depth`` and ``seed`` of sketched
+        levels); default ``QuantileTree()``.
     resolution
         If given, values are floats and bin ``i`` is ``[lower + i*resolution, ...)``.
     clamp
@@ -242,13 +277,7 @@ class DPQuantiles(AccountedTransform):
         upper: float,
         budget: PrivacyBudget | None = None,
         *,
-        width: int = 1024,
-        depth: int = 5,
-        seed: int = 0,
-        branching: int = 32,
-        exact_nodes: int = 1 << 15,
-        leaf_bits: int | None = None,
-        consistency: bool = True,
+        tree: QuantileTree | None = None,
         resolution: float | None = None,
         clamp: bool = True,
         value_fn: Callable[[Any], Any] | None = None,
@@ -288,13 +317,19 @@ class DPQuantiles(AccountedTransform):
             if int(lower) != lower or int(upper) != upper:
                 raise ValueError("lower/upper must be integers unless resolution is given")
             int_lower, int_upper = int(lower), int(upper)
-        layout = (int_lower, int_upper, width, depth, seed)
+        shape = QuantileTree() if tree is None else tree
+        if not isinstance(shape, QuantileTree):
+            raise TypeError(f"tree must be a QuantileTree or None, got {type(shape).__name__}")
+        layout = (int_lower, int_upper, shape.width, shape.depth, shape.seed)
+        leaf_bits = shape.leaf_bits
         if leaf_bits is None:
-            leaf_bits = fitting_leaf_bits(int_lower, int_upper, exact_nodes)
-        tree = {"branching": branching, "exact_nodes": exact_nodes, "leaf_bits": leaf_bits}
-        if not isinstance(consistency, bool):
-            raise TypeError("consistency must be a bool")
-        DyadicCountSketch(*layout, **tree)  # validate now, at construction
+            leaf_bits = fitting_leaf_bits(int_lower, int_upper, shape.exact_nodes)
+        levels = {
+            "branching": shape.branching,
+            "exact_nodes": shape.exact_nodes,
+            "leaf_bits": leaf_bits,
+        }
+        DyadicCountSketch(*layout, **levels)  # validate now, at construction
         self._value_fn, self._weight_fn = value_fn, weight_fn
         self.mechanism = QuantileMechanism(
             qs,
@@ -302,13 +337,13 @@ class DPQuantiles(AccountedTransform):
             neighbouring,
             layout,
             turnstile=weight_fn is not None,
-            tree=tree,
-            consistency=consistency,
+            tree=levels,
+            consistency=shape.consistency,
         )
         self._build_step(
             # clamp=True: the indexer already maps every value into the bounds; the sketch's
             # clamp is the same public map, so it can never raise on a record.
-            WeightedSketchCombineFn(lambda: DyadicCountSketch(*layout, clamp=True, **tree)),
+            WeightedSketchCombineFn(lambda: DyadicCountSketch(*layout, clamp=True, **levels)),
             self.mechanism,
             privacy_unit=unit,
             windowing=check_windowing(windowing),

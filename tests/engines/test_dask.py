@@ -65,6 +65,7 @@ from beam_dpsketch.transforms.base import DPTransform
 from beam_dpsketch.transforms.count import CountLaplaceMechanism
 from beam_dpsketch.transforms.engines import UnsupportedRunnerError, runner_limits
 from beam_dpsketch.transforms.heavy_hitters import DesignB
+from beam_dpsketch.transforms.quantiles import QuantileTree
 
 pytest.importorskip("distributed")
 
@@ -199,8 +200,7 @@ def test_quantiles_equal_fnapi(tmp_path, dask_address):
             0,
             255,
             PrivacyBudget.zcdp(0.5),
-            width=64,
-            depth=3,
+            tree=QuantileTree(width=64, depth=3),
             noise_source=NoiseSource.insecure_for_tests(6),
             label="q",
         )
@@ -361,7 +361,12 @@ def _windowed_cases() -> dict[str, Callable[[PrivacyAccountant], DPTransform]]:
         "DPHeavyHitters": lambda acc: DPHeavyHitters(8, accountant=acc, noise_source=_noise()),
         "DPFrequencies": lambda acc: DPFrequencies(32, 3, accountant=acc, noise_source=_noise()),
         "DPQuantiles": lambda acc: DPQuantiles(
-            [0.5], 0, 15, accountant=acc, width=32, depth=3, noise_source=_noise()
+            [0.5],
+            0,
+            15,
+            accountant=acc,
+            tree=QuantileTree(width=32, depth=3),
+            noise_source=_noise(),
         ),
         "DPAggregate": lambda acc: DPAggregate(
             beam.combiners.CountCombineFn(),

@@ -45,6 +45,7 @@ from beam_dpsketch.transforms import (
     QuerySchedule,
 )
 from beam_dpsketch.transforms.heavy_hitters import DesignB
+from beam_dpsketch.transforms.quantiles import QuantileTree
 
 APPROX = PrivacyBudget.approx(1.0, 1e-6)
 
@@ -140,8 +141,7 @@ def test_quantiles_equal_fnapi(tmp_path, prism_args):
             0,
             255,
             PrivacyBudget.zcdp(0.5),
-            width=64,
-            depth=3,
+            tree=QuantileTree(width=64, depth=3),
             noise_source=NoiseSource.insecure_for_tests(6),
             label="q",
         )

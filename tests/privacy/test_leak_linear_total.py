@@ -34,7 +34,7 @@ from beam_dpsketch.sketches import CountMinSketch, CountSketch, DyadicCountSketc
 from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles
 from beam_dpsketch.transforms.frequencies import LinearSketchReleaseMechanism
-from beam_dpsketch.transforms.quantiles import QuantileMechanism
+from beam_dpsketch.transforms.quantiles import QuantileMechanism, QuantileTree
 
 RHO = PrivacyBudget.zcdp(1.0)
 KEYS = [f"k{i}" for i in range(8)]  # the 8-element side of an 8 / 7 pair of neighbours
@@ -133,7 +133,13 @@ def test_pane_replacement_with_signed_weights_is_calibrated_for_a_sign_flip(quan
         for j in range(lost.levels)
     ]
     quant = DPQuantiles(
-        [0.5], 0, 255, RHO, width=16, depth=3, value_fn=lambda r: r[0], weight_fn=lambda r: r[1]
+        [0.5],
+        0,
+        255,
+        RHO,
+        tree=QuantileTree(width=16, depth=3),
+        value_fn=lambda r: r[0],
+        weight_fn=lambda r: r[1],
     ).mechanism.for_pane_relation("replace")
     quant.release(lost, RHO, NoiseSource.insecure_for_tests(3).stream("pane"))
     ((_, sensitivities),) = quantile_totals
@@ -170,8 +176,7 @@ def test_batch_multi_pane_trigger_releases_no_exact_total(tmp_path, quantile_tot
         0,
         255,
         RHO,
-        width=16,
-        depth=3,
+        tree=QuantileTree(width=16, depth=3),
         windowing=Windowing(max_panes_per_window=2),
         noise_source=NoiseSource.insecure_for_tests(12),
         label="quant",

@@ -41,6 +41,7 @@ from beam_dpsketch.transforms import (
     ReleaseMechanism,
 )
 from beam_dpsketch.transforms.count import CountLaplaceMechanism
+from beam_dpsketch.transforms.quantiles import QuantileTree
 
 RUNNER = "FnApiRunner"
 SECRET_KEY = b"persisted-secret-key-of-a-sched"
@@ -96,7 +97,14 @@ def _build(p: beam.Pipeline, out: Path) -> dict[str, DumpToFile]:
         ),
         "quantiles": values
         | "DPQuantiles"
-        >> DPQuantiles([0.25, 0.5, 0.75], 0, 100, SMALL, width=32, depth=3, noise_source=_source()),
+        >> DPQuantiles(
+            [0.25, 0.5, 0.75],
+            0,
+            100,
+            SMALL,
+            tree=QuantileTree(width=32, depth=3),
+            noise_source=_source(),
+        ),
         "continual": indexed
         | "Continual"
         >> ContinualDPSketch(

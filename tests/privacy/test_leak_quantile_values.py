@@ -26,6 +26,7 @@ from beam_dpsketch.pipelines.cli import main
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import DyadicCountSketch, FloatDomain
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles
+from beam_dpsketch.transforms.quantiles import QuantileTree
 
 BUDGET = PrivacyBudget.zcdp(0.5)
 QS = [0.0, 0.25, 0.5, 0.75, 1.0]
@@ -40,8 +41,7 @@ def _quantiles(tmp_path, name, data, lower=0, upper=255, **kwargs):
         lower,
         upper,
         BUDGET,
-        width=16,
-        depth=3,
+        tree=QuantileTree(width=16, depth=3),
         noise_source=NoiseSource.insecure_for_tests(7),
         label="q",
         **kwargs,

@@ -21,6 +21,7 @@ from beam_dpsketch.privacy import Windowing
 from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.transforms import DPCount
 from beam_dpsketch.transforms.count import CountLaplaceMechanism
+from beam_dpsketch.transforms.quantiles import QuantileTree
 from beam_dpsketch.transforms.release import DPAggregate, explain_pipeline
 
 RUNNER = "FnApiRunner"
@@ -161,7 +162,13 @@ def _quantiles(release_range=None, **kw):
 
     windowing = Windowing(release_range=release_range)
     return DPQuantiles(
-        [0.5], 0, 64, PrivacyBudget.pure(1.0), width=16, depth=2, windowing=windowing, **kw
+        [0.5],
+        0,
+        64,
+        PrivacyBudget.pure(1.0),
+        tree=QuantileTree(width=16, depth=2),
+        windowing=windowing,
+        **kw,
     )
 
 

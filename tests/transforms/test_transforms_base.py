@@ -42,6 +42,7 @@ from beam_dpsketch.transforms import (
 )
 from beam_dpsketch.transforms.base import DPTransform, FieldExtractor, as_extractor
 from beam_dpsketch.transforms.count import CountLaplaceMechanism
+from beam_dpsketch.transforms.quantiles import QuantileTree
 
 SEED = 20261125
 SECRET = "secret-key-7f3a"
@@ -96,7 +97,14 @@ def _frequencies(label=None, **kw):
 
 def _quantiles(label=None, **kw):
     return DPQuantiles(
-        [0.5], 0, 15, PURE, width=32, depth=3, noise_source=noise(), label=label, **kw
+        [0.5],
+        0,
+        15,
+        PURE,
+        tree=QuantileTree(width=32, depth=3),
+        noise_source=noise(),
+        label=label,
+        **kw,
     )
 
 

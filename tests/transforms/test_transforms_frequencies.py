@@ -32,6 +32,7 @@ from beam_dpsketch.sketches import CountMinSketch, CountSketch, DyadicCountSketc
 from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
 from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles
+from beam_dpsketch.transforms.quantiles import QuantileTree
 from beam_dpsketch.transforms.records import QuantileEstimate
 from beam_dpsketch.transforms.release import release_id_for
 
@@ -183,7 +184,9 @@ def test_quantiles_equal_the_core_release_and_are_accurate(dump):
     source = NoiseSource.insecure_for_tests(6)
     budget = PrivacyBudget.zcdp(0.5)
     qs = [0.1, 0.5, 0.9]
-    t = DPQuantiles(qs, 0, 255, budget, width=64, depth=3, noise_source=source, label="q")
+    t = DPQuantiles(
+        qs, 0, 255, budget, tree=QuantileTree(width=64, depth=3), noise_source=source, label="q"
+    )
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create(np.array_split(values, 5)) | t, dump)
     out = dump.load()
@@ -213,8 +216,7 @@ def test_float_quantiles_through_a_declared_domain(dump):
         10.0,
         PrivacyBudget.zcdp(1.0),
         resolution=0.01,
-        width=128,
-        depth=3,
+        tree=QuantileTree(width=128, depth=3),
         noise_source=NoiseSource.insecure_for_tests(7),
     )
     with beam.Pipeline(runner=FnApiRunner()) as p:
@@ -330,8 +332,7 @@ def test_streaming_empty_on_time_pane_of_dpquantiles_is_released_with_noise(dump
         0,
         255,
         PrivacyBudget.zcdp(0.5),
-        width=16,
-        depth=3,
+        tree=QuantileTree(width=16, depth=3),
         windowing=Windowing(max_panes_per_window=3),
         noise_source=NoiseSource.insecure_for_tests(22),
         with_metadata=True,

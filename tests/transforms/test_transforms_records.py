@@ -23,6 +23,7 @@ from beam_dpsketch.sketches.linear.key_counts import PrivateKeyCounts
 from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
 from beam_dpsketch.sketches.misra_gries import HeavyHitterEstimate
 from beam_dpsketch.transforms import DPHeavyHitters, DPQuantiles, DPSlidingWindowFrequencies
+from beam_dpsketch.transforms.quantiles import QuantileTree
 from beam_dpsketch.transforms.records import RECORD_TYPES, KeyEstimate, TimedHeavyHitters
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -116,7 +117,7 @@ def test_default_label_shows_the_shape() -> None:
     assert by_field.default_label() == "DPHeavyHitters(route)"
     by_mechanism = DPHeavyHitters(16, APPROX, mechanism="design-b")
     assert by_mechanism.default_label() == "DPHeavyHitters(design-b)"
-    by_value = DPQuantiles([0.5], 0, 15, EPS, width=32, value_fn="latency")
+    by_value = DPQuantiles([0.5], 0, 15, EPS, tree=QuantileTree(width=32), value_fn="latency")
     assert by_value.default_label() == "DPQuantiles(latency)"
     for name, case in CASES.items():
         if name == "bounding":

@@ -41,6 +41,7 @@ from beam_dpsketch.transforms import (
 )
 from beam_dpsketch.transforms.count import CountLaplaceMechanism
 from beam_dpsketch.transforms.engines import UnsupportedRunnerError
+from beam_dpsketch.transforms.quantiles import QuantileTree
 from beam_dpsketch.transforms.windowing_rules import (
     WindowingDeclaration,
     WindowingRequirement,
@@ -160,7 +161,9 @@ WINDOWED: dict[str, Callable[..., beam.PTransform]] = {
     "DPHistogram": lambda **kw: DPHistogram(8, APPROX, **kw),
     "DPHeavyHitters": lambda **kw: DPHeavyHitters(8, APPROX, **kw),
     "DPFrequencies": lambda **kw: DPFrequencies(32, 3, PURE, **kw),
-    "DPQuantiles": lambda **kw: DPQuantiles([0.5], 0, 15, PURE, width=32, depth=3, **kw),
+    "DPQuantiles": lambda **kw: DPQuantiles(
+        [0.5], 0, 15, PURE, tree=QuantileTree(width=32, depth=3), **kw
+    ),
 }
 
 # "Fixed windows with an early trigger", as a newcomer writes it first.
