@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml setup.py $(wildcard beam_dpsketch/*/*/*.c beam_dpsketch/*.c) | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test,bench,eval]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,eval,yaml]'
 	touch $(STAMP)
 
 demo: $(STAMP)
