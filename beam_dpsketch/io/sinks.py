@@ -6,8 +6,8 @@ Every output of a ``beam-dpsketch`` command goes through here. Inside a command
 (:func:`atomic_destination`, :func:`write_file`) and renamed onto its path only once the whole
 command has succeeded, and stdout (:func:`emit_text`) is written after that: a command that
 fails, or is interrupted, leaves no output file and prints no release. The rows a pipeline
-releases travel through a Beam sink into a staging directory (:class:`StagingArea`) and are
-read back by the command; staging folders are hidden, owner-only, locked while in use, and
+releases travel through one Beam sink into a staging directory (:class:`StagingArea`,
+:class:`WriteStaged`) and are read back by the command; staging folders are hidden, owner-only, locked while in use, and
 removed when the command ends or, after a ``SIGKILL``, by the next command
 (:func:`remove_stale_staging`).
 """
@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -41,6 +41,7 @@ __all__ = [
     "CommandOutputs",
     "Destination",
     "StagingArea",
+    "WriteStaged",
     "active_outputs",
     "atomic_destination",
     "check_local_destination",
@@ -368,6 +369,69 @@ def _note(line: str) -> None:
         print(line, file=sys.stderr)
 
 
+class _WriteStagedFiles(beam.DoFn):
+    """Write each name's lines, gathered in one element, to ``<directory>/<name>.jsonl``.
+
+    Every file is written under a hidden temporary name and renamed onto its own, so a reader
+    never sees part of it, and a retried bundle rewrites the same bytes.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self._directory = directory
+
+    def process(self, element: tuple[Any, Iterable[tuple[str, str]]]) -> Iterator[str]:
+        by_name: dict[str, list[str]] = {}
+        for name, line in element[1]:
+            by_name.setdefault(name, []).append(line)
+        for name, lines in sorted(by_name.items()):
+            # The order in which a runner delivers elements is not part of its output: lines
+            # are written sorted, so every runner writes the same bytes.
+            lines.sort()
+            final = FileSystems.join(self._directory, f"{name}.jsonl")
+            temporary = FileSystems.join(self._directory, f".{name}.{uuid.uuid4().hex}.tmp")
+            with FileSystems.create(temporary) as f:
+                f.write("".join(line + "\n" for line in lines).encode("utf-8"))
+            FileSystems.rename([temporary], [final])
+            yield final
+
+
+def _tagged_line(element: Any, name: str) -> tuple[int, tuple[str, str]]:
+    return 0, (name, json.dumps(element, allow_nan=True))
+
+
+class WriteStaged(beam.PTransform):
+    """Write named PCollections of JSON values into ``directory``, through one sink.
+
+    Apply to a dict ``{name: pcoll}``. Each element becomes a JSON line; the lines of every
+    name are gathered into one element (a ``GroupByKey`` on a single key) and written, sorted,
+    to ``<directory>/<name>.jsonl`` by one ``DoFn`` (atomically, by renaming). A name without
+    elements gets no file. Meant for small outputs (a release's rows, public checks): they are
+    held in one worker's memory.
+
+    It is one sink made of ``ParDo``, ``Flatten`` and ``GroupByKey`` steps only, so it runs the
+    same on every runner, and the bytes it writes do not depend on the runner or on how it
+    bundled the elements. Beam's ``DaskRunner`` (2.77) computes only the last sink of a
+    pipeline, and drops what a ``DoFn`` emits from ``finish_bundle``, which is how
+    ``WriteToText`` reports the files it wrote: its finalisation then finds none and publishes
+    nothing.
+    """
+
+    def __init__(self, directory: str) -> None:
+        super().__init__()
+        self._directory = directory
+
+    def expand(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
+        tagged = [
+            pcoll | f"Tag[{name}]" >> beam.Map(_tagged_line, name) for name, pcoll in pcolls.items()
+        ]
+        return (
+            tagged
+            | "Merge" >> beam.Flatten()
+            | "Gather" >> beam.GroupByKey()
+            | "Write" >> beam.ParDo(_WriteStagedFiles(self._directory))
+        )
+
+
 class StagingArea:
     """A directory that a pipeline writes JSON-line outputs to, read back after the run.
 
@@ -378,6 +442,9 @@ class StagingArea:
     (:meth:`CommandOutputs.staging_folder`: next to ``--output``), or, outside a command, of
     the system's temporary folder; a folder left by a killed command is removed by the next
     one (:func:`remove_stale_staging`).
+
+    A pipeline stages all its outputs with one :meth:`write_all`: one sink, since some runners
+    compute only the last sink of a pipeline (:class:`WriteStaged`).
 
     Parameters
     ----------
@@ -416,26 +483,33 @@ class StagingArea:
             self._own.remove()
             self._own = None
 
-    def _prefix(self, name: str) -> str:
-        return FileSystems.join(self.directory, name)
+    def write_all(self, pcolls: Mapping[str, beam.PCollection]) -> beam.PCollection:
+        """Write the JSON-serialisable elements of each named PCollection, through one sink
+        (:class:`WriteStaged`); read each name back with :meth:`read`.
 
-    def write(self, pcoll: beam.PCollection, name: str) -> beam.pvalue.PDone:
-        """Write the JSON-serialisable elements of ``pcoll`` as JSON lines under ``name``."""
-        return (
-            pcoll
-            | f"Encode{name}" >> beam.Map(json.dumps, allow_nan=True)
-            | f"Write{name}" >> beam.io.WriteToText(self._prefix(name), file_name_suffix=".jsonl")
-        )
+        Raises
+        ------
+        ValueError
+            If ``pcolls`` is empty.
+        """
+        if not pcolls:
+            raise ValueError("pcolls: name at least one PCollection to stage")
+        return pcolls | "Stage[" + ",".join(pcolls) + "]" >> WriteStaged(self.directory)
+
+    def write(self, pcoll: beam.PCollection, name: str) -> beam.PCollection:
+        """Write the JSON-serialisable elements of ``pcoll`` under ``name`` (:meth:`write_all`
+        of one PCollection)."""
+        return self.write_all({name: pcoll})
 
     def read(self, name: str) -> list[Any]:
-        """Every element written under ``name`` (in no particular order)."""
-        (result,) = FileSystems.match([self._prefix(name) + "*.jsonl"])
-        out: list[Any] = []
-        for meta in sorted(result.metadata_list, key=lambda m: m.path):
-            with FileSystems.open(meta.path) as f:
-                text = f.read().decode("utf-8")
-            out.extend(json.loads(line) for line in text.splitlines() if line.strip())
-        return out
+        """Every element written under ``name``, in the order of their JSON text (none when
+        the pipeline staged none)."""
+        path = FileSystems.join(self.directory, f"{name}.jsonl")
+        if not FileSystems.exists(path):
+            return []
+        with FileSystems.open(path) as f:
+            text = f.read().decode("utf-8")
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def write_file(output: str, data: bytes) -> None:

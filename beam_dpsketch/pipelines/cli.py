@@ -85,12 +85,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, beam_args = parser.parse_known_args(argv)
     _configure_logging(verbose=args.verbose)
     from beam_dpsketch.io.sinks import CommandOutputs
+    from beam_dpsketch.pipelines.runner import command_runner
 
     received: list[int] = []
     try:
         with (
             _stopping_on_signals(received) as signals,
             CommandOutputs(_destinations(args)) as outputs,
+            # With --runner dask: the subcommand is checked, and a --dask-workers cluster
+            # lives as long as the command.
+            command_runner(args, beam_args) as beam_args,
         ):
             code = int(args.run(args, beam_args) or 0)
             if code == 0:

@@ -59,13 +59,17 @@ Other formats
     header. Without ``--output`` the text formats go to stdout; Parquet needs ``--output``.
 
 How rows travel
-    The pipeline maps each released element to rows and writes them with Beam's
-    ``WriteToText`` (JSON lines) into a staging directory
+    The pipeline maps each released element to rows and writes them, with any public side
+    outputs, through one sink (:class:`~beam_dpsketch.io.sinks.WriteStaged`: JSON lines
+    gathered into one element and written by one ``DoFn``) into a staging directory
     (:class:`~beam_dpsketch.io.sinks.StagingArea`: under Beam's ``--temp_location`` when
     given, so that remote workers can reach it, else a hidden, owner-only folder next to
     ``--output``, or in the system's temporary folder when the output goes to stdout); the
     command reads them back, orders them and writes the chosen format through Beam's
-    filesystems (so ``--output`` may name any filesystem Beam knows).
+    filesystems (so ``--output`` may name any filesystem Beam knows). The sink is built of
+    steps every runner implements, and what it writes does not depend on the runner nor on
+    its bundling: the same seeded run writes the same bytes on the FnApiRunner, on Prism and
+    on the DaskRunner (``--runner dask``, :func:`~beam_dpsketch.pipelines.runner.command_runner`).
 
 All or nothing
     Inside the command line (:class:`~beam_dpsketch.io.sinks.CommandOutputs`), every output
@@ -104,7 +108,7 @@ from beam_dpsketch.io.sinks import (
     write_file,
 )
 from beam_dpsketch.pipelines.plotting import check_plot_path
-from beam_dpsketch.pipelines.runner import pipeline_options
+from beam_dpsketch.pipelines.runner import add_runner_arguments, pipeline_options, run_pipeline
 from beam_dpsketch.pipelines.tables import format_table, jsonable_key, terminal_safe
 
 __all__ = [
@@ -366,17 +370,18 @@ def run_release(
     with StagingArea(options) as staging, _removing_local_tempdir(options) as pipeline:
         read = pipeline | "Read" >> source
         released = read | "Release" >> transform
-        rows = released | "Rows" >> beam.FlatMap(to_rows)
-        staging.write(rows, "rows")
+        staged = {"rows": released | "Rows" >> beam.FlatMap(to_rows)}
         named = {**(sides or {}), **(released_sides or {})}
         for name, side in named.items():
             origin = read if name in (sides or {}) else released
-            staging.write(origin | f"Side{name}" >> side, f"side-{name}")
+            staged[f"side-{name}"] = origin | f"Side{name}" >> side
+        # One sink for everything: the DaskRunner computes only a pipeline's last sink.
+        staging.write_all(staged)
         if explain:
             print(transform.explain(), file=sys.stderr)
         try:
             with _worker_errors_not_logged():
-                pipeline.run().wait_until_finish()
+                run_pipeline(pipeline)
         except Exception as exc:
             clean = _without_step_name(exc)
             if clean is None:
@@ -394,7 +399,8 @@ def run_release(
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--format table|json|jsonl|csv|parquet`` and ``--output PATH`` to ``parser``."""
+    """Add ``--format table|json|jsonl|csv|parquet`` and ``--output PATH`` to ``parser``, and
+    the Dask runner's options (:func:`~beam_dpsketch.pipelines.runner.add_runner_arguments`)."""
     group = parser.add_argument_group("output")
     group.add_argument(
         "--format",
@@ -409,6 +415,7 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="write the output here (any Beam filesystem) instead of stdout",
     )
+    add_runner_arguments(parser)
 
 
 def check_output_arguments(args: argparse.Namespace) -> None:

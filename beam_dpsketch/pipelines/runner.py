@@ -1,7 +1,7 @@
 """The Beam side of the command line: pipeline options from the arguments it does not parse,
 and the runner they choose (the in-process FnApiRunner unless ``--runner`` says otherwise).
 
-Every subcommand builds its pipeline through :func:`make_pipeline`, which runs on Beam's
+Every subcommand builds its pipeline through :func:`pipeline_options`, which runs on Beam's
 in-process ``FnApiRunner`` unless ``--runner`` is given. The default ``DirectRunner`` would first
 try to download the Prism runner (offline machines wait for it to fail), and the FnApiRunner's
 ``multi_threading`` mode is refused because on Beam 2.77 it loses elements around large
@@ -11,18 +11,31 @@ several cores locally. Its SDK worker processes then log at this process's level
 
 Options of every runner Beam defines are recognised, including those declared next to a runner
 rather than in ``apache_beam.options.pipeline_options`` (``--dask_client_address`` of the
-``DaskRunner``): the chosen runner's module is imported before the options are checked. The
-``DaskRunner`` itself is refused (:func:`pipeline_options`): the command line's outputs leave the
-pipeline through ``WriteToText``, which it completes without writing the elements.
+``DaskRunner``): the chosen runner's module is imported before the options are checked.
+
+Dask
+----
+``--runner dask`` (or ``DaskRunner``, or the class's full path) runs a command on Beam's
+``DaskRunner``, on the scheduler at ``--dask-address HOST:PORT`` or on a local cluster of
+``--dask-workers N`` single-threaded worker processes that the command starts for its run and
+stops when it ends, however it ends (:func:`command_runner`, :func:`local_dask_cluster`). The
+DaskRunner runs batch pipelines in the global window only: it ignores windows and timestamps and
+has no state or timers, so the subcommands that release per window or keep state
+(:data:`DASK_REFUSED_COMMANDS`, and ``heavy-hitters --mechanism sequential``) are refused before
+anything starts, with a message naming the runners that run them. The results come back through
+the command line's one staging sink (:class:`~beam_dpsketch.io.sinks.StagingArea`), which works on
+the DaskRunner as on every other runner.
 """
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import importlib
 import logging
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TextIO
 
 import apache_beam as beam
@@ -34,13 +47,32 @@ from apache_beam.runners.portability.fn_api_runner.fn_runner import ExtendedProv
 from google.protobuf import struct_pb2
 
 __all__ = [
+    "DASK_REFUSED_COMMANDS",
+    "DASK_RUNNER",
     "DEFAULT_RUNNER",
     "FnApiRunnerWorkerLogging",
+    "add_runner_arguments",
+    "command_runner",
+    "local_dask_cluster",
     "make_pipeline",
     "pipeline_options",
+    "run_pipeline",
 ]
 
 DEFAULT_RUNNER = "FnApiRunner"
+DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
+#: Runner names the command line accepts besides Beam's own (``DaskRunner`` is not among
+#: Beam's known runners, so Beam alone would need its full path).
+_SHORT_RUNNERS = {"dask": DASK_RUNNER, "daskrunner": DASK_RUNNER}
+#: Subcommands refused on the DaskRunner: they release per window or pane, or keep per-key state
+#: and timers, which the DaskRunner does not implement (it would run them with other semantics).
+DASK_REFUSED_COMMANDS = ("continual", "sliding-window", "intermittent")
+#: Options (destination, value) that make a batch subcommand stateful, refused on Dask likewise.
+_DASK_REFUSED_OPTIONS = (("mechanism", "sequential", "heavy-hitters --mechanism sequential"),)
+_DASK_ACCEPTED = (
+    "the default FnApiRunner (--direct_running_mode=multi_processing --direct_num_workers=N for "
+    "several cores) or --runner PrismRunner"
+)
 
 
 def _has_flag(args: Sequence[str], name: str) -> bool:
@@ -62,6 +94,8 @@ def _runner_path(runner: str) -> str | None:
     if "." in runner:
         return runner
     wanted = runner.lower()
+    if wanted in _SHORT_RUNNERS:
+        return _SHORT_RUNNERS[wanted]
     for path in StandardOptions.ALL_KNOWN_RUNNERS:
         name = path.rsplit(".", 1)[-1].lower()
         if wanted in (name, name.removesuffix("runner")):
@@ -151,15 +185,6 @@ _FN_API_RUNNERS = (
     "apache_beam.runners.portability.fn_api_runner.fn_runner.FnApiRunner",
 )
 _WORKER_LOGGING_RUNNER = f"{__name__}.{FnApiRunnerWorkerLogging.__name__}"
-# Runners the command line refuses, with the reason (measured on Beam 2.77).
-_REFUSED_RUNNERS = {
-    "apache_beam.runners.dask.dask_runner.DaskRunner": (
-        "the command line's results leave the pipeline through WriteToText, which DaskRunner "
-        "completes without writing the elements (the output would be empty), and DaskRunner "
-        "computes only the last of several outputs. Apply the DP transforms in a Python "
-        "pipeline with one sink (docs/deploying.md), or choose another runner"
-    ),
-}
 
 
 def pipeline_options(
@@ -185,8 +210,7 @@ def pipeline_options(
     Raises
     ------
     ValueError
-        For ``--direct_running_mode=multi_threading``, which loses data on this Beam version,
-        and for a runner the command line cannot get its results back from (the DaskRunner).
+        For ``--direct_running_mode=multi_threading``, which loses data on this Beam version.
     """
     args = list(beam_args or ())
     if _flag_value(args, "--direct_running_mode") == "multi_threading":
@@ -197,10 +221,10 @@ def pipeline_options(
     if not _has_flag(args, "--runner"):
         args = [f"--runner={DEFAULT_RUNNER}", *args]
     path = _import_runner(args)
+    if path == DASK_RUNNER and _flag_value(args, "--runner") != DASK_RUNNER:
+        # A short name: Beam knows the DaskRunner by its path only.
+        args = [f"--runner={DASK_RUNNER}", *_without_flag(args, "--runner")]
     _warn_unknown(args, known_options, stderr or sys.stderr)
-    if path in _REFUSED_RUNNERS:
-        name = path.rsplit(".", 1)[-1]
-        raise ValueError(f"--runner {name}: {_REFUSED_RUNNERS[path]}")
     if path in _FN_API_RUNNERS and _flag_value(args, "--direct_running_mode") == "multi_processing":
         args = [f"--runner={_WORKER_LOGGING_RUNNER}", *_without_flag(args, "--runner")]
     return PipelineOptions(args)
@@ -211,3 +235,152 @@ def make_pipeline(
 ) -> beam.Pipeline:
     """A ``beam.Pipeline`` with :func:`pipeline_options` (FnApiRunner unless ``--runner``)."""
     return beam.Pipeline(options=pipeline_options(beam_args, known_options=known_options))
+
+
+def run_pipeline(pipeline: beam.Pipeline) -> None:
+    """Run ``pipeline`` and wait until it finishes; close the Dask client a DaskRunner opened.
+
+    The DaskRunner opens one client per run and leaves it open (its result holds it): it is
+    closed here once the run has ended, however it ended.
+    """
+    result = pipeline.run()
+    try:
+        result.wait_until_finish()
+    finally:
+        client = getattr(result, "client", None)
+        if client is not None:
+            client.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Dask from the command line
+# --------------------------------------------------------------------------------------------
+
+
+def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--dask-address HOST:PORT`` and ``--dask-workers N`` (for ``--runner dask``)."""
+    group = parser.add_argument_group(
+        "Dask (with --runner dask; batch subcommands in the global window)"
+    )
+    where = group.add_mutually_exclusive_group()
+    where.add_argument(
+        "--dask-address",
+        metavar="HOST:PORT",
+        help="run on the Dask scheduler listening there (tcp:// unless the address names a "
+        "protocol); its workers must import beam_dpsketch",
+    )
+    where.add_argument(
+        "--dask-workers",
+        type=int,
+        metavar="N",
+        help="start a local Dask cluster of N worker processes (one thread each) for this "
+        "command, and stop it when the command ends",
+    )
+
+
+@contextmanager
+def local_dask_cluster(n_workers: int) -> Iterator[str]:
+    """A local Dask cluster of ``n_workers`` single-threaded worker processes; yields the
+    scheduler's address (``tcp://127.0.0.1:PORT``), for ``--dask_client_address``.
+
+    The scheduler listens on 127.0.0.1 only and has no dashboard. The cluster is closed when the
+    block ends, however it ends (an error, ``KeyboardInterrupt``, the command line's ``SIGTERM``
+    handling): no worker process outlives the block.
+
+    Raises
+    ------
+    ValueError
+        If ``n_workers`` is not a positive int, or ``distributed`` is not installed.
+    """
+    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
+        raise ValueError(f"--dask-workers must be a positive int, got {n_workers!r}")
+    try:
+        import distributed
+    except ImportError:
+        raise ValueError(
+            "--runner dask needs Dask's distributed scheduler: pip install 'dask[distributed]'"
+        ) from None
+    cluster = distributed.LocalCluster(
+        n_workers=n_workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        # Its HTTP server (there is one even without a dashboard) on a free local port: a fixed
+        # port would collide with another cluster's.
+        dashboard_address="127.0.0.1:0",
+        # Dask logs at WARNING by default; the command line shows Beam's and Dask's logs with -v.
+        silence_logs=logging.getLogger("distributed").getEffectiveLevel(),
+    )
+    try:
+        yield cluster.scheduler_address
+    finally:
+        cluster.close()
+
+
+def _dask_address(address: str) -> str:
+    return address if "://" in address else f"tcp://{address}"
+
+
+def _refuse_on_dask(args: argparse.Namespace) -> None:
+    command = getattr(args, "command", None)
+    what = None
+    if command in DASK_REFUSED_COMMANDS:
+        what = f"the {command} subcommand"
+    for dest, value, name in _DASK_REFUSED_OPTIONS:
+        if getattr(args, dest, None) == value:
+            what = name
+    if what is not None:
+        raise ValueError(
+            f"--runner dask: {what} releases per window or keeps per-key state and timers; "
+            "the DaskRunner runs batch pipelines in the global window only (it ignores windows "
+            f"and timestamps and has no state or timers). Run it on {_DASK_ACCEPTED}"
+        )
+
+
+@contextmanager
+def command_runner(args: argparse.Namespace, beam_args: Sequence[str]) -> Iterator[list[str]]:
+    """The Beam arguments a command runs with, and the Dask cluster it runs on, if any.
+
+    Without ``--runner dask`` this yields ``beam_args`` unchanged (and refuses the Dask options).
+    With it, the subcommand is checked first (:data:`DASK_REFUSED_COMMANDS`; nothing starts for
+    a refused one), then ``--dask-address`` becomes Beam's ``--dask_client_address``, or
+    ``--dask-workers N`` starts a local cluster (:func:`local_dask_cluster`) that lives as long
+    as the block. The runner may also be reached with Beam's own ``--dask_client_address`` or
+    ``--dask_scheduler_file``.
+
+    Raises
+    ------
+    ValueError
+        Naming the option: Dask options without ``--runner dask``, ``--runner dask`` without a
+        scheduler, two schedulers, or a subcommand the DaskRunner would run with other semantics.
+    """
+    address = getattr(args, "dask_address", None)
+    workers = getattr(args, "dask_workers", None)
+    out = list(beam_args)
+    runner = _flag_value(out, "--runner")
+    if (_runner_path(runner) if runner else None) != DASK_RUNNER:
+        if address is not None or workers is not None:
+            raise ValueError("--dask-address and --dask-workers need --runner dask")
+        yield out
+        return
+    _refuse_on_dask(args)
+    beam_scheduler = _has_flag(out, "--dask_client_address") or _has_flag(
+        out, "--dask_scheduler_file"
+    )
+    if beam_scheduler and (address is not None or workers is not None):
+        raise ValueError(
+            "--dask-address/--dask-workers and --dask_client_address/--dask_scheduler_file "
+            "both name a scheduler: give one"
+        )
+    if address is not None:
+        yield [*out, f"--dask_client_address={_dask_address(address)}"]
+    elif workers is not None:
+        with local_dask_cluster(workers) as scheduler:
+            yield [*out, f"--dask_client_address={scheduler}"]
+    elif beam_scheduler:
+        yield out
+    else:
+        raise ValueError(
+            "--runner dask needs --dask-address HOST:PORT (a running Dask scheduler) or "
+            "--dask-workers N (a local cluster for this command)"
+        )

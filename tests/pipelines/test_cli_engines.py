@@ -1,10 +1,9 @@
-"""The command line on other engines: runner options, the refused DaskRunner, worker logs.
+"""The command line on other engines: runner options and worker logs.
 
 * Options declared next to a runner (``--dask_client_address`` in Beam's Dask runner module) are
   recognised once that runner is chosen; a misspelt one still warns, with a suggestion.
-* The DaskRunner is refused with one line before anything runs: the command line's results
-  leave the pipeline through ``WriteToText``, which the DaskRunner completes without writing the
-  elements.
+* The command line on the DaskRunner (``--runner dask``) is tested on a Dask cluster in
+  ``tests/engines/test_dask_cli.py``.
 * Without ``-v`` the FnApiRunner's ``multi_processing`` SDK workers (separate processes writing
   to the command's stderr) log at ERROR, and Dask's loggers are set to ERROR here and, through
   the environment, in the processes a local Dask cluster spawns. With ``-v`` they log at INFO.
@@ -22,7 +21,6 @@ import sys
 import pytest
 
 from beam_dpsketch.pipelines import cli
-from beam_dpsketch.pipelines.cli import main
 from beam_dpsketch.pipelines.runner import FnApiRunnerWorkerLogging, pipeline_options
 
 DASK = "apache_beam.runners.dask.dask_runner.DaskRunner"
@@ -33,7 +31,7 @@ def _warnings(args: list[str]) -> str:
     try:
         pipeline_options(args, stderr=err)
     except ValueError:
-        pass  # the DaskRunner is refused after the options are checked
+        pass  # a refused option is refused after the options are checked
     return err.getvalue()
 
 
@@ -55,29 +53,6 @@ def test_options_of_known_runners_and_typos():
     assert _warnings(["--runner=FnApiRunner", "--direct_num_workers=2"]) == ""
     typo = _warnings(["--runner=FnApiRunner", "--direct_num_worker=2"])
     assert "unknown option --direct_num_worker " in typo and "--direct_num_workers" in typo
-
-
-def test_dask_runner_refused_in_one_line_before_running(tmp_path, capsys):
-    path = tmp_path / "events.csv"
-    path.write_text("browser\n" + "firefox\n" * 50)
-    code = main(
-        [
-            "heavy-hitters",
-            "--input",
-            str(path),
-            "--column",
-            "browser",
-            "--epsilon",
-            "1",
-            f"--runner={DASK}",
-            "--dask_client_address=tcp://127.0.0.1:1",
-        ]
-    )
-    out, err = capsys.readouterr()
-    assert code == 2 and out == ""
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert "--runner DaskRunner" in lines[0] and "WriteToText" in lines[0]
 
 
 def test_multi_processing_becomes_the_worker_logging_fnapi_runner():
