@@ -287,7 +287,12 @@ def test_merged_sketch_is_refused_by_pmg_and_algorithm_3():
     ],
 )
 def test_pmg_parameter_validation(kwargs, name):
-    args = {"epsilon": 1.0, "delta": 1e-6, "noise": "discrete_laplace", "threshold_form": "union_bound"}
+    args = {
+        "epsilon": 1.0,
+        "delta": 1e-6,
+        "noise": "discrete_laplace",
+        "threshold_form": "union_bound",
+    }
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
         pmg(
