@@ -33,7 +33,7 @@ from beam_dpsketch.io.sinks import StagingArea, atomic_destination, emit_text
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.heavy_hitters import CLI_DEFAULT_MECHANISM
 from beam_dpsketch.pipelines.output import plain
-from beam_dpsketch.pipelines.runner import pipeline_options
+from beam_dpsketch.pipelines.runner import add_runner_arguments, pipeline_options, run_pipeline
 from beam_dpsketch.pipelines.sketch import SaveSketch, load_sketch
 from beam_dpsketch.pipelines.tables import format_table
 from beam_dpsketch.privacy import PrivacyBudget
@@ -106,6 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="print the path of the bundled flights sample (Parquet) and exit, e.g. to try "
         "the other subcommands on it",
     )
+    add_runner_arguments(parser)
     parser.set_defaults(run=run)
 
 
@@ -171,13 +172,19 @@ def run_demo(
             f"Misra-Gries(k={k}) and Count-Min({width}x{depth})",
         )
         started = time.perf_counter()
-        with beam.Pipeline(options=options) as p:
-            batches = p | "Read" >> reader
-            released_rows = batches | "DPHeavyHitters" >> dp | "Rows" >> beam.Map(_released_row)
-            staging.write(released_rows, "released")
-            print(dp.explain(), file=sys.stderr)
-            _ = batches | "MisraGries" >> SketchGlobally(mg_spec) | "SaveMG" >> SaveSketch(mg_path)
-            _ = batches | "CountMin" >> SketchGlobally(cms_spec) | "SaveCMS" >> SaveSketch(cms_path)
+        p = beam.Pipeline(options=options)
+        batches = p | "Read" >> reader
+        released_rows = batches | "DPHeavyHitters" >> dp | "Rows" >> beam.Map(_released_row)
+        print(dp.explain(), file=sys.stderr)
+        saved_mg = (
+            batches | "MisraGries" >> SketchGlobally(mg_spec) | "SaveMG" >> SaveSketch(mg_path)
+        )
+        saved_cms = (
+            batches | "CountMin" >> SketchGlobally(cms_spec) | "SaveCMS" >> SaveSketch(cms_path)
+        )
+        # One sink for every output (the DaskRunner computes only a pipeline's last sink).
+        staging.write_all({"released": released_rows, "mg": saved_mg, "cms": saved_cms})
+        run_pipeline(p)
         pipeline_seconds = time.perf_counter() - started
         mg = load_sketch(mg_path, mg_spec.sketch_type)
         cms = load_sketch(cms_path, cms_spec.sketch_type)

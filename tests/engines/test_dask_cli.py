@@ -14,6 +14,8 @@ command ends, also when it fails: no process the command started outlives it.
 **Refused up front.** Subcommands that release per window or keep state (and
 ``heavy-hitters --mechanism sequential``) are refused in one line naming runners that run them,
 before any cluster starts; Dask options without ``--runner dask`` are refused too.
+
+The demo, whose noise is not seeded, is checked for its three outputs and their bounds.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import psutil
 import pytest
 
 from beam_dpsketch.pipelines.cli import main
+from beam_dpsketch.pipelines.demo import run_demo
 from beam_dpsketch.pipelines.runner import DASK_RUNNER, command_runner, pipeline_options
 
 pytest.importorskip("distributed")
@@ -122,6 +125,18 @@ def test_save_sketch_is_the_same_on_dask(events, tmp_path, dask_address):
     dask = ["--runner", "dask", "--dask-address", dask_address]
     assert main([*args, "--save-sketch", str(tmp_path / "dask.sketch"), *dask]) == 0
     assert (tmp_path / "dask.sketch").read_bytes() == (tmp_path / "fnapi.sketch").read_bytes()
+
+
+def test_demo_on_dask(dask_address):
+    # The demo's three outputs (the DP release and two exact sketches) all come back.
+    results = run_demo(top=5, beam_args=dask_cluster.dask_options(dask_address), steps=3)
+    assert results["flights"] == 300_000
+    rows = results["top_routes"]
+    assert len(rows) == 5
+    bound = results["misra_gries"]["error_bound"]
+    for row in rows:
+        assert row["exact_count"] - bound <= row["mg_estimate"] <= row["exact_count"]
+        assert row["cms_estimate"] >= row["exact_count"]
 
 
 def _children() -> set[int]:
