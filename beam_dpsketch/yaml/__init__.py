@@ -5,7 +5,7 @@ extra installed: ``pip install "beam-dpsketch[yaml]"``) builds a pipeline from a
 ``providers:`` list says where transforms it does not know come from. This package is such a
 provider for the transforms of :mod:`beam_dpsketch.transforms`, in the Python environment of
 the pipeline. Register every transform at once by including the bundled list
-(:data:`PROVIDERS_FILE`; ``python -m beam_dpsketch.yaml`` prints its path)::
+(its path is :data:`PROVIDERS_FILE`)::
 
     providers:
       - include: /path/to/beam_dpsketch/yaml/providers.yaml

@@ -46,9 +46,11 @@ __all__ = [
 
 #: The keys an ``accountant:`` mapping accepts.
 ACCOUNTANT_KEYS = ("name", "epsilon", "delta")
-#: The keys a ``privacy_unit:`` mapping accepts (the fields of :class:`PrivacyUnit`).
+#: The keys a ``privacy_unit:`` mapping accepts (the fields of
+#: :class:`~beam_dpsketch.privacy.PrivacyUnit`).
 PRIVACY_UNIT_KEYS = ("id", "max_contributions", "max_windows")
-#: The keys a ``windowing:`` mapping accepts (the fields of :class:`Windowing`).
+#: The keys a ``windowing:`` mapping accepts (the fields of
+#: :class:`~beam_dpsketch.privacy.Windowing`).
 WINDOWING_KEYS = ("max_panes_per_window", "data_independent_panes", "release_range")
 
 
@@ -113,7 +115,9 @@ def accountant_budget(config: Any) -> tuple[str, PrivacyBudget]:
 
 
 def privacy_unit_from_config(config: Any) -> PrivacyUnit:
-    """A :class:`PrivacyUnit` from ``{id: <field>, max_contributions: m, max_windows: w}``.
+    """A :class:`~beam_dpsketch.privacy.PrivacyUnit` from its mapping.
+
+    The mapping is ``{id: <field>, max_contributions: m, max_windows: w}``.
 
     ``None`` (the key left out) is element level. ``id`` must be a field name: YAML has no
     callables.
@@ -130,7 +134,9 @@ def privacy_unit_from_config(config: Any) -> PrivacyUnit:
 
 
 def windowing_from_config(config: Any) -> Windowing | None:
-    """A :class:`Windowing` declaration from its mapping (``None`` if the key is left out).
+    """A :class:`~beam_dpsketch.privacy.Windowing` declaration from its mapping.
+
+    ``None`` if the key is left out.
 
     ``release_range`` is a two-item list ``[start, end]`` of event-time seconds.
     """
@@ -178,8 +184,9 @@ def shared_accountant(pipeline: Any, config: Any) -> PrivacyAccountant:
         accountant = accountants[name] = PrivacyAccountant(budget, name=name)
     elif accountant.budget != budget:
         raise ValueError(
-            f"accountant: {name!r} is declared with two budgets in one pipeline ({accountant.budget} "
-            f"and {budget}); give every transform that shares it the same epsilon and delta"
+            f"accountant: {name!r} is declared with two budgets in one pipeline "
+            f"({accountant.budget} and {budget}); give every transform that shares it the same "
+            "epsilon and delta"
         )
     return accountant
 
@@ -187,7 +194,8 @@ def shared_accountant(pipeline: Any, config: Any) -> PrivacyAccountant:
 def insecure_test_source(pipeline: Any, seed: Any) -> NoiseSource:
     """The seeded, INSECURE test noise source of ``seed`` in ``pipeline`` (one per seed).
 
-    Its keys are public: for tests and demos only (:meth:`NoiseSource.insecure_for_tests`).
+    Its keys are public: for tests and demos only
+    (:meth:`~beam_dpsketch.noise.NoiseSource.insecure_for_tests`).
     """
     seed = check_int(seed, "insecure_test_noise_key", lower=0)
     sources = _TEST_SOURCES.setdefault(pipeline, {})

@@ -41,13 +41,19 @@ class ReadNewLines(beam.PTransform):
     Privacy: file names and the times files appear are treated as public (they set the event
     times and the number of polls); the lines are the data the DP transforms protect.
 
-    Args:
-      file_pattern: The files to read, e.g. ``/data/drop/*.txt``.
-      interval: Seconds between polls (default 2).
-      start: Event time (Unix seconds) of the first poll (default: when the pipeline is built).
-      stop: Event time (Unix seconds) after which no poll runs (default: none, the watch never
+    Parameters
+    ----------
+    file_pattern
+        The files to read, e.g. ``/data/drop/*.txt``.
+    interval
+        Seconds between polls (default 2).
+    start
+        Event time (Unix seconds) of the first poll (default: when the pipeline is built).
+    stop
+        Event time (Unix seconds) after which no poll runs (default: none, the watch never
         ends); or give ``duration_seconds``.
-      duration_seconds: ``stop`` as seconds after ``start``.
+    duration_seconds
+        ``stop`` as seconds after ``start``.
     """
 
     def __init__(

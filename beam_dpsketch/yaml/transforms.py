@@ -19,8 +19,8 @@ Common configuration keys (every transform):
     shared budget; a pipeline whose transforms ask for more than it holds is refused while it
     is built, before anything runs, and the accountant's report is printed to standard error.
 ``privacy_unit``
-    ``{id: <field>, max_contributions: m, max_windows: w}`` (:class:`~beam_dpsketch.privacy.PrivacyUnit`);
-    element level when left out.
+    ``{id: <field>, max_contributions: m, max_windows: w}``
+    (:class:`~beam_dpsketch.privacy.PrivacyUnit`); element level when left out.
 ``windowing``
     ``{max_panes_per_window, data_independent_panes, release_range: [start, end]}``
     (:class:`~beam_dpsketch.privacy.Windowing`): what the accountant may assume about the
@@ -34,7 +34,9 @@ Common configuration keys (every transform):
     INSECURE, for tests only: nothing such a pipeline releases is private, and the transform
     logs a warning saying so. Left out (always, outside tests), every transform draws a secret
     key from ``os.urandom``. The pipeline option ``--insecure_test_noise_key`` sets it for
-    every transform of the pipeline that does not set it.
+    every transform of the pipeline that does not set it. With a test key, the key that chooses
+    which contributions of a user-level unit are kept is public too
+    (:func:`~beam_dpsketch.yaml.config.insecure_test_selection_key`).
 """
 
 import abc
@@ -307,17 +309,33 @@ class YamlDPHistogram(YamlDPTransform):
     count's error bounds, ``None`` for mechanisms that state none), plus the window fields when
     windowed.
 
-    Args:
-      key: The field whose values are counted.
-      k: Misra-Gries counters (default: the mechanism's).
-      mechanism: One of ``beam_dpsketch.transforms.heavy_hitters.MECHANISMS``.
-      epsilon: The transform's epsilon.
-      delta: The transform's delta.
-      accountant: A shared accountant ``{name, epsilon, delta}``.
-      privacy_unit: ``{id, max_contributions, max_windows}``.
-      windowing: ``{max_panes_per_window, data_independent_panes, release_range}``.
-      label: The release's name.
-      insecure_test_noise_key: INSECURE seeded noise, tests only.
+    Parameters
+    ----------
+    key
+        The field whose values are counted.
+    k
+        Misra-Gries counters (default: the mechanism's).
+    mechanism
+        One of ``beam_dpsketch.transforms.heavy_hitters.MECHANISMS``.
+    epsilon
+        The transform's epsilon.
+    delta
+        The transform's delta.
+    accountant
+        A shared accountant ``{name, epsilon, delta}``.
+    privacy_unit
+        ``{id, max_contributions, max_windows}``.
+    windowing
+        ``{max_panes_per_window, data_independent_panes, release_range}``.
+    label
+        The release's name.
+    insecure_test_noise_key
+        INSECURE seeded noise, tests only.
+
+    Notes
+    -----
+    **Privacy guarantee.** That of :class:`~beam_dpsketch.transforms.DPHistogram` with these
+    parameters (its docstring); the rows are post-processing of its release.
     """
 
     library_class: type[DPHistogram] = DPHistogram
@@ -390,18 +408,35 @@ class YamlDPHeavyHitters(YamlDPHistogram):
 
     The rows of :class:`YamlDPHistogram`, cut to the ``top`` largest noisy counts.
 
-    Args:
-      key: The field whose values are counted.
-      top: Keys released per window (default: every selected key, at most ``k``).
-      k: Misra-Gries counters (default: the mechanism's).
-      mechanism: One of ``beam_dpsketch.transforms.heavy_hitters.MECHANISMS``.
-      epsilon: The transform's epsilon.
-      delta: The transform's delta.
-      accountant: A shared accountant ``{name, epsilon, delta}``.
-      privacy_unit: ``{id, max_contributions, max_windows}``.
-      windowing: ``{max_panes_per_window, release_range}``.
-      label: The release's name.
-      insecure_test_noise_key: INSECURE seeded noise, tests only.
+    Parameters
+    ----------
+    key
+        The field whose values are counted.
+    top
+        Keys released per window (default: every selected key, at most ``k``).
+    k
+        Misra-Gries counters (default: the mechanism's).
+    mechanism
+        One of ``beam_dpsketch.transforms.heavy_hitters.MECHANISMS``.
+    epsilon
+        The transform's epsilon.
+    delta
+        The transform's delta.
+    accountant
+        A shared accountant ``{name, epsilon, delta}``.
+    privacy_unit
+        ``{id, max_contributions, max_windows}``.
+    windowing
+        ``{max_panes_per_window, release_range}``.
+    label
+        The release's name.
+    insecure_test_noise_key
+        INSECURE seeded noise, tests only.
+
+    Notes
+    -----
+    **Privacy guarantee.** That of :class:`~beam_dpsketch.transforms.DPHeavyHitters` with these
+    parameters (its docstring); the rows are post-processing of its release.
     """
 
     library_class = DPHeavyHitters
@@ -442,14 +477,27 @@ def _count_values(record: Any) -> list[dict[str, Any]]:
 class YamlDPCount(YamlDPTransform):
     """DP count of the input rows (``DPCount``): one row ``count`` (an int) per release.
 
-    Args:
-      epsilon: The transform's epsilon.
-      delta: The transform's delta.
-      accountant: A shared accountant ``{name, epsilon, delta}``.
-      privacy_unit: ``{id, max_contributions, max_windows}``.
-      windowing: ``{max_panes_per_window, data_independent_panes, release_range}``.
-      label: The release's name.
-      insecure_test_noise_key: INSECURE seeded noise, tests only.
+    Parameters
+    ----------
+    epsilon
+        The transform's epsilon.
+    delta
+        The transform's delta.
+    accountant
+        A shared accountant ``{name, epsilon, delta}``.
+    privacy_unit
+        ``{id, max_contributions, max_windows}``.
+    windowing
+        ``{max_panes_per_window, data_independent_panes, release_range}``.
+    label
+        The release's name.
+    insecure_test_noise_key
+        INSECURE seeded noise, tests only.
+
+    Notes
+    -----
+    **Privacy guarantee.** That of :class:`~beam_dpsketch.transforms.DPCount` with these
+    parameters (its docstring); the rows are post-processing of its release.
     """
 
     def __init__(
@@ -501,19 +549,37 @@ class YamlDPQuantiles(YamlDPTransform):
     Rows: ``quantile`` (the declared level) and ``value`` (a float), plus the window fields when
     windowed. Values outside ``[lower, upper]`` are clamped to it.
 
-    Args:
-      value: The numeric field.
-      quantiles: The levels, in ``[0, 1]``.
-      lower: Public lower end of the value domain.
-      upper: Public upper end of the value domain.
-      resolution: Domain resolution of a float domain (default: the transform's).
-      epsilon: The transform's epsilon.
-      delta: The transform's delta.
-      accountant: A shared accountant ``{name, epsilon, delta}``.
-      privacy_unit: ``{max_windows}`` (element level; bound users upstream).
-      windowing: ``{max_panes_per_window, data_independent_panes, release_range}``.
-      label: The release's name.
-      insecure_test_noise_key: INSECURE seeded noise, tests only.
+    Parameters
+    ----------
+    value
+        The numeric field.
+    quantiles
+        The levels, in ``[0, 1]``.
+    lower
+        Public lower end of the value domain.
+    upper
+        Public upper end of the value domain.
+    resolution
+        Domain resolution of a float domain (default: the transform's).
+    epsilon
+        The transform's epsilon.
+    delta
+        The transform's delta.
+    accountant
+        A shared accountant ``{name, epsilon, delta}``.
+    privacy_unit
+        ``{max_windows}`` (element level; bound users upstream).
+    windowing
+        ``{max_panes_per_window, data_independent_panes, release_range}``.
+    label
+        The release's name.
+    insecure_test_noise_key
+        INSECURE seeded noise, tests only.
+
+    Notes
+    -----
+    **Privacy guarantee.** That of :class:`~beam_dpsketch.transforms.DPQuantiles` with these
+    parameters (its docstring); the rows are post-processing of its release.
     """
 
     def __init__(
@@ -592,22 +658,43 @@ class YamlDPFrequencies(YamlDPTransform):
     ``PrivateCountMinSketch`` for ``sketch: count-min``) and ``error_bound`` (its per-estimate
     bound at 95 %). The window fields are added when windowed.
 
-    Args:
-      key: The field whose values are counted.
-      query_keys: Public keys to count exactly.
-      width: Sketch width (without ``query_keys``).
-      depth: Sketch depth (without ``query_keys``).
-      seed: Public hash seed of the sketch.
-      sketch: ``count-sketch`` (default) or ``count-min``.
-      weight: An integer weight field (turnstile).
-      neighbouring: The neighbouring relation (``add_remove``, ``replace``, ``user:k``, ...).
-      epsilon: The transform's epsilon.
-      delta: The transform's delta.
-      accountant: A shared accountant ``{name, epsilon, delta}``.
-      privacy_unit: ``{max_windows}`` (element level; user level through ``neighbouring``).
-      windowing: ``{max_panes_per_window, data_independent_panes, release_range}``.
-      label: The release's name.
-      insecure_test_noise_key: INSECURE seeded noise, tests only.
+    Parameters
+    ----------
+    key
+        The field whose values are counted.
+    query_keys
+        Public keys to count exactly.
+    width
+        Sketch width (without ``query_keys``).
+    depth
+        Sketch depth (without ``query_keys``).
+    seed
+        Public hash seed of the sketch.
+    sketch
+        ``count-sketch`` (default) or ``count-min``.
+    weight
+        An integer weight field (turnstile).
+    neighbouring
+        The neighbouring relation (``add_remove``, ``replace``, ``user:k``, ...).
+    epsilon
+        The transform's epsilon.
+    delta
+        The transform's delta.
+    accountant
+        A shared accountant ``{name, epsilon, delta}``.
+    privacy_unit
+        ``{max_windows}`` (element level; user level through ``neighbouring``).
+    windowing
+        ``{max_panes_per_window, data_independent_panes, release_range}``.
+    label
+        The release's name.
+    insecure_test_noise_key
+        INSECURE seeded noise, tests only.
+
+    Notes
+    -----
+    **Privacy guarantee.** That of :class:`~beam_dpsketch.transforms.DPFrequencies` with these
+    parameters (its docstring); the rows are post-processing of its release.
     """
 
     def __init__(
