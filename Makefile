@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.docs-installed
 
-.PHONY: demo test bench lint format clean prism fuzz docs
+.PHONY: demo test test-deploy bench lint format clean prism fuzz docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,21 @@ prism:
 
 test: $(STAMP) $(if $(shell command -v go),prism)
 	$(BIN)/python -m pytest
+
+# The package reaches workers that do not share this environment (tests/deploy): build the sdist
+# and the wheel, build without a C compiler, and run a DP pipeline on the portable runner and on
+# Prism whose SDK workers live in another venv and get the package only through Beam's staging.
+# Needs Go (Beam's boot program, scripts/beam-boot.sh) and caches a worker venv
+# (scripts/worker-venv.sh) in ~/.cache/beam-dpsketch. --setup_file needs `build` and
+# setuptools >= 77 in the submitting environment, installed here.
+DEPLOY_STAMP := $(VENV)/.deploy-installed
+
+$(DEPLOY_STAMP): pyproject.toml | $(STAMP)
+	$(BIN)/python -m pip install --quiet build 'setuptools>=77' wheel
+	touch $(DEPLOY_STAMP)
+
+test-deploy: $(STAMP) $(DEPLOY_STAMP)
+	BEAM_DPSKETCH_DEPLOY_TESTS=1 $(BIN)/python -m pytest tests/deploy
 
 # The API reference (HTML in docs/_build/html) from the numpy docstrings, after the check that
 # every link inside the repository resolves. Nitpicky with warnings as errors: a reference that

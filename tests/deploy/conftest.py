@@ -87,3 +87,9 @@ def beam_boot() -> Path:
 def worker_venv() -> Path:
     """A cached venv with apache-beam (the driver's version) and the runtime dependencies only."""
     return script_output("worker-venv.sh", sys.executable)
+
+
+@pytest.fixture(scope="session")
+def prism_binary() -> Path:
+    """Prism, Beam's portable runner in Go, built once by ``scripts/prism.sh`` and cached."""
+    return script_output("prism.sh")

@@ -12,8 +12,10 @@ How the workers are set up, and why:
 * The worker pool runs in a fresh virtual environment that sees a cached venv with apache-beam
   and the runtime dependencies (``scripts/worker-venv.sh``) but never beam-dpsketch; the boot
   program installs the staged package into the fresh venv, so each case starts clean.
-* The runner is Beam's portable runner with its in-process job service (``--job_endpoint=embed``,
-  which executes on the FnApiRunner) and ``--environment_type=EXTERNAL`` pointing at the pool.
+* The runners are Beam's portable runner with its in-process job service
+  (``--job_endpoint=embed``, which executes on the FnApiRunner) and Prism (``PrismRunner``, the
+  local binary of ``scripts/prism.sh``), each with ``--environment_type=EXTERNAL`` pointing at
+  the pool.
 
 Each case checks that every worker imported beam_dpsketch from the package it installed (not
 from the repository, not from the driver's venv), which compiled or pure-Python modules it
@@ -40,7 +42,6 @@ from conftest import REPO, run
 pytestmark = pytest.mark.deploy
 
 PIPELINE = Path(__file__).with_name("staged_pipeline.py")
-RUNNER = "PortableRunner"
 COMPILED = {
     "murmur3": "beam_dpsketch.murmur3",
     "kernel": "beam_dpsketch.sketches.misra_gries.kernel",
@@ -132,11 +133,22 @@ def worker_pool(root: Path, worker_venv: Path, boot: Path) -> Iterator[tuple[int
         log.close()
 
 
-@pytest.mark.parametrize(
-    "staging", ["wheel", "sdist", "setup_file", "wheel built without a compiler"]
-)
+# Every staging route on the portable runner; the wheel on Prism too (Prism serves the staged
+# artifacts to the boot program itself).
+CASES = [
+    ("PortableRunner", "wheel"),
+    ("PortableRunner", "sdist"),
+    ("PortableRunner", "setup_file"),
+    ("PortableRunner", "wheel built without a compiler"),
+    ("PrismRunner", "wheel"),
+]
+
+
+@pytest.mark.parametrize(("runner", "staging"), CASES)
 def test_staged_package_reaches_a_separate_worker_environment(
+    runner: str,
     staging: str,
+    request: pytest.FixtureRequest,
     in_process: list[str],
     dist: dict[str, Path],
     wheel_without_compiler: Path,
@@ -151,11 +163,16 @@ def test_staged_package_reaches_a_separate_worker_environment(
         "setup_file": [f"--setup_file={REPO / 'setup.py'}"],
         "wheel built without a compiler": [f"--extra_package={wheel_without_compiler}"],
     }[staging]
+    if runner == "PrismRunner":
+        prism = request.getfixturevalue("prism_binary")
+        runner_options = ["--runner=PrismRunner", f"--prism_location={prism}"]
+    else:
+        # The in-process job service, which executes on the FnApiRunner.
+        runner_options = ["--runner=PortableRunner", "--job_endpoint=embed"]
     with worker_pool(tmp_path, worker_venv, beam_boot) as (port, env_dir):
         releases, where = run_pipeline(
             tmp_path / "out",
-            f"--runner={RUNNER}",
-            "--job_endpoint=embed",
+            *runner_options,
             "--environment_type=EXTERNAL",
             f"--environment_config=localhost:{port}",
             *stage,
