@@ -4,7 +4,8 @@
   them, sequential and parallel composition and :func:`group_privacy`.
 * :mod:`.accountant`: :class:`PrivacyAccountant`, which refuses an over-budget configuration
   with :class:`BudgetExceededError` at pipeline construction, shares its pool among the
-  transforms declared on it by weight (:class:`Share`) and explains every charge.
+  transforms declared on it by weight (:mod:`.shares`, :class:`Share`) and explains every
+  charge.
 * :mod:`.declarations`: what a user declares once and hands to every transform: the
   :class:`PrivacyUnit` (element or user level, with its contribution and window bounds) and the
   :class:`Windowing` bounds (panes per window, data-independent panes, a public release range).
@@ -28,7 +29,6 @@ from beam_dpsketch.privacy.accountant import (
     Charge,
     ParallelComposition,
     PrivacyAccountant,
-    Share,
 )
 from beam_dpsketch.privacy.bounding import bounded_mask, new_selection_key, select_contributions
 from beam_dpsketch.privacy.budget import (
@@ -39,6 +39,7 @@ from beam_dpsketch.privacy.budget import (
     zcdp_to_epsilon,
 )
 from beam_dpsketch.privacy.declarations import PrivacyUnit, Windowing
+from beam_dpsketch.privacy.shares import Share
 from beam_dpsketch.privacy.windowing import ReleasePlan
 
 __all__ = [

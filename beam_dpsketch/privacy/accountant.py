@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from beam_dpsketch.checks import check_real
 
 from .budget import ConversionMethod, PrivacyBudget, zcdp_to_epsilon
+from .shares import Share, budget_of_usage, reserved_by, share_lines, split_by_weight
 
 if TYPE_CHECKING:
     from .windowing import ReleasePlan
@@ -58,7 +59,6 @@ __all__ = [
     "Charge",
     "ParallelComposition",
     "PrivacyAccountant",
-    "Share",
 ]
 
 _REL_TOL = 1e-12
@@ -276,62 +276,6 @@ def _optional_finite(value: object, name: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite real number, got {value!r}")
     return float(value)
-
-
-def _reservable(budget: PrivacyBudget, total: PrivacyBudget) -> PrivacyBudget | None:
-    """What an explicit ``budget`` reserves from an accountant of budget ``total``.
-
-    The budget itself when the accountant can count its kind. An approximate-DP budget under a
-    pure or zCDP accountant can only be spent by a pure mechanism (anything else is refused when
-    it charges), which costs at most its ``epsilon``: that much is reserved. A zCDP budget under
-    a pure accountant can never be charged there: nothing is reserved.
-    """
-    if total.kind == "approx" or budget.kind == "pure" or budget.kind == total.kind:
-        return budget
-    if budget.kind == "approx":
-        return PrivacyBudget.pure(budget.epsilon)  # type: ignore[arg-type]
-    return None
-
-
-def _usage_budget(usage: BudgetUsage, like: PrivacyBudget) -> PrivacyBudget | None:
-    """``usage`` as a budget of the kind of ``like``; ``None`` if nothing is in it."""
-    if like.kind == "zcdp":
-        return (
-            None if usage.rho <= 0.0 else PrivacyBudget.zcdp(usage.rho, like.delta_for_conversion)
-        )
-    if usage.epsilon <= 0.0:
-        return None
-    if like.kind == "pure":
-        return PrivacyBudget.pure(usage.epsilon)
-    return PrivacyBudget.approx(usage.epsilon, usage.delta)
-
-
-@dataclass(frozen=True)
-class Share:
-    """One transform's declared claim on a shared accountant (:meth:`PrivacyAccountant.declare`).
-
-    Attributes
-    ----------
-    name
-        The transform's name: its label when declared, its release label once it has asked for
-        its budget.
-    weight
-        Its weight in the shared pool, or ``None`` for an explicit budget.
-    budget
-        The explicit budget, or (for a weight) its share once the pool is frozen; ``None`` before.
-    """
-
-    name: str
-    weight: float | None
-    budget: PrivacyBudget | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form."""
-        return {
-            "name": self.name,
-            "weight": self.weight,
-            "budget": None if self.budget is None else self.budget.to_dict(),
-        }
 
 
 @dataclass
@@ -780,7 +724,7 @@ class PrivacyAccountant:
         cost = self._committed_cost()
         explicit = [s.budget for s in self._shares if s.budget is not None]
         for budget in explicit:
-            reserved = _reservable(budget, self.budget)
+            reserved = reserved_by(budget, self.budget)
             if reserved is not None:
                 cost = cost + _Cost.of(reserved)
         usage = self._evaluate(cost)
@@ -791,16 +735,7 @@ class PrivacyAccountant:
             f"pool {left} = budget {self.budget} minus entries before it ({before}) minus "
             f"{len(explicit)} explicit budget{'s' if len(explicit) != 1 else ''}"
         )
-        weights = [s.weight for s in self._shares if s.weight is not None]
-        if not weights:
-            return
-        pool = _usage_budget(left, self.budget)
-        total = math.fsum(weights)
-        for i, s in enumerate(self._shares):
-            if s.weight is None or pool is None:
-                continue
-            budget = pool if s.weight == total else pool.fraction(s.weight / total)
-            self._shares[i] = Share(s.name, s.weight, budget)
+        self._shares = split_by_weight(self._shares, budget_of_usage(left, self.budget))
 
     def _budget_for_child(
         self, fraction_or_budget: float | PrivacyBudget, what: str
@@ -917,22 +852,8 @@ class PrivacyAccountant:
 
     def _share_lines(self, pad: str) -> list[str]:
         """The weighted shares, when any transform declared a weight."""
-        weights = [s.weight for s in self._shares if s.weight is not None]
-        if not weights:
-            return []
-        total = math.fsum(weights)
-        if self._pool is None:
-            head = "shared by weight (the pool is frozen at the first charge)"
-        else:
-            head = f"shared by weight: {self._pool_text}"
-        lines = [f"{pad}{head}"]
-        for s in self._shares:
-            if s.weight is None:
-                lines.append(f"{pad}  - {s.name!r}: explicit budget {s.budget}")
-                continue
-            share = "not frozen yet" if self._pool is None else str(s.budget)
-            lines.append(f"{pad}  - {s.name!r}: weight {s.weight:g} of {total:g}: {share}")
-        return lines
+        pool = None if self._pool is None else self._pool_text
+        return share_lines(self._shares, pool, pad)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable report (the same content as :meth:`explain`)."""

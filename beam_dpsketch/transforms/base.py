@@ -94,6 +94,7 @@ from beam_dpsketch.checks import check_real
 from beam_dpsketch.noise import NoiseSource, application_source, new_run_salt
 from beam_dpsketch.privacy.accountant import BudgetExceededError, Charge, PrivacyAccountant
 from beam_dpsketch.privacy.budget import PrivacyBudget
+from beam_dpsketch.privacy.shares import budget_of_usage
 from beam_dpsketch.privacy.windowing import ReleasePlan
 from beam_dpsketch.transforms.engines import check_runner
 from beam_dpsketch.transforms.windowing_rules import (
@@ -310,9 +311,8 @@ def remaining_budget(accountant: PrivacyAccountant, name: str) -> PrivacyBudget:
     BudgetExceededError
         If nothing is left.
     """
-    rem = accountant.remaining
-    kind = accountant.budget.kind
-    if (kind == "zcdp" and rem.rho <= 0.0) or (kind != "zcdp" and rem.epsilon <= 0.0):
+    left = budget_of_usage(accountant.remaining, accountant.budget)
+    if left is None:
         raise BudgetExceededError(
             name,
             accountant.name,
@@ -321,11 +321,7 @@ def remaining_budget(accountant: PrivacyAccountant, name: str) -> PrivacyBudget:
             accountant.budget,
             None,
         )
-    if kind == "zcdp":
-        return PrivacyBudget.zcdp(rem.rho, accountant.budget.delta_for_conversion)
-    if kind == "pure":
-        return PrivacyBudget.pure(rem.epsilon)
-    return PrivacyBudget.approx(rem.epsilon, rem.delta)
+    return left
 
 
 # --------------------------------------------------------------------------------------------
