@@ -15,10 +15,13 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+import apache_beam as beam
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.yaml import main as yaml_main
 
-from tests.engines.test_stream_directory import FILES, drop, writer
+from beam_dpsketch.yaml import ReadNewLines
+from tests.engines.test_stream_directory import FILES, NOT_POLLING, drop, writer
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "yaml" / "stream_directory.yaml"
 
@@ -74,3 +77,27 @@ def test_each_dropped_file_is_counted_once_per_window(tmp_path, prism_args):
     # At eps 800 the heavy hitters' noise is a few thousandths of a count.
     assert abs(estimates["a"] - truth["a"]) < 0.5
     assert all(estimate < truth[key] + 0.5 for key, estimate in estimates.items())
+
+
+# The example sets ``streaming: true`` itself; the case without it is checked on the step below.
+@pytest.mark.parametrize("case", [c for c in NOT_POLLING if "--streaming" not in c])
+def test_the_example_is_refused_while_built_without_a_polling_runner(tmp_path, case):
+    out = tmp_path / "releases"
+    variables = {"input_dir": str(tmp_path), "output": str(out), "duration_seconds": 1}
+    with pytest.raises(ValueError, match="ReadNewLines: the runner .* is not known to poll"):
+        yaml_main.run(
+            argv=[
+                f"--yaml_pipeline_file={EXAMPLE}",
+                f"--jinja_variables={json.dumps(variables)}",
+                *NOT_POLLING[case],
+            ]
+        )
+    assert not out.exists()  # refused before anything ran
+
+
+def test_a_batch_pipeline_on_prism_is_refused():
+    p = beam.Pipeline(
+        options=PipelineOptions(["--runner=PrismRunner", "--prism_location=/nonexistent/prism"])
+    )
+    with pytest.raises(ValueError, match="^ReadNewLines: --streaming is required"):
+        p | ReadNewLines("/nonexistent/*.txt", duration_seconds=1)
