@@ -21,9 +21,11 @@ or name the transforms you use::
 Then a step ``type: DPHeavyHitters`` with a ``config:`` mapping releases DP heavy hitters of
 schema'd rows as schema'd rows, which Beam YAML's writers (``WriteToParquet``,
 ``WriteToJson``, ...) take as they are. The transforms (:mod:`beam_dpsketch.yaml.transforms`):
-``DPHeavyHitters``, ``DPHistogram``, ``DPFrequencies``, ``DPQuantiles`` and ``DPCount``, plus the
-source ``ReadNewLines`` (:mod:`beam_dpsketch.yaml.sources`), which reads the lines of files as
-they appear in a directory. Each transform's guarantee is that of the library transform it
+``DPHeavyHitters``, ``DPHistogram``, ``DPFrequencies``, ``DPQuantiles`` and ``DPCount``; the
+repeated releases of :mod:`beam_dpsketch.yaml.streaming`: ``ContinualDPSketch``,
+``DPSlidingWindowFrequencies`` and ``DPIntermittentQueries``; and the source ``ReadNewLines``
+(:mod:`beam_dpsketch.yaml.sources`), which reads the lines of files as they appear in a
+directory. Each transform's guarantee is that of the library transform it
 builds; the configuration (budgets, field names, public keys) is public, as the pipeline file
 is. ``docs/guide/yaml.md`` lists every key.
 """
@@ -31,6 +33,11 @@ is. ``docs/guide/yaml.md`` lists every key.
 from pathlib import Path
 
 from beam_dpsketch.yaml.sources import ReadNewLines
+from beam_dpsketch.yaml.streaming import (
+    YamlContinualDPSketch,
+    YamlDPIntermittentQueries,
+    YamlDPSlidingWindowFrequencies,
+)
 from beam_dpsketch.yaml.transforms import (
     YamlDPCount,
     YamlDPFrequencies,
@@ -47,11 +54,14 @@ PROVIDERS_FILE: Path = Path(__file__).resolve().parent / "providers.yaml"
 __all__ = [
     "PROVIDERS_FILE",
     "ReadNewLines",
+    "YamlContinualDPSketch",
     "YamlDPCount",
     "YamlDPFrequencies",
     "YamlDPHeavyHitters",
     "YamlDPHistogram",
+    "YamlDPIntermittentQueries",
     "YamlDPQuantiles",
+    "YamlDPSlidingWindowFrequencies",
     "YamlDPTransform",
     "YamlTestNoiseOptions",
 ]

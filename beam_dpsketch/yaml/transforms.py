@@ -242,6 +242,10 @@ class YamlDPTransform(beam.PTransform, abc.ABC):
     def converter(self) -> Callable[[Any], list[dict[str, Any]]]:
         """A picklable function: the rows (as field dicts) of one released record."""
 
+    def prepare(self, pcoll: beam.PCollection) -> beam.PCollection:
+        """The input the library transform takes (default: the rows as they are)."""
+        return pcoll
+
     def test_seed(self, pipeline: beam.Pipeline) -> int | None:
         """The insecure test seed: the transform's, else the pipeline option's, else ``None``."""
         if self._test_key is not None:
@@ -268,7 +272,7 @@ class YamlDPTransform(beam.PTransform, abc.ABC):
         )
         self.dp_transform = transform
         try:
-            released = pcoll | "Release" >> transform
+            released = self.prepare(pcoll) | "Release" >> transform
         except BudgetExceededError as exc:
             # Refused while the pipeline is built: nothing has run. The report holds public
             # facts only (parameters, calibrations, charges).

@@ -13,11 +13,14 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_dpsketch.yaml import (
+    YamlContinualDPSketch,
     YamlDPCount,
     YamlDPFrequencies,
     YamlDPHeavyHitters,
     YamlDPHistogram,
+    YamlDPIntermittentQueries,
     YamlDPQuantiles,
+    YamlDPSlidingWindowFrequencies,
 )
 
 STEPS = {
@@ -30,13 +33,34 @@ STEPS = {
     "DPFrequencies sketch": lambda: YamlDPFrequencies("item", width=64, depth=3, epsilon=1),
     "DPQuantiles": lambda: YamlDPQuantiles("ms", [0.5], 0, 100, epsilon=1),
     "DPCount": lambda: YamlDPCount(epsilon=1),
+    "ContinualDPSketch": lambda: YamlContinualDPSketch(
+        32, 3, 64, ["a", "b"], "item", position="step", release_every=16, epsilon=1, delta=1e-6
+    ),
+    "DPSlidingWindowFrequencies": lambda: YamlDPSlidingWindowFrequencies(
+        16,
+        32,
+        3,
+        8,
+        "item",
+        position="pos",
+        query_keys=["a"],
+        preset="theory",
+        epsilon=1,
+        delta=1e-6,
+    ),
+    "DPIntermittentQueries": lambda: YamlDPIntermittentQueries(
+        32, 3, [[30, ["a"]], [61, ["a", "b"]]], "positions", "item", "pos", epsilon=1
+    ),
 }
 
 
 def data(extra: bool) -> list[beam.Row]:
-    rows = [beam.Row(user=f"u{i % 7}", item="ab"[i % 2], ms=float(i % 50)) for i in range(60)]
+    rows = [
+        beam.Row(user=f"u{i % 7}", item="ab"[i % 2], ms=float(i % 50), step=i, pos=i + 1)
+        for i in range(60)
+    ]
     if extra:
-        rows.append(beam.Row(user="u-new", item="new-key", ms=99.0))
+        rows.append(beam.Row(user="u-new", item="new-key", ms=99.0, step=60, pos=61))
     return rows
 
 
@@ -69,7 +93,7 @@ SECRET = "secret-user-5511"
 
 @pytest.mark.parametrize("step", ["DPHeavyHitters", "DPFrequencies keys", "DPQuantiles"])
 def test_a_bad_record_fails_without_showing_the_record(step):
-    bad = beam.Row(user=SECRET, item=None, ms=None)
+    bad = beam.Row(user=SECRET, item=None, ms=None, step=None, pos=None)
     p = beam.Pipeline("FnApiRunner", options=PipelineOptions(["--insecure_test_noise_key=0"]))
     _ = p | beam.Create([*data(False), bad]) | STEPS[step]()
     with pytest.raises(Exception) as info:

@@ -131,6 +131,9 @@ def test_the_provider_file_lists_every_yaml_transform():
         "DPFrequencies",
         "DPQuantiles",
         "DPCount",
+        "ContinualDPSketch",
+        "DPSlidingWindowFrequencies",
+        "DPIntermittentQueries",
         "ReadNewLines",
     }
 
