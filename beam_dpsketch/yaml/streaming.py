@@ -169,7 +169,7 @@ class YamlContinualDPSketch(YamlDPTransform):
 
 
 class YamlDPSlidingWindowFrequencies(YamlDPTransform):
-    """DP frequencies or heavy hitters over the last ``window`` steps (``DPSlidingWindowFrequencies``).
+    """DP counts or heavy hitters of the last ``window`` steps (``DPSlidingWindowFrequencies``).
 
     Rows: ``time`` (the query position, or the event time in seconds that ends the queried
     window), ``key`` and ``estimate`` (float): every query key at every query time, or, with
