@@ -21,6 +21,9 @@ Writes ``benchmarks/RESULTS.md`` with the machine, the command and the date. Sec
 8. time and peak memory of every subcommand at 1 M to 100 M rows and 10^4 or 10^7 distinct
    keys, and of ``intermittent`` at 100 to 10^5 query batches (``benchmarks/bench_scale.py``;
    ``--only Scale``).
+9. scale-out on Dask: DP heavy hitters, frequencies and quantiles at 10^8 rows on the
+   in-process FnApiRunner, one Dask worker and two (``benchmarks/bench_scaleout.py``;
+   ``--only Scale-out``).
 """
 
 from __future__ import annotations
@@ -288,6 +291,20 @@ SECTIONS = (
             "seconds",
             "rows_per_s",
             "peak_rss_mib",
+        ],
+    ),
+    (
+        "Scale-out: Dask workers vs in-process",
+        "benchmarks.bench_scaleout:run",
+        [
+            "transform",
+            "runner",
+            "rows",
+            "seconds",
+            "rows_per_s",
+            "speedup_vs_1_worker",
+            "driver_peak_rss_mib",
+            "worker_peak_rss_mib",
         ],
     ),
 )

@@ -15,8 +15,9 @@ rather than in ``apache_beam.options.pipeline_options`` (``--dask_client_address
 
 Dask
 ----
-``--runner dask`` (or ``DaskRunner``, or the class's full path) runs a command on Beam's
-``DaskRunner``, on the scheduler at ``--dask-address HOST:PORT`` or on a local cluster of
+``--runner dask`` (or ``DaskRunner``) runs a command on
+:class:`~beam_dpsketch.pipelines.dask_runner.ScalingDaskRunner` (Beam's ``DaskRunner`` with
+combines lifted, so that the work spreads over the workers), on the scheduler at ``--dask-address HOST:PORT`` or on a local cluster of
 ``--dask-workers N`` single-threaded worker processes that the command starts for its run and
 stops when it ends, however it ends (:func:`command_runner`, :func:`local_dask_cluster`). The
 DaskRunner runs batch pipelines in the global window only: it ignores windows and timestamps and
@@ -49,6 +50,7 @@ from google.protobuf import struct_pb2
 __all__ = [
     "DASK_REFUSED_COMMANDS",
     "DASK_RUNNER",
+    "SCALING_DASK_RUNNER",
     "DEFAULT_RUNNER",
     "FnApiRunnerWorkerLogging",
     "add_runner_arguments",
@@ -60,10 +62,16 @@ __all__ = [
 ]
 
 DEFAULT_RUNNER = "FnApiRunner"
+#: Beam's DaskRunner.
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
+#: The DaskRunner that ``--runner dask`` chooses: Beam's, with combines lifted, ``Reshuffle``
+#: spreading elements and ``finish_bundle`` outputs kept, so that a pipeline scales out
+#: (:mod:`beam_dpsketch.pipelines.dask_runner`).
+SCALING_DASK_RUNNER = "beam_dpsketch.pipelines.dask_runner.ScalingDaskRunner"
+_DASK_RUNNERS = (DASK_RUNNER, SCALING_DASK_RUNNER)
 #: Runner names the command line accepts besides Beam's own (``DaskRunner`` is not among
 #: Beam's known runners, so Beam alone would need its full path).
-_SHORT_RUNNERS = {"dask": DASK_RUNNER, "daskrunner": DASK_RUNNER}
+_SHORT_RUNNERS = {"dask": SCALING_DASK_RUNNER, "daskrunner": SCALING_DASK_RUNNER}
 #: Subcommands refused on the DaskRunner: they release per window or pane, or keep per-key state
 #: and timers, which the DaskRunner does not implement (it would run them with other semantics).
 DASK_REFUSED_COMMANDS = ("continual", "sliding-window", "intermittent")
@@ -221,9 +229,9 @@ def pipeline_options(
     if not _has_flag(args, "--runner"):
         args = [f"--runner={DEFAULT_RUNNER}", *args]
     path = _import_runner(args)
-    if path == DASK_RUNNER and _flag_value(args, "--runner") != DASK_RUNNER:
-        # A short name: Beam knows the DaskRunner by its path only.
-        args = [f"--runner={DASK_RUNNER}", *_without_flag(args, "--runner")]
+    if path == SCALING_DASK_RUNNER and _flag_value(args, "--runner") != path:
+        # A short name: Beam knows a runner outside its own list by its path only.
+        args = [f"--runner={path}", *_without_flag(args, "--runner")]
     _warn_unknown(args, known_options, stderr or sys.stderr)
     if path in _FN_API_RUNNERS and _flag_value(args, "--direct_running_mode") == "multi_processing":
         args = [f"--runner={_WORKER_LOGGING_RUNNER}", *_without_flag(args, "--runner")]
@@ -358,7 +366,7 @@ def command_runner(args: argparse.Namespace, beam_args: Sequence[str]) -> Iterat
     workers = getattr(args, "dask_workers", None)
     out = list(beam_args)
     runner = _flag_value(out, "--runner")
-    if (_runner_path(runner) if runner else None) != DASK_RUNNER:
+    if (_runner_path(runner) if runner else None) not in _DASK_RUNNERS:
         if address is not None or workers is not None:
             raise ValueError("--dask-address and --dask-workers need --runner dask")
         yield out
