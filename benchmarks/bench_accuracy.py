@@ -6,8 +6,8 @@
 
 **Heavy hitters.** Every element-level mechanism of
 :data:`beam_dpsketch.transforms.heavy_hitters.MECHANISMS` (read at run time: a mechanism is
-element level when :class:`~beam_dpsketch.transforms.DPHeavyHitters` accepts it without
-``privacy_id_fn``) at two Misra-Gries sizes: the CLI's default ``--k`` (read from the
+element level when :class:`~beam_dpsketch.transforms.DPHeavyHitters` accepts it without a
+user-level ``privacy_unit``) at two Misra-Gries sizes: the CLI's default ``--k`` (read from the
 ``beam-dpsketch heavy-hitters`` parser at run time) and :data:`BEST_K` counters (at least the
 number of distinct keys of both data sets, so every sketch is exact and only the noise is left).
 PipelineDP runs ``Metrics.COUNT`` with private partition selection (truncated geometric, its
@@ -167,7 +167,7 @@ def element_mechanisms() -> list[str]:
         try:
             DPHeavyHitters(8, PrivacyBudget.approx(1.0, DELTA), mechanism=mechanism)
         except ValueError:
-            continue  # user level only (needs privacy_id_fn)
+            continue  # user level only (needs a user-level privacy_unit)
         out.append(mechanism)
     return out
 

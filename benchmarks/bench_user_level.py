@@ -65,15 +65,14 @@ def bounded(users: list[np.ndarray], m: int, seed: int) -> list[list[int]]:
 
 
 def _histogram(mechanism: str, m: int, epsilon: float) -> Any:
-    from beam_dpsketch.privacy import PrivacyBudget
+    from beam_dpsketch.privacy import PrivacyBudget, PrivacyUnit
     from beam_dpsketch.transforms import DPHistogram
 
     return DPHistogram(
         K,
         PrivacyBudget.approx(epsilon, DELTA),
-        privacy_id_fn=itemgetter(0),
+        privacy_unit=PrivacyUnit(id=itemgetter(0), max_contributions=m),
         key_fn=itemgetter(1),
-        max_contributions=m,
         mechanism=mechanism,
     )
 

@@ -192,7 +192,7 @@ def build(
         top=args.top,
         mechanism="sequential",
         accountant=accountant,
-        release_range=release_range,
+        windowing=Windowing(release_range=release_range),
         noise_source=noise_source,
         with_metadata=True,
         label="top",

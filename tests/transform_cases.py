@@ -86,7 +86,10 @@ def _histogram(mechanism: str, user_level: bool) -> Case:
             "selection_key": SELECTION_KEY,
         }
         if user_level:
-            options.update(privacy_id_fn=lambda r: r[0], key_fn=lambda r: r[1], max_contributions=2)
+            options.update(
+                privacy_unit=PrivacyUnit(id=lambda r: r[0], max_contributions=2),
+                key_fn=lambda r: r[1],
+            )
         return DPHistogram(16, APPROX, **options)
 
     if user_level:

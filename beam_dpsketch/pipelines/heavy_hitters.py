@@ -37,6 +37,7 @@ from beam_dpsketch.pipelines.release_arguments import (
     budget_from_args,
     noise_source_from_args,
 )
+from beam_dpsketch.privacy import PrivacyUnit
 from beam_dpsketch.sketches.misra_gries.release import ERROR_CONFIDENCE
 from beam_dpsketch.sketches.misra_gries.sizing import (
     DEFAULT_K,
@@ -377,9 +378,10 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
             **bad_record_options(args),
         )
         options.update(
-            privacy_id_fn=itemgetter(0),
+            privacy_unit=PrivacyUnit(
+                id=itemgetter(0), max_contributions=args.max_contributions or 1
+            ),
             key_fn=itemgetter(1),
-            max_contributions=args.max_contributions or 1,
         )
     else:
         reader = ReadKeyBatches(

@@ -29,7 +29,9 @@ Trigger
       ``AfterCount(n)`` only for ``n = 1``: it would count batches, not rows.
     * A trigger that can fire more than once needs ``max_panes_per_window``; panes beyond it are
       withheld (:func:`~beam_dpsketch.privacy.windowing.plan_windowing`, which also holds the
-      rules on ``max_windows_per_unit``, ``data_independent_panes`` and ``release_range``).
+      rules on the windows per unit, ``data_independent_panes`` and ``release_range``). A
+      transform that takes its declaration as ``PrivacyUnit`` and ``Windowing`` objects is told
+      the field of the object to give (``PrivacyUnit(max_windows=...)``).
 Transform requirements (:class:`WindowingRequirement`)
     A mechanism may need a trigger that fires once per window, one that fires on the watermark
     only, no allowed lateness, DISCARDING panes, some window functions only, or the default
@@ -52,7 +54,7 @@ from typing import Any, Literal
 from apache_beam.transforms import trigger as tr
 from apache_beam.transforms import window as bw
 
-from beam_dpsketch.privacy.declarations import spell_accepted
+from beam_dpsketch.privacy.declarations import PrivacyUnit, spell_accepted
 from beam_dpsketch.privacy.windowing import (
     PlanRefused,
     ReleasePlan,
@@ -700,7 +702,29 @@ def _plan(c: _Config) -> ReleasePlan | _Problem | None:
             declaration=c.declaration,
         )
     except PlanRefused as exc:
-        return _Problem(exc.parameter, str(exc), (exc.accepted,))
+        parameter, text = _spell_reason(exc.parameter, str(exc), c.declaration)
+        return _Problem(parameter, text, (exc.accepted,))
+
+
+def _spell_reason(
+    parameter: str, text: str, declaration: WindowingDeclaration | None
+) -> tuple[str, str]:
+    """A planner refusal's parameter and reason, spelled as the transform takes its declaration.
+
+    The planner names the declaration's fields (``max_windows_per_unit``). A transform that takes
+    a :class:`~beam_dpsketch.privacy.PrivacyUnit` has no such parameter: its user is told the
+    field of the object to give (``PrivacyUnit(max_windows=...)``), and the refusal is about its
+    ``privacy_unit`` parameter. The proposals are spelled by
+    :func:`~beam_dpsketch.privacy.declarations.spell_accepted`.
+    """
+    if declaration is None or not isinstance(declaration.unit, PrivacyUnit):
+        return parameter, text
+    text = re.sub(r"max_windows_per_unit=(\d+)", r"PrivacyUnit(max_windows=\1)", text)
+    text = text.replace("max_windows_per_unit", "PrivacyUnit(max_windows=...)")
+    text = text.replace("privacy_unit='user'", "a user-level PrivacyUnit")
+    if parameter == "max_windows_per_unit":
+        parameter = "privacy_unit"
+    return parameter, text
 
 
 def _judge(c: _Config) -> tuple[list[_Problem], ReleasePlan | None]:

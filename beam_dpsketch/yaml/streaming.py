@@ -14,6 +14,7 @@ from typing import Any
 import apache_beam as beam
 
 from beam_dpsketch.checks import check_int, check_real
+from beam_dpsketch.privacy import PrivacyUnit
 from beam_dpsketch.transforms import (
     ContinualDPSketch,
     DPIntermittentQueries,
@@ -22,6 +23,18 @@ from beam_dpsketch.transforms import (
 )
 from beam_dpsketch.yaml.config import check_field
 from beam_dpsketch.yaml.transforms import YamlDPTransform, field_type
+
+#: The continual transform reads only the unit's contribution bound (the caller bounds each
+#: unit's arrivals upstream), so the unit's id here only names it.
+_UPSTREAM_UNIT = "unit bounded upstream"
+
+
+def _arrivals_unit(max_contributions: int) -> PrivacyUnit:
+    """The privacy unit of ``max_contributions`` arrivals that the continual transform takes."""
+    if max_contributions == 1:
+        return PrivacyUnit()
+    return PrivacyUnit(id=_UPSTREAM_UNIT, max_contributions=max_contributions)
+
 
 __all__ = [
     "YamlContinualDPSketch",
@@ -131,7 +144,7 @@ class YamlContinualDPSketch(YamlDPTransform):
             "algorithm": algorithm,
             "release_every": check_int(release_every, "release_every"),
             "seed": check_int(seed, "seed", lower=0),
-            "max_contributions": check_int(max_contributions, "max_contributions"),
+            "privacy_unit": _arrivals_unit(check_int(max_contributions, "max_contributions")),
         }
         if calibration is not None:
             options["calibration"] = calibration

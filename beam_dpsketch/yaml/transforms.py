@@ -375,22 +375,14 @@ class YamlDPHistogram(YamlDPTransform):
 
     def library_kwargs(self, pipeline: beam.Pipeline) -> dict[str, Any]:
         """Keyword arguments of the library transform from the privacy unit and windowing."""
-        unit, win = self.privacy_unit, self.windowing
-        kwargs: dict[str, Any] = {"key_fn": self.key, "mechanism": self.mechanism}
-        if unit.is_user_level:
-            kwargs.update(privacy_id_fn=unit.id, max_contributions=unit.max_contributions)
+        kwargs: dict[str, Any] = {
+            "key_fn": self.key,
+            "mechanism": self.mechanism,
+            "privacy_unit": self.privacy_unit,
+            "windowing": self.windowing,
+        }
+        if self.privacy_unit.is_user_level:
             kwargs["selection_key"] = self.selection_key(pipeline)
-        if unit.max_windows is not None:
-            kwargs["max_windows_per_unit"] = unit.max_windows
-        if win is not None:
-            if win.data_independent_panes:
-                raise ValueError(
-                    "windowing.data_independent_panes is not a declaration of the heavy-hitter "
-                    "transforms; declare max_panes_per_window and release_range"
-                )
-            kwargs.update(
-                max_panes_per_window=win.max_panes_per_window, release_range=win.release_range
-            )
         return kwargs
 
     def build(self, pcoll: beam.PCollection, **common: Any) -> DPTransform:

@@ -2,7 +2,7 @@
 
 The README's quick start and ``docs/guide/python-api.md`` say that extractors take the name of a
 field of a dict or ``beam.Row``; ``docs/guide/choosing.md`` ("User level") says that
-``privacy_id_fn`` with ``max_contributions`` makes the privacy unit the user.
+``privacy_unit=dps.PrivacyUnit(id=..., max_contributions=...)`` makes the privacy unit the user.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ def test_dict_records_by_field_name_release_user_level_heavy_hitters() -> None:
     hh = dps.DPHeavyHitters(
         budget=dps.PrivacyBudget.approx(1.0, 1e-6),
         key_fn="page",
-        privacy_id_fn="user",
-        max_contributions=2,
+        privacy_unit=dps.PrivacyUnit(id="user", max_contributions=2),
         top=10,
         noise_source=dps.NoiseSource.insecure_for_tests(27),
         label="TopPages",

@@ -108,7 +108,7 @@ def test_heavy_hitters_default_design_releases_the_empty_on_time_pane(tmp_path):
         4,
         APPROX,
         mechanism="design-b",
-        max_panes_per_window=3,
+        windowing=Windowing(max_panes_per_window=3),
         noise_source=NoiseSource.insecure_for_tests(7),
         with_metadata=True,
         label="hh-empty-pane",
@@ -158,11 +158,9 @@ def test_count_releases_the_empty_on_time_pane(tmp_path):
         lambda: DPHeavyHitters(
             4,
             APPROX,
-            privacy_id_fn=itemgetter(0),
+            privacy_unit=PrivacyUnit(id=itemgetter(0), max_windows=1),
             key_fn=itemgetter(1),
-            max_contributions=1,
-            max_panes_per_window=3,
-            max_windows_per_unit=1,
+            windowing=Windowing(max_panes_per_window=3),
         ),
         lambda: DPCount(
             PrivacyBudget.pure(1.0),
@@ -186,6 +184,8 @@ def test_sequential_heavy_hitters_refuses_multi_pane_triggers():
     # cannot release (the pipeline would fail at run time, on data-dependent panes).
     p = streaming()
     windowed = p | two_elements_then_watermark() | early_discarding()
-    dp = DPHeavyHitters(4, APPROX, mechanism="sequential", max_panes_per_window=3)
+    dp = DPHeavyHitters(
+        4, APPROX, mechanism="sequential", windowing=Windowing(max_panes_per_window=3)
+    )
     with pytest.raises(ValueError, match="'sequential'.*fires once per window"):
         _ = windowed | dp

@@ -71,11 +71,9 @@ def _run_and_capture(transform: beam.PTransform, elements: list, caplog) -> str:
             "key_fn",
         ),
         (
-            lambda: DPHeavyHitters(
-                4, APPROX, privacy_id_fn=_to_int, key_fn=len, max_contributions=1
-            ),
+            lambda: DPHeavyHitters(4, APPROX, privacy_unit=PrivacyUnit(id=_to_int), key_fn=len),
             [SECRET],
-            "privacy_id_fn",
+            "privacy_unit.id",
         ),
         (
             lambda: DPCount(

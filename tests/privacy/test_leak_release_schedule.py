@@ -144,10 +144,13 @@ def _count(release_range=None, **kw):
     return DPCount(PrivacyBudget.pure(1.0), windowing=Windowing(release_range=release_range), **kw)
 
 
-def _heavy_hitters(**kw):
+def _heavy_hitters(release_range=None, **kw):
     from beam_dpsketch.transforms import DPHeavyHitters
 
-    return DPHeavyHitters(8, PrivacyBudget.approx(1.0, 1e-6), mechanism="design-b", **kw)
+    windowing = Windowing(release_range=release_range)
+    return DPHeavyHitters(
+        8, PrivacyBudget.approx(1.0, 1e-6), mechanism="design-b", windowing=windowing, **kw
+    )
 
 
 def _frequencies(release_range=None, **kw):

@@ -23,7 +23,7 @@ from beam_dpsketch.pipelines.heavy_hitters import (
     CLI_DEFAULT_MECHANISM,
     CLI_DEFAULT_USER_MECHANISM,
 )
-from beam_dpsketch.privacy import PrivacyBudget
+from beam_dpsketch.privacy import PrivacyBudget, PrivacyUnit, Windowing
 from beam_dpsketch.transforms import DPHeavyHitters, DPHistogram
 
 BUDGET = PrivacyBudget.approx(1.0, 1e-6)
@@ -31,7 +31,9 @@ BUDGET = PrivacyBudget.approx(1.0, 1e-6)
 
 def test_api_default_is_the_cli_default_at_both_levels():
     element = DPHeavyHitters(64, BUDGET)
-    user = DPHeavyHitters(64, BUDGET, privacy_id_fn="user", key_fn="key", max_contributions=2)
+    user = DPHeavyHitters(
+        64, BUDGET, privacy_unit=PrivacyUnit(id="user", max_contributions=2), key_fn="key"
+    )
     assert element.mechanism_name == CLI_DEFAULT_MECHANISM == "select-then-count"
     assert user.mechanism_name == CLI_DEFAULT_USER_MECHANISM == "user-exact"
     assert DPHistogram(64, BUDGET).mechanism_name == "design-b"
@@ -73,7 +75,7 @@ def test_windowing_the_default_refuses_names_design_b():
     assert "defaults to mechanism 'select-then-count'" in str(e.value)
     # Given explicitly, design-b takes this windowing (with its declared panes).
     _ = _early_firing(p, "Again") | "B" >> DPHeavyHitters(
-        8, BUDGET, mechanism="design-b", max_panes_per_window=7, label="hh-b"
+        8, BUDGET, mechanism="design-b", windowing=Windowing(max_panes_per_window=7), label="hh-b"
     )
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy import PrivacyBudget
+from beam_dpsketch.privacy import PrivacyBudget, PrivacyUnit
 from beam_dpsketch.transforms import DPHeavyHitters, DPHistogram
 from beam_dpsketch.transforms.heavy_hitters import (
     MECHANISM_CLASSES,
@@ -179,8 +179,8 @@ def test_stating_a_calibration_draws_no_noise(monkeypatch, name):
         K,
         BUDGETS[0],
         mechanism=name,
-        **({"privacy_id_fn": lambda r: r[0], "key_fn": lambda r: r[1]} if user else {}),
-        **({"max_contributions": M} if user else {}),
+        **({"privacy_unit": PrivacyUnit(id=lambda r: r[0], max_contributions=M)} if user else {}),
+        **({"key_fn": lambda r: r[1]} if user else {}),
     )
     monkeypatch.setattr(NoiseSource, "insecure_for_tests", _refuse_insecure_noise)
     monkeypatch.setattr(NoiseSource, "stream", _refuse_insecure_noise)
@@ -213,9 +213,8 @@ def test_wrong_combinations_name_the_parameter_and_an_alternative():
             8,
             BUDGETS[0],
             mechanism=DesignB(8),
-            privacy_id_fn=lambda r: r[0],
+            privacy_unit=PrivacyUnit(id=lambda r: r[0]),
             key_fn=lambda r: r[1],
-            max_contributions=1,
         )
     assert "'user-exact'" in str(info.value)
     with pytest.raises(ValueError, match="mechanism: user-level releases"):
@@ -241,8 +240,7 @@ def test_select_then_count_resolves_its_defaults_by_privacy_unit():
     DPHeavyHitters(
         budget=BUDGETS[0],
         mechanism=shared,
-        privacy_id_fn=lambda r: r[0],
+        privacy_unit=PrivacyUnit(id=lambda r: r[0], max_contributions=2),
         key_fn=lambda r: r[1],
-        max_contributions=2,
     )
     assert shared.max_contributions is None and shared.k == 131072

@@ -84,7 +84,7 @@ def _histogram(label=None, **kw):
 
 
 def _heavy_hitters(label=None, **kw):
-    if "privacy_id_fn" not in kw:
+    if "privacy_unit" not in kw:
         kw.setdefault("mechanism", "design-b")
     return DPHeavyHitters(
         8, PrivacyBudget.approx(1.0, 1e-6), top=2, noise_source=noise(), label=label, **kw
@@ -381,15 +381,13 @@ FIELD_CASES: dict[str, tuple[Callable[..., DPTransform], list[dict], dict, dict]
         _heavy_hitters,
         [{"user": f"u{i}", "key": KEYS[i % len(KEYS)]} for i in range(300)],
         {
-            "privacy_id_fn": "user",
+            "privacy_unit": PrivacyUnit(id="user"),
             "key_fn": "key",
-            "max_contributions": 1,
             "selection_key": SELECTION_KEY,
         },
         {
-            "privacy_id_fn": lambda e: e[0],
+            "privacy_unit": PrivacyUnit(id=lambda e: e[0]),
             "key_fn": lambda e: e[1],
-            "max_contributions": 1,
             "selection_key": SELECTION_KEY,
         },
     ),

@@ -40,7 +40,12 @@ from apache_beam.transforms.window import (
 from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy import (
+    BudgetExceededError,
+    PrivacyAccountant,
+    PrivacyBudget,
+    PrivacyUnit,
+)
 from beam_dpsketch.sketches import CountSketch
 from beam_dpsketch.sketches.continual.sketch import new_continual_sketch
 from beam_dpsketch.transforms.continual import ContinualDPSketch
@@ -528,7 +533,11 @@ def test_zero_noise_source_is_refused():
             "epsilon must be < 1 with calibration='paper'",
         ),
         ({"width": 0}, ValueError, "width"),
-        ({"max_contributions": 2}, ValueError, "max_contributions applies to the pane"),
+        (
+            {"privacy_unit": PrivacyUnit(id="u", max_contributions=2)},
+            ValueError,
+            "max_contributions applies to the pane",
+        ),
         ({"key_fn": str}, ValueError, "key_fn applies to the pane"),
         ({"calibration": "exact"}, ValueError, "calibration must be one of"),
         ({"cs_sensitivity": "2d"}, ValueError, "cs_sensitivity must be one of"),

@@ -23,7 +23,11 @@ BUDGET = PrivacyBudget.approx(1.0, 1e-6)
 def _transforms(accountant: PrivacyAccountant) -> dict[str, beam.PTransform]:
     return {
         "heavy-hitters": DPHeavyHitters(
-            16, mechanism="design-b", accountant=accountant, max_panes_per_window=4, label="hh"
+            16,
+            mechanism="design-b",
+            accountant=accountant,
+            windowing=Windowing(max_panes_per_window=4),
+            label="hh",
         ),
         "frequencies": DPFrequencies(
             64, 3, accountant=accountant, windowing=Windowing(max_panes_per_window=4), label="freq"

@@ -21,7 +21,12 @@ from apache_beam.transforms.window import FixedWindows, GlobalWindow, Timestampe
 from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy import (
+    BudgetExceededError,
+    PrivacyAccountant,
+    PrivacyBudget,
+    PrivacyUnit,
+)
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries import (
     ERROR_CONFIDENCE,
@@ -229,8 +234,11 @@ def test_over_budget_fails_at_construction_naming_the_transform():
         ({"k": 0, "budget": BUDGET}, "k must be"),
         ({"k": 10, "budget": PrivacyBudget.pure(1.0)}, "delta"),
         ({"k": 10, "budget": BUDGET, "mechanism": "nope"}, "mechanism must be one of"),
-        ({"k": 10, "budget": BUDGET, "mechanism": "pamg-gshm"}, "privacy_id_fn"),
-        ({"k": 10, "budget": BUDGET, "max_contributions": 3}, "privacy_id_fn"),
+        ({"k": 10, "budget": BUDGET, "mechanism": "pamg-gshm"}, "privacy_unit"),
+        (
+            {"k": 10, "budget": BUDGET, "mechanism": "user-exact", "privacy_unit": PrivacyUnit()},
+            "privacy_unit",
+        ),
         ({"k": 10}, "budget"),
     ],
 )
@@ -249,8 +257,7 @@ def test_user_level_bounds_each_units_contributions(dump):
         8,
         BUDGET,
         key_fn=lambda r: r["key"],
-        privacy_id_fn=lambda r: r["user"],
-        max_contributions=1,
+        privacy_unit=PrivacyUnit(id=lambda r: r["user"]),
         noise_source=NoiseSource.insecure_for_tests(2),
     )
     with beam.Pipeline(runner=FnApiRunner()) as p:
@@ -371,8 +378,7 @@ def test_explain_states_the_user_level_contribution_bound():
         8,
         BUDGET,
         key_fn=lambda r: r[1],
-        privacy_id_fn=lambda r: r[0],
-        max_contributions=3,
+        privacy_unit=PrivacyUnit(id=lambda r: r[0], max_contributions=3),
         noise_source=NoiseSource.insecure_for_tests(1),
     )
     _ = p | beam.Create([("u", "a")]) | t

@@ -32,7 +32,7 @@ from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.cli import main
-from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
+from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget, PrivacyUnit, Windowing
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries import PostProcessedSum, approx_pp
 from beam_dpsketch.sketches.misra_gries.exact import exact_user_gshm
@@ -168,7 +168,7 @@ def test_fixed_windows_batch_release_each_window(dump):
         BUDGET,
         key_fn=lambda e: e[1],
         mechanism="select-then-count",
-        max_windows_per_unit=1,
+        privacy_unit=PrivacyUnit(max_windows=1),
         noise_source=NoiseSource.insecure_for_tests(6),
         label="stc-win",
         with_metadata=True,
@@ -198,7 +198,7 @@ def test_streaming_teststream_global_and_fixed_windows(windowed, dump):
         15,
         BUDGET,
         mechanism="select-then-count",
-        max_windows_per_unit=1 if windowed else None,
+        privacy_unit=PrivacyUnit(max_windows=1 if windowed else None),
         noise_source=NoiseSource.insecure_for_tests(8),
         label="stc-stream",
         with_metadata=True,
@@ -261,9 +261,8 @@ def test_user_level_select_then_count_equals_the_core_release(dump):
     t = DPHistogram(
         10,
         BUDGET,
-        privacy_id_fn=lambda r: r[0],
+        privacy_unit=PrivacyUnit(id=lambda r: r[0], max_contributions=2),
         key_fn=lambda r: r[1],
-        max_contributions=2,
         mechanism="select-then-count",
         noise_source=NoiseSource.insecure_for_tests(12),
         selection_key=b"k" * 32,
@@ -285,9 +284,8 @@ def test_user_exact_equals_the_core_release(dump):
     t = DPHistogram(
         10,
         BUDGET,
-        privacy_id_fn=lambda r: r[0],
+        privacy_unit=PrivacyUnit(id=lambda r: r[0], max_contributions=2),
         key_fn=lambda r: r[1],
-        max_contributions=2,
         mechanism="user-exact",
         noise_source=NoiseSource.insecure_for_tests(22),
         selection_key=b"k" * 32,
@@ -312,9 +310,8 @@ def test_pamg_gshm_releases_the_keys_user_exact_releases(dump):
     # Both release with noise for l = m, not k: 80 units per key pass either threshold.
     rows = [(u, u % 5) for u in range(400)]  # 5 keys, 80 units each
     kwargs = dict(
-        privacy_id_fn=lambda r: r[0],
+        privacy_unit=PrivacyUnit(id=lambda r: r[0]),
         key_fn=lambda r: r[1],
-        max_contributions=1,
         noise_source=NoiseSource.insecure_for_tests(5),
     )
     exact = run_batch(DPHistogram(100, BUDGET, mechanism="user-exact", **kwargs), rows, dump)
@@ -332,7 +329,9 @@ def test_pamg_gshm_releases_the_keys_user_exact_releases(dump):
     ],
 )
 def test_refuses_windowing_it_cannot_analyse(windowfn, trig, lateness):
-    t = DPHistogram(5, BUDGET, mechanism="select-then-count", max_panes_per_window=3)
+    t = DPHistogram(
+        5, BUDGET, mechanism="select-then-count", windowing=Windowing(max_panes_per_window=3)
+    )
     p = beam.Pipeline(runner=FnApiRunner())
     kw = {"allowed_lateness": lateness}
     if trig is not None:
@@ -447,9 +446,8 @@ def test_recount_source_is_refused_where_it_does_not_apply(tmp_path):
         DPHistogram(
             budget=BUDGET,
             mechanism=SelectThenCount(5, recount_source=source),
-            privacy_id_fn=lambda r: r[0],
+            privacy_unit=PrivacyUnit(id=lambda r: r[0]),
             key_fn=lambda r: r[1],
-            max_contributions=1,
         )
     t = DPHistogram(budget=BUDGET, mechanism=SelectThenCount(5, recount_source=source))
     p = beam.Pipeline(runner=FnApiRunner())

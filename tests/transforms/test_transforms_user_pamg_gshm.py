@@ -16,7 +16,7 @@ from apache_beam.transforms.window import GlobalWindow
 from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy import PrivacyBudget
+from beam_dpsketch.privacy import PrivacyBudget, PrivacyUnit
 from beam_dpsketch.sketches.misra_gries.hashed import (
     HashedPAMG,
     hashed_pamg_gshm,
@@ -54,9 +54,8 @@ def histogram(seed: int, k: int = K) -> DPHistogram:
     return DPHistogram(
         k,
         PrivacyBudget.approx(EPS, DELTA),
-        privacy_id_fn=lambda r: r[0],
+        privacy_unit=PrivacyUnit(id=lambda r: r[0], max_contributions=M),
         key_fn=lambda r: r[1],
-        max_contributions=M,
         mechanism="pamg-gshm",
         noise_source=NoiseSource.insecure_for_tests(seed),
         label="pamg",

@@ -231,7 +231,7 @@ def test_the_default_mechanism_proposes_the_mechanism_that_keeps_the_trigger():
     (refusal,) = newcomer.refusals
     assert "defaults to mechanism 'select-then-count'" in refusal
     assert newcomer.options["mechanism"] == "design-b"
-    assert newcomer.options["max_panes_per_window"] >= 1
+    assert newcomer.options["windowing"].max_panes_per_window >= 1
 
 
 def test_an_accepted_proposal_runs():

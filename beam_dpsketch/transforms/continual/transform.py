@@ -13,6 +13,7 @@ from beam_dpsketch.hashing import canonical_key
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
+from beam_dpsketch.privacy.declarations import PrivacyUnit, check_privacy_unit
 from beam_dpsketch.sketches.continual.binary_mechanism import CALIBRATIONS, DEFAULT_CALIBRATION
 from beam_dpsketch.sketches.continual.sketch import (
     CONTINUAL_ALGORITHMS,
@@ -67,6 +68,31 @@ _PANE_MODEL_WINDOWING = WindowingRequirement(
 )
 
 
+def _contribution_bound(privacy_unit: PrivacyUnit | None, time_model: str) -> int:
+    """The arrivals ``C`` one neighbouring input may change: the part of the unit honoured here.
+
+    Raises
+    ------
+    TypeError
+        For a ``privacy_unit`` that is not a :class:`PrivacyUnit`.
+    ValueError
+        Naming the field that cannot be honoured and what is accepted instead.
+    """
+    unit = check_privacy_unit(privacy_unit)
+    if unit.max_windows is not None:
+        raise ValueError(
+            "privacy_unit: ContinualDPSketch takes no max_windows (it charges every window an "
+            "element falls in, as the input's windowing assigns them); accepted: PrivacyUnit() "
+            "or, in the pane time model, PrivacyUnit(id=..., max_contributions=...)"
+        )
+    if time_model == "element" and unit.max_contributions != 1:
+        raise ValueError(
+            "privacy_unit: max_contributions applies to the pane time model; the element model "
+            "has one arrival per step: accepted: PrivacyUnit(), or time_model='pane'"
+        )
+    return unit.max_contributions
+
+
 class ContinualDPSketch(DPTransform):
     """A private Count-Min / Count Sketch released continually (Lazy or Punctual), on Beam.
 
@@ -86,8 +112,11 @@ class ContinualDPSketch(DPTransform):
         :class:`~beam_dpsketch.sketches.continual.binary_mechanism.HorizonExceededError`.
     budget
         ``PrivacyBudget.approx(epsilon, delta)`` for the whole time series of the transform
-        (split over the windows one element falls in). Without it, the accountant's remaining
-        budget.
+        (split over the windows one element falls in). Without it, a share of ``accountant``'s
+        pool by ``budget_weight``.
+    budget_weight
+        Without ``budget``: the transform's weight in ``accountant``'s pool (default 1; see
+        :class:`~beam_dpsketch.transforms.base.DPTransform`).
     query_keys
         Public query keys whose estimates every release carries (non-empty).
     sketch
@@ -112,9 +141,14 @@ class ContinualDPSketch(DPTransform):
     cs_sensitivity
         ``"corrected_4d"`` (default, ``docs/algorithms.md#lazy-e10``) or ``"paper_2d"`` (NOT
         private; reproduction).
-    max_contributions
-        Pane model: how many arrivals a neighbouring input may add, remove or replace (``C``;
-        the sensitivity is scaled by it). Must be 1 in the element model.
+    privacy_unit
+        A :class:`~beam_dpsketch.privacy.PrivacyUnit`; only its contribution bound applies.
+        ``PrivacyUnit()`` (the default): one arrival. Pane model only:
+        ``PrivacyUnit(id=..., max_contributions=C)``, a unit whose at most ``C`` arrivals a
+        neighbouring input may add, remove or replace (the sensitivity is scaled by ``C``); the
+        caller bounds them upstream (e.g. ``BoundContributions(unit)``), this transform does not
+        read the ``id``. Refused: ``max_contributions > 1`` in the element model (one arrival per
+        step) and ``max_windows`` (the windows an element falls in come from the WindowFn).
     key_fn
         Pane model: extracts the key of a record, a callable or the field name of ``dict`` /
         ``beam.Row`` elements (default: elements are keys or key batches).
@@ -181,8 +215,9 @@ class ContinualDPSketch(DPTransform):
         seed: int = 0,
         calibration: str = DEFAULT_CALIBRATION,
         cs_sensitivity: str = "corrected_4d",
-        max_contributions: int = 1,
+        privacy_unit: PrivacyUnit | None = None,
         key_fn: Callable[[Any], Any] | None = None,
+        budget_weight: float | None = None,
         accountant: PrivacyAccountant | None = None,
         noise_source: NoiseSource | None = None,
         with_metadata: bool = False,
@@ -207,12 +242,7 @@ class ContinualDPSketch(DPTransform):
             )
         self._horizon = check_int(horizon, "horizon")
         self._release_every = check_int(release_every, "release_every")
-        max_contributions = check_int(max_contributions, "max_contributions")
-        if time_model == "element" and max_contributions != 1:
-            raise ValueError(
-                "max_contributions applies to the pane time model; the element model has one "
-                "arrival per step (max_contributions must be 1)"
-            )
+        max_contributions = _contribution_bound(privacy_unit, time_model)
         key_fn = as_extractor(key_fn, "key_fn")
         if key_fn is not None and time_model != "pane":
             raise ValueError("key_fn applies to the pane time model only")
@@ -240,7 +270,13 @@ class ContinualDPSketch(DPTransform):
                 "with_table: the noisy table is part of the release metadata; pass "
                 "with_metadata=True as well"
             )
-        super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
+        super().__init__(
+            budget,
+            accountant=accountant,
+            noise_source=noise_source,
+            label=label,
+            budget_weight=budget_weight,
+        )
         self._sketch = sketch
         self._algorithm = algorithm
         self._width, self._depth, self._seed = width, depth, seed

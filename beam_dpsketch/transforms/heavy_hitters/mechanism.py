@@ -155,7 +155,11 @@ class HeavyHitterMechanism(ReleaseMechanism):
             raise ValueError(
                 f"mechanism: {self.key!r} releases at {' and '.join(self.levels)} level, not at "
                 f"{level} level"
-                + (" (pass privacy_id_fn for user level)" if level == ELEMENT else "")
+                + (
+                    " (pass privacy_unit=PrivacyUnit(id=..., max_contributions=...) for user level)"
+                    if level == ELEMENT
+                    else ""
+                )
             )
         bound = copy.copy(self)
         bound.top = top

@@ -36,6 +36,7 @@ from beam_dpsketch.noise import NoiseStream
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
 from beam_dpsketch.privacy.calibration import discrete_laplace_scale
+from beam_dpsketch.privacy.declarations import Windowing
 from beam_dpsketch.transforms.base import same_windowing
 from beam_dpsketch.transforms.combiners import SketchCombineFn
 from beam_dpsketch.transforms.heavy_hitters.design_b import (
@@ -414,7 +415,7 @@ class SelectThenCount(HeavyHitterMechanism):
         if user_level and self.recount_source is not None:
             raise ValueError(
                 f"recount_source applies to mechanism {SELECT_COUNT!r} at element level: leave "
-                "it out with privacy_id_fn"
+                "it out with a user-level privacy_unit"
             )
         if self.k_declared is None:
             self.k = DEFAULT_K if user_level else SELECT_COUNT_K
@@ -563,6 +564,8 @@ class SelectThenCountSteps:
     def __init__(self, count_step: ReleaseStep, selection_combine: beam.CombineFn) -> None:
         if not isinstance(count_step.mechanism, SelectThenCount):
             raise TypeError("count_step must release with a SelectThenCount mechanism")
+        if count_step.unit is None:
+            raise TypeError("count_step must declare its privacy unit as a PrivacyUnit")
         self.count = count_step
         self._selection_combine = selection_combine
         self.selection: ReleaseStep | None = None
@@ -586,12 +589,14 @@ class SelectThenCountSteps:
             count.mechanism.selection,  # type: ignore[attr-defined]
             accountant=PrivacyAccountant(total, name=f"{name}/selection"),
             noise_source=count.noise_source,
-            privacy_unit=count.privacy_unit,
-            max_panes_per_window=count.max_panes_per_window,
-            max_windows_per_unit=count.max_windows_per_unit,
-            data_independent_panes=count.data_independent_panes,
+            # The selection is released under the count's own declaration.
+            privacy_unit=count.unit,  # type: ignore[arg-type]
+            windowing=Windowing(
+                max_panes_per_window=count.max_panes_per_window,
+                data_independent_panes=count.data_independent_panes,
+                release_range=count.release_range,
+            ),
             with_metadata=False,
-            release_range=count.release_range,
         )
         selection.plan_for(windowing, f"{name}/selection", _FixedBudget(total))
         charge = count.plan_for(windowing, name, owner)

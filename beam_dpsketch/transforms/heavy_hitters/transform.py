@@ -18,6 +18,12 @@ from beam_dpsketch.hashing import canonical_key
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.privacy.accountant import Charge
+from beam_dpsketch.privacy.declarations import (
+    PrivacyUnit,
+    Windowing,
+    check_privacy_unit,
+    check_windowing,
+)
 from beam_dpsketch.transforms.base import as_extractor
 from beam_dpsketch.transforms.batching import BatchKeys, call_user_fn, is_batch_type
 from beam_dpsketch.transforms.bounding import BoundContributions
@@ -76,6 +82,9 @@ HEAVY_HITTERS_DEFAULT_MECHANISM = SELECT_COUNT
 #: :class:`DPHeavyHitters` and the command): noise that grows with ``sqrt(max_contributions)``.
 USER_DEFAULT_MECHANISM = USER_EXACT
 
+# What errors and refusals name for the privacy unit's id: the parameter the user set.
+_ID_PARAMETER = "privacy_unit.id"
+
 
 def _levels_of(level: str) -> tuple[str, ...]:
     return tuple(name for name, cls in MECHANISM_CLASSES.items() if level in cls.levels)
@@ -113,7 +122,8 @@ def mechanism_for(
         )
     if level not in chosen.levels:
         raise ValueError(
-            f"mechanism: user-level releases (with privacy_id_fn) are {_levels_of(USER)}; "
+            "mechanism: user-level releases (privacy_unit=PrivacyUnit(id=...)) are "
+            f"{_levels_of(USER)}; "
             f"element-level mechanisms are {_levels_of(ELEMENT)}, got {chosen.key!r}"
         )
     return chosen
@@ -154,10 +164,21 @@ class DPHistogram(AccountedTransform):
         Extracts the key from a record (a callable, or the field name of ``dict`` / ``beam.Row``
         elements); default: elements are keys (or batches of keys, as produced by
         :class:`~beam_dpsketch.transforms.ReadKeyBatches`).
-    privacy_id_fn, max_contributions
-        User-level privacy (``privacy_id_fn``: a callable or a field name): each privacy unit
-        contributes at most ``max_contributions`` distinct keys per window (chosen by a secret
-        keyed hash). Requires ``key_fn`` or key elements, and unbatched input.
+    privacy_unit
+        A :class:`~beam_dpsketch.privacy.PrivacyUnit`. ``PrivacyUnit()`` (the default): the
+        guarantee is **element level**. ``PrivacyUnit(id=..., max_contributions=m,
+        max_windows=w)``: the guarantee is **user level**; ``id`` (a callable, or the field name
+        of ``dict`` / ``beam.Row`` elements) reads each element's unit, and each unit contributes
+        at most ``m`` distinct keys per window (chosen by a secret keyed hash); ``w`` is the
+        declared bound on the windows one unit appears in (required with non-global windows).
+        User level requires ``key_fn`` or key elements, and unbatched input.
+    windowing
+        A :class:`~beam_dpsketch.privacy.Windowing`: ``max_panes_per_window`` (required for
+        triggers that can fire more than once; further panes are withheld),
+        ``data_independent_panes`` and ``release_range`` (Fixed or Sliding windows: every window
+        starting in this public event-time range is released, empty ones included, and no other
+        window is; without it a window without data is not released, so whether a window was
+        released reveals that it had data).
     mechanism
         The release: a mechanism object of :mod:`beam_dpsketch.transforms.heavy_hitters`
         (:class:`DesignB`, :class:`Sequential`, :class:`MergedGSHM`, :class:`MergedLaplace`,
@@ -168,21 +189,21 @@ class DPHistogram(AccountedTransform):
         element level for :class:`DPHistogram` (any windowing and trigger),
         ``"select-then-count"`` for :class:`DPHeavyHitters` (see its docstring), and
         ``"user-exact"`` at user level (noise that grows with the square root of
-        ``max_contributions``, not with ``k``; memory grows with the distinct keys of a window,
+        the unit's ``max_contributions``, not with ``k``; memory grows with the distinct keys of
+        a window,
         as in PipelineDP: pass ``"select-then-count"`` or ``"pamg-gshm"`` for memory bounded by
         ``k``). ``"sequential"``, ``"select-then-count"`` and the user-level releases need a
         trigger that fires once per window; ``"design-b"`` and the merged releases accept early
-        and late firings (declare ``max_panes_per_window``).
-    accountant, max_panes_per_window, max_windows_per_unit, noise_source, with_metadata, label
+        and late firings (declare ``Windowing(max_panes_per_window=...)``).
+    budget_weight
+        Without ``budget``: the transform's weight in ``accountant``'s pool (default 1; see
+        :class:`~beam_dpsketch.transforms.base.DPTransform`), so transforms sharing an
+        accountant get the same budgets whatever order they are applied in.
+    accountant, noise_source, with_metadata, label
         As for :class:`~beam_dpsketch.transforms.release.DPAggregate`.
     selection_key
         Secret key of the keyed hash that chooses each unit's keys at user level (default: a
         fresh random key).
-    release_range
-        Public event-time range ``(start, end)`` in seconds (Fixed or Sliding windows): every
-        window starting in it is released, empty ones included, and no other window is. Without
-        it a window without data is not released, so whether a window was released reveals
-        that it had data (see :class:`~beam_dpsketch.transforms.release.DPAggregate`).
 
     Notes
     -----
@@ -193,7 +214,8 @@ class DPHistogram(AccountedTransform):
     CombineFn shapes rely on assumption A-PART (``docs/algorithms.md#mg-a-part``).
 
     **Conditions.** Noise protects the released values. Which windows are released is covered
-    only in the global window (always released) or with a declared ``release_range``; with a
+    only in the global window (always released) or with a declared
+    ``Windowing(release_range=...)``; with a
     count-based early or late trigger the number and timing of panes depend on the data and are
     not covered. :meth:`explain` lists every such condition of the actual configuration under
     "NOT PROTECTED".
@@ -212,17 +234,15 @@ class DPHistogram(AccountedTransform):
         budget: PrivacyBudget | None = None,
         *,
         key_fn: Callable[[Any], Any] | None = None,
-        privacy_id_fn: Callable[[Any], Any] | None = None,
-        max_contributions: int | None = None,
         mechanism: str | HeavyHitterMechanism | None = None,
+        budget_weight: float | None = None,
         accountant: PrivacyAccountant | None = None,
-        max_panes_per_window: int | None = None,
-        max_windows_per_unit: int | None = None,
+        privacy_unit: PrivacyUnit | None = None,
+        windowing: Windowing | None = None,
         noise_source: NoiseSource | None = None,
         selection_key: bytes | None = None,
         with_metadata: bool = False,
         label: str | None = None,
-        release_range: tuple[float, float] | None = None,
     ) -> None:
         if k is not None:
             check_k(k)
@@ -230,10 +250,18 @@ class DPHistogram(AccountedTransform):
             raise ValueError(
                 "budget: pass PrivacyBudget.approx(epsilon, delta), an accountant, or both"
             )
-        super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
+        unit = check_privacy_unit(privacy_unit)
+        bounds = check_windowing(windowing)
+        super().__init__(
+            budget,
+            accountant=accountant,
+            noise_source=noise_source,
+            label=label,
+            budget_weight=budget_weight,
+        )
         key_fn = as_extractor(key_fn, "key_fn")
-        privacy_id_fn = as_extractor(privacy_id_fn, "privacy_id_fn")
-        user_level = privacy_id_fn is not None
+        privacy_id_fn = as_extractor(unit.id, _ID_PARAMETER)
+        user_level = unit.is_user_level
         # Whether the windowing refusal should also state the default's rule.
         self._mechanism_defaulted = mechanism is None
         if mechanism is None:
@@ -244,11 +272,8 @@ class DPHistogram(AccountedTransform):
             # Element level: design-b accepts every windowing and trigger.
             mechanism = USER_DEFAULT_MECHANISM if user_level else self._default_mechanism
         chosen = mechanism_for(mechanism, k, user_level)
-        if user_level and (max_contributions is None or max_contributions < 1):
-            raise ValueError("max_contributions: a positive int is required with privacy_id_fn")
-        if not user_level and max_contributions is not None:
-            raise ValueError("max_contributions applies to user-level releases: pass privacy_id_fn")
-        m = int(max_contributions) if user_level else None  # type: ignore[arg-type]
+        # The unit's bound on distinct keys per window; None at element level.
+        m = unit.max_contributions if user_level else None
         if self._top_all:
             # Every selected key: at most k of them (k as the mechanism resolves it).
             self._top = chosen.bind(top=None, max_contributions=m).k
@@ -262,24 +287,22 @@ class DPHistogram(AccountedTransform):
         self._bound = (
             BoundContributions(
                 itemgetter(0),
-                max_contributions,
+                m,
                 key_fn=itemgetter(1),
-                max_partitions=max_contributions,
+                max_partitions=m,
                 selection_key=selection_key,
             )
-            if user_level
+            if m is not None
             else None
         )
-        self._max_contributions = max_contributions
+        self._max_contributions = m
         self._privacy_id_fn = privacy_id_fn
         self._build_step(
             self._mechanism.combine_fn(),
             self._mechanism,
-            privacy_unit=USER if user_level else ELEMENT,
-            max_panes_per_window=max_panes_per_window,
-            max_windows_per_unit=max_windows_per_unit,
+            privacy_unit=unit,
+            windowing=bounds,
             with_metadata=with_metadata,
-            release_range=release_range,
         )
         self._select_count: SelectThenCountSteps | None = None
         if isinstance(self._mechanism, SelectThenCount):
@@ -329,7 +352,7 @@ class DPHistogram(AccountedTransform):
                 | "ToUnitKeyPairs"
                 >> beam.Map(
                     lambda x: (
-                        canonical_key(call_user_fn(pid, x, "privacy_id_fn")),
+                        canonical_key(call_user_fn(pid, x, _ID_PARAMETER)),
                         canonical_key(call_user_fn(key_fn, x, "key_fn")),
                     )
                 )
@@ -377,7 +400,16 @@ class DPHeavyHitters(DPHistogram):
         budget: PrivacyBudget | None = None,
         *,
         top: int | None = None,
-        **kwargs: Any,
+        key_fn: Callable[[Any], Any] | None = None,
+        mechanism: str | HeavyHitterMechanism | None = None,
+        budget_weight: float | None = None,
+        accountant: PrivacyAccountant | None = None,
+        privacy_unit: PrivacyUnit | None = None,
+        windowing: Windowing | None = None,
+        noise_source: NoiseSource | None = None,
+        selection_key: bytes | None = None,
+        with_metadata: bool = False,
+        label: str | None = None,
     ) -> None:
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
             raise ValueError(
@@ -386,7 +418,20 @@ class DPHeavyHitters(DPHistogram):
         # top=None: every released key, which is at most k (set once k is resolved).
         self._top_all = top is None
         self._top = top
-        super().__init__(k, budget, **kwargs)
+        super().__init__(
+            k,
+            budget,
+            key_fn=key_fn,
+            mechanism=mechanism,
+            budget_weight=budget_weight,
+            accountant=accountant,
+            privacy_unit=privacy_unit,
+            windowing=windowing,
+            noise_source=noise_source,
+            selection_key=selection_key,
+            with_metadata=with_metadata,
+            label=label,
+        )
 
 
 class _SelectCount(beam.PTransform):

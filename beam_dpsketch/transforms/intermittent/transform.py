@@ -68,7 +68,7 @@ class DPIntermittentQueries(DPTransform):
         :class:`~beam_dpsketch.sketches.CountSketch` / ``CountMinSketch`` of that shape).
     budget
         ``PrivacyBudget.pure(eps)``: the total for the whole stream and every batch. Without
-        it, what ``accountant`` has left when the transform is applied (a pure accountant).
+        it, a share of ``accountant``'s pool by ``budget_weight`` (a pure accountant).
     queries
         The declared query input, independent of the data:
 
@@ -94,6 +94,9 @@ class DPIntermittentQueries(DPTransform):
     time_fn, key_fn
         Extract a record's time (schedule mode only) and key: callables, or field names of
         ``dict`` / ``beam.Row`` elements.
+    budget_weight
+        Without ``budget``: the transform's weight in ``accountant``'s pool (default 1; see
+        :class:`~beam_dpsketch.transforms.base.DPTransform`).
     accountant
         Where the cost is charged (shared by a pipeline's DP transforms); default: a private
         accountant of exactly ``budget``.
@@ -151,6 +154,7 @@ class DPIntermittentQueries(DPTransform):
         seed: int = 0,
         time_fn: Callable[[Any], Any] | None = None,
         key_fn: Callable[[Any], Any] | None = None,
+        budget_weight: float | None = None,
         accountant: PrivacyAccountant | None = None,
         noise_source: NoiseSource | None = None,
         with_metadata: bool = False,
@@ -185,7 +189,13 @@ class DPIntermittentQueries(DPTransform):
                 "queries must be a QuerySchedule, a list of (time, keys) pairs or a PCollection "
                 f"of (time, keys), got {type(queries).__name__}"
             )
-        super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
+        super().__init__(
+            budget,
+            accountant=accountant,
+            noise_source=noise_source,
+            label=label,
+            budget_weight=budget_weight,
+        )
         self.needs_state_and_timers = self._queries is not None  # event-time state and timers
         self._kind = SKETCHES[sketch]
         self._sketch = sketch
@@ -264,7 +274,7 @@ class DPIntermittentQueries(DPTransform):
                 "as a separate input or a QuerySchedule"
             )
         self.check_label_free(name)
-        # The budget given, or what the accountant has left now (refused unless pure).
+        # The budget given, or the weighted share of the accountant's pool (refused unless pure).
         budget = self.budget_for(name)
         try:
             config = self._config(budget, intermittent_sketch_id(name))

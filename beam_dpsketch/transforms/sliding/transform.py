@@ -139,8 +139,8 @@ class DPSlidingWindowFrequencies(DPTransform):
     budget
         ``PrivacyBudget.zcdp(rho)`` or ``PrivacyBudget.approx(eps, delta)`` (converted to
         ``rho`` by Wang, Wang and Chen, Eq. 1, the inverse of their Theorem 3.2) for the **whole
-        stream and all queries**. Without it, what ``accountant`` has left when the transform
-        is applied. Pure DP is refused (the mechanism is Gaussian).
+        stream and all queries**. Without it, a share of ``accountant``'s pool by
+        ``budget_weight``. Pure DP is refused (the mechanism is Gaussian).
     release_every
         Query period ``N`` in steps (a public schedule; more queries cost no budget).
     seed
@@ -173,6 +173,9 @@ class DPSlidingWindowFrequencies(DPTransform):
     sketch_options
         Further :class:`~beam_dpsketch.sketches.sliding.dpsw.DPSWSketch` arguments: ``block``,
         ``beta``, ``alpha``, ``checkpoints``, ``split``, ``q``, ``noise``, ``middle``...
+    budget_weight
+        Without ``budget``: the transform's weight in ``accountant``'s pool (default 1; see
+        :class:`~beam_dpsketch.transforms.base.DPTransform`).
     accountant
         Charged once with the whole budget when the transform is applied, before anything runs
         (``BudgetExceededError`` if it does not fit); default: a private accountant of exactly
@@ -256,6 +259,7 @@ class DPSlidingWindowFrequencies(DPTransform):
         time_unit: float = 1,
         origin: float | None = None,
         preset: str | None = None,
+        budget_weight: float | None = None,
         accountant: PrivacyAccountant | None = None,
         noise_source: NoiseSource | None = None,
         with_metadata: bool = False,
@@ -268,7 +272,13 @@ class DPSlidingWindowFrequencies(DPTransform):
             raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
         if not isinstance(with_metadata, bool):
             raise TypeError("with_metadata must be a bool")
-        super().__init__(budget, accountant=accountant, noise_source=noise_source, label=label)
+        super().__init__(
+            budget,
+            accountant=accountant,
+            noise_source=noise_source,
+            label=label,
+            budget_weight=budget_weight,
+        )
         self.mode = mode
         self.release_every = check_int(release_every, "release_every")
         self.with_metadata = with_metadata
@@ -421,7 +431,7 @@ class DPSlidingWindowFrequencies(DPTransform):
             )
         self.check_label_free(name)
         # The release label keys every noise stream of the sealed sketches; the budget is the
-        # one given, or what the accountant has left now.
+        # one given, or the transform's weighted share of the accountant's pool.
         budget = self.budget_for(name)
         self._factory = _SketchFactory(
             self._factory.preset,
