@@ -118,7 +118,8 @@ def _run_once(name: str, rows: int, beam_args: list[str]) -> float:
         p
         | "Parts" >> beam.Create(list(range(PARTS)))
         | "Spread" >> beam.Reshuffle()
-        | "Keys" >> beam.ParDo(ZipfBatches(per_part, name == "quantiles"))
+        | "Keys"
+        >> beam.ParDo(ZipfBatches(per_part, name == "quantiles")).with_output_types(np.ndarray)
         | "Release" >> _transform(name)
     )
     start = time.perf_counter()
