@@ -306,13 +306,15 @@ def _frequency_estimators(keys: np.ndarray, eps: float, source: Any, tag: Any) -
     out["DP Count Sketch"] = (rel.estimate, time.perf_counter() - start)
     start = time.perf_counter()
     mg = MisraGries(COUNTERS).update(keys)
-    k, v = _release_keys(pmg(mg, eps, DELTA, source.stream((tag, "pmg"))))
+    k, v = _release_keys(pmg(mg, PrivacyBudget.approx(eps, DELTA), source.stream((tag, "pmg"))))
     out["DP Misra-Gries PMG"] = (lambda q, k=k, v=v: _lookup(k, v, q), time.perf_counter() - start)
     start = time.perf_counter()
     pps = PostProcessedSum(COUNTERS, max_shards=SHARDS)
     for part in np.array_split(keys, SHARDS):
         pps.add_sketch(MisraGries(COUNTERS).update(part))
-    k, v = _release_keys(approx_pp(pps, eps, DELTA, source.stream((tag, "design_b"))))
+    k, v = _release_keys(
+        approx_pp(pps, PrivacyBudget.approx(eps, DELTA), source.stream((tag, "design_b")))
+    )
     out["DP Misra-Gries Design B (4 shards)"] = (
         lambda q, k=k, v=v: _lookup(k, v, q),
         time.perf_counter() - start,

@@ -66,7 +66,9 @@ def _calibration() -> tuple[PrivacyBudget, float]:
 def _releases(aggregate: PostProcessedSum, budget: PrivacyBudget, cf: float, tag: str):
     for i in range(TRIALS):
         stream = NoiseSource.insecure_for_tests(i).stream(("design-b-count", tag))
-        yield approx_pp(aggregate, budget.epsilon, budget.delta, stream, count_fraction=cf)
+        yield approx_pp(
+            aggregate, PrivacyBudget.approx(budget.epsilon, budget.delta), stream, count_fraction=cf
+        )
 
 
 def _lone_element_aggregates() -> tuple[PostProcessedSum, PostProcessedSum]:

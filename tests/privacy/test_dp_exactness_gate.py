@@ -29,6 +29,7 @@ import pytest
 from privacy_audit import FAILURE, epsilon_lower_bound
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma, noise_lattice
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries import PostProcessedSum
@@ -100,7 +101,7 @@ def test_gate_calibration_composes_to_the_budget(eps, delta, k):
 def test_exact_branch_is_calibrated_for_sensitivity_one(eps, delta):
     stream = NoiseSource.insecure_for_tests(0).stream("calibration")
     _, scale, tau, _ = exact_histogram_release(
-        {}, eps, delta, stream, noise="discrete_laplace", k=8
+        {}, PrivacyBudget.approx(eps, delta), stream, noise="discrete_laplace", k=8
     )
     assert scale >= 1 / Fraction(eps)  # L1 sensitivity 1 (scale in counts)
     # On the lattice of step 1/g: a key present on one side only has g steps and passes iff
@@ -109,10 +110,14 @@ def test_exact_branch_is_calibrated_for_sensitivity_one(eps, delta):
     assert (g * (tau - 1)).is_integer()
     a = math.exp(-1.0 / float(g * scale))
     assert a ** (g * (tau - 1)) / (1 + a) <= delta
-    _, scale, tau, _ = exact_histogram_release({}, eps, delta, stream, noise="laplace", k=8)
+    _, scale, tau, _ = exact_histogram_release(
+        {}, PrivacyBudget.approx(eps, delta), stream, noise="laplace", k=8
+    )
     assert scale >= 1 / Fraction(eps)
     assert math.exp(-(tau - 1) / float(scale)) / 2 <= delta
-    _, sigma, tau, _ = exact_histogram_release({}, eps, delta, stream, noise="gaussian", k=8)
+    _, sigma, tau, _ = exact_histogram_release(
+        {}, PrivacyBudget.approx(eps, delta), stream, noise="gaussian", k=8
+    )
     params = calibrate_gshm(1, eps, delta)
     assert (sigma, tau) == (params.sigma, params.threshold)
     assert params.l == 1 and params.delta_exact <= delta
@@ -127,9 +132,15 @@ def _released(release_fn, source, key, seed: int, tag: str) -> tuple[bool, float
 
 
 RELEASES = {
-    "merged-laplace": lambda s, e, d, st: merged_laplace(s, e, d, st, exactness_gate=True),
-    "merged-gshm": lambda s, e, d, st: merged_gshm(s, e, d, st, exactness_gate=True),
-    "design-b": lambda s, e, d, st: gated_approx_pp(s, e, d, st, count_fraction=0.0),
+    "merged-laplace": lambda s, e, d, st: merged_laplace(
+        s, PrivacyBudget.approx(e, d), st, exactness_gate=True
+    ),
+    "merged-gshm": lambda s, e, d, st: merged_gshm(
+        s, PrivacyBudget.approx(e, d), st, exactness_gate=True
+    ),
+    "design-b": lambda s, e, d, st: gated_approx_pp(
+        s, PrivacyBudget.approx(e, d), st, count_fraction=0.0
+    ),
 }
 
 

@@ -27,6 +27,7 @@ import pytest
 from privacy_audit import FAILURE, epsilon_lower_bound
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.privacy.calibration import discrete_laplace_scale
 from beam_dpsketch.sketches.misra_gries import pmg
 from beam_dpsketch.sketches.misra_gries.pmg_release import pmg_noisy_sketch, pmg_parameters
@@ -44,7 +45,7 @@ def stream(*rid):
 
 
 def correct(sk: MisraGries, st) -> list:
-    return list(pmg(sk, EPS, DELTA, st).items)
+    return list(pmg(sk, PrivacyBudget.approx(EPS, DELTA), st).items)
 
 
 def old_scale(sk: MisraGries, st) -> list:
@@ -91,7 +92,7 @@ def max_epsilon_evidence(case, release, tag: str) -> float:
 
 
 def test_lattice_parameters_are_the_integer_form_scaled():
-    rel = pmg(MisraGries(K).update([1, 1, 2]), EPS, DELTA, stream("params"))
+    rel = pmg(MisraGries(K).update([1, 1, 2]), PrivacyBudget.approx(EPS, DELTA), stream("params"))
     assert rel.details["lattice"] == G
     scale, tau, _ = pmg_parameters(
         EPS, DELTA, noise="discrete_laplace", threshold_form="union_bound", draws=6, lattice=G

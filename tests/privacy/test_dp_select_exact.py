@@ -26,6 +26,7 @@ import numpy as np
 from privacy_audit import FAILURE, epsilon_lower_bound
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries import PostProcessedSum
 from beam_dpsketch.sketches.misra_gries.select_count import (
@@ -103,7 +104,7 @@ def test_a_decremented_input_passes_the_exactness_test_rarely():
 
 def _selected(pp: PostProcessedSum, key: int, eps: float, k: int, seed: int) -> bool:
     stream = NoiseSource.insecure_for_tests(seed).stream(("select-exact-audit",))
-    release = select_candidates(pp, eps, 1e-6, stream, k=k)
+    release = select_candidates(pp, PrivacyBudget.approx(eps, 1e-6), stream, k=k)
     return key in release.keys()
 
 

@@ -28,6 +28,7 @@ from fractions import Fraction
 import numpy as np
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries import merged_gshm, merged_laplace, pmg
 from beam_dpsketch.sketches.misra_gries.error_check import (
@@ -123,8 +124,10 @@ def test_the_checks_leave_the_release_noise_unchanged():
             for fn, source, kw in cases:
                 stream = ("error-check", fn.__name__, k, repr(eps))
                 src = NoiseSource.insecure_for_tests(3)
-                full = fn(source, eps, 1e-6, src.stream(stream), error_confidence=0.95, **kw)
-                alone = fn(source, cal.release_epsilon, 1e-6, src.stream(stream), **kw)
+                budget = PrivacyBudget.approx(eps, 1e-6)
+                full = fn(source, budget, src.stream(stream), error_confidence=0.95, **kw)
+                rest = PrivacyBudget.approx(cal.release_epsilon, 1e-6)
+                alone = fn(source, rest, src.stream(stream), **kw)
                 assert full.items == alone.items
                 assert full.threshold == alone.threshold
                 assert full.error is not None and alone.error is None

@@ -79,8 +79,8 @@ def test_release_metadata_does_not_depend_on_the_data():
         without.update(heavy)
     with_unit.update(distinct_bucket_keys(M, BUCKETS, start=10**6))
     stream = NoiseSource.insecure_for_tests(1).stream
-    a = hashed_pamg_gshm(with_unit, M, EPS, DELTA, stream("a"), k=K)
-    b = hashed_pamg_gshm(without, M, EPS, DELTA, stream("a"), k=K)
+    a = hashed_pamg_gshm(with_unit, M, PrivacyBudget.approx(EPS, DELTA), stream("a"), k=K)
+    b = hashed_pamg_gshm(without, M, PrivacyBudget.approx(EPS, DELTA), stream("a"), k=K)
     assert (a.threshold, a.noise, a.k, a.neighbouring, dict(a.details)) == (
         b.threshold,
         b.noise,

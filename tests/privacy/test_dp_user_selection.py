@@ -20,6 +20,7 @@ from __future__ import annotations
 from hashed_pamg_audit import broken_sigma, broken_threshold, counts_audit, keys_audit
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.misra_gries import hashed
 from beam_dpsketch.sketches.misra_gries.hashed import HashedPAMG, hashed_selection
 
@@ -29,7 +30,7 @@ TRIALS = 6000
 
 def selection(sketch: HashedPAMG, seed: int) -> dict:
     stream = NoiseSource.insecure_for_tests(seed).stream("u")
-    return dict(hashed_selection(sketch, M, EPS, DELTA, stream, k=64))
+    return dict(hashed_selection(sketch, M, PrivacyBudget.approx(EPS, DELTA), stream, k=64))
 
 
 def gaussian_audit() -> float:

@@ -182,7 +182,7 @@ def test_histogram_count_value_is_not_quoted():
 
     stream = NoiseSource.insecure_for_tests(0).stream("errors")
     with pytest.raises(ValueError, match="non-negative") as info:
-        stability_histogram({"a": -424_242}, 1.0, 1e-6, stream)
+        stability_histogram({"a": -424_242}, PrivacyBudget.approx(1.0, 1e-6), stream)
     assert "424242" not in str(info.value)
 
 

@@ -88,8 +88,10 @@ def pamg_aggregate(with_user: bool) -> PAMGSketch:
 @pytest.mark.parametrize(
     "release",
     [
-        lambda agg: approx_pp(agg, EPS, DELTA, stream("approx")),
-        lambda agg: pure_pp(agg, UNIVERSE, EPS, stream("pure"), method="enumerate"),
+        lambda agg: approx_pp(agg, PrivacyBudget.approx(EPS, DELTA), stream("approx")),
+        lambda agg: pure_pp(
+            agg, UNIVERSE, PrivacyBudget.pure(EPS), stream("pure"), method="enumerate"
+        ),
     ],
     ids=["approx_pp", "pure_pp"],
 )
@@ -103,8 +105,8 @@ def test_design_b_release_metadata_is_the_same_on_neighbours(release):
 @pytest.mark.parametrize(
     "release",
     [
-        lambda agg: merged_gshm(agg, EPS, DELTA, stream("gshm")),
-        lambda agg: merged_laplace(agg, EPS, DELTA, stream("lap")),
+        lambda agg: merged_gshm(agg, PrivacyBudget.approx(EPS, DELTA), stream("gshm")),
+        lambda agg: merged_laplace(agg, PrivacyBudget.approx(EPS, DELTA), stream("lap")),
     ],
     ids=["merged_gshm", "merged_laplace"],
 )
@@ -122,16 +124,16 @@ def test_merged_pure_metadata_is_the_same_on_neighbours():
     with_it = fn.merge_accumulators([first, lone])
     without = fn.merge_accumulators([fn.add_input(fn.create_accumulator(), BIG)])
     assert (with_it.merged, without.merged) == (True, False)
-    a = merged_pure(with_it, UNIVERSE, EPS, stream("mpure"), method="enumerate")
-    b = merged_pure(without, UNIVERSE, EPS, stream("mpure"), method="enumerate")
+    a = merged_pure(with_it, UNIVERSE, PrivacyBudget.pure(EPS), stream("mpure"), method="enumerate")
+    b = merged_pure(without, UNIVERSE, PrivacyBudget.pure(EPS), stream("mpure"), method="enumerate")
     assert metadata(a) == metadata(b)
 
 
 def test_pamg_release_metadata_is_the_same_with_and_without_a_user():
     with_user, without = pamg_aggregate(True), pamg_aggregate(False)
     assert (with_user.merged, without.merged) == (True, False)
-    a = pamg_gshm(with_user, EPS, DELTA, stream("pamg"))
-    b = pamg_gshm(without, EPS, DELTA, stream("pamg"))
+    a = pamg_gshm(with_user, PrivacyBudget.approx(EPS, DELTA), stream("pamg"))
+    b = pamg_gshm(without, PrivacyBudget.approx(EPS, DELTA), stream("pamg"))
     assert metadata(a) == metadata(b)
 
 

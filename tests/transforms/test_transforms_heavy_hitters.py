@@ -69,8 +69,7 @@ def test_design_b_pipeline_equals_the_core_release(seed, dump):
     # The transform's Design B runs behind the exactness gate (this stream decrements).
     expected = gated_approx_pp(
         PostProcessedSum.from_sketch(MisraGries(40).update(keys)),
-        EPS,
-        DELTA,
+        PrivacyBudget.approx(EPS, DELTA),
         t.aggregate.noise_source.stream(release_id_for("hist", GlobalWindow(), 0)),
     )
     out = run_one_batch(t, keys, dump)
@@ -84,8 +83,7 @@ def test_sequential_pipeline_equals_pmg_on_the_whole_stream(dump):
     t = DPHistogram(30, BUDGET, mechanism="sequential", noise_source=source, label="seq")
     expected = pmg(
         MisraGries(30).update(keys),
-        EPS,
-        DELTA,
+        PrivacyBudget.approx(EPS, DELTA),
         t.aggregate.noise_source.stream(release_id_for("seq", GlobalWindow(), 0)),
         error_confidence=ERROR_CONFIDENCE,
     )
@@ -103,8 +101,7 @@ def test_sequential_sketch_sees_every_batch_of_the_window(dump):
     t = DPHistogram(64, BUDGET, mechanism="sequential", noise_source=source, label="seq")
     expected = pmg(
         MisraGries(64).update(keys),
-        EPS,
-        DELTA,
+        PrivacyBudget.approx(EPS, DELTA),
         t.aggregate.noise_source.stream(release_id_for("seq", GlobalWindow(), 0)),
         error_confidence=ERROR_CONFIDENCE,
     )
@@ -127,7 +124,14 @@ def test_two_sequential_releases_of_one_input_both_release(tmp_path):
             t = DPHistogram(64, BUDGET, mechanism="sequential", noise_source=source, label=f"s{i}")
             stream = t.aggregate.noise_source.stream(release_id_for(f"s{i}", GlobalWindow(), 0))
             whole = MisraGries(64).update(keys)
-            expected.append(pmg(whole, EPS, DELTA, stream, error_confidence=ERROR_CONFIDENCE).items)
+            expected.append(
+                pmg(
+                    whole,
+                    PrivacyBudget.approx(EPS, DELTA),
+                    stream,
+                    error_confidence=ERROR_CONFIDENCE,
+                ).items
+            )
             assert_that(batches | f"s{i}" >> t, out, label=f"Check{i}")
     for out, items in zip(outs, expected, strict=True):
         assert out.load() == [(k, c) for k, c in items] and items

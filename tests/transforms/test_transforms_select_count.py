@@ -82,12 +82,14 @@ def expected_stc(t, keys, window, m=None, units=None, fraction=DEFAULT_SELECTION
         hashed = HashedPAMG(4 * t.k)
         for unit_keys in units:
             hashed.update(unit_keys)
-        chosen = hashed_selection(hashed, m, eps_sel, DELTA, selection_stream, k=t.k)
+        chosen = hashed_selection(
+            hashed, m, PrivacyBudget.approx(eps_sel, DELTA), selection_stream, k=t.k
+        )
         cands = [x for x, _ in chosen]
         return count_release(
             {c: truth[c] for c in cands if truth[c]},
             cands,
-            eps_count,
+            PrivacyBudget.pure(eps_count),
             source.stream(release_id_for(label, window, 0)),
             k=t.k,
             sensitivity=m,
@@ -95,8 +97,7 @@ def expected_stc(t, keys, window, m=None, units=None, fraction=DEFAULT_SELECTION
     eps0, d0 = selection_parameters(eps_sel, DELTA, m)
     selected = approx_pp(
         PostProcessedSum.from_sketch(sketch, max_shards=256),
-        eps0,
-        d0,
+        PrivacyBudget.approx(eps0, d0),
         source.stream(release_id_for(f"{label}/selection", window, 0)),
         count_fraction=0.0,
     ).top(t.k)
@@ -104,7 +105,7 @@ def expected_stc(t, keys, window, m=None, units=None, fraction=DEFAULT_SELECTION
     return count_release(
         {c: truth[c] for c in cands if truth[c]},
         cands,
-        eps_count,
+        PrivacyBudget.pure(eps_count),
         source.stream(release_id_for(label, window, 0)),
         k=t.k,
         sensitivity=1 if m is None else m,
@@ -296,8 +297,7 @@ def test_user_exact_equals_the_core_release(dump):
     expected = exact_user_gshm(
         counts,
         2,
-        EPS,
-        DELTA,
+        PrivacyBudget.approx(EPS, DELTA),
         t.aggregate.noise_source.stream(release_id_for("exact", GlobalWindow(), 0)),
     )
     assert out == list(expected.items)

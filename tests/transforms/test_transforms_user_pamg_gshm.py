@@ -72,7 +72,7 @@ def test_pipeline_equals_the_sketch_release(dump):
         sketch.update(xs)
     # 12 keys in 64 buckets: the bucket contents do not depend on order or bundling.
     stream = t.aggregate.noise_source.stream(release_id_for("pamg", GlobalWindow(), 0))
-    expected = hashed_pamg_gshm(sketch, M, EPS, DELTA, stream, k=K)
+    expected = hashed_pamg_gshm(sketch, M, PrivacyBudget.approx(EPS, DELTA), stream, k=K)
     assert out == list(expected.items)
     counts: dict[int, int] = {}
     for xs in units.values():

@@ -22,12 +22,19 @@ imported from this package; the modules hold one mechanism each:
   tails, the private checks behind stated error bounds, declared universes;
 * :mod:`.sizing`: counters from an error target or a memory budget (:func:`suggest_k`).
 
-Each release function takes the sketch, the privacy parameters and a
-:class:`beam_dpsketch.noise.NoiseStream` (one per release, from
+Each release function takes the sketch, the :class:`beam_dpsketch.privacy.PrivacyBudget` it
+spends and a :class:`beam_dpsketch.noise.NoiseStream` (one per release, from
 ``NoiseSource.stream(release_id)``), draws all its noise from that stream (exactly one shared
 draw where the mechanism has one, docs/algorithms.md#noise-sampling) and returns the released
 ``(key, noisy count)`` pairs sorted by canonical key order (docs/algorithms.md#mg-order) with
-their guarantee.
+their guarantee. The rule for privacy parameters: a function that draws noise takes a
+``PrivacyBudget`` (``PrivacyBudget.approx(epsilon, delta)`` with ``delta > 0`` for the
+thresholding releases, ``PrivacyBudget.pure(epsilon)`` for :func:`pure_pp`,
+:func:`merged_pure`, :func:`chan_pure` and the count step of select-then-count, and any other
+kind is refused with a ``ValueError`` naming ``budget``), while a calibration function that
+evaluates a formula of the paper from public parameters (thresholds, GSHM's ``sigma`` and
+``tau``, budget splits, :func:`recommend_merged_mechanism`) takes plain ``epsilon`` and
+``delta`` floats.
 
 Which release for which pipeline (docs/algorithms.md#mg-merged):
 
@@ -60,7 +67,7 @@ declared shard count. Defaults where the paper leaves a choice open:
 * ``epsilon`` is rounded down to a multiple of ``1e-6`` so the exact samplers take exact
   rational scales, and thresholds are computed from that value (``details["epsilon_effective"]``);
 * ``delta`` must lie in ``(0, 1)`` for every ``(eps, delta)`` release (docs/algorithms.md#mg-e9);
-  pure releases take no ``delta``;
+  pure releases take a pure budget;
 * Algorithm 3 uses ``n/(k+1)`` exactly (docs/algorithms.md#mg-e7) and the paper's sensitivity 2
   (``tight_sensitivity=True`` for ``(2k-1)/(k+1)``, docs/algorithms.md#mg-e3);
 * GSHM is always calibrated with the exact ``delta_GSHM`` (docs/algorithms.md#mg-e10), ``l = k``

@@ -19,7 +19,7 @@ from typing import Any
 from beam_dpsketch.checks import check_choice, check_int, check_probability
 from beam_dpsketch.hashing import canonical_key, canonical_keys, encode_key
 from beam_dpsketch.noise import NoiseStream
-from beam_dpsketch.privacy.budget import check_delta, check_epsilon
+from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.privacy.calibration import discrete_laplace_scale
 from beam_dpsketch.sketches.misra_gries.gshm import calibrate_gshm, gshm_release
 from beam_dpsketch.sketches.misra_gries.merged import merged_laplace, merged_pure
@@ -27,6 +27,7 @@ from beam_dpsketch.sketches.misra_gries.release import (
     NEIGHBOURING_ELEMENT,
     HeavyHitterRelease,
     NoiseSpec,
+    approx_budget,
     check_stream,
     make_release,
 )
@@ -55,7 +56,7 @@ def _require_mg(sketch: Any) -> MisraGries:
 def chan_pure(
     sketch: MisraGries,
     universe: Universe | Iterable[Any],
-    epsilon: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     method: str = "auto",
@@ -65,18 +66,19 @@ def chan_pure(
     Uses MG's global L1 sensitivity ``k`` under add/remove neighbours ([LT23, Section 2; Section 4];
     Chan et al. stated a different constant for their replace-one relation). Exact discrete
     Laplace, exact large-universe sampler (as :func:`~.merged.merged_pure`).
-    Guarantee: pure ``epsilon``-DP, add/remove one element. Error ``O(n/k + k log(u)/eps)``;
-    the trade-off between ``n/k`` and ``k/eps`` floors it near ``sqrt(n log(1/delta)/eps)``.
+    Guarantee: pure ``epsilon``-DP for ``budget = PrivacyBudget.pure(epsilon)`` (any other
+    budget raises ``ValueError`` naming ``budget``), add/remove one element. Error
+    ``O(n/k + k log(u)/eps)``; the trade-off between ``n/k`` and ``k/eps`` floors it near
+    ``sqrt(n log(1/delta)/eps)``.
     """
     return merged_pure(
-        _require_mg(sketch), universe, epsilon, stream, method=method, mechanism="Chan-pure"
+        _require_mg(sketch), universe, budget, stream, method=method, mechanism="Chan-pure"
     )
 
 
 def chan_thresholded(
     sketch: MisraGries,
-    epsilon: float,
-    delta: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     noise: str = "discrete_laplace",
@@ -85,11 +87,12 @@ def chan_thresholded(
 
     Calibrated as M-LAP (docs/algorithms.md#mg-merged): keep values ``>= 1 + (k/eps) ln(k/(2 delta))`` (discrete:
     the ``Geo2`` analogue). Also the corrected Boehler-Kerschbaum baseline ([LT23, Section 4]).
-    Guarantee: ``(epsilon, delta)``-DP, add/remove one element. Error
-    ``O(n/k + k log(k/delta)/eps)``.
+    Guarantee: ``(epsilon, delta)``-DP for ``budget = PrivacyBudget.approx(epsilon, delta)``
+    with ``delta > 0`` (any other budget raises ``ValueError`` naming ``budget``), add/remove
+    one element. Error ``O(n/k + k log(k/delta)/eps)``.
     """
     return merged_laplace(
-        _require_mg(sketch), epsilon, delta, stream, noise=noise, mechanism="Chan-threshold"
+        _require_mg(sketch), budget, stream, noise=noise, mechanism="Chan-threshold"
     )
 
 
@@ -116,8 +119,7 @@ def _as_counts(counts: Mapping[Any, int] | Iterable[Any]) -> dict[Any, int]:
 
 def stability_histogram(
     counts: Mapping[Any, int] | Iterable[Any],
-    epsilon: float,
-    delta: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     noise: str = "discrete_laplace",
@@ -136,16 +138,16 @@ def stability_histogram(
     ----------
     counts
         Exact histogram (mapping key -> count) or the stream's keys.
-    epsilon, delta
-        ``epsilon > 0``, ``0 < delta < 1``.
+    budget
+        ``PrivacyBudget.approx(epsilon, delta)`` with ``0 < delta < 1`` (any other budget
+        raises ``ValueError`` naming ``budget``).
     stream
         The release's noise stream.
     noise
         ``"discrete_laplace"`` or ``"laplace"``.
     """
     values = _as_counts(counts)
-    eps = check_epsilon(epsilon)
-    dl = check_delta(delta, allow_zero=False)
+    eps, dl = approx_budget(budget)
     check_choice(noise, "noise", NOISE_KINDS)
     check_stream(stream)
     scale = discrete_laplace_scale(1, eps)
@@ -169,8 +171,7 @@ def stability_histogram(
 
 def gaussian_histogram(
     counts: Mapping[Any, int] | Iterable[Any],
-    epsilon: float,
-    delta: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     max_contributions: int = 1,
@@ -184,12 +185,13 @@ def gaussian_histogram(
     histogram only, never for MG or PAMG sketches, docs/algorithms.md#misra-gries). Calibration: exact
     ``delta_GSHM`` (:func:`~.gshm.calibrate_gshm`).
 
-    Guarantee: ``(epsilon, delta)``-DP under add/remove of one element (``m = 1``) or of one
-    user's set of at most ``m`` distinct elements.
+    Guarantee: ``(epsilon, delta)``-DP for ``budget = PrivacyBudget.approx(epsilon, delta)``
+    with ``delta > 0`` (any other budget raises ``ValueError`` naming ``budget``) under
+    add/remove of one element (``m = 1``) or of one user's set of at most ``m`` distinct
+    elements.
     """
     values = _as_counts(counts)
-    eps = check_epsilon(epsilon)
-    dl = check_delta(delta, allow_zero=False)
+    eps, dl = approx_budget(budget)
     m = check_int(max_contributions, "max_contributions")
     b = check_probability(beta, "beta")
     check_stream(stream)

@@ -18,7 +18,7 @@ from beam_dpsketch import serialization
 from beam_dpsketch.checks import check_bool, check_int, check_probability, check_real
 from beam_dpsketch.hashing import decode_key, encode_key
 from beam_dpsketch.noise import NoiseStream, discrete_laplace
-from beam_dpsketch.privacy.budget import check_delta, check_epsilon
+from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.privacy.calibration import (
     discrete_laplace_scale,
     rational_epsilon_floor,
@@ -31,8 +31,10 @@ from beam_dpsketch.sketches.misra_gries.release import (
     ErrorBound,
     HeavyHitterRelease,
     NoiseSpec,
+    approx_budget,
     check_stream,
     make_release,
+    pure_budget,
 )
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 from beam_dpsketch.sketches.misra_gries.tails import (
@@ -396,8 +398,7 @@ def check_count_fraction(count_fraction: Any, epsilon: float) -> float:
 
 def approx_pp(
     source: PostProcessedSum | MisraGries,
-    epsilon: float,
-    delta: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     tight_sensitivity: bool = False,
@@ -453,8 +454,9 @@ def approx_pp(
     source
         A :class:`PostProcessedSum` (Design B) or a single-stream ``MisraGries`` (post-processed
         here; merged sketches raise ``TypeError``).
-    epsilon, delta
-        ``epsilon > 0``, ``0 < delta < 1``: the total for both mechanisms.
+    budget
+        ``PrivacyBudget.approx(epsilon, delta)`` with ``0 < delta < 1``: the total for both
+        mechanisms (any other budget raises ``ValueError`` naming ``budget``).
     stream
         The release's noise stream.
     tight_sensitivity
@@ -467,8 +469,7 @@ def approx_pp(
         Confidence of the stated per-value error bound, in ``(0, 1)``.
     """
     pp = as_postprocessed(source)
-    eps = check_epsilon(epsilon)
-    dl = check_delta(delta, allow_zero=False)
+    eps, dl = approx_budget(budget)
     check_stream(stream)
     cf = check_count_fraction(count_fraction, eps)
     error_confidence = check_probability(error_confidence, "error_confidence")
@@ -533,7 +534,7 @@ def approx_pp(
 def pure_pp(
     source: PostProcessedSum | MisraGries,
     universe: Universe | Iterable[Any],
-    epsilon: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     tight_sensitivity: bool = False,
@@ -560,8 +561,9 @@ def pure_pp(
     universe
         The declared :class:`~.universe.Universe` (or any collection of keys, turned
         into one). A stored key outside it raises ``ValueError``.
-    epsilon
-        ``> 0``.
+    budget
+        ``PrivacyBudget.pure(epsilon)`` (any other budget raises ``ValueError`` naming
+        ``budget``).
     stream
         The release's noise stream.
     tight_sensitivity
@@ -572,7 +574,7 @@ def pure_pp(
     pp = as_postprocessed(source)
     if not isinstance(universe, Universe):
         universe = Universe.from_keys(universe)
-    eps = check_epsilon(epsilon)
+    eps = pure_budget(budget)
     check_stream(stream)
     values = pp.scaled_counts()
     validate_in_universe(values, universe)

@@ -25,11 +25,12 @@ from typing import Any
 from beam_dpsketch.checks import check_int, check_probability
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.noise import NoiseStream, gaussian
-from beam_dpsketch.privacy.budget import check_delta, check_epsilon
+from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.sketches.misra_gries.gshm import calibrate_gshm
 from beam_dpsketch.sketches.misra_gries.release import (
     HeavyHitterRelease,
     NoiseSpec,
+    approx_budget,
     check_stream,
     make_release,
 )
@@ -51,8 +52,7 @@ def exact_user_relation(m: int) -> str:
 def exact_user_gshm(
     counts: Mapping[Any, int],
     m: int,
-    epsilon: float,
-    delta: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     beta: float = 0.05,
@@ -66,8 +66,9 @@ def exact_user_gshm(
         absent (or ignored).
     m
         Contribution bound: distinct keys per unit and window.
-    epsilon, delta
-        ``epsilon > 0``, ``0 < delta < 1``.
+    budget
+        ``PrivacyBudget.approx(epsilon, delta)`` with ``0 < delta < 1`` (any other budget
+        raises ``ValueError`` naming ``budget``).
     stream
         The release's noise stream. Keys are taken in canonical order, so a retry assigns the
         same noise to the same key.
@@ -91,8 +92,7 @@ def exact_user_gshm(
     **Memory.** ``O(distinct keys of the window)``: the histogram is exact.
     """
     mm = check_int(m, "m")
-    eps = check_epsilon(epsilon)
-    dl = check_delta(delta, allow_zero=False)
+    eps, dl = approx_budget(budget)
     b = check_probability(beta, "beta")
     check_stream(stream)
     params = calibrate_gshm(mm, eps, dl, beta=b)

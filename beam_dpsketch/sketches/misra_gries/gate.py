@@ -15,7 +15,7 @@ from typing import Any
 
 from beam_dpsketch.checks import check_choice
 from beam_dpsketch.noise import NoiseStream
-from beam_dpsketch.privacy.budget import check_delta, check_epsilon
+from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.privacy.calibration import (
     discrete_laplace_scale,
     noise_lattice,
@@ -35,6 +35,7 @@ from beam_dpsketch.sketches.misra_gries.release import (
     ErrorBound,
     HeavyHitterRelease,
     NoiseSpec,
+    approx_budget,
     make_release,
 )
 from beam_dpsketch.sketches.misra_gries.select_count import (
@@ -79,8 +80,7 @@ _EXACT_NAMES = {
 
 def exact_histogram_release(
     counts: Mapping[Any, int],
-    epsilon: float,
-    delta: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     noise: str,
@@ -101,15 +101,16 @@ def exact_histogram_release(
       (:func:`~.tails.laplace_union_tail` for one draw);
     * ``"gaussian"``: GSHM at ``l = 1`` (:func:`calibrate_gshm`), threshold ``1 + tau``.
 
-    Guarantee: ``(epsilon, delta)``-DP for neighbouring histograms that differ by 1 in one key's
+    Guarantee: ``(epsilon, delta)``-DP for ``budget = PrivacyBudget.approx(epsilon, delta)``
+    with ``delta > 0`` (any other budget raises ``ValueError`` naming ``budget``), for
+    neighbouring histograms that differ by 1 in one key's
     count (a key with count 1 on one side may be absent on the other): the values of keys on both
     sides are the Laplace (Gaussian) mechanism at L1 (L2) sensitivity 1, and a key present on one
     side only, with count 1, passes the threshold with probability at most ``delta`` (Laplace;
     GSHM at ``l = 1``: [LT23, Section 8, Theorem 5], ``delta_GSHM(1, sigma, tau, eps) <=
     delta``). The noise is i.i.d. per key, ``max(k, len(counts))`` draws.
     """
-    eps = check_epsilon(epsilon)
-    dl = check_delta(delta, allow_zero=False)
+    eps, dl = approx_budget(budget)
     keys = list(counts)
     draws = max(k, len(keys))
     if noise == "gaussian":
@@ -143,10 +144,9 @@ def exact_histogram_release(
 
 def exactness_gated(
     source: MisraGries | PostProcessedSum,
-    epsilon: float,
-    delta: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
-    sketch_release: Callable[[float, float], HeavyHitterRelease],
+    sketch_release: Callable[[PrivacyBudget], HeavyHitterRelease],
     *,
     noise: str,
     neighbouring: str,
@@ -160,8 +160,11 @@ def exactness_gated(
        of ``stream``.
     2. **Exact branch** (test passed and the counts exact): :func:`exact_histogram_release` at
        ``(eps_b, delta_b)`` with ``noise``, at sensitivity 1 instead of the sketch's.
-    3. **Sketch branch** (otherwise): ``sketch_release(eps_b, delta_b)``, the paper's release,
-       drawing from ``stream`` after the test.
+    3. **Sketch branch** (otherwise): ``sketch_release(PrivacyBudget.approx(eps_b, delta_b))``,
+       the paper's release, drawing from ``stream`` after the test.
+
+    ``budget`` is ``PrivacyBudget.approx(epsilon, delta)`` with ``delta > 0`` (any other budget
+    raises ``ValueError`` naming ``budget``).
 
     Notes
     -----
@@ -174,21 +177,22 @@ def exactness_gated(
     delta_b)``-DP); the real one differs from it only when an input that decremented passes
     the test, probability at most ``delta_t``, which costs ``(1 + e^epsilon) delta_t``.
     """
+    epsilon, delta = approx_budget(budget)
     k = source.k
     gate = exactness_test_calibration(epsilon, delta, k)
+    branch = PrivacyBudget.approx(gate.branch_epsilon, gate.branch_delta)
     exact = source.to_dict() if isinstance(source, MisraGries) else source.exact_counts()
     # The test draws first, at a fixed position: its noise never depends on the data.
     if not gate.passes(source.widest, stream) or source.widest > k or exact is None:
         # The test failed, or (probability <= test_delta, charged to delta) passed on inexact
         # sketches: the paper's release at the branch's budget.
-        release = sketch_release(gate.branch_epsilon, gate.branch_delta)
+        release = sketch_release(branch)
         details = dict(release.details)
         details.update(_gate_facts(gate, "sketch"))
         return dataclasses.replace(release, details=details)
     pairs, scale, tau, t = exact_histogram_release(
         exact,
-        gate.branch_epsilon,
-        gate.branch_delta,
+        branch,
         stream,
         noise=noise,
         k=k,
@@ -199,8 +203,8 @@ def exactness_gated(
     return make_release(
         pairs,
         mechanism=_EXACT_NAMES[noise],
-        epsilon=check_epsilon(epsilon),
-        delta=check_delta(delta, allow_zero=False),
+        epsilon=epsilon,
+        delta=delta,
         threshold=tau,
         noise=NoiseSpec(noise, float(scale)),
         k=k,
@@ -224,8 +228,7 @@ def _gate_facts(gate: ExactnessTest, branch: str) -> dict[str, Any]:
 
 def gated_approx_pp(
     source: PostProcessedSum,
-    epsilon: float,
-    delta: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     count_fraction: float = DEFAULT_COUNT_FRACTION,
@@ -235,18 +238,20 @@ def gated_approx_pp(
     When the test finds every segment's sketch exact, the exact counts get discrete Laplace
     noise of scale ``1/eps_b`` and the threshold of one one-sided key; otherwise
     :func:`~.design_b.approx_pp` at ``(eps_b, delta_b)``. Guarantee: ``(epsilon, delta)``-DP
-    under add/remove of one element, A-PART for several segments.
+    for ``budget = PrivacyBudget.approx(epsilon, delta)`` with ``delta > 0`` (any other budget
+    raises ``ValueError`` naming ``budget``) under add/remove of one element, A-PART for
+    several segments.
     """
     pp = as_postprocessed(source)
+    epsilon, _ = approx_budget(budget)
     check_count_fraction(count_fraction, epsilon)
     # From the declared max_shards only, as approx_pp states it.
     relation = NEIGHBOURING_ELEMENT if pp.max_shards <= 1 else NEIGHBOURING_SHARDED
     return exactness_gated(
         pp,
-        epsilon,
-        delta,
+        budget,
         stream,
-        lambda e, d: approx_pp(pp, e, d, stream, count_fraction=count_fraction),
+        lambda branch: approx_pp(pp, branch, stream, count_fraction=count_fraction),
         noise="discrete_laplace",
         neighbouring=relation,
     )

@@ -45,11 +45,12 @@ from beam_dpsketch import serialization
 from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import canonical_keys, decode_key, encode_key, hash_keys
 from beam_dpsketch.noise import NoiseStream, gaussian
-from beam_dpsketch.privacy.budget import check_delta, check_epsilon
+from beam_dpsketch.privacy.budget import PrivacyBudget, check_delta, check_epsilon
 from beam_dpsketch.privacy.calibration import analytic_gaussian_sigma
 from beam_dpsketch.sketches.misra_gries.release import (
     HeavyHitterRelease,
     NoiseSpec,
+    approx_budget,
     check_stream,
     make_release,
 )
@@ -269,8 +270,7 @@ def hashed_selection_parameters(m: int, epsilon: float, delta: float) -> HashedS
 def hashed_selection(
     sketch: HashedPAMG,
     m: int,
-    epsilon: float,
-    delta: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     k: int,
@@ -284,8 +284,9 @@ def hashed_selection(
         data-independent tree, as for PAMG sketches).
     m
         Contribution bound: distinct keys per unit and window.
-    epsilon, delta
-        The selection's budget.
+    budget
+        The selection's budget: ``PrivacyBudget.approx(epsilon, delta)`` with ``delta > 0``
+        (any other budget raises ``ValueError`` naming ``budget``).
     stream
         The release's noise stream; keys take their draws in canonical order.
     k
@@ -308,6 +309,7 @@ def hashed_selection(
     if not isinstance(sketch, HashedPAMG):
         raise TypeError(f"sketch must be a HashedPAMG, got {type(sketch).__name__}")
     kk = check_int(k, "k")
+    epsilon, delta = approx_budget(budget)
     check_stream(stream)
     params = hashed_selection_parameters(m, epsilon, delta)
     values = sketch.to_dict()
@@ -322,8 +324,7 @@ def hashed_selection(
 def hashed_pamg_gshm(
     sketch: HashedPAMG,
     m: int,
-    epsilon: float,
-    delta: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     k: int,
@@ -345,8 +346,9 @@ def hashed_pamg_gshm(
         data-independent tree).
     m
         Contribution bound: distinct keys per unit and window.
-    epsilon, delta
-        The release's budget.
+    budget
+        The release's budget: ``PrivacyBudget.approx(epsilon, delta)`` with ``delta > 0``
+        (any other budget raises ``ValueError`` naming ``budget``).
     stream
         The release's noise stream; keys take their draws in canonical order.
     k
@@ -367,8 +369,8 @@ def hashed_pamg_gshm(
     contribution is a set of at most ``m`` distinct keys; the proof
     (:func:`hashed_selection_parameters`) covers the noisy counters, not only the keys.
     """
-    pairs = hashed_selection(sketch, m, epsilon, delta, stream, k=k)
-    params = hashed_selection_parameters(m, epsilon, delta)
+    pairs = hashed_selection(sketch, m, budget, stream, k=k)
+    params = hashed_selection_parameters(m, *approx_budget(budget))
     return make_release(
         pairs,
         mechanism="hashed PAMG-GSHM",

@@ -15,7 +15,7 @@ from typing import Any
 
 from beam_dpsketch.checks import check_choice, check_int, check_probability
 from beam_dpsketch.noise import NoiseStream
-from beam_dpsketch.privacy.budget import check_delta, check_epsilon
+from beam_dpsketch.privacy.budget import PrivacyBudget, check_delta, check_epsilon
 from beam_dpsketch.privacy.calibration import discrete_laplace_scale
 from beam_dpsketch.sketches.misra_gries.error_check import (
     sketch_error_check,
@@ -32,8 +32,10 @@ from beam_dpsketch.sketches.misra_gries.release import (
     NEIGHBOURING_SHARDED,
     HeavyHitterRelease,
     NoiseSpec,
+    approx_budget,
     check_stream,
     make_release,
+    pure_budget,
 )
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 from beam_dpsketch.sketches.misra_gries.tails import (
@@ -93,8 +95,7 @@ def merged_laplace_parameters(
 
 def merged_laplace(
     sketch: MisraGries | PAMGSketch,
-    epsilon: float,
-    delta: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     noise: str = "discrete_laplace",
@@ -120,8 +121,9 @@ def merged_laplace(
     ----------
     sketch
         A ``MisraGries`` (merged or not) or a ``PAMGSketch``.
-    epsilon, delta
-        ``epsilon > 0``, ``0 < delta < 1``.
+    budget
+        ``PrivacyBudget.approx(epsilon, delta)`` with ``0 < delta < 1`` (any other budget
+        raises ``ValueError`` naming ``budget``).
     stream
         The release's noise stream.
     noise
@@ -144,13 +146,11 @@ def merged_laplace(
     if exactness_gate:
         return exactness_gated(
             gate_input(sketch),
-            epsilon,
-            delta,
+            budget,
             stream,
-            lambda e, d: merged_laplace(
+            lambda branch: merged_laplace(
                 sketch,
-                e,
-                d,
+                branch,
                 stream,
                 noise=noise,
                 mechanism=mechanism,
@@ -161,8 +161,7 @@ def merged_laplace(
             confidence=ERROR_CONFIDENCE if error_confidence is None else error_confidence,
         )
     k, values, relation, unit, details = merged_input(sketch)
-    eps = check_epsilon(epsilon)
-    dl = check_delta(delta, allow_zero=False)
+    eps, dl = approx_budget(budget)
     check_choice(noise, "noise", NOISE_KINDS)
     check_stream(stream)
     check, conf = sketch_error_check_calibration(sketch, eps, error_confidence)
@@ -196,7 +195,7 @@ def merged_laplace(
 def merged_pure(
     sketch: MisraGries | PAMGSketch,
     universe: Universe | Iterable[Any],
-    epsilon: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     method: str = "auto",
@@ -210,12 +209,13 @@ def merged_pure(
     merge tree ([LT23, Section 8, Corollary 10]). On an unmerged sketch this is the pure mechanism of Chan et
     al. ([LT23, Section 4]). Error ``O(n/k + k log(u)/eps)``.
 
-    Guarantee: pure ``epsilon``-DP; neighbouring as in :func:`merged_laplace`.
+    Guarantee: pure ``epsilon``-DP for ``budget = PrivacyBudget.pure(epsilon)`` (any other
+    budget raises ``ValueError`` naming ``budget``); neighbouring as in :func:`merged_laplace`.
     """
     k, values, relation, unit, details = merged_input(sketch)
     if not isinstance(universe, Universe):
         universe = Universe.from_keys(universe)
-    eps = check_epsilon(epsilon)
+    eps = pure_budget(budget)
     check_stream(stream)
     validate_in_universe(values, universe)
     scale = discrete_laplace_scale(k, eps)
@@ -238,8 +238,7 @@ def merged_pure(
 
 def merged_gshm(
     sketch: MisraGries | PAMGSketch,
-    epsilon: float,
-    delta: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     beta: float = 0.05,
@@ -270,8 +269,9 @@ def merged_gshm(
     ----------
     sketch
         ``MisraGries`` (merged or not) or ``PAMGSketch``.
-    epsilon, delta
-        ``epsilon > 0``, ``0 < delta < 1``.
+    budget
+        ``PrivacyBudget.approx(epsilon, delta)`` with ``0 < delta < 1`` (any other budget
+        raises ``ValueError`` naming ``budget``).
     stream
         The release's noise stream.
     beta
@@ -297,13 +297,11 @@ def merged_gshm(
     if exactness_gate:
         return exactness_gated(
             gate_input(sketch),
-            epsilon,
-            delta,
+            budget,
             stream,
-            lambda e, d: merged_gshm(
+            lambda branch: merged_gshm(
                 sketch,
-                e,
-                d,
+                branch,
                 stream,
                 beta=beta,
                 sigma=sigma,
@@ -315,8 +313,7 @@ def merged_gshm(
             confidence=ERROR_CONFIDENCE if error_confidence is None else error_confidence,
         )
     k, values, relation, unit, details = merged_input(sketch)
-    eps = check_epsilon(epsilon)
-    dl = check_delta(delta, allow_zero=False)
+    eps, dl = approx_budget(budget)
     b = check_probability(beta, "beta")
     check_stream(stream)
     check, conf = sketch_error_check_calibration(sketch, eps, error_confidence)
@@ -357,8 +354,7 @@ def merged_gshm(
 
 def pamg_gshm(
     sketch: PAMGSketch,
-    epsilon: float,
-    delta: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     beta: float = 0.05,
@@ -366,17 +362,16 @@ def pamg_gshm(
 ) -> HeavyHitterRelease:
     """User-level release of a PAMG sketch (merged or not) with GSHM at ``l = k`` (Theorem 12).
 
-    Guarantee: ``(epsilon, delta)``-DP when neighbouring streams differ by one user's set of at
-    most ``m`` distinct elements, whatever ``m`` is ([LT23, Section 8, Lemma 9 and Corollary 10; Theorem 12]); shards
+    Guarantee: ``(epsilon, delta)``-DP for ``budget = PrivacyBudget.approx(epsilon, delta)``
+    with ``delta > 0`` when neighbouring streams differ by one user's set of at most ``m``
+    distinct elements, whatever ``m`` is ([LT23, Section 8, Lemma 9 and Corollary 10; Theorem 12]); shards
     must partition users (each user in exactly one shard, fixed merge order, docs/algorithms.md#mg-partition). The
     noise does not depend on ``m``: ``O(sqrt(k log(1/delta) log(k/delta))/eps)``. ``l = k``
     always, never ``m`` (docs/algorithms.md#misra-gries). See :func:`merged_gshm` for the mechanism.
     """
     if not isinstance(sketch, PAMGSketch):
         raise TypeError(f"pamg_gshm needs a PAMGSketch, got {type(sketch).__name__}")
-    return merged_gshm(
-        sketch, epsilon, delta, stream, beta=beta, sigma=sigma, mechanism="PAMG-GSHM"
-    )
+    return merged_gshm(sketch, budget, stream, beta=beta, sigma=sigma, mechanism="PAMG-GSHM")
 
 
 # --------------------------------------------------------------------------------------------

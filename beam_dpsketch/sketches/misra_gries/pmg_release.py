@@ -15,7 +15,7 @@ import numpy as np
 
 from beam_dpsketch.checks import check_bool, check_choice
 from beam_dpsketch.noise import NoiseStream
-from beam_dpsketch.privacy.budget import check_delta, check_epsilon
+from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.privacy.calibration import (
     discrete_laplace_scale,
     noise_lattice,
@@ -30,6 +30,7 @@ from beam_dpsketch.sketches.misra_gries.release import (
     ErrorBound,
     HeavyHitterRelease,
     NoiseSpec,
+    approx_budget,
     check_stream,
     make_release,
 )
@@ -50,8 +51,6 @@ __all__ = ["THRESHOLD_FORMS", "pmg", "pmg_standard"]
 #: can differ between neighbouring sketches, is at most ``delta`` (docs/algorithms.md#mg-e5);
 #: ``"paper"`` is the probable printed constant of [LT23, Section 5.2], at most one count lower.
 THRESHOLD_FORMS = ("union_bound", "paper")
-#: Earlier spelling of ``"union_bound"``, still accepted with a ``DeprecationWarning``.
-_RENAMED_THRESHOLD_FORMS = {"spec": "union_bound"}
 
 
 def require_single_stream(sketch: Any, what: str) -> MisraGries:
@@ -91,9 +90,7 @@ def pmg_parameters(
     threshold ``g + 2t`` with ``t`` the tail of that scale (docs/algorithms.md#mg-lattice).
     """
     check_choice(noise, "noise", NOISE_KINDS)
-    threshold_form = check_choice(
-        threshold_form, "threshold_form", THRESHOLD_FORMS, _RENAMED_THRESHOLD_FORMS
-    )
+    threshold_form = check_choice(threshold_form, "threshold_form", THRESHOLD_FORMS)
     if lattice != 1 and (noise != "discrete_laplace" or threshold_form != "union_bound"):
         raise ValueError(
             "lattice applies to noise='discrete_laplace' with threshold_form='union_bound' only"
@@ -179,8 +176,7 @@ def pmg_noisy_sketch(
 
 def pmg(
     sketch: MisraGries,
-    epsilon: float,
-    delta: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     noise: str = "discrete_laplace",
@@ -230,10 +226,10 @@ def pmg(
         A :class:`~beam_dpsketch.sketches.misra_gries.sketch.MisraGries` built from **one** sequential
         stream. A merged sketch (``merged=True``) raises ``TypeError`` ([LT23, Section 7] and docs/algorithms.md#misra-gries): its
         neighbours need not differ in PMG's "one counter or all counters" way ([LT23, Section 7, Lemma 1 and Corollary 2]).
-    epsilon
-        ``> 0``; rounded down to a multiple of ``1e-6`` for the exact samplers.
-    delta
-        In ``(0, 1)`` (docs/algorithms.md#mg-e9: ``delta >= 1`` is meaningless).
+    budget
+        ``PrivacyBudget.approx(epsilon, delta)`` with ``0 < delta < 1``
+        (docs/algorithms.md#mg-e9); ``epsilon`` is rounded down to a multiple of ``1e-6`` for
+        the exact samplers. Any other budget raises ``ValueError`` naming ``budget``.
     stream
         The release's :class:`~beam_dpsketch.noise.NoiseStream`; use one stream (one release id)
         per release.
@@ -242,8 +238,7 @@ def pmg(
     threshold_form
         ``"union_bound"`` (default: the union bound over the six draws on the exact tail of
         the noise, docs/algorithms.md#mg-e5) or ``"paper"``
-        (the probable printed form; discrete noise only). ``"spec"``, the earlier name of
-        ``"union_bound"``, is still accepted with a ``DeprecationWarning``.
+        (the probable printed form; discrete noise only).
     error_confidence
         ``None`` (default): the paper's release, no error bound. A confidence such as
         ``0.95``: every released value carries ``release.error``, a per-value (marginal)
@@ -264,8 +259,7 @@ def pmg(
         not apply).
     """
     require_single_stream(sketch, "pmg")
-    eps = check_epsilon(epsilon)
-    dl = check_delta(delta, allow_zero=False)
+    eps, dl = approx_budget(budget)
     check_stream(stream)
     check = None
     eps_release = eps
@@ -273,9 +267,7 @@ def pmg(
         conf = check_error_confidence(error_confidence)
         check = sketch_check_calibration(eps, sketch.k)
         eps_release = check.release_epsilon
-    threshold_form = check_choice(
-        threshold_form, "threshold_form", THRESHOLD_FORMS, _RENAMED_THRESHOLD_FORMS
-    )
+    threshold_form = check_choice(threshold_form, "threshold_form", THRESHOLD_FORMS)
     if lattice is None:
         lattice = noise == "discrete_laplace" and threshold_form == "union_bound"
     else:
@@ -320,8 +312,7 @@ def pmg(
 
 def pmg_standard(
     sketch: MisraGries,
-    epsilon: float,
-    delta: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     noise: str = "discrete_laplace",
@@ -341,8 +332,7 @@ def pmg_standard(
     single-stream sketch (merged sketches raise ``TypeError``). Parameters as in :func:`pmg`.
     """
     require_single_stream(sketch, "pmg_standard")
-    eps = check_epsilon(epsilon)
-    dl = check_delta(delta, allow_zero=False)
+    eps, dl = approx_budget(budget)
     check_stream(stream)
     k = sketch.k
     scale, tau, name = pmg_parameters(

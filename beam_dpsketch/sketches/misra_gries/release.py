@@ -5,7 +5,8 @@ Every release of the family returns a :class:`HeavyHitterRelease` built by
 ``(epsilon, delta)``, its neighbouring relation (:data:`NEIGHBOURING_ELEMENT`,
 :data:`NEIGHBOURING_SHARDED`), the noise it added (:class:`NoiseSpec`) and, where it can state
 one from released values, the per-value :class:`ErrorBound`. :func:`check_stream` checks the
-one argument every release shares, its keyed noise stream.
+one argument every release shares, its keyed noise stream; :func:`approx_budget` and
+:func:`pure_budget` read the :class:`~beam_dpsketch.privacy.PrivacyBudget` a release spends.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ __all__ = [
     "HeavyHitterEstimate",
     "HeavyHitterRelease",
     "NoiseSpec",
+    "approx_budget",
     "check_stream",
     "make_release",
+    "pure_budget",
 ]
 
 #: Neighbouring relation of every single-stream element-level release ([LT23, Definition 1].
@@ -327,3 +330,55 @@ def check_stream(stream: Any) -> NoiseStream:
             f"got {type(stream).__name__}"
         )
     return stream
+
+
+def approx_budget(budget: Any) -> tuple[float, float]:
+    """``(epsilon, delta)`` of the budget an ``(epsilon, delta)``-DP release spends.
+
+    Every thresholding release of the family needs ``delta > 0`` to hide which keys it lists
+    (docs/algorithms.md#mg-e9), so only ``PrivacyBudget.approx(epsilon, delta)`` with
+    ``0 < delta < 1`` is accepted.
+
+    Raises
+    ------
+    TypeError
+        If ``budget`` is not a :class:`~beam_dpsketch.privacy.PrivacyBudget`.
+    ValueError
+        Naming ``budget`` for a pure, zCDP or ``delta = 0`` budget.
+    """
+    if not isinstance(budget, PrivacyBudget):
+        raise TypeError(
+            "budget must be a beam_dpsketch.privacy.PrivacyBudget "
+            f"(PrivacyBudget.approx(epsilon, delta)), got {type(budget).__name__}"
+        )
+    if budget.kind != "approx" or budget.delta == 0.0:
+        raise ValueError(
+            "budget must be PrivacyBudget.approx(epsilon, delta) with delta > 0: this release "
+            f"is (epsilon, delta)-DP, got {budget}"
+        )
+    return float(budget.epsilon), float(budget.delta)  # type: ignore[arg-type]
+
+
+def pure_budget(budget: Any) -> float:
+    """``epsilon`` of the budget a pure ``epsilon``-DP release spends.
+
+    A pure release spends no ``delta``, so only ``PrivacyBudget.pure(epsilon)`` is accepted: an
+    approximate budget would state a ``delta`` the release does not use.
+
+    Raises
+    ------
+    TypeError
+        If ``budget`` is not a :class:`~beam_dpsketch.privacy.PrivacyBudget`.
+    ValueError
+        Naming ``budget`` for an approximate or zCDP budget.
+    """
+    if not isinstance(budget, PrivacyBudget):
+        raise TypeError(
+            "budget must be a beam_dpsketch.privacy.PrivacyBudget (PrivacyBudget.pure(epsilon)), "
+            f"got {type(budget).__name__}"
+        )
+    if budget.kind != "pure":
+        raise ValueError(
+            f"budget must be PrivacyBudget.pure(epsilon): this release is pure epsilon-DP, got {budget}"
+        )
+    return float(budget.epsilon)  # type: ignore[arg-type]

@@ -67,7 +67,7 @@ from beam_dpsketch.noise import (
     discrete_laplace,
     discrete_laplace_per_key,
 )
-from beam_dpsketch.privacy.budget import check_delta, check_epsilon
+from beam_dpsketch.privacy.budget import PrivacyBudget, check_delta, check_epsilon
 from beam_dpsketch.privacy.calibration import discrete_laplace_scale
 from beam_dpsketch.sketches.misra_gries.design_b import PostProcessedSum, approx_pp
 from beam_dpsketch.sketches.misra_gries.release import (
@@ -75,8 +75,10 @@ from beam_dpsketch.sketches.misra_gries.release import (
     ErrorBound,
     HeavyHitterRelease,
     NoiseSpec,
+    approx_budget,
     check_stream,
     make_release,
+    pure_budget,
 )
 from beam_dpsketch.sketches.misra_gries.sketch import multiset_counts
 from beam_dpsketch.sketches.misra_gries.tails import (
@@ -326,7 +328,7 @@ def selection_calibration(epsilon: float, delta: float, k: int) -> SelectionCali
 
 
 def select_candidates(
-    source: PostProcessedSum, epsilon: float, delta: float, stream: NoiseStream, *, k: int
+    source: PostProcessedSum, budget: PrivacyBudget, stream: NoiseStream, *, k: int
 ) -> HeavyHitterRelease:
     """The selection of select-then-count: at most ``k`` keys, ``(epsilon, delta)``-DP.
 
@@ -377,8 +379,9 @@ def select_candidates(
     ----------
     source
         The Design B sum of the window (:class:`PostProcessedSum`).
-    epsilon, delta
-        The selection's budget.
+    budget
+        The selection's budget: ``PrivacyBudget.approx(epsilon, delta)`` with ``delta > 0``
+        (any other budget raises ``ValueError`` naming ``budget``).
     stream
         The selection's noise stream.
     k
@@ -386,6 +389,7 @@ def select_candidates(
     """
     if not isinstance(source, PostProcessedSum):
         raise TypeError(f"source must be a PostProcessedSum, got {type(source).__name__}")
+    epsilon, delta = approx_budget(budget)
     check_stream(stream)
     cal = selection_calibration(epsilon, delta, k)
     if source.k != k:
@@ -396,9 +400,8 @@ def select_candidates(
     if exact is None:
         # The test failed, or (probability <= test_delta) passed on inexact sums, which the
         # analysis charges to delta: release from the sketches.
-        return approx_pp(
-            source, cal.branch_epsilon, cal.branch_delta, stream, count_fraction=0.0
-        ).top(k)
+        branch = PrivacyBudget.approx(cal.branch_epsilon, cal.branch_delta)
+        return approx_pp(source, branch, stream, count_fraction=0.0).top(k)
     keys = list(exact)
     keep = keep_numerators(cal.branch_epsilon, cal.branch_delta)
     last = len(keep) - 1
@@ -410,8 +413,8 @@ def select_candidates(
     return make_release(
         pairs,
         mechanism="EXACT-SELECTION",
-        epsilon=check_epsilon(epsilon),
-        delta=check_delta(delta, allow_zero=False),
+        epsilon=epsilon,
+        delta=delta,
         threshold=float(cal.exact_median),
         noise=NoiseSpec("partition_selection", 0.0),
         k=k,
@@ -476,7 +479,7 @@ def count_candidates(batch: Any, candidates: Iterable[Any]) -> dict[Any, int]:
 def count_release(
     counts: Mapping[Any, int],
     candidates: Iterable[Any],
-    epsilon: float,
+    budget: PrivacyBudget,
     stream: NoiseStream,
     *,
     k: int,
@@ -493,8 +496,9 @@ def count_release(
         count 0. Keys that are not candidates are refused (``ValueError`` naming ``counts``).
     candidates
         The selected keys ``C`` (at most ``k``), the output of a DP selection.
-    epsilon
-        The count step's budget ``eps_count``.
+    budget
+        The count step's budget ``PrivacyBudget.pure(eps_count)`` (any other budget raises
+        ``ValueError`` naming ``budget``).
     stream
         The release's noise stream. Each candidate's noise comes from the substream keyed by the
         candidate's canonical encoding (:func:`~beam_dpsketch.noise.discrete_laplace_per_key`):
@@ -520,7 +524,7 @@ def count_release(
     Laplace mechanism of scale ``sensitivity / eps'`` with ``eps' <= epsilon`` (Canonne, Kamath
     and Steinke 2020). Composed with the selection in :mod:`select_count` (module docstring).
     """
-    eps = check_epsilon(epsilon)
+    eps = pure_budget(budget)
     kk = check_int(k, "k")
     sens = check_int(sensitivity, "sensitivity")
     check_stream(stream)

@@ -21,7 +21,7 @@ from beam_dpsketch import serialization
 from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import canonical_key, canonical_keys, decode_key, encode_key
 from beam_dpsketch.noise import NoiseStream
-from beam_dpsketch.privacy.budget import check_delta, check_epsilon
+from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.sketches.misra_gries.calibration import user_level_pmg_parameters
 from beam_dpsketch.sketches.misra_gries.pmg_release import (
     pmg_noisy_sketch,
@@ -31,6 +31,7 @@ from beam_dpsketch.sketches.misra_gries.pmg_release import (
 from beam_dpsketch.sketches.misra_gries.release import (
     HeavyHitterRelease,
     NoiseSpec,
+    approx_budget,
     check_stream,
     make_release,
 )
@@ -296,8 +297,7 @@ def flatten_users(users: Iterable[Iterable[Any]]) -> list[Any]:
 
 def user_level_pmg(
     sketch: MisraGries,
-    epsilon: float,
-    delta: float,
+    budget: PrivacyBudget,
     m: int,
     stream: NoiseStream,
     *,
@@ -324,8 +324,9 @@ def user_level_pmg(
     sketch
         Single-stream ``MisraGries`` of the flattened stream (merged sketches raise
         ``TypeError``; flattened leaves in a merge tree are not analysed, docs/algorithms.md#mg-merged).
-    epsilon, delta
-        The user-level budget: ``epsilon > 0``, ``0 < delta < 1``.
+    budget
+        The user-level budget: ``PrivacyBudget.approx(epsilon, delta)`` with ``0 < delta < 1``
+        (any other budget raises ``ValueError`` naming ``budget``).
     m
         Maximum number of elements per user, ``>= 1``.
     stream
@@ -334,8 +335,7 @@ def user_level_pmg(
         ``"discrete_laplace"`` (default) or ``"laplace"``.
     """
     require_single_stream(sketch, "user_level_pmg")
-    eps = check_epsilon(epsilon)
-    dl = check_delta(delta, allow_zero=False)
+    eps, dl = approx_budget(budget)
     mm = check_int(m, "m")
     check_stream(stream)
     if mm > sketch.k:

@@ -549,7 +549,8 @@ class PCCMG:
             c = t // length - 1
             stream = self.noise_source.stream((self.release_prefix, "pccmg", i, c))
             # Substitution = add + remove: chan_pure at eps_i / 2 has scale 2 k_i / eps_i.
-            rel = chan_pure(self._mgs[i], self.universe, self.level_epsilons[i] / 2, stream)
+            level = PrivacyBudget.pure(self.level_epsilons[i] / 2)
+            rel = chan_pure(self._mgs[i], self.universe, level, stream)
             self._released[(i, c)] = {k: max(float(v), 0.0) for k, v in rel.items if v > 0}
             self._mgs[i] = MisraGries(self.ks[i])
         lo = self._aligned_start(t)

@@ -384,13 +384,7 @@ class DesignB(HeavyHitterMechanism):
     def release_object(
         self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
     ) -> HeavyHitterRelease:
-        return gated_approx_pp(
-            accumulator,
-            budget.epsilon,  # type: ignore[arg-type]
-            budget.delta,  # type: ignore[arg-type]
-            stream,
-            count_fraction=self.count_fraction,
-        )
+        return gated_approx_pp(accumulator, budget, stream, count_fraction=self.count_fraction)
 
     def calibration(self, budget: PrivacyBudget) -> dict[str, Any]:
         gate = exactness_test_calibration(budget.epsilon, budget.delta, self.k)  # type: ignore[arg-type]

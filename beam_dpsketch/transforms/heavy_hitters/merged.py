@@ -105,12 +105,7 @@ class MergedGSHM(MergedMechanism):
         self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
     ) -> HeavyHitterRelease:
         return merged_gshm(
-            accumulator,
-            budget.epsilon,  # type: ignore[arg-type]
-            budget.delta,  # type: ignore[arg-type]
-            stream,
-            error_confidence=ERROR_CONFIDENCE,
-            exactness_gate=True,
+            accumulator, budget, stream, error_confidence=ERROR_CONFIDENCE, exactness_gate=True
         )
 
     def branch_noise(self, check: SketchCheck, delta: float) -> tuple[float, float]:
@@ -145,12 +140,7 @@ class MergedLaplace(MergedMechanism):
         self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
     ) -> HeavyHitterRelease:
         return merged_laplace(
-            accumulator,
-            budget.epsilon,  # type: ignore[arg-type]
-            budget.delta,  # type: ignore[arg-type]
-            stream,
-            error_confidence=ERROR_CONFIDENCE,
-            exactness_gate=True,
+            accumulator, budget, stream, error_confidence=ERROR_CONFIDENCE, exactness_gate=True
         )
 
     def branch_noise(self, check: SketchCheck, delta: float) -> tuple[float, float]:

@@ -268,15 +268,15 @@ class SelectionMechanism(ReleaseMechanism):
         """The element-level selection's release with its metadata (never leaves the step)."""
         if self.m is not None:
             raise ValueError("release_object: the user-level selection releases keys only")
-        eps_sel, delta = self.parameters(budget)
-        return select_candidates(accumulator, eps_sel, delta, stream, k=self.k)
+        selection = PrivacyBudget.approx(*self.parameters(budget))
+        return select_candidates(accumulator, selection, stream, k=self.k)
 
     def selected_keys(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list:
         """The selected keys (at most ``k``) of one window and pane."""
         if self.m is None:
             return list(self.release_object(accumulator, budget, stream).keys())
-        eps_sel, delta = self.parameters(budget)
-        chosen = hashed_selection(accumulator, self.m, eps_sel, delta, stream, k=self.k)
+        selection = PrivacyBudget.approx(*self.parameters(budget))
+        chosen = hashed_selection(accumulator, self.m, selection, stream, k=self.k)
         return [x for x, _ in chosen]
 
     def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
@@ -445,7 +445,7 @@ class SelectThenCount(HeavyHitterMechanism):
         return count_release(
             accumulator,
             accumulator.keys(),
-            self.count_epsilon(budget),
+            PrivacyBudget.pure(self.count_epsilon(budget)),
             stream,
             k=self.k,
             sensitivity=self.sensitivity,

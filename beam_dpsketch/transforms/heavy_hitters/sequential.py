@@ -158,13 +158,7 @@ class Sequential(HeavyHitterMechanism):
     def release_object(
         self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
     ) -> HeavyHitterRelease:
-        return pmg(
-            accumulator,
-            budget.epsilon,  # type: ignore[arg-type]
-            budget.delta,  # type: ignore[arg-type]
-            stream,
-            error_confidence=ERROR_CONFIDENCE,
-        )
+        return pmg(accumulator, budget, stream, error_confidence=ERROR_CONFIDENCE)
 
     def calibration(self, budget: PrivacyBudget) -> dict[str, Any]:
         check = sketch_check_calibration(budget.epsilon, self.k)  # type: ignore[arg-type]

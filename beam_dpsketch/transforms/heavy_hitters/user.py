@@ -142,14 +142,7 @@ class PamgGSHM(HeavyHitterMechanism):
     def release_object(
         self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
     ) -> HeavyHitterRelease:
-        return hashed_pamg_gshm(
-            accumulator,
-            self.m,
-            budget.epsilon,  # type: ignore[arg-type]
-            budget.delta,  # type: ignore[arg-type]
-            stream,
-            k=self.k,
-        )
+        return hashed_pamg_gshm(accumulator, self.m, budget, stream, k=self.k)
 
     def calibration(self, budget: PrivacyBudget) -> dict[str, Any]:
         params = hashed_selection_parameters(self.m, budget.epsilon, budget.delta)  # type: ignore[arg-type]
@@ -220,7 +213,7 @@ class UserExact(HeavyHitterMechanism):
     def release_object(
         self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
     ) -> HeavyHitterRelease:
-        return exact_user_gshm(accumulator, self.m, budget.epsilon, budget.delta, stream)  # type: ignore[arg-type]
+        return exact_user_gshm(accumulator, self.m, budget, stream)
 
     def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
         released = self.release_object(accumulator, budget, stream)

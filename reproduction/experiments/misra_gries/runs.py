@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from beam_dpsketch.noise import NoiseSource, NoiseStream
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries import (
     HeavyHitterRelease,
@@ -433,24 +434,26 @@ def release(
     if mechanism == "pmg":
         # The paper's integer form of Algorithm 2 (the library's default reads it on a finer
         # lattice), here and in the other PMG runs of this module.
-        rel = pmg(sk.sequential, epsilon, delta, stream, lattice=False)
+        rel = pmg(sk.sequential, PrivacyBudget.approx(epsilon, delta), stream, lattice=False)
     elif mechanism == "design_b":
         # The paper's Algorithm 3 as published (no DP count of N added back), so that the
         # figures and the privacy-error metric of :func:`_input` measure the same release.
-        rel = approx_pp(sk.design_b, epsilon, delta, stream, count_fraction=0)
+        rel = approx_pp(sk.design_b, PrivacyBudget.approx(epsilon, delta), stream, count_fraction=0)
     elif mechanism == "pure_pp":
         if universe is None:
             raise ValueError("pure_pp needs a declared universe")
-        rel = pure_pp(sk.sequential, universe, epsilon, stream)
+        rel = pure_pp(sk.sequential, universe, PrivacyBudget.pure(epsilon), stream)
     elif mechanism == "merged_gshm":
-        rel = merged_gshm(sk.merged, epsilon, delta, stream)
+        rel = merged_gshm(sk.merged, PrivacyBudget.approx(epsilon, delta), stream)
     elif mechanism == "merged_laplace":
-        rel = merged_laplace(sk.merged, epsilon, delta, stream)
+        rel = merged_laplace(sk.merged, PrivacyBudget.approx(epsilon, delta), stream)
     elif mechanism == "chan":
-        rel = chan_thresholded(sk.sequential, epsilon, delta, stream)
+        rel = chan_thresholded(sk.sequential, PrivacyBudget.approx(epsilon, delta), stream)
     elif mechanism == "stability":
         rel = stability_histogram(
-            dict(zip(sk.items.tolist(), sk.f.tolist(), strict=True)), epsilon, delta, stream
+            dict(zip(sk.items.tolist(), sk.f.tolist(), strict=True)),
+            PrivacyBudget.approx(epsilon, delta),
+            stream,
         )
     else:
         raise ValueError(f"unknown mechanism {mechanism!r}")
@@ -651,7 +654,11 @@ def ladder_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     """
     eps, delta, r = float(params["eps"]), float(params["delta"]), int(params["releases"])
     noise = NoiseSource.insecure_for_tests(seed)
-    tau = float(pmg(MisraGries(1), eps, delta, noise.stream("probe"), lattice=False).threshold)
+    tau = float(
+        pmg(
+            MisraGries(1), PrivacyBudget.approx(eps, delta), noise.stream("probe"), lattice=False
+        ).threshold
+    )
     cmax = int(math.ceil(1.3 * tau + 10.0 / eps + 10))
     counts = np.arange(1, cmax + 1, dtype=np.int64)
     sketch = MisraGries(cmax).update(counts, counts)
@@ -662,13 +669,18 @@ def ladder_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     stab_tau = math.nan
     for i in range(r):
         rel = pmg(
-            sketch, eps, delta, noise.stream(_rid("ladder-pmg", eps, delta, i)), lattice=False
+            sketch,
+            PrivacyBudget.approx(eps, delta),
+            noise.stream(_rid("ladder-pmg", eps, delta, i)),
+            lattice=False,
         )
         keys, values = release_arrays(rel)
         if len(keys):
             hits_pmg[keys.astype(np.int64) - 1] += 1
             min_value = min(min_value, float(values.min()))
-        rel = stability_histogram(exact, eps, delta, noise.stream(_rid("ladder-st", eps, delta, i)))
+        rel = stability_histogram(
+            exact, PrivacyBudget.approx(eps, delta), noise.stream(_rid("ladder-st", eps, delta, i))
+        )
         stab_tau = float(rel.threshold)
         keys, _ = release_arrays(rel)
         if len(keys):
@@ -702,7 +714,9 @@ def universe_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     noise = NoiseSource.insecure_for_tests(seed)
     # Zipf items are 1..n_items, all inside the declared universe 1..u.
     universe = Universe.from_keys(range(1, u + 1))
-    rel = pure_pp(pp, universe, eps, noise.stream(_rid("mg-universe", u, "pure")))
+    rel = pure_pp(
+        pp, universe, PrivacyBudget.pure(eps), noise.stream(_rid("mg-universe", u, "pure"))
+    )
     rk, rv = release_arrays(rel)
     rk = rk.astype(np.int64)
     k1 = pp.k + 1
@@ -714,7 +728,12 @@ def universe_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
         "pure_false": float(np.sum(datasets.counts_of(items, f, rk) == 0)),
         "pure_err": total_error(items, f, rk, rv, TOP_F1),
     }
-    prel = pmg(sketch, eps, DELTA, noise.stream(_rid("mg-universe", u, "pmg")), lattice=False)
+    prel = pmg(
+        sketch,
+        PrivacyBudget.approx(eps, DELTA),
+        noise.stream(_rid("mg-universe", u, "pmg")),
+        lattice=False,
+    )
     pk, pv = release_arrays(prel)
     pk = pk.astype(np.int64) if len(pk) else np.zeros(0, np.int64)
     d = sketch.to_dict()
@@ -780,8 +799,18 @@ def user_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     noise = NoiseSource.insecure_for_tests(seed)
     out: dict[str, float] = {"N": float(n_total), "mg_bound": n_total / (k + 1)}
     for name, sketch, rel in (
-        ("flat", flat, user_level_pmg(flat, eps, delta, m, noise.stream(_rid("user-flat", m)))),
-        ("pamg", pamg, pamg_gshm(pamg, eps, delta, noise.stream(_rid("user-pamg", m)))),
+        (
+            "flat",
+            flat,
+            user_level_pmg(
+                flat, PrivacyBudget.approx(eps, delta), m, noise.stream(_rid("user-flat", m))
+            ),
+        ),
+        (
+            "pamg",
+            pamg,
+            pamg_gshm(pamg, PrivacyBudget.approx(eps, delta), noise.stream(_rid("user-pamg", m))),
+        ),
     ):
         rk, rv = release_arrays(rel)
         rk = rk.astype(np.int64) if len(rk) else np.zeros(0, np.int64)

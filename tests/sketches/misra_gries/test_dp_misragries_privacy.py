@@ -24,6 +24,7 @@ import numpy as np
 from privacy_audit import cp_lower, cp_upper
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.misra_gries import Universe, pmg, postprocess, pure_pp
 from beam_dpsketch.sketches.misra_gries.pmg_release import pmg_noisy, pmg_parameters
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
@@ -99,7 +100,7 @@ def test_case_d_pmg_passes_and_missing_shared_noise_fails():
     )
 
     def correct(sk, st):
-        return pmg(sk, EPS_D, DELTA_D, st).items
+        return pmg(sk, PrivacyBudget.approx(EPS_D, DELTA_D), st).items
 
     def eta_per_key(sk, st):
         return pmg_noisy(sk.slots(), K_D, "discrete_laplace", scale, tau, st, per_key_eta=True)
@@ -122,7 +123,7 @@ def test_case_d_laplace_pmg_passes():
     s, s_prime = _case_d_sketches()
 
     def correct(sk, st):
-        return pmg(sk, EPS_D, DELTA_D, st, noise="laplace").items
+        return pmg(sk, PrivacyBudget.approx(EPS_D, DELTA_D), st, noise="laplace").items
 
     a = _mean_released(s, ("lap", "S"), correct)
     b = _mean_released(s_prime, ("lap", "S'"), correct)
@@ -156,7 +157,7 @@ def test_zero_key_dropping_mutant_fails():
                 slots = list(sk.to_dict().items())
                 out[r] = len(pmg_noisy(slots, k, "discrete_laplace", scale, tau, st))
             else:
-                out[r] = len(pmg(sk, eps, delta, st))
+                out[r] = len(pmg(sk, PrivacyBudget.approx(eps, delta), st))
         return out
 
     correct_s = any_released(s, "S", False)
@@ -188,7 +189,7 @@ def test_new_key_threshold_and_too_low_threshold_mutant():
         for r in range(runs):
             st = stream("new-key", tag, r)
             if threshold is None:
-                items = pmg(sk, eps, delta, st).as_dict()
+                items = pmg(sk, PrivacyBudget.approx(eps, delta), st).as_dict()
             else:
                 items = dict(pmg_noisy(sk.slots(), k, "discrete_laplace", scale, threshold, st))
             out[r] = "b" in items
@@ -227,7 +228,7 @@ def test_pure_pp_passes_and_noise_on_stored_keys_only_fails():
                 )
                 keys = [x for x, _ in top]
             else:
-                keys = pure_pp(sk, universe, eps, st).keys()
+                keys = pure_pp(sk, universe, PrivacyBudget.pure(eps), st).keys()
             assert len(keys) == min(k, len(keys)) and len(keys) <= k
             out[r, keys] = 1
         return out

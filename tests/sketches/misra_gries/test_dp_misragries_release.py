@@ -22,6 +22,7 @@ from oracles import frequencies, ref_merge
 
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.privacy.calibration import noise_lattice
 from beam_dpsketch.sketches.misra_gries import (
     HeavyHitterRelease,
@@ -80,45 +81,53 @@ def test_appendix_a6_thresholds(row):
     eps, delta, k, tau_pmg, tau_std, tau_geo, tau_geo_p, tau_mlap = row
     sk = mg(k, range(3))
     # The appendix's thresholds are those of the paper's integer form.
-    assert pmg(sk, eps, delta, stream("a6", 1), lattice=False).threshold == tau_geo
-    assert pmg(sk, eps, delta, stream("a6", 2), threshold_form="paper").threshold == tau_geo_p
-    lap = pmg(sk, eps, delta, stream("a6", 3), noise="laplace")
+    assert (
+        pmg(sk, PrivacyBudget.approx(eps, delta), stream("a6", 1), lattice=False).threshold
+        == tau_geo
+    )
+    assert (
+        pmg(sk, PrivacyBudget.approx(eps, delta), stream("a6", 2), threshold_form="paper").threshold
+        == tau_geo_p
+    )
+    lap = pmg(sk, PrivacyBudget.approx(eps, delta), stream("a6", 3), noise="laplace")
     # The lattice tail adds about 2**-20 / eps to the continuous value (module docstring).
     assert lap.threshold == pytest.approx(tau_pmg, abs=5e-5)
     assert lap.threshold >= tau_pmg - 5e-5
-    std = pmg_standard(sk, eps, delta, stream("a6", 4), noise="laplace")
+    std = pmg_standard(sk, PrivacyBudget.approx(eps, delta), stream("a6", 4), noise="laplace")
     assert std.threshold == pytest.approx(tau_std, abs=5e-5)
     assert (
-        pmg_standard(sk, eps, delta, stream("a6", 5)).threshold
+        pmg_standard(sk, PrivacyBudget.approx(eps, delta), stream("a6", 5)).threshold
         == (pmg_geometric_threshold(eps, delta, k)[0])
     )
-    mlap = merged_laplace(sk, eps, delta, stream("a6", 6), noise="laplace")
+    mlap = merged_laplace(sk, PrivacyBudget.approx(eps, delta), stream("a6", 6), noise="laplace")
     assert mlap.threshold == pytest.approx(tau_mlap, abs=5e-3)
 
 
 def test_appendix_a6_user_level_pmg():
     sk = mg(5, range(3))
     with pytest.warns(UserWarning, match="vacuous"):
-        rel = user_level_pmg(sk, 1.0, 1e-6, 10, stream("ul"), noise="laplace")
+        rel = user_level_pmg(sk, PrivacyBudget.approx(1.0, 1e-6), 10, stream("ul"), noise="laplace")
     assert rel.threshold == pytest.approx(365.3342, abs=5e-4)
     assert rel.details["epsilon0"] == pytest.approx(0.1)
     assert rel.details["delta0"] == pytest.approx(3.67879e-8, rel=1e-5)
     assert rel.privacy_unit == "user" and "m=10" in rel.neighbouring
     assert (rel.epsilon, rel.delta) == (1.0, 1e-6)
     with pytest.warns(UserWarning, match="m=10 > k=5"):
-        user_level_pmg(sk, 1.0, 1e-6, 10, stream("ul2"))
+        user_level_pmg(sk, PrivacyBudget.approx(1.0, 1e-6), 10, stream("ul2"))
 
 
 def test_discrete_pmg_threshold_is_a_valid_union_bound():
     # 6 * P[Geo2 >= t*] <= delta and the previous integer would not do ([LT23, Section 5.2]).
     for eps, delta in [(1.0, 1e-6), (0.5, 1e-9), (0.1, 1e-6), (2.0, 0.3)]:
-        rel = pmg(mg(3, [1]), eps, delta, stream("t", str(eps)), lattice=False)
+        rel = pmg(
+            mg(3, [1]), PrivacyBudget.approx(eps, delta), stream("t", str(eps)), lattice=False
+        )
         t = (rel.threshold - 1) // 2
         a = math.exp(-eps)
         assert 6 * a**t / (1 + a) <= delta
         assert t == 0 or 6 * a ** (t - 1) / (1 + a) > delta
         # On the lattice (the default): the same in steps of 1/g, draws of scale g/eps.
-        rel = pmg(mg(3, [1]), eps, delta, stream("t", str(eps)))
+        rel = pmg(mg(3, [1]), PrivacyBudget.approx(eps, delta), stream("t", str(eps)))
         g = rel.details["lattice"]
         assert g == noise_lattice(1 / eps) and rel.noise.scale == 1 / eps
         t = (rel.threshold * g - g) / 2
@@ -183,12 +192,12 @@ def test_output_sorted_by_canonical_order_not_insertion_order():
     keys = ["b", 3, b"x", ("t", 1), "a", -5, 2**70]
     sk = MisraGries(len(keys)).update(keys[::-1], [1000] * len(keys))
     for rel in (
-        pmg(sk, 1.0, 1e-6, stream("sorted", 1)),
-        pmg(sk, 1.0, 1e-6, stream("sorted", 2), noise="laplace"),
-        pmg_standard(sk, 1.0, 1e-6, stream("sorted", 3)),
-        approx_pp(sk, 1.0, 1e-6, stream("sorted", 4)),
-        merged_laplace(sk, 1.0, 1e-6, stream("sorted", 5)),
-        merged_gshm(sk, 1.0, 1e-6, stream("sorted", 6)),
+        pmg(sk, PrivacyBudget.approx(1.0, 1e-6), stream("sorted", 1)),
+        pmg(sk, PrivacyBudget.approx(1.0, 1e-6), stream("sorted", 2), noise="laplace"),
+        pmg_standard(sk, PrivacyBudget.approx(1.0, 1e-6), stream("sorted", 3)),
+        approx_pp(sk, PrivacyBudget.approx(1.0, 1e-6), stream("sorted", 4)),
+        merged_laplace(sk, PrivacyBudget.approx(1.0, 1e-6), stream("sorted", 5)),
+        merged_gshm(sk, PrivacyBudget.approx(1.0, 1e-6), stream("sorted", 6)),
     ):
         got = rel.keys()
         assert got == sorted(keys, key=encode_key)
@@ -197,10 +206,10 @@ def test_output_sorted_by_canonical_order_not_insertion_order():
 
 def test_release_object_helpers():
     sk = MisraGries(4).update(["a", "b", "c", "d"], [900, 500, 700, 100])
-    lat = pmg(sk, 1.0, 1e-6, stream("helpers"))
+    lat = pmg(sk, PrivacyBudget.approx(1.0, 1e-6), stream("helpers"))
     assert lat.details["lattice"] == 16 and len(lat) == 4
     assert all(isinstance(v, float) and (v * 16).is_integer() for _, v in lat.items)
-    rel = pmg(sk, 1.0, 1e-6, stream("helpers"), lattice=False)
+    rel = pmg(sk, PrivacyBudget.approx(1.0, 1e-6), stream("helpers"), lattice=False)
     assert isinstance(rel, HeavyHitterRelease)
     assert all(isinstance(v, int) for _, v in rel.items)  # exact discrete noise: integers
     assert rel.mechanism == "PMG-geo" and rel.k == 4 and rel.privacy_unit == "element"
@@ -222,7 +231,7 @@ def test_release_pickles_and_default_is_pmg_geo():
 
     from beam_dpsketch.sketches import misra_gries as dp_misragries
 
-    rel = pmg(MisraGries(3).update(["a"] * 100), 1.0, 1e-6, stream("pickle"))
+    rel = pmg(MisraGries(3).update(["a"] * 100), PrivacyBudget.approx(1.0, 1e-6), stream("pickle"))
     assert pickle.loads(pickle.dumps(rel)) == rel
     assert hash(rel) == hash(pickle.loads(pickle.dumps(rel)))
     assert dp_misragries.default_release is pmg and rel.mechanism == "PMG-geo"
@@ -232,9 +241,9 @@ def test_release_pickles_and_default_is_pmg_geo():
 
 def test_same_release_id_reproduces_the_release():
     sk = MisraGries(8).update(list(range(8)), [50, 40, 30, 20, 10, 5, 2, 1])
-    a = pmg(sk, 0.5, 1e-3, stream("repro"))
-    b = pmg(sk, 0.5, 1e-3, stream("repro"))
-    c = pmg(sk, 0.5, 1e-3, stream("repro-other"))
+    a = pmg(sk, PrivacyBudget.approx(0.5, 1e-3), stream("repro"))
+    b = pmg(sk, PrivacyBudget.approx(0.5, 1e-3), stream("repro"))
+    c = pmg(sk, PrivacyBudget.approx(0.5, 1e-3), stream("repro-other"))
     assert a == b
     assert a.items != c.items
 
@@ -242,8 +251,8 @@ def test_same_release_id_reproduces_the_release():
 def test_pmg_consumes_k_plus_one_draws_whatever_the_data():
     # The amount of noise drawn must not depend on the data (one shared + k per-key draws).
     s1, s2 = stream("consume"), stream("consume")
-    pmg(MisraGries(10), 1.0, 1e-6, s1)
-    pmg(MisraGries(10).update(list(range(100))), 1.0, 1e-6, s2)
+    pmg(MisraGries(10), PrivacyBudget.approx(1.0, 1e-6), s1)
+    pmg(MisraGries(10).update(list(range(100))), PrivacyBudget.approx(1.0, 1e-6), s2)
     assert s1.position == s2.position
 
 
@@ -259,18 +268,20 @@ def test_merged_sketch_is_refused_by_pmg_and_algorithm_3():
     assert m.merged
     for fn in (pmg, pmg_standard, approx_pp):
         with pytest.raises(TypeError, match="merged=True"):
-            fn(m, 1.0, 1e-6, stream("merged"))
+            fn(m, PrivacyBudget.approx(1.0, 1e-6), stream("merged"))
     with pytest.raises(TypeError, match="merged=True"):
-        user_level_pmg(m, 1.0, 1e-6, 2, stream("merged"))
+        user_level_pmg(m, PrivacyBudget.approx(1.0, 1e-6), 2, stream("merged"))
     with pytest.raises(TypeError, match="merged=True"):
-        pure_pp(m, range(10), 1.0, stream("merged"))
+        pure_pp(m, range(10), PrivacyBudget.pure(1.0), stream("merged"))
     with pytest.raises(TypeError, match="merged=True"):
         postprocess(m)
     with pytest.raises(TypeError):
-        pmg(PAMGSketch(3, 2), 1.0, 1e-6, stream("merged"))
+        pmg(PAMGSketch(3, 2), PrivacyBudget.approx(1.0, 1e-6), stream("merged"))
     # The merged releases accept it.
-    assert merged_laplace(m, 1.0, 1e-6, stream("m1")).neighbouring.startswith("add/remove")
-    assert "A-PART" in merged_gshm(m, 1.0, 1e-6, stream("m2")).neighbouring
+    assert merged_laplace(m, PrivacyBudget.approx(1.0, 1e-6), stream("m1")).neighbouring.startswith(
+        "add/remove"
+    )
+    assert "A-PART" in merged_gshm(m, PrivacyBudget.approx(1.0, 1e-6), stream("m2")).neighbouring
 
 
 @pytest.mark.parametrize(
@@ -297,8 +308,7 @@ def test_pmg_parameter_validation(kwargs, name):
     with pytest.raises(ValueError, match=name):
         pmg(
             mg(3, [1]),
-            args["epsilon"],
-            args["delta"],
+            PrivacyBudget.approx(args["epsilon"], args["delta"]),
             stream("v"),
             noise=args["noise"],
             threshold_form=args["threshold_form"],
@@ -308,21 +318,27 @@ def test_pmg_parameter_validation(kwargs, name):
 def test_other_validation():
     sk = mg(3, [1, 2])
     with pytest.raises(TypeError, match="NoiseStream"):
-        pmg(sk, 1.0, 1e-6, SRC)
+        pmg(sk, PrivacyBudget.approx(1.0, 1e-6), SRC)
     with pytest.raises(ValueError, match="threshold_form"):
-        pmg(sk, 1.0, 1e-6, stream("v"), noise="laplace", threshold_form="paper")
+        pmg(
+            sk,
+            PrivacyBudget.approx(1.0, 1e-6),
+            stream("v"),
+            noise="laplace",
+            threshold_form="paper",
+        )
     with pytest.raises(ValueError, match="delta"):
-        approx_pp(sk, 1.0, 0.0, stream("v"))
+        approx_pp(sk, PrivacyBudget.approx(1.0, 0.0), stream("v"))
     with pytest.raises(ValueError, match="delta"):
-        merged_gshm(sk, 1.0, 0.0, stream("v"))
+        merged_gshm(sk, PrivacyBudget.approx(1.0, 0.0), stream("v"))
     with pytest.raises(ValueError, match="beta"):
-        merged_gshm(sk, 1.0, 1e-6, stream("v"), beta=1.5)
+        merged_gshm(sk, PrivacyBudget.approx(1.0, 1e-6), stream("v"), beta=1.5)
     with pytest.raises(ValueError, match="m"):
-        user_level_pmg(sk, 1.0, 1e-6, 0, stream("v"))
+        user_level_pmg(sk, PrivacyBudget.approx(1.0, 1e-6), 0, stream("v"))
     with pytest.raises(ValueError, match="epsilon"):
-        pure_pp(sk, range(10), 0.0, stream("v"))
+        pure_pp(sk, range(10), PrivacyBudget.pure(0.0), stream("v"))
     with pytest.raises(ValueError, match="method"):
-        pure_pp(sk, range(10), 1.0, stream("v"), method="fast")
+        pure_pp(sk, range(10), PrivacyBudget.pure(1.0), stream("v"), method="fast")
 
 
 # --------------------------------------------------------------------------------------------
@@ -425,7 +441,7 @@ def test_design_b_release_metadata():
     acc = PostProcessedSum(4, max_shards=3)
     for xs in ([1] * 200 + [2] * 50, [1] * 100, [3] * 80 + [1] * 10):
         acc.add_sketch(mg(4, xs))
-    rel = approx_pp(acc, 1.0, 1e-6, stream("designb"))
+    rel = approx_pp(acc, PrivacyBudget.approx(1.0, 1e-6), stream("designb"))
     assert rel.mechanism == "APPROX_PP" and "A-PART" in rel.neighbouring
     # Only the declared bound: how many non-empty shards were folded in depends on the data.
     assert "shards" not in rel.details and rel.details["max_shards"] == 3
@@ -434,10 +450,14 @@ def test_design_b_release_metadata():
     assert rel.details["count_fraction"] == 0.05
     assert rel.noise.scale == pytest.approx(2.0 / 0.95)
     assert 1 in rel.keys()
-    tight = approx_pp(acc, 1.0, 1e-6, stream("designb"), tight_sensitivity=True)
+    tight = approx_pp(
+        acc, PrivacyBudget.approx(1.0, 1e-6), stream("designb"), tight_sensitivity=True
+    )
     # (2k-1)/((k+1) eps_hh), docs/algorithms.md#mg-e3
     assert tight.noise.scale == pytest.approx(7 / 5 / 0.95)
-    uncorrected = approx_pp(acc, 1.0, 1e-6, stream("designb"), count_fraction=0)
+    uncorrected = approx_pp(
+        acc, PrivacyBudget.approx(1.0, 1e-6), stream("designb"), count_fraction=0
+    )
     assert uncorrected.noise.scale == pytest.approx(2.0)  # the whole epsilon on the keys
     assert uncorrected.noisy_count is None and uncorrected.error is None
     # tau_int = k + t with k * P[Geo2 >= t] <= delta (docs/algorithms.md#mg-pp-approx, discrete version).
@@ -468,15 +488,17 @@ def test_universe_forms():
 
 def test_pure_pp_enumerate_releases_min_k_u_keys_and_validates_domain():
     sk = mg(3, [0] * 30 + [1] * 10 + [2])
-    rel = pure_pp(sk, range(6), 1.0, stream("pure", 1))
+    rel = pure_pp(sk, range(6), PrivacyBudget.pure(1.0), stream("pure", 1))
     assert len(rel) == 3 and rel.delta == 0.0 and rel.details["method"] == "enumerate"
     assert rel.budget.kind == "pure" and rel.threshold is None
     with pytest.raises(ValueError, match="outside the declared universe"):
-        pure_pp(sk, range(1, 6), 1.0, stream("pure", 3))
+        pure_pp(sk, range(1, 6), PrivacyBudget.pure(1.0), stream("pure", 3))
     with pytest.raises(ValueError, match="outside the declared universe"):
-        merged_pure(sk, ["x"], 1.0, stream("pure", 4))
+        merged_pure(sk, ["x"], PrivacyBudget.pure(1.0), stream("pure", 4))
     tiny = mg(3, [0])
-    assert len(pure_pp(tiny, [0, 1], 1.0, stream("pure", 5))) == 2  # min(k, u) = 2
+    assert (
+        len(pure_pp(tiny, [0, 1], PrivacyBudget.pure(1.0), stream("pure", 5))) == 2
+    )  # min(k, u) = 2
 
 
 def test_pure_release_never_materialises_a_huge_universe():
@@ -491,8 +513,8 @@ def test_pure_release_never_materialises_a_huge_universe():
     )
     sk = MisraGries(10).update([7, 8, 9], [5000, 3000, 40])
     start = time.perf_counter()
-    rel = pure_pp(sk, universe, 1.0, stream("huge", 1))
-    rel2 = merged_pure(sk, universe, 1.0, stream("huge", 2))
+    rel = pure_pp(sk, universe, PrivacyBudget.pure(1.0), stream("huge", 1))
+    rel2 = merged_pure(sk, universe, PrivacyBudget.pure(1.0), stream("huge", 2))
     elapsed = time.perf_counter() - start
     assert elapsed < 5.0
     assert calls["key_fn"] < 1000
@@ -586,14 +608,14 @@ def test_pamg_validation_and_merge_k():
 
 def test_pamg_gshm_uses_l_equal_k_never_m():
     sk = PAMGSketch(8, 2).update_users([{1, 2}] * 300 + [{3}] * 5)
-    rel = pamg_gshm(sk, 1.0, 1e-6, stream("pamg"))
+    rel = pamg_gshm(sk, PrivacyBudget.approx(1.0, 1e-6), stream("pamg"))
     assert rel.details["l"] == 8 and rel.details["m"] == 2
     assert rel.privacy_unit == "user" and "m=2" in rel.neighbouring
     assert rel.mechanism == "PAMG-GSHM" and rel.keys() == [1, 2]
     params = calibrate_gshm(8, 1.0, 1e-6)
     assert rel.noise.scale == params.sigma and rel.threshold == 1 + params.tau
     with pytest.raises(TypeError):
-        pamg_gshm(mg(3, [1]), 1.0, 1e-6, stream("pamg"))
+        pamg_gshm(mg(3, [1]), PrivacyBudget.approx(1.0, 1e-6), stream("pamg"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -633,7 +655,9 @@ def test_gshm_fixed_sigma_appendix_a7():
     assert gshm_delta(100, 108.5608, 658.9322, 0.5) == pytest.approx(6.4071e-08, rel=1e-3)
     with pytest.raises(ValueError, match="too small"):
         gshm_parameters(100, 0.5, 1e-6, 10.0)
-    rel = merged_gshm(mg(100, range(5)), 0.5, 1e-6, stream("a7"), sigma=108.5608)
+    rel = merged_gshm(
+        mg(100, range(5)), PrivacyBudget.approx(0.5, 1e-6), stream("a7"), sigma=108.5608
+    )
     assert rel.details["sigma"] == 108.5608 and rel.threshold == 1 + p.tau
 
 
@@ -644,24 +668,30 @@ def test_gshm_fixed_sigma_appendix_a7():
 
 def test_baselines():
     sk = MisraGries(10).update(list(range(10)), [100 * (i + 1) for i in range(10)])
-    ct = chan_thresholded(sk, 1.0, 1e-6, stream("b", 1))
-    ml = merged_laplace(sk, 1.0, 1e-6, stream("b", 1))
+    ct = chan_thresholded(sk, PrivacyBudget.approx(1.0, 1e-6), stream("b", 1))
+    ml = merged_laplace(sk, PrivacyBudget.approx(1.0, 1e-6), stream("b", 1))
     assert ct.threshold == ml.threshold and ct.mechanism == "Chan-threshold"
     assert ct.noise.scale == 10.0
-    cp = chan_pure(sk, range(20), 1.0, stream("b", 2))
+    cp = chan_pure(sk, range(20), PrivacyBudget.pure(1.0), stream("b", 2))
     assert len(cp) == 10 and cp.mechanism == "Chan-pure" and cp.delta == 0.0
     counts = {"a": 50, "b": 3, "c": 0}
-    sh = stability_histogram(counts, 1.0, 1e-6, stream("b", 3), noise="laplace")
+    sh = stability_histogram(
+        counts, PrivacyBudget.approx(1.0, 1e-6), stream("b", 3), noise="laplace"
+    )
     assert sh.threshold == pytest.approx(1 + math.log(1 / 2e-6), abs=1e-4)
     assert sh.k is None and "a" in sh.keys()
-    shd = stability_histogram(["a"] * 50 + ["b"] * 3, 1.0, 1e-6, stream("b", 4))
+    shd = stability_histogram(
+        ["a"] * 50 + ["b"] * 3, PrivacyBudget.approx(1.0, 1e-6), stream("b", 4)
+    )
     t = shd.threshold - 1
     a = math.exp(-1.0)
     assert a**t / (1 + a) <= 1e-6 < a ** (t - 1) / (1 + a)
-    gh = gaussian_histogram(counts, 1.0, 1e-6, stream("b", 5), max_contributions=3)
+    gh = gaussian_histogram(
+        counts, PrivacyBudget.approx(1.0, 1e-6), stream("b", 5), max_contributions=3
+    )
     assert gh.details["l"] == 3 and gh.privacy_unit == "user"
     with pytest.raises(ValueError, match="counts"):
-        stability_histogram({"a": -1}, 1.0, 1e-6, stream("b", 6))
+        stability_histogram({"a": -1}, PrivacyBudget.approx(1.0, 1e-6), stream("b", 6))
 
 
 def test_recommend_merged_mechanism():

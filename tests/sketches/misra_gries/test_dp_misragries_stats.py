@@ -19,6 +19,7 @@ from scipy import stats
 
 from beam_dpsketch.hashing import encode_key
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.misra_gries import (
     PAMGSketch,
     Universe,
@@ -81,7 +82,13 @@ def test_pmg_theorem8_oracle(noise, lattice):
         b1 = 2 * math.log((k + 1) / beta) / eps
     failures = 0
     for r in range(runs):
-        rel = pmg(sk, eps, delta, stream("thm8", noise, r), noise=noise, lattice=lattice)
+        rel = pmg(
+            sk,
+            PrivacyBudget.approx(eps, delta),
+            stream("thm8", noise, r),
+            noise=noise,
+            lattice=lattice,
+        )
         tau = rel.threshold
         out = rel.as_dict()
         # Always-true checks.
@@ -115,8 +122,10 @@ def test_zero_count_keys_are_rarely_released_at_the_exact_rate():
     k, eps, delta, runs = 50, 1.0, 0.05, 400
     sk = MisraGries(k).update(list(range(k)) + [999])
     assert all(c == 0 for _, c in sk.slots())
-    hits = sum(bool(len(pmg(sk, eps, delta, stream("zero", r)))) for r in range(runs))
-    tau = pmg(sk, eps, delta, stream("zero", -1)).threshold
+    hits = sum(
+        bool(len(pmg(sk, PrivacyBudget.approx(eps, delta), stream("zero", r)))) for r in range(runs)
+    )
+    tau = pmg(sk, PrivacyBudget.approx(eps, delta), stream("zero", -1)).threshold
     a = math.exp(-eps)
     c = (1 - a) / (1 + a)
 
@@ -143,7 +152,7 @@ def _noise_pairs(runs, *, per_key_eta):
                 pmg_noisy(sk.slots(), 2, "discrete_laplace", Fraction(1), 0, s, per_key_eta=True)
             )
         else:
-            items = pmg(sk, 1.0, 1e-6, s).as_dict()
+            items = pmg(sk, PrivacyBudget.approx(1.0, 1e-6), s).as_dict()
         out.append((items["x"] - 10**6, items["y"] - 10**6))
     return np.array(out, dtype=np.float64)
 
@@ -251,7 +260,7 @@ def test_pure_pp_released_absent_keys_follow_the_binomial_law():
     sizes = []
     cutoff = None
     for r in range(runs):
-        rel = pure_pp(sk, universe, eps, stream("absent", r))
+        rel = pure_pp(sk, universe, PrivacyBudget.pure(eps), stream("absent", r))
         cutoff = rel.details["cutoff"]
         keys = rel.keys()
         assert len(set(keys)) == len(keys) and all(0 <= x < u for x in keys)
@@ -283,7 +292,7 @@ def test_approx_pp_oracle():
     bound = 2 * math.log(len(cbar) / beta) / eps
     failures = 0
     for r in range(runs):
-        rel = approx_pp(sk, eps, delta, stream("pp", r))
+        rel = approx_pp(sk, PrivacyBudget.approx(eps, delta), stream("pp", r))
         shift = max(rel.noisy_count, 0) / (k + 1)
         out = {x: v - shift for x, v in rel.as_dict().items()}
         assert all(v >= rel.threshold - 1e-9 for v in out.values()) and set(out) <= set(cbar)
@@ -304,7 +313,7 @@ def test_merged_laplace_oracle():
     big_n = sum(len(p) for p in parts)
     failures = 0
     for r in range(runs):
-        rel = merged_laplace(m, eps, delta, stream("mlap", r))
+        rel = merged_laplace(m, PrivacyBudget.approx(eps, delta), stream("mlap", r))
         out = rel.as_dict()
         bound = big_n / (k + 1) + rel.threshold + (k / eps) * math.log(k / beta)
         failures += not all(abs(out.get(x, 0) - f[x]) < bound for x in f)
@@ -320,7 +329,7 @@ def test_gshm_release_probability_of_a_count_one_key():
     assert sk.to_dict() == {"heavy": 50, "one": 1}
     hits = 0
     for r in range(runs):
-        rel = merged_gshm(sk, eps, delta, stream("gshm", r))
+        rel = merged_gshm(sk, PrivacyBudget.approx(eps, delta), stream("gshm", r))
         hits += "one" in rel.as_dict()
     sigma, tau = rel.details["sigma"], rel.details["tau"]
     p = stats.norm.sf(tau / sigma)

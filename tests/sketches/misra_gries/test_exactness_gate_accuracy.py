@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries import PostProcessedSum, approx_pp
 from beam_dpsketch.sketches.misra_gries.gate import gated_approx_pp
@@ -52,16 +53,18 @@ def _summed() -> PostProcessedSum:
 
 def _gated(name: str, source, stream):
     if name == "design-b":
-        return gated_approx_pp(source, EPS, DELTA, stream)
+        return gated_approx_pp(source, PrivacyBudget.approx(EPS, DELTA), stream)
     fn = merged_gshm if name == "merged-gshm" else merged_laplace
-    return fn(source, EPS, DELTA, stream, error_confidence=0.95, exactness_gate=True)
+    return fn(
+        source, PrivacyBudget.approx(EPS, DELTA), stream, error_confidence=0.95, exactness_gate=True
+    )
 
 
 def _paper(name: str, source, stream):
     if name == "design-b":
-        return approx_pp(source, EPS, DELTA, stream)
+        return approx_pp(source, PrivacyBudget.approx(EPS, DELTA), stream)
     fn = merged_gshm if name == "merged-gshm" else merged_laplace
-    return fn(source, EPS, DELTA, stream, error_confidence=0.95)
+    return fn(source, PrivacyBudget.approx(EPS, DELTA), stream, error_confidence=0.95)
 
 
 @pytest.mark.parametrize("name", ["design-b", "merged-gshm", "merged-laplace"])

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.privacy.calibration import gaussian_delta
 from beam_dpsketch.serialization import SketchFormatError
 from beam_dpsketch.sketches.misra_gries.hashed import (
@@ -160,12 +161,12 @@ def test_selection_keeps_heavy_keys_and_hides_keys_of_one_unit():
     kept = set()
     for seed in range(50):
         stream = NoiseSource.insecure_for_tests(seed).stream("sel")
-        chosen = hashed_selection(sketch, 3, 1.0, 1e-6, stream, k=10)
+        chosen = hashed_selection(sketch, 3, PrivacyBudget.approx(1.0, 1e-6), stream, k=10)
         kept |= {x for x, _ in chosen}
         assert [y for _, y in chosen] == sorted((y for _, y in chosen), reverse=True)
     assert kept == {0, 1, 2}
     stream = NoiseSource.insecure_for_tests(0).stream("sel")
-    assert len(hashed_selection(sketch, 3, 1.0, 1e-6, stream, k=2)) == 2
+    assert len(hashed_selection(sketch, 3, PrivacyBudget.approx(1.0, 1e-6), stream, k=2)) == 2
 
 
 def test_memory_is_the_buckets_whatever_the_distinct_keys():

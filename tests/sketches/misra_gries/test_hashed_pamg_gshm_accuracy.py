@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.misra_gries import hashed
 from beam_dpsketch.sketches.misra_gries.exact import exact_user_gshm
 from beam_dpsketch.sketches.misra_gries.hashed import (
@@ -52,8 +53,8 @@ def releases(m: int) -> list[tuple[Counter, dict, dict, float]]:
             sketch.update(unit)
         counts = Counter(x for unit in data for x in unit)
         stream = NoiseSource.insecure_for_tests(seed).stream
-        ours = hashed_pamg_gshm(sketch, m, EPS, DELTA, stream("pamg"), k=K)
-        exact = exact_user_gshm(counts, m, EPS, DELTA, stream("exact"))
+        ours = hashed_pamg_gshm(sketch, m, PrivacyBudget.approx(EPS, DELTA), stream("pamg"), k=K)
+        exact = exact_user_gshm(counts, m, PrivacyBudget.approx(EPS, DELTA), stream("exact"))
         out.append((counts, ours.as_dict(), exact.as_dict(), ours.noise.scale))
     return out
 

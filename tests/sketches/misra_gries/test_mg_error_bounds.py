@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries import (
     merged,
@@ -52,7 +53,9 @@ def _coverage(release_fn, source, truth: dict, eps: float, trials: int, **kw) ->
     hits = total = 0
     for trial in range(trials):
         stream = NoiseSource.insecure_for_tests(trial).stream(("bounds", release_fn.__name__))
-        rel = release_fn(source, eps, DELTA, stream, error_confidence=CONF, **kw)
+        rel = release_fn(
+            source, PrivacyBudget.approx(eps, DELTA), stream, error_confidence=CONF, **kw
+        )
         bounds = [e.error_bound for e in rel.estimates()]
         # One public bound for every released key (up to the rounding of count +- bound).
         assert not bounds or max(bounds) - min(bounds) <= 1e-9 * max(bounds)
@@ -110,7 +113,7 @@ def test_decremented_sketch_bounds_stay_honest():
     assert _coverage(merged_laplace, tree, truth, 4.0, trials=300) >= 0.95
     # The sketch's undercount is in the bound: it exceeds the noise quantile by about n/(k+1).
     stream_id = NoiseSource.insecure_for_tests(0).stream("bounds-decremented")
-    rel = pmg(sketch, 1.0, DELTA, stream_id, error_confidence=CONF)
+    rel = pmg(sketch, PrivacyBudget.approx(1.0, DELTA), stream_id, error_confidence=CONF)
     assert not rel.details["exactness_test_passed"]
     assert rel.error.above - rel.error.below >= len(stream) / 65
 
@@ -118,10 +121,10 @@ def test_decremented_sketch_bounds_stay_honest():
 def test_error_confidence_is_checked_and_off_by_default():
     sketch = _sketch(np.array([50, 40, 30]), 8, 1)
     stream = NoiseSource.insecure_for_tests(0).stream("bounds-args")
-    assert pmg(sketch, 1.0, DELTA, stream).error is None
+    assert pmg(sketch, PrivacyBudget.approx(1.0, DELTA), stream).error is None
     # beam_dpsketch.checks: a bound violated is a ValueError, a wrong type a TypeError.
     bad_values = [(0.0, ValueError), (1.0, ValueError), (0.999, ValueError)]
     bad_types = [(True, TypeError), ("0.9", TypeError)]
     for bad, error in bad_values + bad_types:
         with pytest.raises(error, match="error_confidence"):
-            pmg(sketch, 1.0, DELTA, stream, error_confidence=bad)
+            pmg(sketch, PrivacyBudget.approx(1.0, DELTA), stream, error_confidence=bad)

@@ -14,6 +14,7 @@ import pytest
 
 from beam_dpsketch import checks
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.misra_gries import (
     MisraGries,
     PAMGSketch,
@@ -69,27 +70,31 @@ CASES = [
     ),
     (lambda: gshm_delta(4, 3.0, "1", 1.0), lambda: checks.check_real("1", "tau")),
     (
-        lambda: pmg(_sketch(), 1.0, 1e-6, STREAM, lattice=1),
+        lambda: pmg(_sketch(), PrivacyBudget.approx(1.0, 1e-6), STREAM, lattice=1),
         lambda: checks.check_bool(1, "lattice"),
     ),
     (
-        lambda: pmg(_sketch(), 1.0, 1e-6, STREAM, noise="gaussian"),
+        lambda: pmg(_sketch(), PrivacyBudget.approx(1.0, 1e-6), STREAM, noise="gaussian"),
         lambda: checks.check_choice("gaussian", "noise", ("discrete_laplace", "laplace")),
     ),
     (
-        lambda: merged_laplace(_sketch(), 1.0, 1e-6, STREAM, noise="gaussian"),
+        lambda: merged_laplace(
+            _sketch(), PrivacyBudget.approx(1.0, 1e-6), STREAM, noise="gaussian"
+        ),
         lambda: checks.check_choice("gaussian", "noise", ("discrete_laplace", "laplace")),
     ),
     (
-        lambda: approx_pp(_sketch(), 1.0, 1e-6, STREAM, tight_sensitivity=1),
+        lambda: approx_pp(_sketch(), PrivacyBudget.approx(1.0, 1e-6), STREAM, tight_sensitivity=1),
         lambda: checks.check_bool(1, "tight_sensitivity"),
     ),
     (
-        lambda: approx_pp(_sketch(), 1.0, 1e-6, STREAM, error_confidence="0.9"),
+        lambda: approx_pp(
+            _sketch(), PrivacyBudget.approx(1.0, 1e-6), STREAM, error_confidence="0.9"
+        ),
         lambda: checks.check_probability("0.9", "error_confidence"),
     ),
     (
-        lambda: pmg(_sketch(), 1.0, 1e-6, STREAM).top("2"),
+        lambda: pmg(_sketch(), PrivacyBudget.approx(1.0, 1e-6), STREAM).top("2"),
         lambda: checks.check_int("2", "m", lower=0),
     ),
     (

@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries import (
     DEFAULT_K,
@@ -45,15 +46,16 @@ def test_zero_noise_counts_are_exact_when_the_sketches_are_exact():
     # 5 distinct keys <= k in every shard: each shard's sketch is exact, and so is the estimate.
     pp = _sharded(STREAM, 8, 3)
     assert pp.n == len(STREAM)
-    rel = approx_pp(pp, 1.0, 1e-6, NoiseSource.zero_noise_for_tests().stream("z"))
+    rel = approx_pp(
+        pp, PrivacyBudget.approx(1.0, 1e-6), NoiseSource.zero_noise_for_tests().stream("z")
+    )
     assert rel.noisy_count == len(STREAM)
     assert rel.as_dict() == {x: float(c) for x, c in Counter(STREAM).items() if x in rel.as_dict()}
     assert {"a", "b", "c"} <= set(rel.keys())
     # Algorithm 3 alone (count_fraction=0) is N/(k+1) low on every key of a one-shard sketch.
     plain = approx_pp(
         PostProcessedSum.from_sketch(MisraGries(8).update(STREAM)),
-        1.0,
-        1e-6,
+        PrivacyBudget.approx(1.0, 1e-6),
         NoiseSource.zero_noise_for_tests().stream("z"),
         count_fraction=0,
     )
@@ -64,7 +66,9 @@ def test_corrected_estimate_over_counts_by_at_most_the_decrements():
     # More distinct keys than k: f(x) <= estimate <= f(x) + N/(k+1) before noise.
     keys = [f"k{i % 40}" for i in range(2000)] + ["a"] * 700
     pp = _sharded(keys, 6, 2)
-    rel = approx_pp(pp, 1.0, 1e-6, NoiseSource.zero_noise_for_tests().stream("z"))
+    rel = approx_pp(
+        pp, PrivacyBudget.approx(1.0, 1e-6), NoiseSource.zero_noise_for_tests().stream("z")
+    )
     f = Counter(keys)
     assert "a" in rel.keys()
     for x, v in rel.items:
@@ -73,7 +77,9 @@ def test_corrected_estimate_over_counts_by_at_most_the_decrements():
 
 def test_release_metadata_states_the_split_and_the_bound():
     pp = _sharded(STREAM, 8, 2)
-    rel = approx_pp(pp, 2.0, 1e-6, NoiseSource.insecure_for_tests(0).stream("m"))
+    rel = approx_pp(
+        pp, PrivacyBudget.approx(2.0, 1e-6), NoiseSource.insecure_for_tests(0).stream("m")
+    )
     d = rel.details
     assert d["count_fraction"] == 0.05
     assert d["heavy_hitter_epsilon"] + d["count_epsilon"] == pytest.approx(2.0)
@@ -100,7 +106,9 @@ def test_error_interval_covers_the_truth_at_its_confidence():
     f = Counter(keys)
     misses = total = 0
     for r in range(300):
-        rel = approx_pp(pp, 0.5, 1e-6, NoiseSource.insecure_for_tests(r).stream("cover"))
+        rel = approx_pp(
+            pp, PrivacyBudget.approx(0.5, 1e-6), NoiseSource.insecure_for_tests(r).stream("cover")
+        )
         for est in rel.estimates():
             total += 1
             misses += not est.lower <= f[est[0]] <= est.upper
@@ -116,9 +124,11 @@ def test_count_fraction_is_checked():
     bad_types = [(True, TypeError), ("0.1", TypeError)]
     for bad, error in bad_values + bad_types:
         with pytest.raises(error, match="count_fraction"):
-            approx_pp(pp, 1.0, 1e-6, s, count_fraction=bad)
+            approx_pp(pp, PrivacyBudget.approx(1.0, 1e-6), s, count_fraction=bad)
     with pytest.raises(ValueError, match="count_fraction"):
-        approx_pp(pp, 1e-5, 1e-6, s, count_fraction=0.05)  # a slice below 1e-6
+        approx_pp(
+            pp, PrivacyBudget.approx(1e-5, 1e-6), s, count_fraction=0.05
+        )  # a slice below 1e-6
 
 
 def test_post_processed_sum_keeps_the_exact_length():

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.privacy.calibration import noise_lattice
 from beam_dpsketch.sketches.misra_gries import pmg, pmg_release
 from beam_dpsketch.sketches.misra_gries.error_check import sketch_check_calibration
@@ -50,7 +51,12 @@ def sum_coverage(scale_steps: float, t_steps: int) -> float:
 @pytest.mark.parametrize("eps", [0.1, 0.5, 1.0, 2.0])
 @pytest.mark.parametrize("k", [1024, 131072])
 def test_stated_bound_covers_its_level_exactly(eps, k):
-    rel = pmg(MisraGries(k).update([1, 2, 3]), eps, 1e-6, stream("exact", k), error_confidence=CONF)
+    rel = pmg(
+        MisraGries(k).update([1, 2, 3]),
+        PrivacyBudget.approx(eps, 1e-6),
+        stream("exact", k),
+        error_confidence=CONF,
+    )
     g = rel.details["lattice"]
     scale_steps = rel.noise.scale * g
     t_steps = rel.error.below * g
@@ -67,8 +73,7 @@ def test_integer_form_is_coarse_at_epsilon_one():
     # The paper's integer form states the same level and covers 96.9 % (one count less: 92.7 %).
     rel = pmg(
         MisraGries(131072).update([1]),
-        1.0,
-        1e-6,
+        PrivacyBudget.approx(1.0, 1e-6),
         stream("int"),
         error_confidence=CONF,
         lattice=False,
@@ -82,7 +87,7 @@ def _pooled_coverage(runs: int) -> float:
     sk = MisraGries(4096).update(keys, [count] * len(keys))
     per_release = np.empty(runs)
     for r in range(runs):
-        rel = pmg(sk, 1.0, 1e-6, stream("mc", r), error_confidence=CONF)
+        rel = pmg(sk, PrivacyBudget.approx(1.0, 1e-6), stream("mc", r), error_confidence=CONF)
         assert len(rel) == len(keys)  # far above the threshold: no selection
         err = np.asarray([count - v for _, v in rel.items])
         per_release[r] = np.mean((-rel.error.below <= err) & (err <= rel.error.above))

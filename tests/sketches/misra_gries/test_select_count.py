@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from beam_dpsketch.noise import NoiseSource, discrete_laplace, gaussian
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.privacy.calibration import discrete_laplace_scale
 from beam_dpsketch.sketches.misra_gries.exact import exact_user_gshm
 from beam_dpsketch.sketches.misra_gries.gshm import calibrate_gshm
@@ -74,7 +75,9 @@ def test_candidate_counts_of_string_and_tuple_keys():
 
 def test_count_release_adds_a_keyed_discrete_laplace_draw_to_every_candidate():
     eps, k = 0.5, 6
-    rel = count_release({"b": 10, "a": 4}, ["a", "b", "c"], eps, stream(3), k=k, sensitivity=2)
+    rel = count_release(
+        {"b": 10, "a": 4}, ["a", "b", "c"], PrivacyBudget.pure(eps), stream(3), k=k, sensitivity=2
+    )
     scale = discrete_laplace_scale(2, eps)
     z = [int(discrete_laplace(stream(3).substream(key), scale, 1)[0]) for key in "abc"]
     # Canonical key order; the zero count of "c" is released too.
@@ -86,15 +89,15 @@ def test_count_release_adds_a_keyed_discrete_laplace_draw_to_every_candidate():
 
 def test_count_release_refuses_non_candidates_and_too_many_candidates():
     with pytest.raises(ValueError, match="counts"):
-        count_release({"x": 1}, ["a"], 1.0, stream(), k=2)
+        count_release({"x": 1}, ["a"], PrivacyBudget.pure(1.0), stream(), k=2)
     with pytest.raises(ValueError, match="candidates"):
-        count_release({}, ["a", "b", "c"], 1.0, stream(), k=2)
+        count_release({}, ["a", "b", "c"], PrivacyBudget.pure(1.0), stream(), k=2)
 
 
 def test_exact_user_gshm_uses_gshm_at_l_equals_m():
     counts = {"a": 300, "b": 2, "c": 80, "d": 0}
     m, eps, delta = 4, 1.0, 1e-6
-    rel = exact_user_gshm(counts, m, eps, delta, stream(5))
+    rel = exact_user_gshm(counts, m, PrivacyBudget.approx(eps, delta), stream(5))
     params = calibrate_gshm(m, eps, delta)
     assert rel.noise.scale == params.sigma and rel.threshold == params.threshold
     assert rel.details["l"] == m and rel.details["delta_exact"] <= delta
@@ -110,7 +113,10 @@ def test_exact_user_gshm_uses_gshm_at_l_equals_m():
 
 
 def test_exact_user_gshm_noise_grows_with_m_not_k():
-    sigmas = [exact_user_gshm({}, m, 1.0, 1e-6, stream()).noise.scale for m in (1, 4, 16)]
+    sigmas = [
+        exact_user_gshm({}, m, PrivacyBudget.approx(1.0, 1e-6), stream()).noise.scale
+        for m in (1, 4, 16)
+    ]
     assert sigmas[0] < sigmas[1] < sigmas[2]
     # GSHM at l = k = 100 (PAMG) has far larger sigma than at l = m = 1.
     assert calibrate_gshm(100, 1.0, 1e-6).sigma > 5 * sigmas[0]
@@ -123,7 +129,9 @@ def test_count_release_error_bound_covers_the_true_count_at_its_confidence():
     eps, k, true = 0.5, 200, {"a": 40, "b": 7}
     inside = total = 0
     for seed in range(50):
-        rel = count_release(true, ["a", "b", "c"], eps, stream(seed), k=k, sensitivity=2)
+        rel = count_release(
+            true, ["a", "b", "c"], PrivacyBudget.pure(eps), stream(seed), k=k, sensitivity=2
+        )
         for est in rel.estimates():
             assert est.confidence == 0.95
             assert est.upper - est.count == est.error_bound  # a true count is never negative:

@@ -29,7 +29,7 @@ def stream():
 
 
 def test_a_keys_noisy_count_does_not_depend_on_the_other_candidates():
-    full = count_release(COUNTS, list(COUNTS), 0.5, stream(), k=8)
+    full = count_release(COUNTS, list(COUNTS), PrivacyBudget.pure(0.5), stream(), k=8)
     values = dict(full.items)
     # Every subset of the candidates that keeps a key gives that key the same noisy count
     # (keys sort as 12 < "a" < "b" < b"raw" < ("t", 1), so dropping one shifts the positions
@@ -37,16 +37,16 @@ def test_a_keys_noisy_count_does_not_depend_on_the_other_candidates():
     for r in range(1, len(COUNTS)):
         for subset in itertools.combinations(COUNTS, r):
             counts = {key: COUNTS[key] for key in subset}
-            release = count_release(counts, subset, 0.5, stream(), k=8)
+            release = count_release(counts, subset, PrivacyBudget.pure(0.5), stream(), k=8)
             assert dict(release.items) == {key: values[key] for key in subset}
 
 
 def test_a_keys_noisy_count_does_not_depend_on_the_candidates_order():
     keys = list(COUNTS)
-    first = count_release(COUNTS, keys, 0.5, stream(), k=8).items
+    first = count_release(COUNTS, keys, PrivacyBudget.pure(0.5), stream(), k=8).items
     for perm in itertools.permutations(keys):
         counts = {key: COUNTS[key] for key in perm}
-        assert count_release(counts, perm, 0.5, stream(), k=8).items == first
+        assert count_release(counts, perm, PrivacyBudget.pure(0.5), stream(), k=8).items == first
 
 
 def test_the_count_mechanism_agrees_on_shared_keys_across_candidate_sets():

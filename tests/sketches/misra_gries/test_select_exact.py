@@ -14,6 +14,7 @@ import pytest
 
 from beam_dpsketch import serialization
 from beam_dpsketch.noise import NoiseSource, bernoulli_dyadic
+from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import MisraGries
 from beam_dpsketch.sketches.misra_gries import PostProcessedSum, approx_pp
 from beam_dpsketch.sketches.misra_gries.select_count import (
@@ -52,7 +53,7 @@ def test_exact_sketches_release_every_key_the_partition_selection_keeps(long_tai
     likely = [x for x, c in truth.items() if cal.exact_median <= c < cal.exact_certain]
     for seed in range(5):
         stream = NoiseSource.insecure_for_tests(seed).stream(("select-exact",))
-        release = select_candidates(pp, EPS, DELTA, stream, k=k)
+        release = select_candidates(pp, PrivacyBudget.approx(EPS, DELTA), stream, k=k)
         assert release.mechanism == "EXACT-SELECTION"
         chosen = set(release.keys())
         # Certain from a count on, never a key that is absent.
@@ -64,7 +65,9 @@ def test_exact_sketches_release_every_key_the_partition_selection_keeps(long_tai
         kept = sum(x in chosen for x in likely)
         assert kept >= n / 2 - 4 * np.sqrt(n / 4), (kept, n)
         # Design B alone keeps only keys above rows/(k+1) plus its threshold.
-        design_b = approx_pp(pp, EPS, DELTA, stream, count_fraction=0.0).top(k)
+        design_b = approx_pp(pp, PrivacyBudget.approx(EPS, DELTA), stream, count_fraction=0.0).top(
+            k
+        )
         assert len(chosen) >= 2 * len(design_b.keys())
 
 
@@ -74,8 +77,8 @@ def test_selection_does_not_depend_on_segment_order(long_tail):
     a = summed(parts, 1 << 15)
     b = summed(parts[::-1], 1 << 15)
     s = NoiseSource.insecure_for_tests(3)
-    ra = select_candidates(a, EPS, DELTA, s.stream("x"), k=1 << 15)
-    rb = select_candidates(b, EPS, DELTA, s.stream("x"), k=1 << 15)
+    ra = select_candidates(a, PrivacyBudget.approx(EPS, DELTA), s.stream("x"), k=1 << 15)
+    rb = select_candidates(b, PrivacyBudget.approx(EPS, DELTA), s.stream("x"), k=1 << 15)
     assert ra.keys() == rb.keys()
 
 
@@ -84,7 +87,7 @@ def test_inexact_sketches_select_with_design_b(long_tail):
     pp = summed([keys], 256)  # far more distinct keys than counters: the sketch decrements
     assert not pp.exact and pp.widest == 257 and pp.exact_counts() is None
     stream = NoiseSource.insecure_for_tests(0).stream("y")
-    release = select_candidates(pp, EPS, DELTA, stream, k=256)
+    release = select_candidates(pp, PrivacyBudget.approx(EPS, DELTA), stream, k=256)
     assert release.mechanism == "APPROX_PP"
     assert 0 < len(release.keys()) <= 256
 
