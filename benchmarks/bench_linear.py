@@ -163,6 +163,7 @@ def _beam_ours(path: str, epsilon: float) -> None:
 
     from beam_dpsketch.privacy import PrivacyBudget
     from beam_dpsketch.transforms import DPQuantiles, ReadKeyBatches
+    from beam_dpsketch.transforms.quantiles import QuantileTree
 
     t = DPQuantiles(
         [p / 100 for p in PERCENTILES],
