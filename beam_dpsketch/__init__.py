@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         explain_pipeline,
     )
     from beam_dpsketch.transforms.quantiles import QuantileTree
+    from beam_dpsketch.transforms.sliding import SlidingLayout
 
 
 def _read_version() -> str:
@@ -94,6 +95,7 @@ _EXPORTS: dict[str, str] = {
     "QuantileTree": "beam_dpsketch.transforms.quantiles",
     "ContinualDPSketch": "beam_dpsketch.transforms",
     "DPSlidingWindowFrequencies": "beam_dpsketch.transforms",
+    "SlidingLayout": "beam_dpsketch.transforms.sliding",
     "DPIntermittentQueries": "beam_dpsketch.transforms",
     # Inputs: contribution bounding, readers and the public query schedule.
     "BoundContributions": "beam_dpsketch.transforms",
@@ -142,6 +144,7 @@ __all__ = [
     "ReadOrderedKeys",
     "Release",
     "SketchFormatError",
+    "SlidingLayout",
     "Windowing",
     "explain_pipeline",
 ]

@@ -31,6 +31,7 @@ from beam_dpsketch.transforms import (
     QuerySchedule,
 )
 from beam_dpsketch.transforms.quantiles import QuantileTree
+from beam_dpsketch.transforms.sliding import SlidingLayout
 
 EPS = PrivacyBudget.pure(1.0)
 APPROX = PrivacyBudget.approx(1.0, 1e-6)
@@ -193,10 +194,9 @@ CASES: dict[str, Case] = {
             PrivacyBudget.zcdp(1.0),
             release_every=25,
             query_keys=["k1", "k2"],
-            block=10,
-            alpha="1/2",
             noise_source=_source(),
             label=label,
+            layout=SlidingLayout(block=10, alpha="1/2"),
         ),
         POSITIONED,
         NEXT_POSITION,
@@ -211,10 +211,9 @@ CASES: dict[str, Case] = {
             mode="time",
             origin=0,
             query_keys=["k1", "k2"],
-            block=5,
-            alpha="1/2",
             noise_source=_source(),
             label=label,
+            layout=SlidingLayout(block=5, alpha="1/2"),
         ),
         TIMED,
         NEXT_TIME,

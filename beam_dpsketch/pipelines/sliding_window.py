@@ -68,7 +68,7 @@ from beam_dpsketch.pipelines.release_arguments import (
     budget_from_args,
     noise_source_from_args,
 )
-from beam_dpsketch.transforms.sliding import DPSlidingWindowFrequencies
+from beam_dpsketch.transforms.sliding import DPSlidingWindowFrequencies, SlidingLayout
 
 __all__ = ["register", "run_sliding_window", "window_rows"]
 
@@ -226,14 +226,13 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
     raw = args.query or read_candidates(args.candidates)
     wanted = convert_query_keys(raw, reader.key_type, args.column)
     time_mode = args.time_column is not None
-    options: dict[str, Any] = {}
     if args.block is not None:
-        options = {"block": args.block, "alpha": args.alpha}
         preset = None
+        layout = SlidingLayout(block=args.block, alpha=args.alpha)
     else:
         preset = args.preset
-        if preset == "theory":
-            options = {"alpha": args.alpha}
+        alpha = args.alpha if preset == "theory" else None
+        layout = SlidingLayout(preset=preset, alpha=alpha)
     transform = DPSlidingWindowFrequencies(
         args.window,
         args.width,
@@ -248,10 +247,9 @@ def run_sliding_window(args: argparse.Namespace, beam_args: Sequence[str]) -> in
         mode="time" if time_mode else "count",
         time_unit=args.time_unit if time_mode else 1,
         origin=args.origin if time_mode else None,
-        preset=preset,
+        layout=layout,
         noise_source=noise_source_from_args(args),
         label="sliding-window",
-        **options,
     )
     # The reader's (position, keys, seconds) batches go to the transform as they are.
     order = {json.dumps(plain(k)): i for i, k in enumerate(wanted)}

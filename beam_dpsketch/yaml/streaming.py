@@ -21,6 +21,7 @@ from beam_dpsketch.transforms import (
     DPSlidingWindowFrequencies,
     DPTransform,
 )
+from beam_dpsketch.transforms.sliding import SlidingLayout
 from beam_dpsketch.yaml.config import check_field
 from beam_dpsketch.yaml.transforms import YamlDPTransform, field_type
 
@@ -277,13 +278,15 @@ class YamlDPSlidingWindowFrequencies(YamlDPTransform):
             if field is not None:
                 field_type(pcoll, field, name)
         budget = common.pop("budget")
+        options = dict(self.options)
         return DPSlidingWindowFrequencies(
             *self.shape,
             budget,
             key_fn=self.key,
             position_fn=self.position,
             time_fn=self.time,
-            **self.options,
+            layout=SlidingLayout(preset=options.pop("preset")),
+            **options,
             **common,
         )
 

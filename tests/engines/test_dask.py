@@ -66,6 +66,7 @@ from beam_dpsketch.transforms.count import CountLaplaceMechanism
 from beam_dpsketch.transforms.engines import UnsupportedRunnerError, runner_limits
 from beam_dpsketch.transforms.heavy_hitters import DesignB
 from beam_dpsketch.transforms.quantiles import QuantileTree
+from beam_dpsketch.transforms.sliding import SlidingLayout
 
 pytest.importorskip("distributed")
 
@@ -312,8 +313,8 @@ def _continual(acc: PrivacyAccountant) -> DPTransform:
 
 def _sliding(acc: PrivacyAccountant) -> DPTransform:
     return DPSlidingWindowFrequencies(
-        10, 16, 2, accountant=acc, release_every=5, query_keys=[1], block=10, alpha="1/2",
-        noise_source=_noise(),
+        10, 16, 2, accountant=acc, release_every=5, query_keys=[1], noise_source=_noise(),
+        layout=SlidingLayout(block=10, alpha="1/2"),
     )  # fmt: skip
 
 

@@ -46,6 +46,7 @@ from beam_dpsketch.transforms import (
 )
 from beam_dpsketch.transforms.heavy_hitters import DesignB
 from beam_dpsketch.transforms.quantiles import QuantileTree
+from beam_dpsketch.transforms.sliding import SlidingLayout
 
 APPROX = PrivacyBudget.approx(1.0, 1e-6)
 
@@ -234,8 +235,7 @@ def test_sliding_window_frequencies_equal_fnapi(tmp_path, prism_args):
             noise_source=NoiseSource.insecure_for_tests(5),
             label="sw",
             seed=5,
-            block=10,
-            alpha="1/2",
+            layout=SlidingLayout(block=10, alpha="1/2"),
         )
         return p | beam.Create(list(enumerate(keys, start=1))) | t
 

@@ -34,7 +34,7 @@ from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
 from beam_dpsketch.transforms.intermittent import DPIntermittentQueries, QuerySchedule
-from beam_dpsketch.transforms.sliding import DPSlidingWindowFrequencies
+from beam_dpsketch.transforms.sliding import DPSlidingWindowFrequencies, SlidingLayout
 
 WIDTH = 1 << 15
 TRIALS = 4000
@@ -145,8 +145,7 @@ def test_sliding_window_charges_and_calibrates_for_the_remainder():
         accountant=accountant,
         noise_source=NoiseSource.insecure_for_tests(1),
         label="sliding",
-        block=10,
-        alpha="1/2",
+        layout=SlidingLayout(block=10, alpha="1/2"),
     )
     assert t.rho is None  # nothing is known about the budget before the transform is applied
     p = beam.Pipeline(runner="FnApiRunner")

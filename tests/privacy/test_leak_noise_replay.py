@@ -42,6 +42,7 @@ from beam_dpsketch.transforms import (
 )
 from beam_dpsketch.transforms.count import CountLaplaceMechanism
 from beam_dpsketch.transforms.quantiles import QuantileTree
+from beam_dpsketch.transforms.sliding import SlidingLayout
 
 RUNNER = "FnApiRunner"
 SECRET_KEY = b"persisted-secret-key-of-a-sched"
@@ -125,9 +126,8 @@ def _build(p: beam.Pipeline, out: Path) -> dict[str, DumpToFile]:
             APPROX,
             release_every=40,
             query_keys=["a", "b"],
-            block=20,
-            alpha="1/2",
             noise_source=_source(),
+            layout=SlidingLayout(block=20, alpha="1/2"),
         ),
         "intermittent": positions
         | "IntermittentSchedule"

@@ -24,6 +24,7 @@ from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.transforms import DPSlidingWindowFrequencies
+from beam_dpsketch.transforms.sliding import SlidingLayout
 from beam_dpsketch.transforms.sliding.tables import SegmentCombineFn
 
 SHAPE = (16, 2, 5)
@@ -101,10 +102,9 @@ def test_early_discarding_input_is_refused_naming_the_trigger(mode):
         mode=mode,
         origin=0 if mode == "time" else None,
         seed=SHAPE[2],
-        block=10,
-        alpha="1/2",
         noise_source=NoiseSource.insecure_for_tests(3),
         label=f"sw-early-{mode}",
+        layout=SlidingLayout(block=10, alpha="1/2"),
     )
     with pytest.raises(ValueError, match=r"the input's trigger .*early or late firings"):
         _ = pcoll | dp

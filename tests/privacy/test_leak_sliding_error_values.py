@@ -24,6 +24,7 @@ from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
 from beam_dpsketch.transforms import DPSlidingWindowFrequencies
+from beam_dpsketch.transforms.sliding import SlidingLayout
 from beam_dpsketch.transforms.sliding.stamp import Stamp
 from beam_dpsketch.transforms.sliding.steps import SegmentWindows, StepClock
 from beam_dpsketch.transforms.sliding.tables import SegmentTables
@@ -193,10 +194,9 @@ def test_count_mode_position_errors_hide_the_counts(tmp_path, positions, counts)
         PrivacyBudget.zcdp(1.0),
         release_every=30,
         query_keys=["a"],
-        block=10,
-        alpha="1/2",
         noise_source=NoiseSource.insecure_for_tests(3),
         label="sw",
+        layout=SlidingLayout(block=10, alpha="1/2"),
     )
     p = beam.Pipeline(runner="FnApiRunner")
     out = p | beam.Create([(t, "a") for t in positions]) | dp

@@ -25,6 +25,7 @@ from apache_beam.transforms.window import (
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms import DPSlidingWindowFrequencies
+from beam_dpsketch.transforms.sliding import SlidingLayout
 
 
 def transform(mode: str) -> DPSlidingWindowFrequencies:
@@ -37,10 +38,9 @@ def transform(mode: str) -> DPSlidingWindowFrequencies:
         query_keys=["a"],
         mode=mode,
         origin=0 if mode == "time" else None,
-        block=10,
-        alpha="1/2",
         noise_source=NoiseSource.insecure_for_tests(3),
         label=f"sw-windowing-{mode}",
+        layout=SlidingLayout(block=10, alpha="1/2"),
     )
 
 

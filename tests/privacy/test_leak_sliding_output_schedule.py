@@ -22,6 +22,7 @@ from collect import DumpToFile
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms import DPSlidingWindowFrequencies
+from beam_dpsketch.transforms.sliding import SlidingLayout
 
 # Event times (seconds; step s is [s - 1, s)): two events at the start, one at step 41. Every
 # window of a query at 15..40 (length 10) is empty.
@@ -39,10 +40,9 @@ def transform(name: str, **kwargs) -> DPSlidingWindowFrequencies:
         release_every=5,
         mode="time",
         origin=0,
-        block=5,
-        alpha="1/2",
         noise_source=NoiseSource.insecure_for_tests(11),
         label=name,
+        layout=SlidingLayout(block=5, alpha="1/2"),
         **options,
     )
 
@@ -114,10 +114,9 @@ def test_count_mode_answers_every_scheduled_position(tmp_path, every):
         PrivacyBudget.zcdp(1.0),
         release_every=every,
         query_keys=["never-seen"],
-        block=5,
-        alpha="1/2",
         noise_source=NoiseSource.insecure_for_tests(11),
         label=f"count-{every}",
+        layout=SlidingLayout(block=5, alpha="1/2"),
     )
     dump = DumpToFile(tmp_path / "count.pickle")
     p = beam.Pipeline(runner="FnApiRunner")

@@ -18,6 +18,7 @@ from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.cli import main
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms import DPSlidingWindowFrequencies
+from beam_dpsketch.transforms.sliding import SlidingLayout
 
 COUNT_RELATION = (
     "replace one element: one element's key substituted, every position fixed (neighbouring "
@@ -39,10 +40,9 @@ def transform(mode: str) -> DPSlidingWindowFrequencies:
         query_keys=["a"],
         mode=mode,
         origin=0 if mode == "time" else None,
-        block=10,
-        alpha="1/2",
         noise_source=NoiseSource.insecure_for_tests(3),
         label=f"sw-relation-{mode}",
+        layout=SlidingLayout(block=10, alpha="1/2"),
     )
 
 

@@ -29,6 +29,7 @@ from beam_dpsketch.transforms import (
     DPSlidingWindowFrequencies,
     QuerySchedule,
 )
+from beam_dpsketch.transforms.sliding import SlidingLayout
 from beam_dpsketch.transforms.windowing_rules import WindowingRefused
 
 RUNNER = "FnApiRunner"
@@ -213,9 +214,8 @@ def test_sliding_and_intermittent_take_a_weight():
         budget_weight=1,
         release_every=5,
         query_keys=["k1"],
-        block=10,
-        alpha="1/2",
         label="a",
+        layout=SlidingLayout(block=10, alpha="1/2"),
     )
     b = DPSlidingWindowFrequencies(
         20,
@@ -225,9 +225,8 @@ def test_sliding_and_intermittent_take_a_weight():
         budget_weight=2,
         release_every=5,
         query_keys=["k1"],
-        block=10,
-        alpha="1/2",
         label="b",
+        layout=SlidingLayout(block=10, alpha="1/2"),
     )
     pure = PrivacyAccountant(PrivacyBudget.pure(1.0), name="pure")
     schedule = QuerySchedule([(5, ["k1"])])

@@ -22,7 +22,7 @@ from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
 from beam_dpsketch.transforms import DPSlidingWindowFrequencies
-from beam_dpsketch.transforms.sliding import tables
+from beam_dpsketch.transforms.sliding import SlidingLayout, tables
 from beam_dpsketch.transforms.sliding.aggregator import SealAndQuery
 from beam_dpsketch.transforms.sliding.tables import (
     SegmentCombineFn,
@@ -78,10 +78,9 @@ def transform(every: int) -> DPSlidingWindowFrequencies:
         release_every=every,
         query_keys=QUERIES,
         seed=SEED,
-        block=BLOCK,
-        alpha="1/2",
         noise_source=NoiseSource.insecure_for_tests(SEED),
         label="sw-mem",
+        layout=SlidingLayout(block=BLOCK, alpha="1/2"),
     )
     # Applying the transform (pipeline built, not run) sets its release label and facts.
     _ = beam.Pipeline(runner="FnApiRunner") | beam.Create([(1, "a")]) | dp
@@ -263,11 +262,9 @@ def test_segment_tables_hold_only_the_cells_the_queries_read(tmp_path, monkeypat
         release_every=every,
         query_keys=queries,
         seed=SEED,
-        block=block,
-        checkpoints=[block, 1],
-        alpha="1/2",
         noise_source=NoiseSource.insecure_for_tests(SEED),
         label="sw-cells",
+        layout=SlidingLayout(block=block, checkpoints=[block, 1], alpha="1/2"),
     )
     half = n // 2
     # Both input paths: one batch element (partial tables) and single rows (combined rows).
@@ -372,9 +369,9 @@ def run_small_window(tmp_path, n: int, queries: int, monkeypatch) -> tuple[list,
         release_every=every,
         query_keys=QUERIES,
         seed=SEED,
-        preset="paper_experiments",
         noise_source=NoiseSource.insecure_for_tests(SEED),
         label="sw-small-window",
+        layout=SlidingLayout(preset="paper_experiments"),
     )
     keys = np.random.default_rng(n).integers(0, 5, n)
     # (first 0-based position, keys, seconds): the elements of ReadOrderedKeys.
@@ -446,14 +443,13 @@ def test_time_based_sparse_schedule_matches_the_core(tmp_path, as_batch):
         release_every=every,
         query_keys=QUERIES,
         seed=SEED,
-        block=block,
-        alpha="1/2",
         mode="time",
         origin=0,
         time_fn=lambda e: e[0],
         key_fn=lambda e: e[1],
         noise_source=NoiseSource.insecure_for_tests(SEED),
         label="sw-time-sparse",
+        layout=SlidingLayout(block=block, alpha="1/2"),
     )
     rows = [(float(s), k) for s, k in zip(seconds, keys, strict=True)]
     elements = [(seconds, keys)] if as_batch else rows

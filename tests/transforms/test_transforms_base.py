@@ -43,6 +43,7 @@ from beam_dpsketch.transforms import (
 from beam_dpsketch.transforms.base import DPTransform, FieldExtractor, as_extractor
 from beam_dpsketch.transforms.count import CountLaplaceMechanism
 from beam_dpsketch.transforms.quantiles import QuantileTree
+from beam_dpsketch.transforms.sliding import SlidingLayout
 
 SEED = 20261125
 SECRET = "secret-key-7f3a"
@@ -122,10 +123,9 @@ def _sliding(label=None, **kw):
         APPROX,
         release_every=5,
         query_keys=["b"],
-        block=10,
-        alpha="1/2",
         noise_source=noise(),
         label=label,
+        layout=SlidingLayout(block=10, alpha="1/2"),
         **kw,
     )
 

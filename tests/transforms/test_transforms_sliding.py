@@ -36,6 +36,7 @@ from beam_dpsketch.privacy import BudgetExceededError, PrivacyAccountant, Privac
 from beam_dpsketch.sketches import CountMinSketch
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
 from beam_dpsketch.transforms import DPSlidingWindowFrequencies, SlidingWindowRelease
+from beam_dpsketch.transforms.sliding import SlidingLayout
 from beam_dpsketch.transforms.sliding.stamp import Stamp
 from beam_dpsketch.transforms.sliding.steps import SegmentWindows, StepClock
 from beam_dpsketch.transforms.sliding.tables import SegmentTables
@@ -91,7 +92,7 @@ def test_count_mode_two_workers_equals_core(tmp_path):
         noise_source=source(),
         label="sw2",
         seed=SEED,
-        **LAYOUT,
+        layout=SlidingLayout(**LAYOUT),
     )
     options = PipelineOptions(
         [
@@ -133,7 +134,7 @@ def test_count_mode_heavy_hitters_with_metadata_equals_core(tmp_path):
         with_metadata=True,
         label="hh3",
         seed=SEED,
-        **LAYOUT,
+        layout=SlidingLayout(**LAYOUT),
     )
     got = run(
         beam.Pipeline(runner="FnApiRunner"),
@@ -179,7 +180,7 @@ def test_queries_are_post_processing_same_values_whatever_the_schedule(tmp_path)
             noise_source=source(),
             label="pp",
             seed=SEED,
-            **LAYOUT,
+            layout=SlidingLayout(**LAYOUT),
         )
         runs[every] = run(
             beam.Pipeline(runner="FnApiRunner"),
@@ -218,7 +219,7 @@ def test_count_mode_refuses_gaps_and_duplicates(tmp_path, positions, message, ev
         query_keys=["a"],
         noise_source=source(),
         seed=SEED,
-        **LAYOUT,
+        layout=SlidingLayout(**LAYOUT),
     )
     with pytest.raises(Exception, match=message):
         run(
@@ -260,8 +261,7 @@ def test_time_mode_teststream_equals_core_and_drops_late_data(tmp_path, every):
         noise_source=source(),
         label="time",
         seed=SEED,
-        block=8,
-        alpha="1/2",
+        layout=SlidingLayout(block=8, alpha="1/2"),
     )
     # The watermark advances to the middle and to the end of every step (0.5 s), so a query
     # timer that fired before its range was complete would see a segment arrive after sealing.
@@ -371,7 +371,7 @@ def test_without_a_budget_takes_what_the_accountant_has_left(tmp_path):
             noise_source=source(),
             label="rest",
             seed=SEED,
-            **LAYOUT,
+            layout=SlidingLayout(**LAYOUT),
         )
         assert t.rho is None if budget is None else t.rho is not None
         got = run(
@@ -403,7 +403,7 @@ def test_one_charge_of_the_whole_budget_however_many_queries():
         noise_source=source(),
         label="one",
         seed=SEED,
-        **LAYOUT,
+        layout=SlidingLayout(**LAYOUT),
     )
     # Nothing is charged at construction.
     assert acc.charges == ()
@@ -430,7 +430,7 @@ def test_one_charge_of_the_whole_budget_however_many_queries():
                 noise_source=source(),
                 label="two",
                 seed=SEED,
-                **LAYOUT,
+                layout=SlidingLayout(**LAYOUT),
             )
         )
     with pytest.raises(ValueError, match="already has a charge"):
@@ -446,13 +446,18 @@ def test_one_charge_of_the_whole_budget_however_many_queries():
                 noise_source=source(),
                 label="one",
                 seed=SEED,
-                **LAYOUT,
+                layout=SlidingLayout(**LAYOUT),
             )
         )
     assert len(acc.charges) == 1
 
 
 def _build(**overrides):
+    # Overrides of a layout field go into the SlidingLayout, the others to the transform.
+    layout = dict(LAYOUT)
+    for field in ("block", "preset"):
+        if field in overrides:
+            layout[field] = overrides.pop(field)
     kwargs = {
         "width": WIDTH,
         "depth": DEPTH,
@@ -461,7 +466,7 @@ def _build(**overrides):
         "query_keys": ["a"],
         "noise_source": source(),
         "seed": SEED,
-        **LAYOUT,
+        "layout": SlidingLayout(**layout),
     }
     kwargs.update(overrides)
     return DPSlidingWindowFrequencies(20, **kwargs)
@@ -511,7 +516,7 @@ def test_pure_budget_is_refused():
             query_keys=["a"],
             noise_source=source(),
             seed=SEED,
-            **LAYOUT,
+            layout=SlidingLayout(**LAYOUT),
         )
 
 
@@ -571,7 +576,7 @@ def test_count_mode_batches_equal_rows_and_core(tmp_path):
             noise_source=source(),
             label="batches",
             seed=SEED,
-            **LAYOUT,
+            layout=SlidingLayout(**LAYOUT),
         )
 
     rng = np.random.default_rng(7)
@@ -633,8 +638,7 @@ def test_time_mode_batches_equal_rows_and_core(tmp_path):
             noise_source=source(),
             label="tbatch",
             seed=SEED,
-            block=8,
-            alpha="1/2",
+            layout=SlidingLayout(block=8, alpha="1/2"),
         )
 
     order = np.argsort(times, kind="stable")
@@ -790,7 +794,7 @@ def test_one_instance_is_applied_once(tmp_path):
         noise_source=source(),
         label="once",
         seed=SEED,
-        **LAYOUT,
+        layout=SlidingLayout(**LAYOUT),
     )
     p = beam.Pipeline()
     _ = p | "A" >> beam.Create([(i, 1) for i in range(1, 21)]) | "TA" >> t
@@ -815,7 +819,7 @@ def test_time_mode_charge_claims_replace_one_only(tmp_path):
             noise_source=source(),
             label="time-rel",
             seed=SEED,
-            **LAYOUT,
+            layout=SlidingLayout(**LAYOUT),
         )
         got = run(
             beam.Pipeline(),

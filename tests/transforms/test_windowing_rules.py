@@ -42,6 +42,7 @@ from beam_dpsketch.transforms import (
 from beam_dpsketch.transforms.count import CountLaplaceMechanism
 from beam_dpsketch.transforms.engines import UnsupportedRunnerError
 from beam_dpsketch.transforms.quantiles import QuantileTree
+from beam_dpsketch.transforms.sliding import SlidingLayout
 from beam_dpsketch.transforms.windowing_rules import (
     WindowingDeclaration,
     WindowingRequirement,
@@ -262,9 +263,8 @@ GLOBAL_ONLY: dict[str, Callable[..., beam.PTransform]] = {
         PrivacyBudget.zcdp(1.0),
         release_every=5,
         query_keys=[1],
-        block=10,
-        alpha="1/2",
         noise_source=_noise(),
+        layout=SlidingLayout(block=10, alpha="1/2"),
         **kw,
     ),
     "DPIntermittentQueries": lambda **kw: DPIntermittentQueries(

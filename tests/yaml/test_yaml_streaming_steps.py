@@ -16,6 +16,7 @@ from beam_dpsketch.transforms import (
     DPIntermittentQueries,
     DPSlidingWindowFrequencies,
 )
+from beam_dpsketch.transforms.sliding import SlidingLayout
 from beam_dpsketch.yaml import PROVIDERS_FILE
 from tests.collect import DumpToFile
 
@@ -72,7 +73,7 @@ STEPS = {
             key_fn="item",
             position_fn="pos",
             query_keys=["a", "b"],
-            preset="theory",
+            layout=SlidingLayout(preset="theory"),
             noise_source=source,
             label="Step",
         ),

@@ -78,6 +78,6 @@ from beam_dpsketch.transforms.sliding.transform import (
     NEIGHBOURING_RELATIONS as NEIGHBOURING_RELATIONS,
 )
 from beam_dpsketch.transforms.sliding.transform import PRESETS as PRESETS
-from beam_dpsketch.transforms.sliding.transform import DPSlidingWindowFrequencies
+from beam_dpsketch.transforms.sliding.transform import DPSlidingWindowFrequencies, SlidingLayout
 
-__all__ = ["DPSlidingWindowFrequencies", "SlidingWindowRelease"]
+__all__ = ["DPSlidingWindowFrequencies", "SlidingLayout", "SlidingWindowRelease"]

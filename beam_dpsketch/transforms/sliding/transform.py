@@ -7,6 +7,7 @@ import math
 import numbers
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import apache_beam as beam
@@ -33,7 +34,13 @@ from beam_dpsketch.transforms.sliding.tables import (
 )
 from beam_dpsketch.transforms.windowing_rules import WindowingRequirement
 
-__all__ = ["DPSlidingWindowFrequencies", "MODES", "NEIGHBOURING_RELATIONS", "PRESETS"]
+__all__ = [
+    "DPSlidingWindowFrequencies",
+    "MODES",
+    "NEIGHBOURING_RELATIONS",
+    "PRESETS",
+    "SlidingLayout",
+]
 
 MODES = ("count", "time")
 PRESETS = (None, "theory", "paper_experiments")
@@ -81,6 +88,56 @@ def _micros(value: Any, name: str, *, positive: bool) -> int:
     if positive and micros <= 0:
         raise ValueError(f"{name} must be > 0, got {value}")
     return int(micros)
+
+
+@dataclass(frozen=True)
+class SlidingLayout:
+    """How DPSW-Sketch cuts the window into blocks and checkpoints: public parameters, set once.
+
+    One of three ways, each taking its own fields: explicit (``block`` or ``beta``, and
+    ``alpha`` or ``checkpoints``, ``split``, ``q``), ``preset="theory"`` (``alpha``) or
+    ``preset="paper_experiments"`` (``middle``, ``q``). A field left ``None`` is not passed, so
+    the sketch's default applies and a field that does not belong to the chosen way is refused
+    by the sketch, naming it.
+
+    Parameters
+    ----------
+    preset
+        ``None`` (explicit layout), ``"theory"`` or ``"paper_experiments"``
+        (:meth:`~beam_dpsketch.sketches.sliding.dpsw.DPSWSketch.theory`,
+        :meth:`~beam_dpsketch.sketches.sliding.dpsw.DPSWSketch.paper_experiments`).
+    block, beta, alpha, checkpoints, split, q, middle, noise, free_prefixes
+        The :class:`~beam_dpsketch.sketches.sliding.dpsw.DPSWSketch` arguments of that name.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``preset``. The other fields are checked by the sketch when the
+        transform is built (errors name the field).
+    """
+
+    preset: str | None = None
+    block: int | None = None
+    beta: float | None = None
+    alpha: Any = None
+    checkpoints: Sequence[int] | None = None
+    split: str | None = None
+    q: float | None = None
+    middle: int | None = None
+    noise: str | None = None
+    free_prefixes: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise ValueError(f"preset must be one of {PRESETS}, got {self.preset!r}")
+
+    def sketch_options(self) -> dict[str, Any]:
+        """The sketch arguments given (every field but ``preset`` that is not ``None``)."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name != "preset" and getattr(self, f.name) is not None
+        }
 
 
 class _SketchFactory:
@@ -166,13 +223,11 @@ class DPSlidingWindowFrequencies(DPTransform):
         looking at the data (e.g. the start of the reporting period); an event before it is
         refused. There is no default: an origin far before the data (such as the epoch) would
         release every empty window in between.
-    preset
-        ``None`` (explicit ``block``/``beta``, ``alpha``/``checkpoints``, ``split``...),
-        ``"theory"`` or ``"paper_experiments"`` (:meth:`DPSWSketch.theory`,
-        :meth:`DPSWSketch.paper_experiments`).
-    sketch_options
-        Further :class:`~beam_dpsketch.sketches.sliding.dpsw.DPSWSketch` arguments: ``block``,
-        ``beta``, ``alpha``, ``checkpoints``, ``split``, ``q``, ``noise``, ``middle``...
+    layout
+        A :class:`SlidingLayout`: an explicit layout (``SlidingLayout(block=..., alpha=...)``)
+        or a preset (``SlidingLayout(preset="theory")``,
+        ``SlidingLayout(preset="paper_experiments")``). Required: the sketch has no default
+        block length.
     budget_weight
         Without ``budget``: the transform's weight in ``accountant``'s pool (default 1; see
         :class:`~beam_dpsketch.transforms.base.DPTransform`).
@@ -258,18 +313,22 @@ class DPSlidingWindowFrequencies(DPTransform):
         time_fn: Callable[[Any], Any] | None = None,
         time_unit: float = 1,
         origin: float | None = None,
-        preset: str | None = None,
+        layout: SlidingLayout | None = None,
         budget_weight: float | None = None,
         accountant: PrivacyAccountant | None = None,
         noise_source: NoiseSource | None = None,
         with_metadata: bool = False,
         label: str | None = None,
-        **sketch_options: Any,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        if preset not in PRESETS:
-            raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
+        if layout is None:
+            layout = SlidingLayout()
+        if not isinstance(layout, SlidingLayout):
+            raise TypeError(
+                "layout must be a SlidingLayout (e.g. SlidingLayout(block=..., alpha=...) or "
+                f"SlidingLayout(preset='theory')), got {type(layout).__name__}"
+            )
         if not isinstance(with_metadata, bool):
             raise TypeError("with_metadata must be a bool")
         super().__init__(
@@ -314,14 +373,14 @@ class DPSlidingWindowFrequencies(DPTransform):
         # (the accountant's remainder, known when applied) a placeholder zCDP budget validates
         # everything but the budget: the layout (block, checkpoints) does not depend on it.
         self._factory = _SketchFactory(
-            preset,
+            layout.preset,
             (window, budget if budget is not None else PrivacyBudget.zcdp(1.0)),
             {
                 "width": width,
                 "depth": depth,
                 "seed": seed,
                 "release_prefix": label or self.default_label(),
-                **sketch_options,
+                **layout.sketch_options(),
             },
         )
         probe = self._factory(self._noise_source)
