@@ -244,3 +244,24 @@ def test_sliding_and_intermittent_take_a_weight():
     assert a.rho == pytest.approx(0.3) and b.rho == pytest.approx(0.6)
     assert c.charge.total_cost.epsilon == pytest.approx(0.75)
     assert d.charge.total_cost.epsilon == pytest.approx(0.25)
+
+
+def test_the_sliding_layout_is_one_value_object():
+    layout = SlidingLayout(block=10, alpha="1/2")
+    # Only the fields given reach the sketch: its defaults apply to the others.
+    assert layout.sketch_options() == {"block": 10, "alpha": "1/2"}
+    assert SlidingLayout(preset="theory").sketch_options() == {}
+    with pytest.raises(ValueError, match="preset must be one of"):
+        SlidingLayout(preset="fast")
+
+    def sliding(**kw):
+        return DPSlidingWindowFrequencies(
+            20, 16, 2, PrivacyBudget.zcdp(1.0), release_every=5, query_keys=["k1"], **kw
+        )
+
+    assert sliding(layout=layout).display_parameters()["window"] == 20
+    with pytest.raises(TypeError, match="layout must be a SlidingLayout"):
+        sliding(layout={"block": 10, "alpha": "1/2"})
+    # No block structure at all is refused by the sketch, naming what to give.
+    with pytest.raises(ValueError, match="block and beta"):
+        sliding()
