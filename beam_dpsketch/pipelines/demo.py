@@ -116,7 +116,7 @@ def _progress(step: int, total: int, message: str) -> None:
 
 def _released_row(record: tuple[Any, Any]) -> list[Any]:
     """A released ``(route, noisy count)`` and its error bound (``None`` if none) as JSON."""
-    route, noisy = record
+    route, noisy = record[0], record[1]
     bound = getattr(record, "error_bound", None)
     return [plain(route), float(noisy), None if bound is None else float(bound)]
 

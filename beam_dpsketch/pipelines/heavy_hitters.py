@@ -171,7 +171,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _rows(record: tuple[Any, Any]) -> Iterator[dict[str, Any]]:
     """One ``key``/``estimate``/``error_bound`` row per released ``(key, noisy count)``; largest
     first. ``error_bound`` is ``None`` for releases that state none."""
-    key, count = record
+    # The first two fields; a row may carry its bound in further fields.
+    key, count = record[0], record[1]
     key, estimate = plain(key), round(float(count), 2)
     bound = getattr(record, "error_bound", None)
     error_bound = None if bound is None else round(float(bound), 2)

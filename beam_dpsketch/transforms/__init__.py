@@ -15,8 +15,8 @@
   for a new DP aggregate.
 * Release records (:mod:`~beam_dpsketch.transforms.records`, typed rows with a Beam schema):
   :class:`CountEstimate`, :class:`QuantileEstimate`, :class:`KeyEstimate`,
-  :class:`StepEstimate`, :class:`TimedEstimate`, :class:`TimedHeavyHitters`,
-  :class:`IntermittentRecord`; release objects
+  :class:`BoundedKeyEstimate`, :class:`StepEstimate`, :class:`TimedEstimate`,
+  :class:`TimedHeavyHitters`, :class:`IntermittentRecord`; release objects
   with metadata: :class:`Release`, :class:`ContinualRelease`, :class:`SlidingWindowRelease`;
   and :func:`explain_pipeline`.
 * Windowing: :func:`plan_releases` (the release plan of a PCollection's windowing) and
@@ -45,6 +45,7 @@ from beam_dpsketch.transforms.heavy_hitters import DPHeavyHitters, DPHistogram
 from beam_dpsketch.transforms.intermittent import DPIntermittentQueries, QuerySchedule
 from beam_dpsketch.transforms.quantiles import DPQuantiles
 from beam_dpsketch.transforms.records import (
+    BoundedKeyEstimate,
     CountEstimate,
     IntermittentRecord,
     KeyEstimate,
@@ -67,6 +68,7 @@ __all__ = [
     "BatchKeys",
     "BatchKeysPerGroup",
     "BoundContributions",
+    "BoundedKeyEstimate",
     "ContinualDPSketch",
     "ContinualRelease",
     "CountEstimate",

@@ -8,10 +8,10 @@ unpack and compare like the plain tuples they replace (``step, key, estimate = r
 ===============================  =================================================================
 transform                        element type
 ===============================  =================================================================
-``DPHistogram``,                 :class:`~beam_dpsketch.sketches.misra_gries.HeavyHitterEstimate`
-``DPHeavyHitters``               (a ``(key, count)`` pair carrying ``lower``/``upper`` bounds);
-                                 :class:`KeyEstimate` for the user-level mechanisms without an
-                                 error bound (``pamg-gshm``, ``user-exact``)
+``DPHistogram``,                 :class:`BoundedKeyEstimate` (key, estimate and its bound:
+``DPHeavyHitters``               ``lower``, ``upper``, ``confidence``); :class:`KeyEstimate`
+                                 for the user-level mechanisms without an error bound
+                                 (``pamg-gshm``, ``user-exact``)
 ``DPFrequencies``                the released private sketch
                                  (``PrivateCountMinSketch``, ``PrivateCountSketch`` of
                                  :mod:`beam_dpsketch.sketches.linear.private`), or
@@ -41,6 +41,21 @@ guarantee), it merges with nothing, and it travels as its versioned bytes
 
 The guarantee is not repeated on every row: it is the release's, stated by the transform's
 ``explain()`` and, with ``with_metadata=True``, by the release object.
+
+A release that states an error bound states it in one vocabulary: ``lower <= f(key) <= upper``
+with probability ``confidence`` for that key alone (:class:`BoundedKeyEstimate`, whose
+``error_bound`` property is the larger distance from the estimate to either end).
+
+**Leaving Beam.** A release of rows goes as it is, with no ``Map``, to
+``apache_beam.dataframe.convert.to_dataframe`` (one column per field), to
+``beam.io.WriteToJson`` (one object per row; pass ``double_precision=15``, since pandas keeps
+10 significant digits by default) and to Parquet through the DataFrame's ``to_parquet`` (pass
+``index=False``). ``beam.io.WriteToParquet`` derives its Arrow schema from the row schema and
+takes rows whose fields all have a concrete type (:class:`CountEstimate`); a ``key`` (whatever
+type the input's keys have) or an estimate that is an ``int`` or a ``float`` depending on the
+mechanism is a Python-object field that Beam does not convert to Arrow, so such rows go to
+Parquet through the DataFrame. Rows carry no window: in windowed pipelines,
+``with_metadata=True`` gives each release's window bounds and pane.
 """
 
 # No ``from __future__ import annotations`` here: Beam reads the field types of a NamedTuple
@@ -99,6 +114,43 @@ class KeyEstimate(NamedTuple):
 
     key: Any
     estimate: Number
+
+
+class BoundedKeyEstimate(NamedTuple):
+    """One released ``(key, estimate)`` pair with the estimate's error bound.
+
+    The bound vocabulary of every release that states one: ``lower <= f(key) <= upper`` holds
+    with probability at least ``confidence`` for this key alone, where ``f(key)`` is the key's
+    true count. The first two fields unpack like :class:`KeyEstimate`
+    (``key, estimate, *_ = row``); :attr:`error_bound` is the symmetric form of the bound.
+
+    Attributes
+    ----------
+    key
+        The released key (public once released: it passed the mechanism's threshold).
+    estimate
+        The noisy count of ``key`` (an ``int`` for discrete noise, else a ``float``).
+    lower, upper
+        The bound's ends; functions of released values and public parameters only.
+    confidence
+        The probability of ``lower <= f(key) <= upper`` for this key alone.
+    """
+
+    key: Any
+    estimate: Number
+    lower: float
+    upper: float
+    confidence: float
+
+    @property
+    def count(self) -> Number:
+        """The estimate, under the name the sketch layer's ``HeavyHitterEstimate`` gives it."""
+        return self.estimate
+
+    @property
+    def error_bound(self) -> float:
+        """``max(estimate - lower, upper - estimate)``: ``|estimate - f(key)| <= error_bound``."""
+        return max(float(self.estimate) - self.lower, self.upper - float(self.estimate))
 
 
 class StepEstimate(NamedTuple):
@@ -192,14 +244,16 @@ class IntermittentRecord(NamedTuple):
     neighbouring_relation: str
 
 
-def as_key_estimate(record: Any) -> Any:
-    """``record`` if it carries an error bound (a ``HeavyHitterEstimate``), else ``KeyEstimate``.
+def as_key_estimate(record: Any) -> KeyEstimate | BoundedKeyEstimate:
+    """The typed row of a released ``(key, count)`` pair, with its bound when it carries one.
 
-    A released ``(key, count)`` pair without a bound becomes the typed row; its values and
-    their order are unchanged.
+    A sketch layer's ``HeavyHitterEstimate`` becomes :class:`BoundedKeyEstimate` (its
+    ``lower``, ``upper`` and ``confidence`` kept as they are), any other pair
+    :class:`KeyEstimate`; the key, the estimate and their order are unchanged.
     """
     if isinstance(record, HeavyHitterEstimate):
-        return record
+        key, estimate = record
+        return BoundedKeyEstimate(key, estimate, record.lower, record.upper, record.confidence)
     key, estimate = record
     return KeyEstimate(key, estimate)
 
@@ -209,6 +263,7 @@ RECORD_TYPES: tuple[type, ...] = (
     CountEstimate,
     QuantileEstimate,
     KeyEstimate,
+    BoundedKeyEstimate,
     StepEstimate,
     TimedEstimate,
     TimedHeavyHitters,

@@ -63,7 +63,7 @@ def release(pp: Any, truth: Counter, m: int | None, seed: int) -> dict[int, int]
     (marker,) = mechanism.selection.release(pp, BUDGET, source.stream(("selection",)))
     counts = {key: truth[key] for key in marker.keys}
     out = mechanism.release(counts, BUDGET, source.stream(("count",)))
-    return dict(out)
+    return dict(r[:2] for r in out)
 
 
 def audit(d: list[list[int]], d2: list[list[int]], heavy: list[int], m: int | None) -> float:

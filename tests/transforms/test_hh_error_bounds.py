@@ -11,8 +11,8 @@ from apache_beam.testing.util import assert_that
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
-from beam_dpsketch.sketches.misra_gries import HeavyHitterEstimate
 from beam_dpsketch.transforms import DPHistogram
+from beam_dpsketch.transforms.records import BoundedKeyEstimate
 from tests.collect import DumpToFile
 
 BUDGET = PrivacyBudget.approx(4.0, 1e-6)
@@ -37,7 +37,7 @@ def test_records_carry_the_stated_bound(mechanism, tmp_path):
     assert out
     truth = np.bincount(keys)
     for record in out:
-        assert isinstance(record, HeavyHitterEstimate)
+        assert isinstance(record, BoundedKeyEstimate)
         assert record.confidence == 0.95
         assert record.lower <= record.count <= record.upper
         # 20 distinct keys < k: the sketch is exact and the bound is the noise quantile.

@@ -29,6 +29,7 @@ from apache_beam.transforms.display import DisplayData
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget, PrivacyUnit
 from beam_dpsketch.transforms import (
+    BoundedKeyEstimate,
     ContinualDPSketch,
     DPAggregate,
     DPCount,
@@ -168,10 +169,10 @@ def test_two_heavy_hitters_with_labels_a_and_b_both_release():
     b = data | DPHeavyHitters(4, budget, label="b", **kw)
 
     def released(records):
-        # Each release is a non-empty list of (key, noisy count) pairs: SECRET's 600 copies
-        # less Algorithm 3's offset N/(k+1) = 240 sit about 330 above the threshold (about
-        # 31), some 150 noise scales.
-        assert records and all(isinstance(r, tuple) and len(r) == 2 for r in records)
+        # Each release is a non-empty list of (key, noisy count) rows with their bounds:
+        # SECRET's 600 copies less Algorithm 3's offset N/(k+1) = 240 sit about 330 above the
+        # threshold (about 31), some 150 noise scales.
+        assert records and all(type(r) is BoundedKeyEstimate for r in records)
 
     assert_that(a, released, label="CheckA")
     assert_that(b, released, label="CheckB")

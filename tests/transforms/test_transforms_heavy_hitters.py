@@ -73,7 +73,7 @@ def test_design_b_pipeline_equals_the_core_release(seed, dump):
         t.aggregate.noise_source.stream(release_id_for("hist", GlobalWindow(), 0)),
     )
     out = run_one_batch(t, keys, dump)
-    assert out == [(k, c) for k, c in expected.items]
+    assert [r[:2] for r in out] == [(k, c) for k, c in expected.items]
     assert len(out) > 3  # the heavy keys of a Zipf(1.2) stream pass the threshold
 
 
@@ -87,7 +87,7 @@ def test_sequential_pipeline_equals_pmg_on_the_whole_stream(dump):
         t.aggregate.noise_source.stream(release_id_for("seq", GlobalWindow(), 0)),
         error_confidence=ERROR_CONFIDENCE,
     )
-    assert run_one_batch(t, keys, dump) == [(k, c) for k, c in expected.items]
+    assert [r[:2] for r in run_one_batch(t, keys, dump)] == [(k, c) for k, c in expected.items]
 
 
 def test_sequential_sketch_sees_every_batch_of_the_window(dump):
@@ -107,7 +107,7 @@ def test_sequential_sketch_sees_every_batch_of_the_window(dump):
     )
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create(batches) | t, dump)
-    assert dump.load() == [(k, c) for k, c in expected.items]
+    assert [r[:2] for r in dump.load()] == [(k, c) for k, c in expected.items]
 
 
 def test_two_sequential_releases_of_one_input_both_release(tmp_path):
@@ -134,7 +134,7 @@ def test_two_sequential_releases_of_one_input_both_release(tmp_path):
             )
             assert_that(batches | f"s{i}" >> t, out, label=f"Check{i}")
     for out, items in zip(outs, expected, strict=True):
-        assert out.load() == [(k, c) for k, c in items] and items
+        assert [r[:2] for r in out.load()] == [(k, c) for k, c in items] and items
 
 
 def test_misra_gries_bytes_round_trip_between_batches_changes_nothing():
@@ -167,7 +167,7 @@ def test_heavy_hitters_are_found_and_counts_within_the_bound(dump):
         dump,
     )
     assert len(out) == 10
-    counts = [c for _, c in out]
+    counts = [r.estimate for r in out]
     assert counts == sorted(counts, reverse=True)  # largest first
     # Design B with the count correction: f(x) <= (V + N)/(k+1) <= f(x) + n/(k+1), plus
     # discrete Laplace noise of scale 2/eps_hh per key and (1/eps_c)/(k+1) from N_hat
@@ -175,12 +175,12 @@ def test_heavy_hitters_are_found_and_counts_within_the_bound(dump):
     # <= beta; with beta = 1e-9 per draw the union over 11 draws fails w.p. <= 1.1e-8.
     noise_bound = (2 / (0.95 * EPS) + 1 / (0.05 * EPS) / (k + 1)) * math.log(1e9)
     for rec in out:
-        key, noisy = rec
+        key, noisy = rec[:2]
         assert truth[key] - noise_bound <= noisy <= truth[key] + n / (k + 1) + noise_bound
         # The stated 95% interval is wider than the sketch's one-sided error.
         assert rec.error_bound >= n / (k + 1)
     top5 = {key for key, _ in truth.most_common(5)}
-    assert top5 <= {key for key, _ in out}
+    assert top5 <= {r.key for r in out}
 
 
 def test_histogram_is_in_canonical_key_order_and_has_no_dummies(dump):
@@ -192,8 +192,8 @@ def test_histogram_is_in_canonical_key_order_and_has_no_dummies(dump):
         keys,
         dump,
     )
-    assert [k for k, _ in out] == ["a", "b", "c"]  # "d" (count 3) is below the threshold
-    assert all(k is not None for k, _ in out)
+    assert [r.key for r in out] == ["a", "b", "c"]  # "d" (count 3) is below the threshold
+    assert all(r.key is not None for r in out)
 
 
 def test_fixed_windows_release_once_per_window_with_distinct_noise(dump):
@@ -213,7 +213,7 @@ def test_fixed_windows_release_once_per_window_with_distinct_noise(dump):
     # their noise vectors are independent: all 16 noisy counts coincide with probability
     # <= (sum_z P[Z=z]^2)^16 < 0.31^16 < 1e-8 for the discrete Laplace of scale 1/eps = 1; a
     # noisy count is 60 or more away with probability < 1e-25.
-    released = [dict(r.records) for r in out]
+    released = [dict(rec[:2] for rec in r.records) for r in out]
     assert all(set(r) == set(keys) for r in released)
     assert released[0] != released[1]
     assert all(abs(v - 500) < 60 for r in released for v in r.values())
@@ -266,7 +266,7 @@ def test_user_level_bounds_each_units_contributions(dump):
     )
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create(rows) | t, dump)
-    released = dict(dump.load())
+    released = dict(r[:2] for r in dump.load())
     assert "spam" not in released
     assert "ham" in released and abs(released["ham"] - 300) < 150
     assert "privacy unit: user" in t.explain()
@@ -296,7 +296,7 @@ class CheckAgainstTruth:
         keys = np.concatenate([np.concatenate(_generate(seed)) for seed in (11, 12, 13)])
         truth = Counter(keys.tolist())
         n = sum(truth.values())
-        released = dict(actual)
+        released = dict(r[:2] for r in actual)
         assert {0, 1} <= set(released), actual
         for key, noisy in released.items():
             low = truth[key] - n / (self.k + 1) - self.noise_bound
@@ -349,12 +349,12 @@ def test_design_b_metadata_records_carry_error_bounds_and_are_unbiased(dump):
     (release,) = run_one_batch(t, keys, dump)
     assert len(release.records) == 5
     for rec in release.records:
-        key, count = rec
+        key, count = rec[:2]
         # Noise only: 2/eps_hh * ln(1e9) per key and (1/eps_c)/(k+1) * ln(1e9) from N_hat.
         assert abs(count - truth[key]) <= (2 / 0.95 + 20 / 65) * math.log(1e9)
         assert rec.confidence == 0.95 and rec.lower <= count <= rec.upper
         assert rec.error_bound == max(count - rec.lower, rec.upper - count)
-    assert [k for k, _ in release.records] == [0, 1, 2, 3, 4]
+    assert [r.key for r in release.records] == [0, 1, 2, 3, 4]
 
 
 def test_explain_states_the_budget_split_estimate_and_memory():

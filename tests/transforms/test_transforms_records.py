@@ -3,7 +3,7 @@
 For every case of ``tests/transform_cases.py`` the output PCollection's ``element_type`` is a
 row type of ``beam_dpsketch.transforms.records`` (a ``NamedTuple`` registered with Beam's
 ``RowCoder``) or one of the release objects that module documents (a private sketch,
-``PrivateKeyCounts``, ``HeavyHitterEstimate``); every emitted element is of that type; rows
+``PrivateKeyCounts``); every emitted element is of that type; rows
 convert to a Beam DataFrame with one column per field; ``default_label`` shows the shape.
 """
 
@@ -21,7 +21,6 @@ from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.linear.key_counts import PrivateKeyCounts
 from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
-from beam_dpsketch.sketches.misra_gries import HeavyHitterEstimate
 from beam_dpsketch.transforms import DPHeavyHitters, DPQuantiles, DPSlidingWindowFrequencies
 from beam_dpsketch.transforms.quantiles import QuantileTree
 from beam_dpsketch.transforms.records import RECORD_TYPES, KeyEstimate, TimedHeavyHitters
@@ -31,7 +30,7 @@ from transform_cases import APPROX, CASES, EPS, POSITIONED  # noqa: E402
 
 RUNNER = "FnApiRunner"
 #: What ``beam_dpsketch.transforms.records`` documents as released objects rather than rows.
-RELEASE_OBJECTS = (HeavyHitterEstimate, PrivateKeyCounts, PrivateCountMinSketch, PrivateCountSketch)
+RELEASE_OBJECTS = (PrivateKeyCounts, PrivateCountMinSketch, PrivateCountSketch)
 
 
 def _declared(name: str) -> tuple[beam.PTransform, Any]:

@@ -40,6 +40,6 @@ def test_top_none_releases_every_selected_key_largest_first(tmp_path):
     with beam.Pipeline(runner=FnApiRunner()) as p:
         assert_that(p | beam.Create([keys], reshuffle=False) | t, dump)
     out = dump.load()
-    assert {k for k, _ in out} == set(range(300))
-    counts = [c for _, c in out]
+    assert {r.key for r in out} == set(range(300))
+    counts = [r.estimate for r in out]
     assert counts == sorted(counts, reverse=True)

@@ -30,11 +30,8 @@ from beam_dpsketch.checks import check_int
 from beam_dpsketch.noise import NoiseStream
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms.bounding import BOUNDED_RELEASE_WINDOWING
-from beam_dpsketch.transforms.heavy_hitters.sketch_layer import (
-    HeavyHitterEstimate,
-    HeavyHitterRelease,
-)
-from beam_dpsketch.transforms.records import as_key_estimate
+from beam_dpsketch.transforms.heavy_hitters.sketch_layer import HeavyHitterRelease
+from beam_dpsketch.transforms.records import BoundedKeyEstimate, as_key_estimate
 from beam_dpsketch.transforms.release import ReleaseMechanism
 from beam_dpsketch.transforms.windowing_rules import WindowingRequirement
 
@@ -172,9 +169,9 @@ class HeavyHitterMechanism(ReleaseMechanism):
 
     @property
     def record_type(self) -> type:
-        """:class:`~beam_dpsketch.sketches.misra_gries.HeavyHitterEstimate`: a count with its
+        """:class:`~beam_dpsketch.transforms.records.BoundedKeyEstimate`: a count with its
         error bound (subclasses without a per-value bound say otherwise)."""
-        return HeavyHitterEstimate
+        return BoundedKeyEstimate
 
     def check_budget(self, budget: PrivacyBudget) -> None:
         check_approx_budget(self.name, budget, self.delta_reason)

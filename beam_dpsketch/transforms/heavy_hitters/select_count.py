@@ -453,12 +453,6 @@ class SelectThenCount(HeavyHitterMechanism):
             privacy_unit=ELEMENT if m is None else USER,
         )
 
-    def release(self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream) -> list[Any]:
-        released = self.release_object(accumulator, budget, stream)
-        if self.top is None:
-            return released.estimates()
-        return sorted(released.top(self.top).estimates(), key=lambda kv: -kv[1])
-
     def calibration(self, budget: PrivacyBudget) -> dict[str, Any]:
         m = self.max_contributions
         sel = self.selection.describe(budget)

@@ -136,9 +136,10 @@ def _identity(x: Any) -> Any:
 class DPHistogram(AccountedTransform):
     """Differentially private sparse histogram of keys per window, from Misra-Gries sketches.
 
-    Emits ``(key, noisy_count)`` tuples (element level:
-    :class:`~beam_dpsketch.sketches.misra_gries.HeavyHitterEstimate` tuples, whose ``lower``,
-    ``upper``, ``error_bound`` and ``confidence`` attributes state each count's error) for every
+    Emits ``(key, noisy_count)`` rows (element level:
+    :class:`~beam_dpsketch.transforms.records.BoundedKeyEstimate` rows, whose ``lower``,
+    ``upper`` and ``confidence`` fields and ``error_bound`` property state each count's error;
+    user level: :class:`~beam_dpsketch.transforms.records.KeyEstimate`) for every
     key whose noisy count passes the mechanism's threshold, in canonical key order (never
     insertion order, ``docs/algorithms.md#mg-order``), one release per window and pane (or
     :class:`~beam_dpsketch.transforms.release.Release` objects carrying the records and the
