@@ -3,9 +3,9 @@
 Each class builds the library transform of the same name (:mod:`beam_dpsketch.transforms`) from
 plain configuration, as :mod:`beam_dpsketch.yaml.transforms` does for the single-release ones,
 and releases its typed records as rows. They take the common keys ``epsilon``, ``delta``,
-``accountant``, ``label`` and ``insecure_test_noise_key``; their privacy unit and their clock are
-fixed by the mechanism (see each library transform), so ``privacy_unit`` and ``windowing`` are
-not keys of theirs.
+``accountant``, ``label`` and ``insecure_test_noise_key``. Their clock is the mechanism's (see each
+library transform), so ``windowing`` is not a key of theirs; ``ContinualDPSketch`` takes a
+``privacy_unit`` for the contribution bound of its pane model, the others protect one element.
 """
 
 from collections.abc import Callable, Sequence
@@ -14,7 +14,6 @@ from typing import Any
 import apache_beam as beam
 
 from beam_dpsketch.checks import check_int, check_real
-from beam_dpsketch.privacy import PrivacyUnit
 from beam_dpsketch.transforms import (
     ContinualDPSketch,
     DPIntermittentQueries,
@@ -24,18 +23,6 @@ from beam_dpsketch.transforms import (
 from beam_dpsketch.transforms.sliding import SlidingLayout
 from beam_dpsketch.yaml.config import check_field
 from beam_dpsketch.yaml.transforms import YamlDPTransform, field_type
-
-#: The continual transform reads only the unit's contribution bound (the caller bounds each
-#: unit's arrivals upstream), so the unit's id here only names it.
-_UPSTREAM_UNIT = "unit bounded upstream"
-
-
-def _arrivals_unit(max_contributions: int) -> PrivacyUnit:
-    """The privacy unit of ``max_contributions`` arrivals that the continual transform takes."""
-    if max_contributions == 1:
-        return PrivacyUnit()
-    return PrivacyUnit(id=_UPSTREAM_UNIT, max_contributions=max_contributions)
-
 
 __all__ = [
     "YamlContinualDPSketch",
@@ -93,8 +80,12 @@ class YamlContinualDPSketch(YamlDPTransform):
     time_model
         ``"element"`` (default: one step per row, at ``position``) or ``"pane"`` (one step for
         the whole input, in the global window).
-    sketch, algorithm, release_every, seed, calibration, cs_sensitivity, max_contributions
+    sketch, algorithm, release_every, seed, calibration, cs_sensitivity
         As for the library transform.
+    privacy_unit
+        Pane model: ``{id: <field>, max_contributions: m}``, the bound on one unit's arrivals in
+        the pane, which the caller enforces upstream (element level when left out; the element
+        model protects the key of one arrival and takes no bound).
     epsilon, delta, accountant, label, insecure_test_noise_key
         The common keys of :mod:`beam_dpsketch.yaml.transforms`.
 
@@ -120,7 +111,7 @@ class YamlContinualDPSketch(YamlDPTransform):
         seed: int = 0,
         calibration: str | None = None,
         cs_sensitivity: str | None = None,
-        max_contributions: int = 1,
+        privacy_unit: dict[str, Any] | None = None,
         epsilon: float | None = None,
         delta: float | None = None,
         accountant: dict[str, Any] | None = None,
@@ -131,6 +122,7 @@ class YamlContinualDPSketch(YamlDPTransform):
             epsilon=epsilon,
             delta=delta,
             accountant=accountant,
+            privacy_unit=privacy_unit,
             label=label,
             insecure_test_noise_key=insecure_test_noise_key,
         )
@@ -145,7 +137,6 @@ class YamlContinualDPSketch(YamlDPTransform):
             "algorithm": algorithm,
             "release_every": check_int(release_every, "release_every"),
             "seed": check_int(seed, "seed", lower=0),
-            "privacy_unit": _arrivals_unit(check_int(max_contributions, "max_contributions")),
         }
         if calibration is not None:
             options["calibration"] = calibration
@@ -171,6 +162,7 @@ class YamlContinualDPSketch(YamlDPTransform):
             budget,
             query_keys=self.query_keys,
             key_fn=key_fn,
+            privacy_unit=self.privacy_unit,
             **self.options,
             **common,
         )

@@ -17,7 +17,7 @@ from beam_dpsketch.transforms import (
     DPSlidingWindowFrequencies,
 )
 from beam_dpsketch.transforms.sliding import SlidingLayout
-from beam_dpsketch.yaml import PROVIDERS_FILE
+from beam_dpsketch.yaml import PROVIDERS_FILE, YamlContinualDPSketch
 from tests.collect import DumpToFile
 
 KEYS = "aabacabdaa"
@@ -142,3 +142,22 @@ def test_a_yaml_step_releases_the_python_api_records(step, tmp_path):
     expected = sorted(from_python.load())
     assert len(expected) >= 3
     assert sorted(from_yaml.load()) == expected
+
+
+def test_the_continual_step_takes_its_contribution_bound_from_the_privacy_unit():
+    rows = [beam.Row(user=f"u{i % 5}", item="ab"[i % 2]) for i in range(40)]
+    unit = {"id": "user", "max_contributions": 8}
+    config = {"width": 32, "depth": 3, "horizon": 1, "query_keys": ["a"], "key": "item"}
+    p = beam.Pipeline("FnApiRunner")
+    pane = YamlContinualDPSketch(
+        **config, time_model="pane", privacy_unit=unit, epsilon=1.0, delta=1e-6
+    )
+    _ = p | "Pane" >> beam.Create(rows) | "PaneStep" >> pane
+    assert pane.dp_transform.charge is not None
+    assert "8" in pane.explain()  # the declared bound, a public parameter
+    # The element model has one arrival per step: a bound is refused, naming the key.
+    element = YamlContinualDPSketch(
+        **config, position="item", privacy_unit=unit, epsilon=1.0, delta=1e-6
+    )
+    with pytest.raises(ValueError, match="^privacy_unit: max_contributions applies to the pane"):
+        _ = p | "Element" >> beam.Create(rows) | "ElementStep" >> element
