@@ -1,8 +1,9 @@
-"""Beam's DaskRunner with the three corrections a batch DP pipeline needs to scale out on Dask.
+"""Beam's DaskRunner with the corrections a batch DP pipeline needs to scale out on Dask.
 
 Beam 2.77's ``DaskRunner`` (``apache_beam.runners.dask.dask_runner``) translates a pipeline to
-``dask.bag`` operations. Three of its translations keep a pipeline on one Dask worker, or lose
-data, and :class:`ScalingDaskRunner` corrects them; everything else is Beam's runner:
+``dask.bag`` operations. Four of its translations keep a pipeline on one Dask worker, repeat
+work, or lose data, and :class:`ScalingDaskRunner` corrects them; everything else is Beam's
+runner:
 
 ``finish_bundle`` outputs
     Beam's ``ParDo`` translation collects a bundle's outputs *before* it calls the ``DoFn``'s
@@ -23,6 +24,12 @@ Combines
     one element (``MatchFiles``, and the readers of :mod:`beam_dpsketch.io`) does all its work in
     one partition, on one worker. Here a ``Reshuffle`` spreads its elements over
     ``--dask_npartitions`` partitions (default :data:`DEFAULT_RESHUFFLE_PARTITIONS`).
+Side inputs
+    Beam's translation reads a side input inside each task that uses it, by computing the side
+    input's whole graph again there: a step over 16 partitions with a side input computes that
+    side input 16 times (select-then-count's count pass recomputed its selection pass per
+    partition). Here each side input is one ``dask.delayed`` value, a dependency that Dask
+    computes once and hands to every task of the step.
 
 What the DaskRunner does not implement stays refused by the DP transforms (windows, triggers,
 timestamps, state and timers; :mod:`beam_dpsketch.transforms.engines` finds the runner's limits
@@ -47,6 +54,7 @@ from apache_beam.runners.dask.dask_runner import DaskRunner
 from apache_beam.runners.dask.overrides import _Reshuffle
 from apache_beam.transforms.combiners import LiftedCombinePerKey
 from apache_beam.transforms.sideinputs import SideInputMap
+from dask import delayed
 
 __all__ = ["DEFAULT_RESHUFFLE_PARTITIONS", "LiftCombines", "ScalingDaskRunner"]
 
@@ -54,13 +62,39 @@ __all__ = ["DEFAULT_RESHUFFLE_PARTITIONS", "LiftCombines", "ScalingDaskRunner"]
 DEFAULT_RESHUFFLE_PARTITIONS = 16
 
 
+@dataclasses.dataclass
+class _WindowedValues:
+    """The iterable a ``SideInputMap`` reads: computed values, in their windows."""
+
+    values: list[t.Any]
+    window_fn: t.Any
+
+    def __iter__(self) -> t.Iterator[t.Any]:
+        for value in self.values:
+            yield beam_dask.get_windowed_value(value, self.window_fn)
+
+
 def _apply_dofn_to_bundle(
     items: t.Iterable[t.Any],
     invoker_args: list[t.Any],
     invoker_kwargs: dict[str, t.Any],
     receivers: beam_dask.OneReceiver,
+    side_specs: list[tuple[t.Any, t.Any, t.Any]],
+    *side_values: list[t.Any],
 ) -> list[t.Any]:
-    """Run a ``DoFn`` over one partition; its outputs include those of ``finish_bundle``."""
+    """Run a ``DoFn`` over one partition; its outputs include those of ``finish_bundle``.
+
+    ``side_values`` are the side inputs' contents, computed once by Dask as dependencies of the
+    task (Beam's translation recomputes a side input's whole graph inside every task reading it).
+    """
+    if side_specs:
+        invoker_kwargs = dict(invoker_kwargs)
+        invoker_kwargs["side_inputs"] = [
+            SideInputMap(view_type, view_options, _WindowedValues(list(values), window_fn))
+            for (view_type, view_options, window_fn), values in zip(
+                side_specs, side_values, strict=True
+            )
+        ]
     invoker = DoFnInvoker.create_invoker(*invoker_args, **invoker_kwargs)
     invoker.invoke_setup()
     invoker.invoke_start_bundle()
@@ -73,9 +107,14 @@ def _apply_dofn_to_bundle(
 
 
 class _ParDo(beam_dask.ParDo):
-    """Beam's ``ParDo`` translation, keeping what ``finish_bundle`` emits."""
+    """Beam's ``ParDo`` translation, keeping what ``finish_bundle`` emits and computing each side
+    input once.
 
-    def apply(self, input_bag: db.Bag, side_inputs: beam_dask.OpSide = None) -> db.Bag:
+    ``side_inputs`` are ``(view type, view options, window mapping, bag)`` for each side input
+    (from :meth:`ScalingDaskRunner.to_dask_bag_visitor`).
+    """
+
+    def apply(self, input_bag: db.Bag, side_inputs: t.Any = None) -> db.Bag:
         transform = t.cast(beam.ParDo, self.transform)
         args, kwargs = transform.raw_side_inputs
         main_input = next(iter(self.applied.main_inputs.values()))
@@ -95,14 +134,21 @@ class _ParDo(beam_dask.ParDo):
         ]
         invoker_kwargs = dict(
             context=DoFnContext(transform.label, state=None),
-            side_inputs=side_inputs,
+            side_inputs=None,
             input_args=list(args),
             input_kwargs=kwargs,
             user_state_context=None,
             bundle_finalizer_param=DoFn.BundleFinalizerParam(),
         )
+        specs = [(view, options, mapping) for view, options, mapping, _ in side_inputs or ()]
+        # Each side input's contents as one dask.delayed value: a dependency every task of this
+        # step receives computed, instead of computing it again inside each task.
+        contents = [
+            delayed(list)(bag) if bag is not None else delayed(list)(())
+            for _, _, _, bag in side_inputs or ()
+        ]
         return input_bag.map(beam_dask.get_windowed_value, window_fn).map_partitions(
-            _apply_dofn_to_bundle, invoker_args, invoker_kwargs, receivers
+            _apply_dofn_to_bundle, invoker_args, invoker_kwargs, receivers, specs, *contents
         )
 
 
@@ -138,8 +184,8 @@ class LiftCombines(PTransformOverride):
 
 
 class ScalingDaskRunner(DaskRunner):
-    """Beam's ``DaskRunner`` with ``finish_bundle`` outputs kept, combines lifted and
-    ``Reshuffle`` spreading its elements (see the module docstring). Batch, global window only,
+    """Beam's ``DaskRunner`` with ``finish_bundle`` outputs kept, combines lifted, ``Reshuffle``
+    spreading its elements and side inputs computed once (see the module docstring). Batch, global window only,
     like the ``DaskRunner``."""
 
     @staticmethod
@@ -173,13 +219,11 @@ class ScalingDaskRunner(DaskRunner):
                 side_inputs = list(transform_node.side_inputs)
                 if side_inputs:
                     op_kws["side_inputs"] = [
-                        SideInputMap(
+                        (
                             type(si),
                             si._view_options(),  # noqa: SLF001 - as Beam's visitor does
-                            beam_dask.DaskBagWindowedIterator(
-                                self.bags.get(si.pvalue.producer),
-                                si._window_mapping_fn,  # noqa: SLF001
-                            ),
+                            si._window_mapping_fn,  # noqa: SLF001
+                            self.bags.get(si.pvalue.producer),
                         )
                         for si in side_inputs
                     ]

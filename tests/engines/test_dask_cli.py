@@ -18,8 +18,9 @@ before any cluster starts; Dask options without ``--runner dask`` are refused to
 The demo, whose noise is not seeded, is checked for its three outputs and their bounds.
 
 **The runner.** ``--runner dask`` is ``ScalingDaskRunner``: a ``Reshuffle`` spreads its elements
-over partitions, combines are lifted, and what a ``DoFn`` emits from ``finish_bundle`` is kept
-(keys fed one per element are all counted, as on the FnApiRunner).
+over partitions, combines are lifted, what a ``DoFn`` emits from ``finish_bundle`` is kept
+(keys fed one per element are all counted, as on the FnApiRunner), and a side input is computed
+once, not once per task that reads it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,12 @@ from matrix import on_both
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.pipelines.cli import main
 from beam_dpsketch.pipelines.demo import run_demo
-from beam_dpsketch.pipelines.runner import SCALING_DASK_RUNNER, command_runner, pipeline_options
+from beam_dpsketch.pipelines.runner import (
+    SCALING_DASK_RUNNER,
+    command_runner,
+    pipeline_options,
+    run_pipeline,
+)
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms import DPFrequencies
 
@@ -298,3 +304,29 @@ def test_finish_bundle_outputs_kept_per_element_keys(tmp_path, dask_address):
     assert len(got) == len(ref) == 1
     np.testing.assert_array_equal(np.asarray(got[0].table), np.asarray(ref[0].table))
     assert np.asarray(ref[0].table).sum() != 0
+
+
+def _count_evaluation(x: int, path: str) -> int:
+    with open(path, "a") as f:
+        f.write("evaluated\n")
+    return x
+
+
+def test_side_input_computed_once(tmp_path, dask_address):
+    # Beam's translation computes a side input again inside every task that reads it: here once
+    # per partition of the step (16).
+    marker = tmp_path / "evaluations.txt"
+    p = beam.Pipeline(
+        options=PipelineOptions(
+            [f"--runner={SCALING_DASK_RUNNER}", f"--dask_client_address={dask_address}"]
+        )
+    )
+    side = p | "Side" >> beam.Create([5]) | "Count" >> beam.Map(_count_evaluation, str(marker))
+    _ = (
+        p
+        | "Parts" >> beam.Create(list(range(32)))
+        | "Spread" >> beam.Reshuffle()
+        | "Add" >> beam.Map(lambda x, s: x + s[0], beam.pvalue.AsList(side))
+    )
+    run_pipeline(p)
+    assert marker.read_text().splitlines() == ["evaluated"]
