@@ -93,12 +93,13 @@ WINDOW_FIELDS: tuple[tuple[str, type], ...] = (
     ("pane_index", int),
 )
 
-#: The fields of a heavy-hitter row after ``key`` (``lower``/``upper``: the count's error
-#: bounds at the mechanism's stated confidence; ``None`` for mechanisms that state none).
+#: The fields of a heavy-hitter row after ``key`` (``lower <= f(key) <= upper`` with probability
+#: ``confidence`` for this key alone; ``None`` for mechanisms that state no bound).
 HEAVY_HITTER_FIELDS: tuple[tuple[str, Any], ...] = (
     ("estimate", float),
     ("lower", typing.Optional[float]),  # noqa: UP045 - Beam's schema inference reads Optional
     ("upper", typing.Optional[float]),  # noqa: UP045
+    ("confidence", typing.Optional[float]),  # noqa: UP045
 )
 
 
@@ -294,14 +295,12 @@ class YamlDPTransform(beam.PTransform, abc.ABC):
 
 def _heavy_hitter_values(record: Any) -> list[dict[str, Any]]:
     key, count = record[0], record[1]
-    lower = getattr(record, "lower", None)
-    upper = getattr(record, "upper", None)
+    bounds = {name: getattr(record, name, None) for name in ("lower", "upper", "confidence")}
     return [
         {
             "key": key,
             "estimate": float(count),
-            "lower": None if lower is None else float(lower),
-            "upper": None if upper is None else float(upper),
+            **{name: None if v is None else float(v) for name, v in bounds.items()},
         }
     ]
 
@@ -309,9 +308,9 @@ def _heavy_hitter_values(record: Any) -> list[dict[str, Any]]:
 class YamlDPHistogram(YamlDPTransform):
     """DP sparse histogram of a field's values (``DPHistogram``): one row per released key.
 
-    Rows: ``key`` (the type of the ``key`` field), ``estimate``, ``lower``, ``upper`` (the
-    count's error bounds, ``None`` for mechanisms that state none), plus the window fields when
-    windowed.
+    Rows: ``key`` (the type of the ``key`` field), ``estimate``, ``lower``, ``upper`` and
+    ``confidence`` (``lower <= f(key) <= upper`` with probability ``confidence`` for this key
+    alone; ``None`` for mechanisms that state no bound), plus the window fields when windowed.
 
     Parameters
     ----------

@@ -21,6 +21,7 @@ from beam_dpsketch.yaml import (
     YamlDPHeavyHitters,
     YamlDPQuantiles,
 )
+from tests.collect import DumpToFile
 
 ROWS = [beam.Row(user="u1", item="a", ms=10.0), beam.Row(user="u2", item="b", ms=20.0)]
 
@@ -174,3 +175,25 @@ def test_both_documented_registrations_run(registration):
         # At epsilon 1000 the discrete noise rounds to the exact counts.
         got = views | beam.Map(lambda r: (r.key, round(r.estimate)))
         assert_that(got, equal_to([("a", 2), ("b", 1), ("c", 0)]))
+
+
+def test_element_level_heavy_hitter_rows_carry_their_bounds(tmp_path):
+    spec = yaml.safe_load(INLINE)
+    spec["providers"] = [{"include": str(PROVIDERS_FILE)}]
+    spec["pipeline"]["transforms"][0]["config"]["elements"] = [{"page": "a"}] * 300 + [
+        {"page": "b"}
+    ] * 200
+    spec["pipeline"]["transforms"][1] = {
+        "type": "DPHeavyHitters",
+        "name": "Top",
+        "config": {"key": "page", "epsilon": 1.0, "delta": 1e-6, "insecure_test_noise_key": 0},
+    }
+    dump = DumpToFile(str(tmp_path / "rows.pkl"))
+    with beam.Pipeline("FnApiRunner") as p:
+        rows = expand_pipeline(p, yaml.safe_dump(spec))
+        assert_that(rows | beam.Map(lambda r: r._asdict()), dump)
+    released = dump.load()
+    assert {r["key"] for r in released} == {"a", "b"}
+    for r in released:
+        assert r["lower"] <= r["estimate"] <= r["upper"]
+        assert 0.5 < r["confidence"] < 1

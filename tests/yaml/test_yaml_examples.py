@@ -102,7 +102,7 @@ def test_heavy_hitters_by_user_equals_the_python_api(runner_args, tmp_path):
     out = tmp_path / "top"
     run_example("heavy_hitters_by_user", runner_args, input=str(PURCHASES), output=str(out))
     table = pq.read_table(list(tmp_path.glob("top-*")))
-    assert table.column_names == ["key", "estimate", "lower", "upper"]
+    assert table.column_names == ["key", "estimate", "lower", "upper", "confidence"]
     released = sorted(zip(table["key"].to_pylist(), table["estimate"].to_pylist(), strict=True))
 
     def build(p):
