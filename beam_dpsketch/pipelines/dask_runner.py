@@ -33,7 +33,9 @@ Side inputs
 
 What the DaskRunner does not implement stays refused by the DP transforms (windows, triggers,
 timestamps, state and timers; :mod:`beam_dpsketch.transforms.engines` finds the runner's limits
-through its base class). Use it as ``--runner=beam_dpsketch.pipelines.dask_runner.ScalingDaskRunner``
+through its base class). Beam's ``DaskRunner`` itself is refused by every DP transform, since it
+drops ``finish_bundle`` outputs; this runner declares that it keeps them
+(``keeps_finish_bundle_outputs``). Use it as ``--runner=beam_dpsketch.pipelines.dask_runner.ScalingDaskRunner``
 (the command line's ``--runner dask``) with the DaskRunner's own options
 (``--dask_client_address``, ...).
 """
@@ -187,6 +189,11 @@ class ScalingDaskRunner(DaskRunner):
     """Beam's ``DaskRunner`` with ``finish_bundle`` outputs kept, combines lifted, ``Reshuffle``
     spreading its elements and side inputs computed once (see the module docstring). Batch, global window only,
     like the ``DaskRunner``."""
+
+    #: Declares to :func:`beam_dpsketch.transforms.engines.runner_limits` that this runner's
+    #: ``ParDo`` translation keeps what ``finish_bundle`` emits, so the DP transforms, which
+    #: refuse Beam's ``DaskRunner`` for dropping it, accept this subclass.
+    keeps_finish_bundle_outputs = True
 
     @staticmethod
     def to_dask_bag_visitor(bag_kwargs: dict | None = None) -> PipelineVisitor:

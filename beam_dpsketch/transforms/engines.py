@@ -4,7 +4,8 @@ A DP transform's guarantee is stated for Beam's model: per-window releases, elem
 per-key state and timers. A runner that drops part of the model does not fail on such a
 pipeline, it runs it with different semantics: the accountant is charged for one thing and the
 runner releases another. When the transform is applied, before its budget is charged,
-:func:`check_runner` refuses a stateful transform on a runner without state and timers, and
+:func:`check_runner` refuses any DP transform on a runner that drops ``finish_bundle`` outputs
+and a stateful transform on a runner without state and timers, and
 :func:`~beam_dpsketch.transforms.windowing_rules.accept_windowing` refuses a windowing or trigger
 the runner would not honour (with every other windowing rule, from the :class:`RunnerLimits`
 found here).
@@ -15,10 +16,16 @@ Known limits
     Translates a pipeline to ``dask.bag`` operations. It **ignores windows and timestamps** (a
     ``GroupByKey`` or ``CombinePerKey`` groups over the whole input, so a 30-day input windowed
     by day is released once, globally, while the accountant plans one release per window) and
-    **has no state or timers** (a stateful ``DoFn`` runs without them). It also turns
-    ``Reshuffle`` into a no-op and computes only the last sink of a pipeline; neither changes
-    what a DP transform releases. Batch pipelines in the global window with the default trigger
-    and without stateful transforms run correctly (``tests/engines/test_dask.py``).
+    **has no state or timers** (a stateful ``DoFn`` runs without them). It also **drops what a
+    ``DoFn`` emits from** ``finish_bundle`` (its ``ParDo`` translation collects a bundle's
+    outputs before calling ``finish_bundle``): the DP transforms batch unbatched keys with steps
+    that emit each bundle's last batch there, so keys fed one per element would be released as
+    an empty sketch. Every DP transform is therefore refused on it, naming ``runner`` and the
+    accepted alternative, unless the runner class declares ``keeps_finish_bundle_outputs = True``
+    as :class:`beam_dpsketch.pipelines.dask_runner.ScalingDaskRunner` (the command line's
+    ``--runner dask``) does. On such a runner, batch pipelines in the global window with the
+    default trigger and without stateful transforms run correctly
+    (``tests/engines/test_dask.py``); it still ignores windows and has no state or timers.
 
 ``PrismRunner`` (``apache_beam.runners.portability.prism_runner.PrismRunner``, Prism 2.77)
     Implements windows, state and timers, but **fires no ON_TIME pane after early firings when
@@ -53,7 +60,7 @@ BundleBasedDirectRunner, Flink, Spark and Dataflow do).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from apache_beam.options.pipeline_options import (
@@ -120,24 +127,36 @@ class RunnerLimits:
     keeps_early_panes
         ``False`` if the pane sequence after early firings differs from the model's (a pane
         the model fires may be missing), so that which releases exist depends on the data.
+    keeps_finish_bundle_outputs
+        ``False`` if the runner drops what a ``DoFn`` emits from ``finish_bundle``.
     """
 
     name: str
     keeps_windows: bool
     keeps_state_and_timers: bool
     keeps_early_panes: bool = True
+    keeps_finish_bundle_outputs: bool = True
 
 
 # Keyed by the runner class's module and qualified name, so that checking never imports a
 # runner (the Dask one needs the optional ``dask`` package).
 _LIMITED_RUNNERS: dict[str, RunnerLimits] = {
     "apache_beam.runners.dask.dask_runner.DaskRunner": RunnerLimits(
-        "DaskRunner", keeps_windows=False, keeps_state_and_timers=False
+        "DaskRunner",
+        keeps_windows=False,
+        keeps_state_and_timers=False,
+        keeps_finish_bundle_outputs=False,
     ),
     "apache_beam.runners.portability.prism_runner.PrismRunner": RunnerLimits(
         "PrismRunner", keeps_windows=True, keeps_state_and_timers=True, keeps_early_panes=False
     ),
 }
+
+# The runner class attribute by which a subclass of a runner that drops ``finish_bundle``
+# outputs declares that it keeps them (its own ParDo translation collects them).
+KEEPS_FINISH_BUNDLE_OUTPUTS = "keeps_finish_bundle_outputs"
+# The runner to use instead of Beam's DaskRunner, named (not imported: it needs ``dask``).
+SCALING_DASK_RUNNER = "beam_dpsketch.pipelines.dask_runner.ScalingDaskRunner"
 
 _DIRECT_RUNNER = "apache_beam.runners.direct.direct_runner.SwitchingDirectRunner"
 _PORTABLE_RUNNER = "apache_beam.runners.portability.portable_runner.PortableRunner"
@@ -192,7 +211,9 @@ def _direct_runner_keeps_pipeline(pipeline: Any) -> bool:
 def runner_limits(runner: Any, pipeline: Any = None) -> RunnerLimits | None:
     """The limits of ``runner`` (a ``PipelineRunner`` instance), ``None`` if it has none known.
 
-    A subclass of a limited runner has its limits. An ``InteractiveRunner`` is judged by the
+    A subclass of a limited runner has its limits, except that a subclass of a runner that
+    drops ``finish_bundle`` outputs keeps them if its class sets ``keeps_finish_bundle_outputs``
+    to ``True``. An ``InteractiveRunner`` is judged by the
     runner it wraps. Beam's ``DirectRunner`` has Prism's limits unless ``pipeline`` (the
     pipeline being built, with its options) shows it will not hand the pipeline to Prism, and a
     portable runner with a ``--job_endpoint`` other than ``embed`` has them unless
@@ -219,6 +240,13 @@ def runner_limits(runner: Any, pipeline: Any = None) -> RunnerLimits | None:
     for name in names:
         limits = _LIMITED_RUNNERS.get(name)
         if limits is not None:
+            # Only an explicit True declares it: a subclass inherits its base's translation,
+            # and with it the loss, unless it says otherwise.
+            if (
+                not limits.keeps_finish_bundle_outputs
+                and getattr(type(runner), KEEPS_FINISH_BUNDLE_OUTPUTS, False) is True
+            ):
+                return replace(limits, keeps_finish_bundle_outputs=True)
             return limits
     if _DIRECT_RUNNER in names and not _direct_runner_keeps_pipeline(pipeline):
         return _DIRECT_ON_PRISM
@@ -226,7 +254,8 @@ def runner_limits(runner: Any, pipeline: Any = None) -> RunnerLimits | None:
 
 
 def check_runner(transform: Any, pcoll: Any, name: str) -> RunnerLimits | None:
-    """Refuse applying a stateful ``transform`` to ``pcoll`` on a runner without state and timers.
+    """Refuse applying ``transform`` to ``pcoll`` on a runner that would lose part of its input
+    (``finish_bundle`` outputs), or, if it is stateful, on a runner without state and timers.
 
     Called by :meth:`~beam_dpsketch.transforms.base.DPTransform.expand` before the release is
     planned, so a refused transform charges nothing. What a runner's limits mean for the
@@ -253,8 +282,10 @@ def check_runner(transform: Any, pcoll: Any, name: str) -> RunnerLimits | None:
     Raises
     ------
     UnsupportedRunnerError
-        If the runner drops state and timers and the transform needs them. The message names
-        the release, the transform's class and the runner (public parameters only).
+        If the runner drops state and timers and the transform needs them, or if it drops what
+        a ``DoFn`` emits from ``finish_bundle`` (any DP transform; the message names
+        ``runner`` and the runner to use instead). The message names the release, the
+        transform's class and the runner (public parameters only).
     """
     pipeline = getattr(pcoll, "pipeline", None)
     limits = runner_limits(getattr(pipeline, "runner", None), pipeline)
@@ -266,5 +297,16 @@ def check_runner(transform: Any, pcoll: Any, name: str) -> RunnerLimits | None:
             f"{name}: {kind} cannot run on {limits.name}: it keeps per-key state and sets "
             f"timers, which {limits.name} does not implement (it would run without them and "
             "release wrong answers). Use the FnApiRunner, Prism, Flink, Spark or Dataflow"
+        )
+    if not limits.keeps_finish_bundle_outputs:
+        # Every DP transform batches its input with steps that emit a bundle's last batch from
+        # finish_bundle; dropped, that data is missing from the release without any error.
+        raise UnsupportedRunnerError(
+            f"{name}: runner: {kind} cannot run on {limits.name}: it drops what a DoFn emits "
+            "from finish_bundle, where the batching steps of DP transforms emit each bundle's "
+            "last batch, so the release would silently miss input. Use "
+            f"runner={SCALING_DASK_RUNNER} (--runner dask on the beam-dpsketch command line), "
+            "which keeps them (batch, global window, no state or timers), or the FnApiRunner, "
+            "Prism, Flink, Spark or Dataflow"
         )
     return limits

@@ -1,10 +1,13 @@
-"""The DP transforms on Beam's DaskRunner: the batch global-window matrix, and what is refused.
+"""The DP transforms on Dask: the batch global-window matrix, and what is refused.
 
 **Runs.** Each matrix test builds the same pipeline twice, each time with a fresh transform over
 a fresh ``NoiseSource.insecure_for_tests(seed)`` (same application key, so the same keyed noise
 streams), and runs it on the FnApiRunner and on a local Dask cluster: a scheduler and two
 single-threaded worker processes on 127.0.0.1 (``dask_cluster.py``), reached with
-``--runner=...DaskRunner --dask_client_address=...`` as a user would. Outputs are compared as
+``--runner=...ScalingDaskRunner --dask_client_address=...`` as a user would. The DP transforms
+run on the ``ScalingDaskRunner`` (``beam_dpsketch.pipelines.dask_runner``): Beam's own
+``DaskRunner`` drops what a ``DoFn`` emits from ``finish_bundle``, where the transforms' batching
+steps emit each bundle's last batch, so every DP transform refuses it. Outputs are compared as
 multisets. Equality is asserted where the release does not depend on bundling (linear sketches,
 counts, the intermittent schedule, and Misra-Gries Design B and select-then-count fed one batch).
 Design B over many bundles post-processes one segment per Beam accumulator, so there each
@@ -16,12 +19,15 @@ runners select has the same released record.
 Each pipeline has exactly one sink (its ``assert_that``): the DaskRunner computes only the last
 sink of a pipeline.
 
-**Refusals.** The DaskRunner ignores windows, triggers and timestamps and has no state or timers
-(``beam_dpsketch.transforms.engines``). Stateful transforms and windowed inputs are refused when
-applied, before anything is charged; those tests build pipelines only and need no cluster.
-``test_dask_ignores_windows`` and ``test_dask_write_to_text_default_sharding_writes_nothing``
-pin the engine behaviour the refusals rest on (the second one is why the command line refuses
-the DaskRunner): if a Beam upgrade changes it, they fail and the refusals can be revisited.
+**Refusals.** The DaskRunner, and the ``ScalingDaskRunner`` with it, ignores windows, triggers
+and timestamps and has no state or timers (``beam_dpsketch.transforms.engines``). Stateful
+transforms and windowed inputs are refused when applied, before anything is charged, and every
+DP transform is refused on Beam's own ``DaskRunner`` (and on a subclass that does not declare
+``keeps_finish_bundle_outputs = True``); those tests build pipelines only and need no cluster.
+``test_dask_ignores_windows``, ``test_dask_write_to_text_default_sharding_writes_nothing`` and
+``test_dask_drops_finish_bundle_outputs`` run Beam's ``DaskRunner`` and pin the engine behaviour
+the refusals rest on (the second one is why the command line does not run Beam's DaskRunner):
+if a Beam upgrade changes it, they fail and the refusals can be revisited.
 """
 
 from __future__ import annotations
@@ -38,7 +44,9 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms import trigger, userstate, window
-from dask_cluster import DASK_RUNNER, dask_options
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.windowed_value import WindowedValue
+from dask_cluster import DASK_RUNNER
 from matrix import (
     assert_equal_and_nonempty,
     frequency_chunks,
@@ -48,6 +56,7 @@ from matrix import (
 )
 
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.pipelines.runner import SCALING_DASK_RUNNER
 from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget, PrivacyUnit
 from beam_dpsketch.transforms import (
     ContinualDPSketch,
@@ -69,6 +78,22 @@ from beam_dpsketch.transforms.quantiles import QuantileTree
 from beam_dpsketch.transforms.sliding import SlidingLayout
 
 pytest.importorskip("distributed")
+
+from apache_beam.runners.dask.dask_runner import DaskRunner  # noqa: E402 - needs dask
+
+from beam_dpsketch.pipelines.dask_runner import ScalingDaskRunner  # noqa: E402
+
+
+def dask_options(address: str) -> list[str]:
+    """Pipeline arguments for the ``ScalingDaskRunner`` on the scheduler at ``address``: the DP
+    transforms refuse Beam's own ``DaskRunner``, which drops ``finish_bundle`` outputs."""
+    return [f"--runner={SCALING_DASK_RUNNER}", f"--dask_client_address={address}"]
+
+
+def plain_dask_options(address: str) -> list[str]:
+    """Pipeline arguments for Beam's own ``DaskRunner`` on the scheduler at ``address``."""
+    return dask_cluster.dask_options(address)
+
 
 # The module-scoped cluster fixture (a scheduler and two worker processes on 127.0.0.1).
 dask_address = dask_cluster.dask_address
@@ -156,12 +181,13 @@ def test_design_b_many_bundles_within_the_bound(tmp_path, dask_address):
         # whatever the segmentation; noise bounds as in tests/transforms (union bound over the
         # 11 draws of scale 2/eps_hh and (1/eps_c)/(k+1): failure probability <= 1.1e-8).
         noise = (2 / 0.95 + 1 / 0.05 / (k + 1)) * math.log(1e9)
-        for key, count in out:
+        for key, count, *_ in out:
             assert truth[key] - noise <= count <= truth[key] + n / (k + 1) + noise
-        assert {key for key, _ in truth.most_common(5)} <= {key for key, _ in out}
+        assert {key for key, _ in truth.most_common(5)} <= {row.key for row in out}
     # Both runners draw the same keyed noise, so they differ only by the segmentation, which
     # moves a count by at most n/(k+1) (the Misra-Gries error of one segmentation).
-    ref_counts, got_counts = dict(ref), dict(got)
+    ref_counts = {row.key: row.estimate for row in ref}
+    got_counts = {row.key: row.estimate for row in got}
     for key in ref_counts.keys() & got_counts.keys():
         assert abs(ref_counts[key] - got_counts[key]) <= n / (k + 1)
 
@@ -274,7 +300,7 @@ def test_dask_ignores_windows(tmp_path, dask_address):
             | beam.CombineGlobally(sum).without_defaults()
         )
 
-    ref, got = on_both(build, tmp_path, dask_options(dask_address))
+    ref, got = on_both(build, tmp_path, plain_dask_options(dask_address))
     assert ref == [1, 1, 1]
     assert got == [3]
 
@@ -282,7 +308,7 @@ def test_dask_ignores_windows(tmp_path, dask_address):
 @pytest.mark.slow
 def test_dask_write_to_text_default_sharding_writes_nothing(tmp_path, dask_address):
     # The command line's output path: WriteToText with runner-chosen sharding.
-    p = beam.Pipeline(options=PipelineOptions(dask_options(dask_address)))
+    p = beam.Pipeline(options=PipelineOptions(plain_dask_options(dask_address)))
     _ = p | beam.Create(list(range(300))) | beam.io.WriteToText(str(tmp_path / "out"))
     result = p.run()
     try:
@@ -293,6 +319,75 @@ def test_dask_write_to_text_default_sharding_writes_nothing(tmp_path, dask_addre
     assert lines == 0
 
 
+class _CountAtFinishBundle(beam.DoFn):
+    """Emits, from ``finish_bundle`` only, how many elements its bundle held (as the batching
+    steps of the DP transforms emit a bundle's last batch)."""
+
+    def start_bundle(self) -> None:
+        self._count = 0
+
+    def process(self, element: Any) -> list[Any]:
+        self._count += 1
+        return []
+
+    def finish_bundle(self) -> Any:
+        if self._count:
+            yield WindowedValue(self._count, GlobalWindow().max_timestamp(), (GlobalWindow(),))
+
+
+@pytest.mark.slow
+def test_dask_drops_finish_bundle_outputs(tmp_path, dask_address):
+    # The loss every DP transform is refused on Beam's DaskRunner for: the FnApiRunner counts
+    # all 300 elements, Beam's DaskRunner emits nothing, the ScalingDaskRunner counts them all.
+    def build(p):
+        return p | beam.Create(list(range(300))) | beam.ParDo(_CountAtFinishBundle())
+
+    ref, got = on_both(build, tmp_path, plain_dask_options(dask_address))
+    assert sum(ref) == 300
+    assert got == []
+    _, kept = on_both(build, tmp_path, dask_options(dask_address))
+    assert sum(kept) == 300
+
+
+def _per_element_frequencies() -> DPTransform:
+    return DPFrequencies(
+        64, 3, PURE, seed=7, noise_source=NoiseSource.insecure_for_tests(1), label="f"
+    )
+
+
+def _per_element_heavy_hitters() -> DPTransform:
+    return DPHeavyHitters(
+        30, APPROX, top=10, noise_source=NoiseSource.insecure_for_tests(2), label="hh"
+    )
+
+
+PER_ELEMENT: dict[str, Callable[[], DPTransform]] = {
+    "DPFrequencies": _per_element_frequencies,
+    "DPHeavyHitters": _per_element_heavy_hitters,
+}
+
+
+def per_element_keys() -> list[int]:
+    # One key per element, as a user's unbatched PCollection holds them: the transform batches
+    # them itself, and emits each bundle's last batch from finish_bundle.
+    return [i % 7 for i in range(700)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(PER_ELEMENT))
+def test_per_element_keys_on_scaling_dask_equal_fnapi(name, tmp_path, dask_address):
+    def build(p):
+        return p | beam.Create(per_element_keys()) | PER_ELEMENT[name]()
+
+    ref, got = on_both(build, tmp_path, dask_options(dask_address))
+    assert_equal_and_nonempty(ref, got)
+    if name == "DPFrequencies":
+        np.testing.assert_array_equal(np.asarray(got[0].table), np.asarray(ref[0].table))
+        assert np.asarray(ref[0].table).sum() != 0
+    else:
+        assert {row.key for row in got} == set(range(7))
+
+
 # ------------------------------------------------------------------------------------------------
 # Refused on Dask, before anything is charged (no cluster: the pipelines are only built)
 # ------------------------------------------------------------------------------------------------
@@ -301,6 +396,10 @@ def test_dask_write_to_text_default_sharding_writes_nothing(tmp_path, dask_addre
 def dask_pipeline() -> beam.Pipeline:
     # Building needs no scheduler: the address is only used when the pipeline runs.
     return beam.Pipeline(options=PipelineOptions(dask_options("tcp://127.0.0.1:1")))
+
+
+def plain_dask_pipeline() -> beam.Pipeline:
+    return beam.Pipeline(options=PipelineOptions(plain_dask_options("tcp://127.0.0.1:1")))
 
 
 def _noise() -> NoiseSource:
@@ -446,13 +545,17 @@ def test_global_stateless_transforms_accepted_on_dask(name):
 
 
 def test_limits_found_by_class_and_subclass_only():
-    from apache_beam.runners.dask.dask_runner import DaskRunner
-
     class MyDaskRunner(DaskRunner):
         pass
 
     assert runner_limits(DaskRunner()).name == "DaskRunner"
     assert runner_limits(MyDaskRunner()).name == "DaskRunner"
+    assert not runner_limits(DaskRunner()).keeps_finish_bundle_outputs
+    assert not runner_limits(MyDaskRunner()).keeps_finish_bundle_outputs
+    # The ScalingDaskRunner keeps finish_bundle outputs, and nothing else of the model.
+    scaling = runner_limits(ScalingDaskRunner())
+    assert scaling.name == "DaskRunner" and scaling.keeps_finish_bundle_outputs
+    assert not scaling.keeps_windows and not scaling.keeps_state_and_timers
     assert runner_limits(FnApiRunner()) is None
     assert runner_limits(None) is None
     assert DASK_RUNNER.endswith(".DaskRunner")
@@ -503,3 +606,81 @@ def test_needs_state_and_timers_matches_the_expansion(name):
     visitor = _StatefulParDos()
     p.visit(visitor)
     assert bool(visitor.found) == t.needs_state_and_timers, visitor.found
+
+
+# ------------------------------------------------------------------------------------------------
+# Beam's own DaskRunner drops finish_bundle outputs: every DP transform is refused on it
+# ------------------------------------------------------------------------------------------------
+
+
+class _UndeclaredDaskRunner(DaskRunner):
+    """A subclass with Beam's translation, which says nothing of ``finish_bundle``."""
+
+
+class _TruthyDaskRunner(DaskRunner):
+    """A subclass whose attribute is truthy but not the declaration (``True``)."""
+
+    keeps_finish_bundle_outputs = "yes"
+
+
+class _SubScalingDaskRunner(ScalingDaskRunner):
+    """A subclass that inherits the declaration with the translation."""
+
+
+class _RevokedScalingDaskRunner(ScalingDaskRunner):
+    """A subclass that declares it does not keep them (say, it swaps the translation back)."""
+
+    keeps_finish_bundle_outputs = False
+
+
+@pytest.mark.parametrize("name", list(PER_ELEMENT))
+def test_plain_dask_runner_refused_before_charging(name):
+    p = plain_dask_pipeline()
+    t = PER_ELEMENT[name]()
+    data = p | beam.Create(per_element_keys())
+    with pytest.raises(UnsupportedRunnerError) as e:
+        data | t  # noqa: B018
+    message = str(e.value)
+    label = "f" if name == "DPFrequencies" else "hh"
+    assert message.startswith(f"{label}: runner: {name} cannot run on DaskRunner: ")
+    assert "finish_bundle" in message
+    assert f"runner={SCALING_DASK_RUNNER}" in message and "--runner dask" in message
+    assert t.charge is None
+
+
+@pytest.mark.parametrize(
+    "runner",
+    [DaskRunner, _UndeclaredDaskRunner, _TruthyDaskRunner, _RevokedScalingDaskRunner],
+    ids=lambda r: r.__name__,
+)
+def test_runners_without_the_declaration_refused(runner):
+    acc = PrivacyAccountant(SMALL, name="acc")
+    p = beam.Pipeline(runner=runner())
+    data = p | beam.Create(per_element_keys())
+    with pytest.raises(UnsupportedRunnerError, match="finish_bundle"):
+        data | DPFrequencies(32, 3, accountant=acc, noise_source=_noise())  # noqa: B018
+    assert acc.all_charges() == []
+
+
+@pytest.mark.parametrize("runner", [ScalingDaskRunner, _SubScalingDaskRunner])
+@pytest.mark.parametrize("name", ["DPCount", "DPHeavyHitters", "DPFrequencies"])
+def test_declared_runners_accepted(name, runner):
+    acc = PrivacyAccountant(SMALL, name="acc")
+    p = beam.Pipeline(runner=runner())
+    t = ALL_TRANSFORMS[name](acc, p)
+    p | beam.Create(per_element_keys()) | t  # noqa: B018
+    assert t.charge is not None and acc.all_charges()
+
+
+@pytest.mark.parametrize("name", list(ALL_TRANSFORMS))
+def test_every_transform_refused_on_plain_dask_before_charging(name):
+    # Stateful transforms are refused for their state and timers, the others for the loss.
+    acc = PrivacyAccountant(PURE if name.startswith("DPIntermittent") else SMALL, name="acc")
+    p = plain_dask_pipeline()
+    t = ALL_TRANSFORMS[name](acc, p)
+    data = p | "Data" >> beam.Create([(1, 1), (2, 2)])
+    with pytest.raises(UnsupportedRunnerError, match="cannot run on DaskRunner") as e:
+        data | t  # noqa: B018
+    reason = "state" if t.needs_state_and_timers else "finish_bundle"
+    assert reason in str(e.value)
+    assert acc.all_charges() == []
