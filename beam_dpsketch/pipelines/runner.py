@@ -47,6 +47,8 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.portability.fn_api_runner.fn_runner import ExtendedProvisionInfo
 from google.protobuf import struct_pb2
 
+from beam_dpsketch.transforms.windowing_rules import windowless_runner_refusal
+
 __all__ = [
     "DASK_REFUSED_COMMANDS",
     "DASK_RUNNER",
@@ -338,11 +340,7 @@ def _refuse_on_dask(args: argparse.Namespace) -> None:
         if getattr(args, dest, None) == value:
             what = name
     if what is not None:
-        raise ValueError(
-            f"--runner dask: {what} releases per window or keeps per-key state and timers; "
-            "the DaskRunner runs batch pipelines in the global window only (it ignores windows "
-            f"and timestamps and has no state or timers). Run it on {_DASK_ACCEPTED}"
-        )
+        raise windowless_runner_refusal("--runner dask", what, "DaskRunner", _DASK_ACCEPTED)
 
 
 @contextmanager

@@ -306,7 +306,7 @@ def check_runner(transform: Any, pcoll: Any, name: str) -> RunnerLimits | None:
             "from finish_bundle, where the batching steps of DP transforms emit each bundle's "
             "last batch, so the release would silently miss input. Use "
             f"runner={SCALING_DASK_RUNNER} (--runner dask on the beam-dpsketch command line), "
-            "which keeps them (batch, global window, no state or timers), or the FnApiRunner, "
+            "which keeps them (batch only, no state or timers), or the FnApiRunner, "
             "Prism, Flink, Spark or Dataflow"
         )
     return limits

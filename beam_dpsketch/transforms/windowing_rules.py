@@ -75,12 +75,28 @@ __all__ = [
     "accept_windowing",
     "max_trigger_firings",
     "plan_releases",
+    "windowless_runner_refusal",
 ]
 
 #: The runner a refusal on runner grounds proposes (it implements the whole model here).
 ACCEPTED_RUNNER = "FnApiRunner"
 #: The early count a refusal proposes for a transform that receives rows: an example value.
 ROWS_PER_EARLY_PANE = 1000
+
+
+def windowless_runner_refusal(option: str, what: str, runner: str, accepted: str) -> ValueError:
+    """The refusal of a command whose releases need windows, state or timers, on ``runner``.
+
+    For a runner that runs batch pipelines in the global window only (Beam's DaskRunner). The
+    caller raises it before a pipeline or a cluster exists; ``option`` names the command-line
+    option chosen, ``what`` the subcommand or option that needs windows, ``accepted`` the runners
+    that would run it.
+    """
+    return ValueError(
+        f"{option}: {what} releases per window or keeps per-key state and timers; the {runner} "
+        "runs batch pipelines in the global window only (it ignores windows and timestamps and "
+        f"has no state or timers). Run it on {accepted}"
+    )
 
 
 # --------------------------------------------------------------------------------------------

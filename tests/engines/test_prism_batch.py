@@ -99,9 +99,9 @@ def test_design_b_many_bundles_within_the_bound(tmp_path, prism_args):
         # whatever the segmentation; noise bounds as in tests/transforms (union bound over the
         # 11 draws of scale 2/eps_hh and (1/eps_c)/(k+1): failure probability <= 1.1e-8).
         noise = (2 / 0.95 + 1 / 0.05 / (k + 1)) * math.log(1e9)
-        for key, count in out:
+        for key, count, *_ in out:
             assert truth[key] - noise <= count <= truth[key] + n / (k + 1) + noise
-        assert {key for key, _ in truth.most_common(5)} <= {key for key, _ in out}
+        assert {key for key, _ in truth.most_common(5)} <= {row[0] for row in out}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, Private
 from beam_dpsketch.transforms import DPHeavyHitters, DPQuantiles, DPSlidingWindowFrequencies
 from beam_dpsketch.transforms.quantiles import QuantileTree
 from beam_dpsketch.transforms.records import RECORD_TYPES, KeyEstimate, TimedHeavyHitters
+from beam_dpsketch.transforms.sliding import SlidingLayout
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from transform_cases import APPROX, CASES, EPS, POSITIONED  # noqa: E402
@@ -135,8 +136,7 @@ def test_sliding_heavy_hitters_are_typed_rows_of_key_estimates() -> None:
             release_every=25,
             candidates=["k1", "k2", "nobody"],
             gamma=0.4,
-            block=10,
-            alpha="1/2",
+            layout=SlidingLayout(block=10, alpha="1/2"),
             noise_source=NoiseSource.insecure_for_tests(25),
             label=label,
         )

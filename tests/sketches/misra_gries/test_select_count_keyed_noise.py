@@ -54,8 +54,12 @@ def test_the_count_mechanism_agrees_on_shared_keys_across_candidate_sets():
     # share keys "a" and "b" (as two runners' selections can); "A" sorts before both.
     budget = PrivacyBudget.approx(1.0, 1e-6)
     mechanism = SelectThenCount(8, max_shards=1).bind(top=None, max_contributions=None)
-    one = dict(mechanism.release({"a": 40, "b": 7, "c": 2}, budget, stream()))
-    other = dict(mechanism.release({"A": 9, "b": 7, "a": 40}, budget, stream()))
+    one = {
+        r.key: r.estimate for r in mechanism.release({"a": 40, "b": 7, "c": 2}, budget, stream())
+    }
+    other = {
+        r.key: r.estimate for r in mechanism.release({"A": 9, "b": 7, "a": 40}, budget, stream())
+    }
     assert one["a"] == other["a"] and one["b"] == other["b"]
 
 
@@ -86,7 +90,7 @@ def _released(keys: list[str], out) -> dict[str, int]:
             )
         )
         assert_that(released, dump)
-    return dict(dump.load())
+    return {r.key: r.estimate for r in dump.load()}
 
 
 def test_a_pipeline_gives_a_shared_key_the_same_noise_whatever_else_it_selects(tmp_path):
