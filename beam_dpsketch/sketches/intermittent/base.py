@@ -317,8 +317,10 @@ def _check_neighbouring(neighbouring: Any, cls: type) -> str:
 class IntermittentSketch(abc.ABC):
     """Shared machinery of every intermittent-query strategy (not instantiated directly).
 
-    Parameters (of every subclass)
-    ------------------------------
+    Every subclass takes the parameters below.
+
+    Parameters
+    ----------
     width
         Columns ``w >= 2`` (docs/algorithms.md#int-beam).
     depth
@@ -327,8 +329,8 @@ class IntermittentSketch(abc.ABC):
         for Count Sketch.
     budget
         ``PrivacyBudget.pure(epsilon)``: the strategy's pure-DP budget. ``epsilon`` is rounded
-        **down** to a rational with denominator ``<= 10**6`` (:func:`~beam_dpsketch.privacy.
-        calibration.rational_epsilon_floor`): more noise, never less.
+        **down** to a rational with denominator ``<= 10**6``
+        (:func:`~beam_dpsketch.privacy.calibration.rational_epsilon_floor`): more noise, never less.
     noise_source
         The :class:`~beam_dpsketch.noise.NoiseSource` all noise comes from. Beam and CLI paths
         must pass it through :func:`~beam_dpsketch.noise.check_release_source`.
