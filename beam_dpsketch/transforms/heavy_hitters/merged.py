@@ -9,6 +9,7 @@ strictly bounded memory, noise that grows with ``k``. Both run behind the exactn
 
 from __future__ import annotations
 
+import abc
 from typing import Any, ClassVar
 
 import apache_beam as beam
@@ -53,9 +54,9 @@ class MergedMechanism(HeavyHitterMechanism):
     def combine_fn(self) -> beam.CombineFn:
         return SketchCombineFn.misra_gries(self.k)
 
+    @abc.abstractmethod
     def branch_noise(self, check: SketchCheck, delta: float) -> tuple[float, float]:
         """``(noise scale, threshold)`` of the sketch branch released at ``check``'s slice."""
-        raise NotImplementedError
 
     def calibration(self, budget: PrivacyBudget) -> dict[str, Any]:
         gate = exactness_test_calibration(budget.epsilon, budget.delta, self.k)  # type: ignore[arg-type]
