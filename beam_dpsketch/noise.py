@@ -85,6 +85,7 @@ __all__ = [
     "INSECURE_TEST_KEY",
     "NoiseSource",
     "NoiseStream",
+    "check_stream",
     "application_source",
     "bernoulli_dyadic",
     "check_release_source",
@@ -356,6 +357,16 @@ class NoiseStream:
             out[filled : filled + vals.size] = vals
             filled += vals.size
         return out
+
+
+def check_stream(stream: Any) -> NoiseStream:
+    """Require a :class:`NoiseStream` (a release's keyed noise); ``TypeError`` names ``stream``."""
+    if not isinstance(stream, NoiseStream):
+        raise TypeError(
+            "stream must be a beam_dpsketch.noise.NoiseStream (NoiseSource.stream(release_id)), "
+            f"got {type(stream).__name__}"
+        )
+    return stream
 
 
 class NoiseSource:

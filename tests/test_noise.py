@@ -889,6 +889,7 @@ def test_module_never_uses_insecure_randomness_or_hash():
         "INSECURE_TEST_KEY",
         "NoiseSource",
         "NoiseStream",
+        "check_stream",
         "application_source",
         "check_release_source",
         "discrete_gaussian",

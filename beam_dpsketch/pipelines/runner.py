@@ -47,6 +47,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.portability.fn_api_runner.fn_runner import ExtendedProvisionInfo
 from google.protobuf import struct_pb2
 
+from beam_dpsketch.transforms.engines import SCALING_DASK_RUNNER
 from beam_dpsketch.transforms.windowing_rules import windowless_runner_refusal
 
 __all__ = [
@@ -69,7 +70,6 @@ DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 #: The DaskRunner that ``--runner dask`` chooses: Beam's, with combines lifted, ``Reshuffle``
 #: spreading elements and ``finish_bundle`` outputs kept, so that a pipeline scales out
 #: (:mod:`beam_dpsketch.pipelines.dask_runner`).
-SCALING_DASK_RUNNER = "beam_dpsketch.pipelines.dask_runner.ScalingDaskRunner"
 _DASK_RUNNERS = (DASK_RUNNER, SCALING_DASK_RUNNER)
 #: Runner names the command line accepts besides Beam's own (``DaskRunner`` is not among
 #: Beam's known runners, so Beam alone would need its full path).

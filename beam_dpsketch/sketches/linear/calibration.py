@@ -64,7 +64,7 @@ import numpy as np
 
 from beam_dpsketch.checks import check_bool, check_choice, check_int, check_probability
 from beam_dpsketch.hashing import MAX_DEPTH
-from beam_dpsketch.noise import NoiseStream, discrete_gaussian, discrete_laplace
+from beam_dpsketch.noise import NoiseStream, check_stream, discrete_gaussian, discrete_laplace
 from beam_dpsketch.privacy.budget import PrivacyBudget, approx_to_zcdp, zcdp_to_epsilon
 from beam_dpsketch.privacy.calibration import (
     MAX_LATTICE,
@@ -145,15 +145,6 @@ def check_budget(budget: Any) -> PrivacyBudget:
             f"budget must be a beam_dpsketch.privacy.PrivacyBudget, got {type(budget).__name__}"
         )
     return budget
-
-
-def check_stream(stream: Any) -> NoiseStream:
-    if not isinstance(stream, NoiseStream):
-        raise TypeError(
-            "stream must be a beam_dpsketch.noise.NoiseStream (NoiseSource.stream(release_id)), "
-            f"got {type(stream).__name__}"
-        )
-    return stream
 
 
 def check_publish_total(publish_total: Any, neighbouring: str) -> bool:

@@ -4,7 +4,7 @@ Every release of the family returns a :class:`HeavyHitterRelease` built by
 :func:`make_release` (sorted by canonical key order, docs/algorithms.md#mg-order), stating its
 ``(epsilon, delta)``, its neighbouring relation (:data:`NEIGHBOURING_ELEMENT`,
 :data:`NEIGHBOURING_SHARDED`), the noise it added (:class:`NoiseSpec`) and, where it can state
-one from released values, the per-value :class:`ErrorBound`. :func:`check_stream` checks the
+one from released values, the per-value :class:`ErrorBound`. :func:`~beam_dpsketch.noise.check_stream` checks the
 one argument every release shares, its keyed noise stream; :func:`approx_budget` and
 :func:`pure_budget` read the :class:`~beam_dpsketch.privacy.PrivacyBudget` a release spends.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import encode_key
-from beam_dpsketch.noise import NoiseStream
+from beam_dpsketch.noise import check_stream
 from beam_dpsketch.privacy.budget import PrivacyBudget
 
 __all__ = [
@@ -320,16 +320,6 @@ def make_release(
         noisy_count,
         error,
     )
-
-
-def check_stream(stream: Any) -> NoiseStream:
-    """Require a :class:`beam_dpsketch.noise.NoiseStream` (the release's keyed noise)."""
-    if not isinstance(stream, NoiseStream):
-        raise TypeError(
-            f"stream must be a beam_dpsketch.noise.NoiseStream (NoiseSource.stream(release_id)), "
-            f"got {type(stream).__name__}"
-        )
-    return stream
 
 
 def approx_budget(budget: Any) -> tuple[float, float]:

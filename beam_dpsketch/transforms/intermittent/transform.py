@@ -19,7 +19,6 @@ from beam_dpsketch.sketches.intermittent.sketch import pure_budget_epsilon
 from beam_dpsketch.transforms.base import DPTransform, as_extractor
 from beam_dpsketch.transforms.intermittent.event_time import expand_event_time
 from beam_dpsketch.transforms.intermittent.noise_owner import (
-    CLOCK_SPLIT,
     CLOCKS,
     SKETCHES,
     CoreConfig,
@@ -200,7 +199,6 @@ class DPIntermittentQueries(DPTransform):
         self._kind = SKETCHES[sketch]
         self._sketch = sketch
         self._clock = clock
-        self._split = CLOCK_SPLIT[clock]
         self._mechanism = f"use-and-keep cell noise (D3), {sketch}, discrete Laplace"
         self._width, self._depth, self._seed = width, depth, seed
         # Validates width, depth, seed and the budget now, at construction (and warns once for
