@@ -5,7 +5,9 @@ and **not** differentially private; the transforms in :mod:`beam_dpsketch.transf
 them with noise. Re-exported here:
 
 * :class:`CountMinSketch` (Cormode and Muthukrishnan 2005) and :class:`CountSketch` (Charikar,
-  Chen and Farach-Colton 2002): linear, turnstile frequency sketches;
+  Chen and Farach-Colton 2002): linear, turnstile frequency sketches, and
+  :class:`CountMedianSketch`, the Count-Min table queried with the median of its rows (for
+  general turnstile data);
 * :class:`MisraGries`: the Misra-Gries summary in the variant of Lebeda and Tetek [LT23,
   Algorithm 1], with the merge of Agarwal et al. ("Mergeable Summaries", PODS 2012);
 * :class:`DyadicCountSketch` over a declared integer domain (:class:`FloatDomain` maps floats to
@@ -17,17 +19,25 @@ paper.
 Each algorithm family lives in its own subpackage, with its DP releases and their calibration:
 
 * :mod:`.misra_gries`: Misra-Gries and its private releases [LT23];
-* :mod:`.linear`: Count-Min, Count Sketch and their private release [ZQR+22];
+* :mod:`.linear`: Count-Min, Count Sketch, Count-Median and their private release [ZQR+22];
 * :mod:`.quantiles`: the Dyadic Count Sketch and its private release [ZQR+22, Section 4];
 * :mod:`.continual`: sketches under continual observation [Hol25];
 * :mod:`.sliding`: sliding-window sketches [WWC24];
 * :mod:`.intermittent`: sketches for intermittent queries [YKAE].
 """
 
+from beam_dpsketch.sketches.linear.countmedian import CountMedianSketch
 from beam_dpsketch.sketches.linear.countmin import CountMinSketch
 from beam_dpsketch.sketches.linear.countsketch import CountSketch
 from beam_dpsketch.sketches.misra_gries.sketch import MisraGries
 from beam_dpsketch.sketches.quantiles.domain import FloatDomain
 from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch
 
-__all__ = ["CountMinSketch", "CountSketch", "DyadicCountSketch", "FloatDomain", "MisraGries"]
+__all__ = [
+    "CountMedianSketch",
+    "CountMinSketch",
+    "CountSketch",
+    "DyadicCountSketch",
+    "FloatDomain",
+    "MisraGries",
+]

@@ -1,12 +1,14 @@
-"""Linear frequency sketches (Count-Min, Count Sketch) and their differentially private release.
+"""Linear frequency sketches (Count-Min, Count Sketch, Count-Median) and their DP release.
 
-:class:`CountMinSketch` (Cormode and Muthukrishnan 2005) and :class:`CountSketch` (Charikar,
-Chen and Farach-Colton 2002) are exact, turnstile and mergeable, and **not** differentially
-private. :class:`PrivateCountMinSketch` and :class:`PrivateCountSketch` release one of them once
-with noise calibrated to its exact sensitivity, following Zhao et al. [ZQR+22]. Modules:
+:class:`CountMinSketch` (Cormode and Muthukrishnan 2005), :class:`CountSketch` (Charikar,
+Chen and Farach-Colton 2002) and :class:`CountMedianSketch` (the Count-Min table queried with
+the median, [CM05]) are exact, turnstile and mergeable, and **not** differentially private.
+:class:`PrivateCountMinSketch`, :class:`PrivateCountSketch` and
+:class:`PrivateCountMedianSketch` release one of them once with noise calibrated to its exact
+sensitivity, following Zhao et al. [ZQR+22]. Modules:
 
-* :mod:`.base`: the table machinery shared by both sketches;
-* :mod:`.countmin`, :mod:`.countsketch`: the exact sketches;
+* :mod:`.base`: the table machinery shared by the sketches;
+* :mod:`.countmin`, :mod:`.countsketch`, :mod:`.countmedian`: the exact sketches;
 * :mod:`.private`: the private release;
 * :mod:`.key_counts`: exact counts of declared public keys and their private release (no
   sketch error);
@@ -18,17 +20,26 @@ Citation keys are those of ``docs/algorithms.md#references``.
 
 from beam_dpsketch.sketches.linear.base import LinearSketch
 from beam_dpsketch.sketches.linear.calibration import LinearCalibration
+from beam_dpsketch.sketches.linear.countmedian import CountMedianSketch
 from beam_dpsketch.sketches.linear.countmin import CountMinSketch
 from beam_dpsketch.sketches.linear.countsketch import CountSketch
 from beam_dpsketch.sketches.linear.key_counts import KeyCountIndex, PrivateKeyCounts
-from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
+from beam_dpsketch.sketches.linear.private import (
+    PRIVATE_LINEAR_SKETCHES,
+    PrivateCountMedianSketch,
+    PrivateCountMinSketch,
+    PrivateCountSketch,
+)
 
 __all__ = [
+    "PRIVATE_LINEAR_SKETCHES",
+    "CountMedianSketch",
     "CountMinSketch",
     "CountSketch",
     "KeyCountIndex",
     "LinearCalibration",
     "LinearSketch",
+    "PrivateCountMedianSketch",
     "PrivateCountMinSketch",
     "PrivateCountSketch",
     "PrivateKeyCounts",

@@ -8,6 +8,7 @@ input. Pure numpy: no Beam import.
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -27,7 +28,7 @@ from beam_dpsketch.hashing import (
     row_signs,
 )
 
-__all__ = ["LinearSketch", "validate_counts"]
+__all__ = ["LinearSketch", "binomial_upper_tail", "check_row_totals", "validate_counts"]
 
 # Keys are processed in chunks so every temporary array stays in cache; measured ~6x faster than
 # whole-array numpy on 10 M keys on this machine.
@@ -54,6 +55,28 @@ def validate_counts(counts: Any, n: int) -> np.ndarray | None:
     if arr.shape != (n,):
         raise ValueError(f"counts must have one entry per key ({n}), got shape {arr.shape}")
     return arr.astype(np.int64, copy=False)
+
+
+def binomial_upper_tail(trials: int, need: int, p: float) -> float:
+    """``P(Binomial(trials, p) >= need)``, summed exactly (``trials`` is a sketch depth, <= 64).
+
+    The median of ``d`` independent rows is beyond a level only if at least ``ceil(d/2)`` rows
+    are; this is the tail the median estimators' error bounds are built on.
+    """
+    return sum(
+        math.comb(trials, j) * p**j * (1.0 - p) ** (trials - j) for j in range(need, trials + 1)
+    )
+
+
+def check_row_totals(table: np.ndarray, total_weight: int, name: str) -> None:
+    """Raise ``SketchFormatError`` unless every row of an unsigned table sums to ``total_weight``.
+
+    Every key adds its weight to exactly one cell per row of an unsigned sketch (Count-Min,
+    Count-Median), so each row sums to the total weight (int64 arithmetic wraps alike).
+    """
+    wrapped = np.array([total_weight & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64).view(np.int64)
+    if np.any(table.sum(axis=1) != wrapped[0]):
+        raise serialization.SketchFormatError(f"{name} rows do not all sum to total_weight")
 
 
 def _distinct_strings(keys: Any) -> tuple[pa.Array, np.ndarray] | None:

@@ -1,6 +1,6 @@
 """Calibration of the DP linear sketch releases: neighbouring relations, exact sensitivities, noise.
 
-Shared by :mod:`beam_dpsketch.sketches.linear.private` (Count-Min, Count Sketch) and
+Shared by :mod:`beam_dpsketch.sketches.linear.private` (Count-Min, Count Sketch, Count-Median) and
 :mod:`beam_dpsketch.sketches.quantiles.dyadic` (dyadic Count Sketch). Paper: Zhao et al., "Differentially Private Linear Sketches" (NeurIPS
 2022), cited as [ZQR+22]; deviations in docs/algorithms.md#linear-sketches.
 
@@ -23,8 +23,9 @@ replace_update 2 sqrt(d)     2 sqrt(d)     2d
 user:k         k sqrt(d)     k sqrt(d)     k d
 ============== ============= ============= =======
 
-CountSketch under ``replace`` is ``2 sqrt(d)``, not the paper's ``sqrt(2d)`` (docs/algorithms.md#lin-e3: with
-public hashes a pair colliding in every row with opposite signs moves one counter by 2 per row).
+Count-Median has the Count-Min table, hence the Count-Min column. CountSketch under ``replace``
+is ``2 sqrt(d)``, not the paper's ``sqrt(2d)`` (docs/algorithms.md#lin-e3: with public hashes a
+pair colliding in every row with opposite signs moves one counter by 2 per row).
 
 Noise (docs/algorithms.md#noise-sampling: integer counters get discrete noise)
 ------------------------------------------------------------------------------
@@ -103,8 +104,9 @@ __all__ = [
 NEIGHBOURING_RELATIONS = ("add_remove", "replace", "replace_update")
 NOISE_DISCRETE_LAPLACE = "discrete_laplace"
 NOISE_DISCRETE_GAUSSIAN = "discrete_gaussian"
-#: Sketch kinds, named as everywhere in the library.
-SKETCH_KINDS = ("count-min", "count-sketch")
+#: Sketch kinds, named as everywhere in the library. Count-Median has the Count-Min table (unsigned
+#: rows), so it has the Count-Min sensitivities.
+SKETCH_KINDS = ("count-min", "count-sketch", "count-median")
 _KIND_OF_CODE = {"count_min": "count-min", "count_sketch": "count-sketch"}
 _MIN_SIGMA, _MAX_SIGMA = 1.0 / 16.0, float(1 << 30)  # range of noise.discrete_gaussian
 
@@ -177,7 +179,8 @@ def _check_depth(depth: Any) -> int:
 
 
 def check_sketch_kind(kind: Any) -> str:
-    """``kind`` as ``"count-min"`` or ``"count-sketch"`` (``ValueError`` naming ``kind`` otherwise).
+    """``kind`` as ``"count-min"``, ``"count-sketch"`` or ``"count-median"`` (``ValueError`` naming
+    ``kind`` otherwise).
 
     The underscored spellings are mapped to these with a ``DeprecationWarning``.
     """
@@ -190,8 +193,8 @@ def linear_sensitivity(kind: str, neighbouring: str, depth: int, norm: str = "l2
     Parameters
     ----------
     kind
-        ``"count-min"`` (unsigned rows; also an exact count vector with ``depth = 1``) or
-        ``"count-sketch"`` (signed rows). The underscored ``"count_min"`` / ``"count_sketch"``
+        ``"count-min"`` or ``"count-median"`` (unsigned rows, the same table; also an exact
+        count vector with ``depth = 1``) or ``"count-sketch"`` (signed rows). The underscored ``"count_min"`` / ``"count_sketch"``
         are accepted with a ``DeprecationWarning``.
     neighbouring
         A relation accepted by :func:`parse_neighbouring`.
@@ -217,7 +220,7 @@ def linear_sensitivity(kind: str, neighbouring: str, depth: int, norm: str = "l2
     if name == "add_remove":
         return root
     if name == "replace":
-        return math.sqrt(2 * d) if kind == "count-min" else 2.0 * root
+        return 2.0 * root if kind == "count-sketch" else math.sqrt(2 * d)
     if name == "replace_update":
         return 2.0 * root
     return k * root
@@ -625,7 +628,8 @@ def calibrate_linear(
     Parameters
     ----------
     kind
-        ``"count-min"`` or ``"count-sketch"`` (sensitivity table, docs/algorithms.md#lin-sensitivity).
+        ``"count-min"``, ``"count-sketch"`` or ``"count-median"`` (sensitivity table,
+        docs/algorithms.md#lin-sensitivity).
     depth
         Rows ``d`` of the sketch.
     budget

@@ -7,8 +7,7 @@ import math
 import numpy as np
 
 from beam_dpsketch.checks import check_probability
-from beam_dpsketch.serialization import SketchFormatError
-from beam_dpsketch.sketches.linear.base import LinearSketch
+from beam_dpsketch.sketches.linear.base import LinearSketch, check_row_totals
 
 __all__ = ["CountMinSketch"]
 
@@ -50,10 +49,7 @@ class CountMinSketch(LinearSketch):
 
     @classmethod
     def _check_invariants(cls, table: np.ndarray, total_weight: int) -> None:
-        # Every key adds its weight to exactly one cell per row (int64 arithmetic wraps alike).
-        wrapped = np.array([total_weight & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64).view(np.int64)
-        if np.any(table.sum(axis=1) != wrapped[0]):
-            raise SketchFormatError("Count-Min rows do not all sum to total_weight")
+        check_row_totals(table, total_weight, "Count-Min")
 
     def error_bound(self) -> tuple[float, float]:
         """``(additive error, failure probability)`` of a point query with non-negative weights."""

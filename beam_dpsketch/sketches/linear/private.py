@@ -1,4 +1,5 @@
-"""Differentially private Count-Min and Count Sketch: one noisy release of an exact linear sketch.
+"""Differentially private Count-Min, Count Sketch and Count-Median: one noisy release of an exact
+linear sketch.
 
 Zhao, Qiao, Redberg, Agrawal, El Abbadi and Wang, "Differentially Private Linear Sketches:
 Efficient Implementations and Applications" (NeurIPS 2022), cited below as [ZQR+22]; errata and deviations are explained in
@@ -60,6 +61,7 @@ from beam_dpsketch.hashing import (
     row_signs,
 )
 from beam_dpsketch.privacy.budget import PrivacyBudget
+from beam_dpsketch.sketches.linear.base import binomial_upper_tail
 from beam_dpsketch.sketches.linear.calibration import (
     NEIGHBOURING_RELATIONS,
     LinearCalibration,
@@ -71,12 +73,15 @@ from beam_dpsketch.sketches.linear.calibration import (
     parse_neighbouring,
     user_level,
 )
+from beam_dpsketch.sketches.linear.countmedian import CountMedianSketch, median_row_tail
 from beam_dpsketch.sketches.linear.countmin import CountMinSketch
 from beam_dpsketch.sketches.linear.countsketch import CountSketch
 
 __all__ = [
     "NEIGHBOURING_RELATIONS",
+    "PRIVATE_LINEAR_SKETCHES",
     "LinearCalibration",
+    "PrivateCountMedianSketch",
     "PrivateCountMinSketch",
     "PrivateCountSketch",
     "check_confidence",
@@ -111,13 +116,6 @@ def linear_shape(gamma: float, beta: float, preset: str = "paper") -> tuple[int,
 def check_confidence(confidence: Any) -> float:
     """A confidence level in ``(0, 1)``: ``TypeError`` for a non-number, ``ValueError`` outside."""
     return check_probability(confidence, "confidence")
-
-
-def _binomial_upper_tail(depth: int, need: int, p: float) -> float:
-    """``P(Binomial(depth, p) >= need)``."""
-    return sum(
-        math.comb(depth, j) * p**j * (1.0 - p) ** (depth - j) for j in range(need, depth + 1)
-    )
 
 
 def _smallest_level(enough: Any, top: float) -> float:
@@ -557,16 +555,31 @@ class _PrivateLinearSketch(abc.ABC):
         """``P(|error| > t)`` of one point query when a row's error has the law of ``cells``."""
 
     def total(self) -> float:
-        """Total weight ``N``: exact when published (declared replace-one model).
+        """Total weight ``N`` (docs/algorithms.md#lin-extensions).
 
-        Subclasses estimate it from the table otherwise, where the neighbouring relation allows.
+        When the release publishes it (declared replace-one model) the exact total is returned
+        as is. Otherwise an unsigned table (Count-Min, Count-Median), each of whose rows sums to
+        ``N`` before noise, gives the unbiased estimate ``mean_r sum_c (C[r, c] - offset)``,
+        whose variance is :meth:`total_variance` (``width * noise_variance / depth``); a signed
+        table (Count Sketch) has no estimator of it (``ValueError``).
         """
         if self.public_total is not None:
             return float(self.public_total)
-        raise ValueError(
-            f"{type(self).__name__} cannot estimate the total weight: it is not published in "
-            "this release and the signed table has no estimator of it"
-        )
+        if self.SIGNED:
+            raise ValueError(
+                f"{type(self).__name__} cannot estimate the total weight: it is not published "
+                "in this release and the signed table has no estimator of it"
+            )
+        row_sums = self.table.sum(axis=1, dtype=np.int64) - self.offset * self.width
+        return float(row_sums.mean()) / self.calibration.lattice
+
+    def total_variance(self) -> float:
+        """Variance of :meth:`total` (0 when the total is public; unsigned tables only)."""
+        if self.public_total is not None:
+            return 0.0
+        if self.SIGNED:
+            raise ValueError(f"{type(self).__name__} has no estimator of the total weight")
+        return self.width * self.noise_variance / self.depth
 
     # ---------------------------------------------------------------- identity and bytes
 
@@ -653,7 +666,7 @@ class PrivateCountMinSketch(_PrivateLinearSketch):
     probability ``>= 1 - exp(-depth)``.
 
     Count-Min needs ``f >= 0`` (strict turnstile) for these guarantees (docs/algorithms.md#lin-e17); use
-    :class:`PrivateCountSketch` for general turnstile data. Inner products are not offered on
+    :class:`PrivateCountSketch` or :class:`PrivateCountMedianSketch` for general turnstile data. Inner products are not offered on
     Count-Min (docs/algorithms.md#lin-extensions: the offset and the min make them biased).
     """
 
@@ -682,24 +695,6 @@ class PrivateCountMinSketch(_PrivateLinearSketch):
         above = (n - np.searchsorted(cells, t + shift, side="right")) / n
         at_least = (n - np.searchsorted(cells, shift - t, side="left")) / n
         return float(above**self.depth + 1.0 - at_least**self.depth)
-
-    def total(self) -> float:
-        """Total weight ``N`` (docs/algorithms.md#lin-extensions).
-
-        When the release publishes it (declared replace-one model) the exact total is returned
-        as is. Otherwise the unbiased estimate ``mean_r sum_c (C[r, c] - offset)`` from the noisy
-        table, whose variance is :meth:`total_variance` (``width * noise_variance / depth``).
-        """
-        if self.public_total is not None:
-            return float(self.public_total)
-        row_sums = self.table.sum(axis=1, dtype=np.int64) - self.offset * self.width
-        return float(row_sums.mean()) / self.calibration.lattice
-
-    def total_variance(self) -> float:
-        """Variance of :meth:`total` (0 when the total is public)."""
-        if self.public_total is not None:
-            return 0.0
-        return self.width * self.noise_variance / self.depth
 
 
 class PrivateCountSketch(_PrivateLinearSketch):
@@ -737,7 +732,7 @@ class PrivateCountSketch(_PrivateLinearSketch):
         beyond = (
             n - np.searchsorted(cells, t, side="right") + np.searchsorted(cells, -t, side="left")
         ) / n
-        return 2.0 * _binomial_upper_tail(self.depth, (self.depth + 1) // 2, beyond / 2.0)
+        return 2.0 * binomial_upper_tail(self.depth, (self.depth + 1) // 2, beyond / 2.0)
 
     def _check_same_hashes(self, other: Any) -> None:
         if not isinstance(other, PrivateCountSketch):
@@ -787,3 +782,60 @@ class PrivateCountSketch(_PrivateLinearSketch):
             self.noise_variance + other.noise_variance
         )
         return float(np.median(rows))
+
+
+class PrivateCountMedianSketch(_PrivateLinearSketch):
+    """A released DP Count-Median sketch: exact Count-Min counts + independent zero-mean noise.
+
+    The Count-Min table queried with the median of the key's noisy counters ([CM05], the point
+    query for general turnstile data), released as [ZQR+22, Algorithm 3] releases Count Sketch:
+    every cell gets independent zero-mean noise and no offset. The table is a Count-Min table,
+    so the noise is calibrated to the Count-Min sensitivities (``sqrt(d)`` under add/remove,
+    ``sqrt(2d)`` under replace-one, docs/algorithms.md#lin-sensitivity); Count-Median is not in
+    [ZQR+22], and its release is derived here from Algorithm 3 and the sensitivity table
+    (docs/algorithms.md#lin-count-median).
+
+    Guarantee: ``epsilon``-DP or ``rho``-zCDP (``(epsilon, delta)``-DP for an approximate
+    budget) under :attr:`neighbouring`, for any number of queries: the release is the Gaussian
+    or Laplace mechanism on the linear map ``f -> C`` and every query is post-processing, as in
+    [ZQR+22, Theorem 3.1]. Utility: with probability ``>= 1 - beta_noise``,
+    ``|f^(x) - f~(x)| <= E`` for all keys simultaneously (the median is 1-Lipschitz in the
+    largest coordinate change), where ``f~`` is the exact sketch's median. Per key, the exact
+    median errs by more than ``t`` with probability at most
+    ``P(Binomial(d, ||f||_1 / (width t)) >= ceil(d/2))``
+    (:meth:`~beam_dpsketch.sketches.linear.countmedian.CountMedianSketch.error_bound`), in the
+    general turnstile model. :meth:`error_bound` states the per-estimate error of hashing and
+    noise together from the released cells. Estimates are float64 (the median of an even number
+    of rows is the mean of the middle two).
+
+    When to use it: general turnstile data (negative frequencies), where Count-Min's minimum is
+    no longer an upper bound (docs/algorithms.md#lin-e17); it needs less noise than Count Sketch
+    under replace-one (``sqrt(2d)`` against ``2 sqrt(d)``). On non-negative data its collisions
+    push estimates up, where Count Sketch's cancel on average.
+    """
+
+    KIND = "PrivateCountMedianSketch"
+    EXACT = CountMedianSketch
+    SKETCH_KIND = "count-median"
+    SIGNED = False
+    OFFSET = False
+    __slots__ = ()
+
+    def _combine_rows(self, values: np.ndarray) -> np.ndarray:
+        return np.median(values, axis=0)
+
+    def _error_tail(self, cells: np.ndarray, t: float) -> float:
+        # A row's error has the law of a random cell (collisions of either sign and noise). The
+        # median is above t only if at least ceil(depth/2) rows are, and below -t likewise;
+        # unsigned collisions make the two sides differ, so each is read off the cells.
+        n = len(cells)
+        above = (n - np.searchsorted(cells, t, side="right")) / n
+        below = np.searchsorted(cells, -t, side="left") / n
+        return float(median_row_tail(self.depth, above) + median_row_tail(self.depth, below))
+
+
+#: The released linear sketch classes by sketch kind (``SKETCH_KIND``).
+PRIVATE_LINEAR_SKETCHES: dict[str, type[_PrivateLinearSketch]] = {
+    cls.SKETCH_KIND: cls
+    for cls in (PrivateCountMinSketch, PrivateCountSketch, PrivateCountMedianSketch)
+}
