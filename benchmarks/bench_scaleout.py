@@ -98,6 +98,7 @@ def _transform(name: str) -> Any:
     from beam_dpsketch.noise import NoiseSource
     from beam_dpsketch.privacy import PrivacyBudget
     from beam_dpsketch.transforms import DPFrequencies, DPHeavyHitters, DPQuantiles
+    from beam_dpsketch.transforms.quantiles import QuantileTree
 
     noise = NoiseSource.insecure_for_tests(1)
     if name == "heavy-hitters":
@@ -105,7 +106,12 @@ def _transform(name: str) -> Any:
     if name == "frequencies":
         return DPFrequencies(2048, 5, PrivacyBudget.pure(1.0), seed=1, noise_source=noise)
     return DPQuantiles(
-        [0.1, 0.5, 0.9], 0, 255, PrivacyBudget.zcdp(0.5), width=256, depth=5, noise_source=noise
+        [0.1, 0.5, 0.9],
+        0,
+        255,
+        PrivacyBudget.zcdp(0.5),
+        tree=QuantileTree(width=256, depth=5),
+        noise_source=noise,
     )
 
 
