@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         DPIntermittentQueries,
         DPQuantiles,
         DPSlidingWindowFrequencies,
+        DPTopKeys,
         QuerySchedule,
         ReadKeyBatches,
         ReadOrderedKeys,
@@ -97,6 +98,7 @@ _EXPORTS: dict[str, str] = {
     "DPSlidingWindowFrequencies": "beam_dpsketch.transforms",
     "SlidingLayout": "beam_dpsketch.transforms.sliding",
     "DPIntermittentQueries": "beam_dpsketch.transforms",
+    "DPTopKeys": "beam_dpsketch.transforms",
     # Inputs: contribution bounding, readers and the public query schedule.
     "BoundContributions": "beam_dpsketch.transforms",
     "ReadKeyBatches": "beam_dpsketch.transforms",
@@ -134,6 +136,7 @@ __all__ = [
     "DPIntermittentQueries",
     "DPQuantiles",
     "DPSlidingWindowFrequencies",
+    "DPTopKeys",
     "NoiseSource",
     "PrivacyAccountant",
     "PrivacyBudget",

@@ -5,7 +5,9 @@
   Misra-Gries [LT23]), :class:`DPFrequencies` and :class:`DPQuantiles` (DP linear sketches
   [ZQR+22]), :class:`ContinualDPSketch` (Lazy and Punctual sketches under continual observation
   [Hol25]), :class:`DPSlidingWindowFrequencies` (DPSW-Sketch [WWC24]) and
-  :class:`DPIntermittentQueries` (DP Count Sketch under intermittent queries [YKAE]). The keys
+  :class:`DPIntermittentQueries` (DP Count Sketch under intermittent queries [YKAE]), and
+  :class:`DPTopKeys` (top keys with no candidate list, from a tree of DP linear sketches over
+  key prefixes; derived here, ``docs/algorithms.md#top-keys``). The keys
   are those of ``docs/algorithms.md``, which lists the papers.
   Each charges its budget to a :class:`~beam_dpsketch.privacy.PrivacyAccountant` at pipeline
   construction, before anything runs.
@@ -62,6 +64,7 @@ from beam_dpsketch.transforms.release import (
 )
 from beam_dpsketch.transforms.sketch import SketchGlobally, SketchPerKey
 from beam_dpsketch.transforms.sliding import DPSlidingWindowFrequencies, SlidingWindowRelease
+from beam_dpsketch.transforms.top_keys import DPTopKeys
 from beam_dpsketch.transforms.windowing_rules import WindowingRefused, plan_releases
 
 __all__ = [
@@ -80,6 +83,7 @@ __all__ = [
     "DPIntermittentQueries",
     "DPQuantiles",
     "DPSlidingWindowFrequencies",
+    "DPTopKeys",
     "DPTransform",
     "IntermittentRecord",
     "KeyBatch",
