@@ -33,7 +33,7 @@ from beam_dpsketch.sketches.linear.calibration import (
 from beam_dpsketch.sketches.prefix_tree import ALPHABET, PrefixTreeSketch, PrivatePrefixTree
 from beam_dpsketch.transforms.base import as_extractor
 from beam_dpsketch.transforms.batching import BatchKeys, is_batch_type
-from beam_dpsketch.transforms.combiners import SketchCombineFn, SketchCoder
+from beam_dpsketch.transforms.combiners import SketchCoder, SketchCombineFn
 from beam_dpsketch.transforms.frequencies import USER_LEVEL_BY_NEIGHBOURING
 from beam_dpsketch.transforms.records import BoundedKeyEstimate
 from beam_dpsketch.transforms.release import PANE_RELATIONS, AccountedTransform, ReleaseMechanism

@@ -21,7 +21,7 @@ from apache_beam.transforms.window import (
 from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget, Windowing
+from beam_dpsketch.privacy import PrivacyAccountant, PrivacyBudget
 from beam_dpsketch.sketches.prefix_tree import PrefixTreeSketch, PrivatePrefixTree
 from beam_dpsketch.transforms import DPTopKeys
 from beam_dpsketch.transforms.records import BoundedKeyEstimate
