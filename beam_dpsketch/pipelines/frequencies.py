@@ -3,8 +3,8 @@
 ``frequencies`` counts the keys named before the run (``--query``, ``--query-keys`` or a
 ``--candidates`` file) exactly, with noise calibrated for a count (no sketch error; every
 declared key, zero counts included), or, when a sketch option is given, releases a private Count
-Sketch (or Count-Min sketch) of one column that answers those keys, each estimate with an
-``error_bound`` at 95% confidence; ``quantiles`` releases a private
+Sketch (or Count-Min or Count-Median sketch) of one column that answers those keys, each estimate
+with an ``error_bound`` at 95% confidence; ``quantiles`` releases a private
 dyadic Count Sketch of a numeric column and answers ``--q`` quantiles (Zhao, Qiao, Redberg, Agrawal,
 El Abbadi and Wang, "Differentially Private Linear Sketches": Section 3, Theorems 3.1-3.2 for the
 sketches, Section 4.2 for the private dyadic Count Sketch).
@@ -48,7 +48,7 @@ from beam_dpsketch.pipelines.release_arguments import (
     noise_source_from_args,
 )
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles, ReadKeyBatches
-from beam_dpsketch.transforms.frequencies import DEFAULT_SKETCH, ERROR_BOUND_CONFIDENCE
+from beam_dpsketch.transforms.frequencies import DEFAULT_SKETCH, ERROR_BOUND_CONFIDENCE, SKETCHES
 from beam_dpsketch.transforms.quantiles import QuantileTree
 
 __all__ = [
@@ -89,8 +89,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             f"error_bound at {ERROR_BOUND_CONFIDENCE:g} confidence: they are counted exactly "
             "with noise for a count of sensitivity 1 (no sketch error; every declared key is "
             "released, zero counts included). Give a sketch option (--sketch, --width, --depth, "
-            "--seed) to release a differentially private Count Sketch (or Count-Min sketch) of "
-            "the column instead (noise added once to every cell; Zhao et al. 2022, Section 3), "
+            "--seed) to release a differentially private Count Sketch (or Count-Min or "
+            "Count-Median sketch) of the column instead (noise added once to every cell; Zhao et al. 2022, Section 3), "
             "which answers the same keys with hashing error plus noise, read off the released "
             "sketch (about 2-3x the error of exact counts at the default shape). Element level: "
             "neighbouring inputs differ by one row."
@@ -101,9 +101,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group = freq.add_argument_group("release")
     group.add_argument(
         "--sketch",
-        choices=("count-sketch", "count-min"),
+        choices=SKETCHES,
         default=DEFAULT_SKETCH,
-        help=f"sketch kind ({DEFAULT_SKETCH}: unbiased median estimator)",
+        help=f"sketch kind ({DEFAULT_SKETCH}: unbiased median estimator; count-median for "
+        "general turnstile data)",
     )
     group.add_argument(
         "--width", type=int, default=DEFAULT_WIDTH, help=f"counters per row ({DEFAULT_WIDTH})"

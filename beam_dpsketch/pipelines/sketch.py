@@ -43,7 +43,7 @@ from beam_dpsketch.pipelines.output import (
     run_release,
     write_release,
 )
-from beam_dpsketch.sketches import MisraGries
+from beam_dpsketch.sketches import CountMedianSketch, MisraGries
 from beam_dpsketch.transforms import ReadKeyBatches, SketchGlobally, SketchSpec
 
 __all__ = [
@@ -120,7 +120,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group = parser.add_argument_group("sketch")
     group.add_argument(
         "--sketch",
-        choices=("count-min", "count-sketch", "misra-gries"),
+        choices=("count-min", "count-sketch", "count-median", "misra-gries"),
         default="count-min",
         help="sketch to build (default: count-min)",
     )
@@ -128,19 +128,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--width",
         type=int,
         default=_DEFAULTS["width"],
-        help=f"counters per row (count-min/count-sketch; {_DEFAULTS['width']})",
+        help=f"counters per row (linear sketches; {_DEFAULTS['width']})",
     )
     group.add_argument(
         "--depth",
         type=int,
         default=_DEFAULTS["depth"],
-        help=f"rows (count-min/count-sketch; default {_DEFAULTS['depth']})",
+        help=f"rows (linear sketches; default {_DEFAULTS['depth']})",
     )
     group.add_argument(
         "--seed",
         type=int,
         default=_DEFAULTS["seed"],
-        help=f"hash seed (count-min/count-sketch; default {_DEFAULTS['seed']})",
+        help=f"hash seed (linear sketches; default {_DEFAULTS['seed']})",
     )
     group.add_argument(
         "--k",
@@ -182,25 +182,38 @@ def spec_from_args(args: argparse.Namespace) -> SketchSpec:
     if args.sketch == "misra-gries":
         wrong = given_options(args, *_LINEAR_ONLY)
         if wrong:
-            raise ValueError(f"{', '.join(wrong)} only apply to count-min and count-sketch")
+            raise ValueError(
+                f"{', '.join(wrong)} only apply to count-min, count-sketch and count-median"
+            )
         return SketchSpec.misra_gries(value["k"])
     if given_options(args, "k"):
         raise ValueError("--k only applies to misra-gries")
     params = {n: value[n] for n in _LINEAR_ONLY}
     if args.sketch == "count-min":
         return SketchSpec.count_min(**params)
+    if args.sketch == "count-median":
+        return SketchSpec.count_median(**params)
     return SketchSpec.count_sketch(**params)
 
 
 def _describe(spec: SketchSpec) -> str:
     params = ", ".join(f"{k}={v}" for k, v in spec.params.items())
-    name = {"count-min": "Count-Min", "count-sketch": "Count Sketch", "misra-gries": "Misra-Gries"}
+    name = {
+        "count-min": "Count-Min",
+        "count-sketch": "Count Sketch",
+        "count-median": "Count-Median",
+        "misra-gries": "Misra-Gries",
+    }
     return f"{name[spec.kind]}({params})"
 
 
 def _bound_note(sketch: Any) -> str:
     if isinstance(sketch, MisraGries):
         return f"every estimate is in [f(x) - {sketch.error_bound()}, f(x)]"
+    if isinstance(sketch, CountMedianSketch):
+        # The total weight is ||f||_1 for non-negative frequencies, as the command counts.
+        bound = sketch.error_bound(0.95)
+        return f"each estimate is within {bound:.1f} of f(x) with probability >= 0.95"
     if hasattr(sketch, "error_bound"):
         err, fail = sketch.error_bound()
         return f"each estimate is within +{err:.1f} of f(x) with probability >= {1 - fail:.3f}"

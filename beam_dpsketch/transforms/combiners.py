@@ -19,7 +19,7 @@ from apache_beam import coders
 
 from beam_dpsketch.checks import check_int
 from beam_dpsketch.hashing import MAX_DEPTH, MAX_SEED, MAX_WIDTH, hash_key
-from beam_dpsketch.sketches import CountMinSketch, CountSketch, MisraGries
+from beam_dpsketch.sketches import CountMedianSketch, CountMinSketch, CountSketch, MisraGries
 from beam_dpsketch.sketches.misra_gries.sketch import MAX_K
 from beam_dpsketch.transforms.batching import is_key_batch
 
@@ -32,7 +32,7 @@ __all__ = [
     "sum_by_cell",
 ]
 
-Sketch = CountMinSketch | CountSketch | MisraGries
+Sketch = CountMinSketch | CountSketch | CountMedianSketch | MisraGries
 
 
 def sum_by_cell(cells: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -53,6 +53,7 @@ SketchFactory = Callable[[], Any]
 SKETCH_KINDS: dict[str, type] = {
     "count-min": CountMinSketch,
     "count-sketch": CountSketch,
+    "count-median": CountMedianSketch,
     "misra-gries": MisraGries,
 }
 _PARAM_BOUNDS: dict[str, tuple[int, int]] = {
@@ -67,15 +68,15 @@ _PARAM_BOUNDS: dict[str, tuple[int, int]] = {
 class SketchSpec:
     """A small, picklable description of an empty sketch; calling it builds one.
 
-    Use the constructors :meth:`count_min`, :meth:`count_sketch` and :meth:`misra_gries`, which
-    validate every parameter at pipeline construction, as the sketch classes do (``TypeError``
-    for a wrong type, ``ValueError`` for a wrong value, naming the parameter), long before a
-    worker allocates a table.
+    Use the constructors :meth:`count_min`, :meth:`count_sketch`, :meth:`count_median` and
+    :meth:`misra_gries`, which validate every parameter at pipeline construction, as the sketch
+    classes do (``TypeError`` for a wrong type, ``ValueError`` for a wrong value, naming the
+    parameter), long before a worker allocates a table.
 
     Parameters
     ----------
     kind
-        One of ``"count-min"``, ``"count-sketch"``, ``"misra-gries"``.
+        One of ``"count-min"``, ``"count-sketch"``, ``"count-median"``, ``"misra-gries"``.
     params
         Constructor arguments of the sketch class: ``width``, ``depth``, ``seed`` for the linear
         sketches, ``k`` for Misra-Gries.
@@ -109,6 +110,11 @@ class SketchSpec:
     def count_sketch(cls, width: int, depth: int, seed: int = 0) -> SketchSpec:
         """Spec of an empty :class:`~beam_dpsketch.sketches.CountSketch`."""
         return cls("count-sketch", {"width": width, "depth": depth, "seed": seed})
+
+    @classmethod
+    def count_median(cls, width: int, depth: int, seed: int = 0) -> SketchSpec:
+        """Spec of an empty :class:`~beam_dpsketch.sketches.CountMedianSketch`."""
+        return cls("count-median", {"width": width, "depth": depth, "seed": seed})
 
     @classmethod
     def misra_gries(cls, k: int) -> SketchSpec:
@@ -231,6 +237,11 @@ class SketchCombineFn(beam.CombineFn):
     def count_sketch(cls, width: int, depth: int, seed: int = 0) -> SketchCombineFn:
         """CombineFn building a :class:`~beam_dpsketch.sketches.CountSketch`."""
         return cls(SketchSpec.count_sketch(width, depth, seed))
+
+    @classmethod
+    def count_median(cls, width: int, depth: int, seed: int = 0) -> SketchCombineFn:
+        """CombineFn building a :class:`~beam_dpsketch.sketches.CountMedianSketch`."""
+        return cls(SketchSpec.count_median(width, depth, seed))
 
     @classmethod
     def misra_gries(cls, k: int) -> SketchCombineFn:

@@ -29,7 +29,7 @@ from beam_dpsketch.privacy.declarations import (
     check_privacy_unit,
     check_windowing,
 )
-from beam_dpsketch.sketches import CountMinSketch, CountSketch
+from beam_dpsketch.sketches import CountMedianSketch, CountMinSketch, CountSketch
 from beam_dpsketch.sketches.linear.calibration import pane_calibration, pane_relation_text
 from beam_dpsketch.sketches.linear.key_counts import (
     KeyCountIndex,
@@ -37,6 +37,7 @@ from beam_dpsketch.sketches.linear.key_counts import (
     check_query_keys,
 )
 from beam_dpsketch.sketches.linear.private import (
+    PrivateCountMedianSketch,
     PrivateCountMinSketch,
     PrivateCountSketch,
     parse_neighbouring,
@@ -67,6 +68,7 @@ __all__ = [
     "KeyCountsCombineFn",
     "LinearSketchReleaseMechanism",
     "PublicKeyCountsReleaseMechanism",
+    "SKETCHES",
     "USER_LEVEL_BY_NEIGHBOURING",
 ]
 
@@ -86,17 +88,22 @@ USER_LEVEL_BY_NEIGHBOURING = (
 _SKETCHES = {
     "count-min": (CountMinSketch, PrivateCountMinSketch),
     "count-sketch": (CountSketch, PrivateCountSketch),
+    "count-median": (CountMedianSketch, PrivateCountMedianSketch),
 }
+#: The sketch kinds ``DPFrequencies(sketch=...)`` takes (the command line and the YAML step offer
+#: the same): ``"count-sketch"`` (the default), ``"count-min"`` and ``"count-median"``.
+SKETCHES: tuple[str, ...] = tuple(_SKETCHES)
 
 
 class LinearSketchReleaseMechanism(ReleaseMechanism):
-    """Release an exact Count-Min / Count Sketch as a private one (Zhao et al., Algorithm 3).
+    """Release an exact Count-Min / Count Sketch / Count-Median sketch as a private one (Zhao et
+    al., Algorithm 3).
 
     Every cell gets independent noise once, calibrated for the budget kind (pure: discrete
     Laplace on the L1 sensitivity; approximate or zCDP: discrete Gaussian on the L2 sensitivity)
     and the ``neighbouring`` relation (``docs/algorithms.md#lin-sensitivity``). No constant is
     added to the cells (``offset=False``): a point estimate is the minimum (Count-Min) or the
-    median (Count Sketch) of the key's noisy counters, with no hidden shift, and each released
+    median (Count Sketch, Count-Median) of the key's noisy counters, with no hidden shift, and each released
     sketch reports its per-estimate ``error_bound(confidence)``. Discrete Laplace noise is drawn
     on a lattice finer than one count when its scale is small (``lattice=True`` of
     :meth:`~beam_dpsketch.sketches.linear.private.PrivateCountSketch.release`, same guarantee),
@@ -243,6 +250,8 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
                 "minimum over rows minus the public mean of the minimum of the row noises"
                 if self.sketch == "count-min"
                 else "median over rows"
+                if self.sketch == "count-sketch"
+                else "median over rows of the unsigned (Count-Min) counters"
             ),
             "point_query_noise_bound": (
                 f"{noise_q:.6g} at {ERROR_BOUND_CONFIDENCE:g} per key (noise only; the released "
@@ -416,8 +425,8 @@ class DPFrequencies(AccountedTransform):
     declared public keys.
 
     Without ``query_keys``: emits one released
-    :class:`~beam_dpsketch.sketches.linear.private.PrivateCountSketch` (default) or
-    ``PrivateCountMinSketch`` per released pane, queryable downstream for any key (``estimate``,
+    :class:`~beam_dpsketch.sketches.linear.private.PrivateCountSketch` (default),
+    ``PrivateCountMinSketch`` or ``PrivateCountMedianSketch`` per released pane, queryable downstream for any key (``estimate``,
     e.g. as a side input), with a per-estimate ``error_bound(confidence)`` (the quantile of the
     hashing and noise error together, read off the released cells: no budget spent). The sketch is exact until release; noise is added
     once to every cell and no constant is added (the estimate has no hidden offset).
@@ -437,10 +446,12 @@ class DPFrequencies(AccountedTransform):
         Total budget of the transform for one privacy unit (pure, approximate or zCDP), split
         over the releases a unit can influence.
     sketch
-        ``"count-sketch"`` (default: unbiased median estimator) or ``"count-min"`` (minimum
+        ``"count-sketch"`` (default: unbiased median estimator), ``"count-min"`` (minimum
         over rows minus the public mean of the minimum of the row noises: centred on the count
-        for a key without collisions, raised by collisions). Must be left unset with
-        ``query_keys``.
+        for a key without collisions, raised by collisions; its guarantees need non-negative
+        frequencies) or ``"count-median"`` (the Count-Min table queried with the median of its
+        rows, for general turnstile data: collisions of either sign, Count-Min's smaller
+        sensitivity under ``"replace"``). Must be left unset with ``query_keys``.
     query_keys
         Public keys, declared independently of the data: count exactly these keys instead of
         building a sketch. Keys of the data that are not declared are not counted.
@@ -480,11 +491,12 @@ class DPFrequencies(AccountedTransform):
     declared keys, whose sensitivities are those of a one-row Count-Min sketch).
     When a trigger can fire several panes whose boundaries depend on the data, each pane is
     calibrated for the exact replacement sensitivity (``replace_update`` with ``weight_fn``), and
-    its total is not published: ``total()`` of a released Count-Min sketch is then the estimate
-    from the noisy table (a released Count Sketch has none).
+    its total is not published: ``total()`` of a released Count-Min or Count-Median sketch is
+    then the estimate from the noisy table (a released Count Sketch has none).
 
     **Accuracy.** A sketch's point estimate has hashing error (``O(N / width)`` for Count-Min,
-    ``O(||f||_2 / sqrt(width))`` for Count Sketch) on top of the noise; ``error_bound`` states
+    ``O(||f||_2 / sqrt(width))`` for Count Sketch, ``O(||f||_1 / width)`` for Count-Median) on
+    top of the noise; ``error_bound`` states
     it. When the keys of interest are known in advance, ``query_keys`` removes the hashing error
     and needs less noise (sensitivity 1 instead of ``depth`` or ``sqrt(depth)``).
 

@@ -650,7 +650,8 @@ class YamlDPFrequencies(YamlDPTransform):
     release, ``key``, ``estimate`` and ``error_bound`` (the per-key noise bound at 95 %), every
     declared key included. Without: one row per release, ``sketch`` (the released sketch's
     versioned bytes, ``beam_dpsketch.sketches.linear.PrivateCountSketch.from_bytes``, or
-    ``PrivateCountMinSketch`` for ``sketch: count-min``) and ``error_bound`` (its per-estimate
+    ``PrivateCountMinSketch`` for ``sketch: count-min``, ``PrivateCountMedianSketch`` for
+    ``sketch: count-median``) and ``error_bound`` (its per-estimate
     bound at 95 %). The window fields are added when windowed.
 
     Parameters
@@ -666,7 +667,8 @@ class YamlDPFrequencies(YamlDPTransform):
     seed
         Public hash seed of the sketch.
     sketch
-        ``count-sketch`` (default) or ``count-min``.
+        ``count-sketch`` (default), ``count-min`` or ``count-median`` (general turnstile
+        data).
     weight
         An integer weight field (turnstile).
     neighbouring
