@@ -115,12 +115,11 @@ def _transform(name: str) -> Any:
     )
 
 
-def _run_once(name: str, rows: int, beam_args: list[str]) -> float:
-    from beam_dpsketch.pipelines.runner import pipeline_options, run_pipeline
-
+def release(p: beam.Pipeline, name: str, rows: int) -> beam.PCollection:
+    """The measured pipeline: ``rows`` Zipf keys (rounded up to whole work items) released by the
+    transform ``name`` (one of :data:`TRANSFORMS`)."""
     per_part = -(-rows // PARTS)
-    p = beam.Pipeline(options=pipeline_options(beam_args))
-    _ = (
+    return (
         p
         | "Parts" >> beam.Create(list(range(PARTS)))
         | "Spread" >> beam.Reshuffle()
@@ -128,6 +127,13 @@ def _run_once(name: str, rows: int, beam_args: list[str]) -> float:
         >> beam.ParDo(ZipfBatches(per_part, name == "quantiles")).with_output_types(np.ndarray)
         | "Release" >> _transform(name)
     )
+
+
+def _run_once(name: str, rows: int, beam_args: list[str]) -> float:
+    from beam_dpsketch.pipelines.runner import pipeline_options, run_pipeline
+
+    p = beam.Pipeline(options=pipeline_options(beam_args))
+    release(p, name, rows)
     start = time.perf_counter()
     run_pipeline(p)
     return time.perf_counter() - start
