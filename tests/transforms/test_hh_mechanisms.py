@@ -39,7 +39,9 @@ BUDGETS = [
 ]
 K = 16
 M = 3
-USER_MECHANISMS = ("pamg-gshm", "user-exact")
+USER_MECHANISMS = tuple(name for name, cls in MECHANISM_CLASSES.items() if cls.levels == ("user",))
+#: Mechanisms that take a declared public parameter with no default, built with one here.
+DECLARED = {"user-pure-pp": {"universe": range(1000)}}
 
 
 def drive(mechanism: HeavyHitterMechanism, inputs: list[Any]) -> Any:
@@ -178,7 +180,7 @@ def test_stating_a_calibration_draws_no_noise(monkeypatch, name):
     transform = DPHistogram(
         K,
         BUDGETS[0],
-        mechanism=name,
+        mechanism=MECHANISM_CLASSES[name](K, **DECLARED[name]) if name in DECLARED else name,
         **({"privacy_unit": PrivacyUnit(id=lambda r: r[0], max_contributions=M)} if user else {}),
         **({"key_fn": lambda r: r[1]} if user else {}),
     )

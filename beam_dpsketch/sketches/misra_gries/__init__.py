@@ -11,6 +11,7 @@ imported from this package; the modules hold one mechanism each:
 * :mod:`.release`: the release object, its error bound and the neighbouring relations;
 * :mod:`.pmg_release`: PMG ([LT23, Algorithm 2; Section 5]) on one sequential stream;
 * :mod:`.design_b`: Algorithm 3 post-processing summed over shards and its releases;
+* :mod:`.sharded`: Design D (PMG per key-partitioned shard) and the untrusted-aggregator sum;
 * :mod:`.merged`: M-LAP, M-PURE, M-GSHM and PAMG-GSHM on merged sketches ([LT23, Sections 7-8]);
 * :mod:`.gshm`: the Gaussian sparse histogram mechanism's exact calibration;
 * :mod:`.gate`: the noisy exactness test in front of a release;
@@ -50,7 +51,10 @@ per-shard Algorithm 3 + exact sum       :func:`approx_pp`, :func:`pure_pp` on a
 Design B or ``MERGE_k`` behind a noisy  :func:`gated_approx_pp`, ``exactness_gate=True`` of
 test of exactness (the transforms)      :func:`merged_gshm` / :func:`merged_laplace`
 user level, PAMG (+ ``MERGE_k``)        :func:`pamg_gshm` (``l = k``); merged_laplace/merged_pure
-user level, one flattened stream        :func:`user_level_pmg` (group privacy)
+user level, one flattened stream        :func:`user_level_pmg` (group privacy), :func:`user_level_pure_pp`
+key-hash shards, one sequential sketch  :func:`design_d` (PMG per shard, the union)
+each (``ShardedMisraGries``)
+disjoint shards, untrusted aggregator   :func:`untrusted_sum` (PMG per shard, summed; baseline)
 baselines ([LT23, Section 4])           :func:`chan_pure`, :func:`chan_thresholded`,
                                         :func:`stability_histogram`, :func:`gaussian_histogram`
 ======================================  ===========================================================
@@ -96,6 +100,7 @@ from beam_dpsketch.sketches.misra_gries.design_b import (
     approx_pp,
     postprocess,
     pure_pp,
+    user_level_pure_pp,
 )
 from beam_dpsketch.sketches.misra_gries.gate import exactness_gated, gated_approx_pp
 from beam_dpsketch.sketches.misra_gries.gshm import GSHMParameters, calibrate_gshm, gshm_parameters
@@ -116,6 +121,11 @@ from beam_dpsketch.sketches.misra_gries.release import (
     HeavyHitterEstimate,
     HeavyHitterRelease,
     NoiseSpec,
+)
+from beam_dpsketch.sketches.misra_gries.sharded import (
+    ShardedMisraGries,
+    design_d,
+    untrusted_sum,
 )
 from beam_dpsketch.sketches.misra_gries.sizing import (
     DEFAULT_K,
@@ -148,6 +158,7 @@ __all__ = [
     "NoiseSpec",
     "PAMGSketch",
     "PostProcessedSum",
+    "ShardedMisraGries",
     "THRESHOLD_FORMS",
     "Universe",
     "apriori_error",
@@ -156,6 +167,7 @@ __all__ = [
     "chan_pure",
     "chan_thresholded",
     "default_release",
+    "design_d",
     "exactness_gated",
     "flatten_users",
     "gated_approx_pp",
@@ -175,7 +187,9 @@ __all__ = [
     "recommend_merged_mechanism",
     "stability_histogram",
     "suggest_k",
+    "untrusted_sum",
     "user_level_pmg",
+    "user_level_pure_pp",
 ]
 
 #: The default single-stream mechanism: PMG with exact discrete (geometric) noise, [LT23, Section 5.2].

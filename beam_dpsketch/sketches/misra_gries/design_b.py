@@ -46,6 +46,7 @@ from beam_dpsketch.sketches.misra_gries.universe import (
     pure_top_k,
     validate_in_universe,
 )
+from beam_dpsketch.sketches.misra_gries.user import user_flattened_relation
 
 __all__ = [
     "DEFAULT_COUNT_FRACTION",
@@ -53,6 +54,7 @@ __all__ = [
     "approx_pp",
     "postprocess",
     "pure_pp",
+    "user_level_pure_pp",
 ]
 
 
@@ -572,28 +574,124 @@ def pure_pp(
         ``"auto"``, ``"enumerate"`` or ``"sample"``.
     """
     pp = as_postprocessed(source)
+    relation, details = _pp_meta(pp)
+    return _pure_pp_release(
+        pp,
+        universe,
+        pure_budget(budget),
+        stream,
+        sensitivity=_pp_sensitivity(pp.k, tight_sensitivity),
+        method=method,
+        mechanism="PURE_PP",
+        relation=relation,
+        details=details,
+    )
+
+
+def _pure_pp_release(
+    pp: PostProcessedSum,
+    universe: Universe | Iterable[Any],
+    eps: float,
+    stream: NoiseStream,
+    *,
+    sensitivity: int,
+    method: str,
+    mechanism: str,
+    relation: str,
+    details: dict[str, Any],
+    privacy_unit: str = "element",
+) -> HeavyHitterRelease:
+    """Discrete Laplace of integer scale ``sensitivity / eps`` on every key of ``universe``
+    (scaled values ``V_x``), then the top ``k``, reported as ``V_x / (k+1)`` ([LT23, Section 6])."""
     if not isinstance(universe, Universe):
         universe = Universe.from_keys(universe)
-    eps = pure_budget(budget)
     check_stream(stream)
     values = pp.scaled_counts()
     validate_in_universe(values, universe)
     k, k1 = pp.k, pp.k + 1
-    scale = discrete_laplace_scale(_pp_sensitivity(k, tight_sensitivity), eps)
+    scale = discrete_laplace_scale(sensitivity, eps)
     top, info = pure_top_k(values, universe, k, scale, stream, capacity=pp.capacity, method=method)
-    relation, details = _pp_meta(pp)
     details.update(info)
-    details.update(epsilon_effective=float(_pp_sensitivity(k, tight_sensitivity) / scale))
+    details.update(epsilon_effective=float(sensitivity / scale))
     details["integer_scale"] = float(scale)
     cutoff = info.get("cutoff")
     return make_release(
         [(x, y / k1) for x, y in top],
-        mechanism="PURE_PP",
+        mechanism=mechanism,
         epsilon=eps,
         delta=0.0,
         threshold=None if cutoff is None else cutoff / k1,
         noise=NoiseSpec("discrete_laplace", float(scale / k1)),
         k=k,
         neighbouring=relation,
+        privacy_unit=privacy_unit,
         details=details,
+    )
+
+
+def user_level_pure_pp(
+    source: PostProcessedSum | MisraGries,
+    universe: Universe | Iterable[Any],
+    budget: PrivacyBudget,
+    m: int,
+    stream: NoiseStream,
+    *,
+    tight_sensitivity: bool = False,
+    method: str = "auto",
+) -> HeavyHitterRelease:
+    """User-level PURE_PP: pure ``epsilon``-DP top-k of the post-processed sketch of the
+    flattened user stream ([LT23, Section 8, Lemma 4]).
+
+    Each user contributes at most ``m`` elements, flattened into one stream in a fixed
+    within-user order (:func:`~beam_dpsketch.sketches.misra_gries.user.flatten_users`).
+    Removing one user is ``m`` single-element removals, each of which moves the Algorithm-3
+    sketch by ``Delta_1 < 2`` ([LT23, Section 6, Lemma 2]); by the triangle inequality the
+    flattened sketch moves by ``Delta_1 < 2m`` ([LT23, Section 8, Lemma 4]). So the release is
+    :func:`pure_pp` with ``m`` times its noise: discrete Laplace of scale ``2m/eps`` (integer
+    scale ``2m(k+1)/eps``) on every key of the declared universe, then the top ``k``. Utility
+    ``n/(k+1) + O(m log(u)/eps)``: linear in ``m``, which [LT23, Section 8] shows no release of
+    Misra-Gries counters avoids.
+
+    Guarantee: pure ``epsilon``-DP (``delta = 0``) under add/remove of one user whose
+    contribution is at most ``m`` elements (not necessarily distinct or consecutive; group
+    privacy by the triangle inequality). A :class:`PostProcessedSum` of several shards keeps it
+    under A-PART (docs/algorithms.md#mg-a-part): every removed element moves one shard's
+    sketch by less than 2.
+
+    Parameters
+    ----------
+    source
+        A :class:`PostProcessedSum` or a single-stream ``MisraGries`` of the flattened stream.
+    universe
+        The declared :class:`~.universe.Universe` (or any collection of keys). A stored key
+        outside it raises ``ValueError``.
+    budget
+        ``PrivacyBudget.pure(epsilon)`` for one user (any other budget raises ``ValueError``
+        naming ``budget``).
+    m
+        The most elements one user contributes, ``>= 1``.
+    stream
+        The release's noise stream.
+    tight_sensitivity
+        ``m (2k - 1)`` instead of ``2m(k+1)`` on the integer scale (opt-in,
+        docs/algorithms.md#mg-e3).
+    method
+        ``"auto"``, ``"enumerate"`` or ``"sample"`` (:func:`~.universe.pure_top_k`).
+    """
+    pp = as_postprocessed(source)
+    eps = pure_budget(budget)
+    mm = check_int(m, "m")
+    _, details = _pp_meta(pp)
+    details["m"] = mm
+    return _pure_pp_release(
+        pp,
+        universe,
+        eps,
+        stream,
+        sensitivity=mm * _pp_sensitivity(pp.k, tight_sensitivity),
+        method=method,
+        mechanism="user-level PURE_PP",
+        relation=user_flattened_relation(mm),
+        details=details,
+        privacy_unit="user",
     )

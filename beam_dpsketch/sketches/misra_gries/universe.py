@@ -22,6 +22,8 @@ from beam_dpsketch.noise import NoiseStream, discrete_laplace
 __all__ = [
     "Universe",
     "pure_top_k",
+    "pure_top_k_cutoff",
+    "pure_top_k_method",
     "sample_tail_count",
     "sample_upper_geometric",
     "validate_in_universe",
@@ -314,6 +316,21 @@ _ENUMERATE_FACTOR = 16
 _ENUMERATE_MAX = 1 << 24
 
 
+def pure_top_k_method(universe_size: int, capacity: int, method: str = "auto") -> str:
+    """The method :func:`pure_top_k` runs: ``"auto"`` enumerates when
+    ``|U| <= 16 * capacity`` and samples otherwise (public parameters only)."""
+    check_choice(method, "method", ("auto", "enumerate", "sample"))
+    if method == "auto":
+        return "enumerate" if universe_size <= _ENUMERATE_FACTOR * capacity else "sample"
+    return method
+
+
+def pure_top_k_cutoff(universe_size: int, k: int, scale: Fraction) -> int:
+    """The data-independent integer cutoff ``t0 = max(0, ceil(scale ln(|U| / (2k))))`` of the
+    cutoff sampler of :func:`pure_top_k` ([LT23, Section 6])."""
+    return max(0, math.ceil(float(scale) * math.log(universe_size / (2.0 * k))))
+
+
 def pure_top_k(
     values: Mapping[Any, int],
     universe: Universe,
@@ -346,8 +363,7 @@ def pure_top_k(
     """
     check_choice(method, "method", ("auto", "enumerate", "sample"))
     u = universe.size
-    if method == "auto":
-        method = "enumerate" if u <= _ENUMERATE_FACTOR * capacity else "sample"
+    method = pure_top_k_method(u, capacity, method)
     details: dict[str, Any] = {"universe_size": u, "method": method}
     if method == "enumerate":
         if u > _ENUMERATE_MAX:
@@ -364,7 +380,7 @@ def pure_top_k(
                 f"universe of size {u} is too small for method='sample' with capacity "
                 f"{capacity}; use method='enumerate'"
             )
-        t0 = max(0, math.ceil(float(scale) * math.log(u / (2.0 * k))))
+        t0 = pure_top_k_cutoff(u, k, scale)
         stored = sorted(values, key=encode_key)
         z = discrete_laplace(stream, scale, len(stored))
         cands = [

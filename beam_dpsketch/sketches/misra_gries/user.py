@@ -56,6 +56,15 @@ def user_group_relation(m: int) -> str:
     )
 
 
+def user_flattened_relation(m: int) -> str:
+    """Neighbouring relation of user-level PURE_PP ([LT23, Definition 1] user level, [LT23,
+    Section 8, Lemma 4]): one user's elements removed from the flattened stream."""
+    return (
+        f"add/remove one user, whose contribution is at most m={m} elements, flattened into one "
+        "stream ([LT23, Definition 1; Section 8, Lemma 4])"
+    )
+
+
 def merge_k(k: int, sketches: Iterable[Mapping[Any, int]]) -> dict[Any, int]:
     """Multi-way ``MERGE_k`` (Agarwal et al., [LT23, Section 7; Section 7, Lemma 1 and Corollary 2]).
 

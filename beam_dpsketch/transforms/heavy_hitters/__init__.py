@@ -18,6 +18,10 @@ mechanism (name)           release                                              
                            :class:`DPHistogram`'s default
 :class:`Sequential`        one Algorithm-1 sketch per window on one worker, PMG             element
 ``"sequential"``           (Algorithm 2); the smallest threshold; fires once per window
+:class:`DesignD`           ``shards`` sequential sketches, element ``x`` in shard           element
+``"design-d"``             ``H(x) mod shards``, PMG per shard, the union; fires once
+:class:`UntrustedShards`   ``(holder, key)`` pairs, PMG per holder shard, released values   element
+``"untrusted-shards"``     summed per key: the untrusted-aggregator baseline (Section 7)
 :class:`MergedGSHM`,       ``MERGE_k``-merged sketches with GSHM at ``l = k`` or Laplace    element
 :class:`MergedLaplace`     noise ``k/eps`` (Section 7); strictly bounded memory
 :class:`SelectThenCount`   a DP selection of ``k`` keys, then their exact counts with       both
@@ -27,6 +31,8 @@ mechanism (name)           release                                              
 ``"user-exact"``           the default at user level
 :class:`PamgGSHM`          hashed one-counter PAMG sketches of ``4 k`` buckets, GSHM at     user
 ``"pamg-gshm"``            ``l = m`` (Section 8); memory ``4 k`` keys
+:class:`UserPurePP`        PURE_PP with ``Lap(2m/eps)`` on a declared universe, on one      user
+``"user-pure-pp"``         flattened sequential stream (Section 8, Lemma 4); pure DP
 =========================  ==============================================================  ==========
 
 Every release is one window and pane of one transform, accounted at pipeline construction
@@ -53,6 +59,7 @@ from beam_dpsketch.transforms.heavy_hitters.select_count import (
     SelectThenCountSteps,
 )
 from beam_dpsketch.transforms.heavy_hitters.sequential import Sequential
+from beam_dpsketch.transforms.heavy_hitters.sharded import DesignD, UntrustedShards
 from beam_dpsketch.transforms.heavy_hitters.transform import (
     HEAVY_HITTERS_DEFAULT_MECHANISM,
     MECHANISM_CLASSES,
@@ -70,6 +77,7 @@ from beam_dpsketch.transforms.heavy_hitters.user import (
     UserExact,
     unit_key_set,
 )
+from beam_dpsketch.transforms.heavy_hitters.user_pure import UserPurePP
 
 __all__ = [
     "DEFAULT_MAX_SHARDS",
@@ -88,6 +96,7 @@ __all__ = [
     "DPHistogram",
     "DesignB",
     "DesignBCombineFn",
+    "DesignD",
     "ExactCountCombineFn",
     "HeavyHitterMechanism",
     "MergedGSHM",
@@ -97,7 +106,9 @@ __all__ = [
     "SelectThenCountSteps",
     "SelectionMechanism",
     "Sequential",
+    "UntrustedShards",
     "UserExact",
+    "UserPurePP",
     "mechanism_for",
     "unit_key_set",
 ]

@@ -18,6 +18,7 @@ from beam_dpsketch.sketches.misra_gries.design_b import (
     DEFAULT_COUNT_FRACTION,
     approx_pp,
     check_count_fraction,
+    user_level_pure_pp,
 )
 from beam_dpsketch.sketches.misra_gries.error_check import SketchCheck, sketch_check_calibration
 from beam_dpsketch.sketches.misra_gries.exact import exact_user_gshm
@@ -53,9 +54,23 @@ from beam_dpsketch.sketches.misra_gries.select_count import (
     selection_parameters,
     split_budget,
 )
+from beam_dpsketch.sketches.misra_gries.sharded import (
+    MAX_SHARDS,
+    NEIGHBOURING_HOLDERS,
+    ShardedMisraGries,
+    design_d,
+    split_by_shard,
+    untrusted_shard_confidence,
+    untrusted_sum,
+)
 from beam_dpsketch.sketches.misra_gries.sizing import SELECT_COUNT_K
 from beam_dpsketch.sketches.misra_gries.tails import geometric_union_tail
-from beam_dpsketch.sketches.misra_gries.user import user_set_relation
+from beam_dpsketch.sketches.misra_gries.universe import (
+    Universe,
+    pure_top_k_cutoff,
+    pure_top_k_method,
+)
+from beam_dpsketch.sketches.misra_gries.user import user_flattened_relation, user_set_relation
 
 __all__ = [
     "DEFAULT_COUNT_FRACTION",
@@ -64,8 +79,11 @@ __all__ = [
     "ERROR_CONFIDENCE",
     "NEIGHBOURING_ELEMENT",
     "NEIGHBOURING_SHARDED",
+    "NEIGHBOURING_HOLDERS",
+    "MAX_SHARDS",
     "SELECT_COUNT_K",
     "SketchCheck",
+    "ShardedMisraGries",
     "CandidateIndex",
     "ExactnessTest",
     "HashedPAMG",
@@ -78,6 +96,7 @@ __all__ = [
     "check_count_fraction",
     "check_selection_fraction",
     "count_release",
+    "design_d",
     "exact_user_gshm",
     "exactness_test_calibration",
     "gated_approx_pp",
@@ -97,5 +116,13 @@ __all__ = [
     "selection_parameters",
     "sketch_check_calibration",
     "split_budget",
+    "split_by_shard",
+    "untrusted_shard_confidence",
+    "untrusted_sum",
+    "Universe",
+    "pure_top_k_cutoff",
+    "pure_top_k_method",
+    "user_flattened_relation",
+    "user_level_pure_pp",
     "user_set_relation",
 ]

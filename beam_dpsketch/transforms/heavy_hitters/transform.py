@@ -41,7 +41,9 @@ from beam_dpsketch.transforms.heavy_hitters.select_count import (
     SelectThenCountSteps,
 )
 from beam_dpsketch.transforms.heavy_hitters.sequential import Sequential
+from beam_dpsketch.transforms.heavy_hitters.sharded import DesignD, UntrustedShards
 from beam_dpsketch.transforms.heavy_hitters.user import PamgGSHM, UserExact, unit_key_set
+from beam_dpsketch.transforms.heavy_hitters.user_pure import UserPurePP
 from beam_dpsketch.transforms.release import AccountedTransform
 from beam_dpsketch.transforms.windowing_rules import WindowingRequirement
 
@@ -62,11 +64,14 @@ MECHANISM_CLASSES: dict[str, type[HeavyHitterMechanism]] = {
     for cls in (
         DesignB,
         Sequential,
+        DesignD,
+        UntrustedShards,
         MergedGSHM,
         MergedLaplace,
         PamgGSHM,
         SelectThenCount,
         UserExact,
+        UserPurePP,
     )
 }
 #: The names ``mechanism=`` accepts (each builds its class with its defaults).
@@ -361,7 +366,8 @@ class DPHistogram(AccountedTransform):
                 | "GroupByUnit" >> beam.GroupByKey()
             )
             # Every user-level release counts each unit's distinct keys once.
-            return self._release(users | "KeysPerUnit" >> beam.Map(unit_key_set))
+            unit_keys = users | "KeysPerUnit" >> beam.Map(unit_key_set)
+            return self._release(self._mechanism.prepare(unit_keys))
         keys = pcoll
         if self._key_fn is not None or not _is_batched(pcoll):
             keys = pcoll | "BatchKeys" >> BatchKeys(self._key_fn)
