@@ -101,10 +101,10 @@ def encode_paths(keys: Any) -> pa.Array:
         if keys.null_count:
             raise TypeError("keys: a null key has no canonical encoding")
         if pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type):
-            as_bytes = keys.cast(
-                pa.large_binary() if pa.types.is_large_string(keys.type) else pa.binary()
-            )
-            return pc.binary_join_element_wise(as_bytes, _STR_TAG, b"").cast(pa.binary())
+            as_bytes = keys.cast(pa.large_binary())
+            tag = pa.scalar(_STR_TAG, pa.large_binary())
+            joined = pc.binary_join_element_wise(as_bytes, tag, pa.scalar(b"", pa.large_binary()))
+            return joined.cast(pa.binary())
         if pa.types.is_signed_integer(keys.type):
             keys = keys.to_numpy(zero_copy_only=False)
         else:
@@ -489,6 +489,12 @@ class PrivatePrefixTree:
     def _estimate_nodes(self, level: int, nodes: pa.Array) -> np.ndarray:
         h1, h2 = hash_keys(nodes, level_seed(self.seed, level))
         return self.levels_released[level - 1].estimate_hashes(h1, h2)
+
+    def node_estimates(self, level: int, nodes: Any) -> np.ndarray:
+        """Noisy counts of path nodes of ``level`` given as ``bytes`` (a prefix of ``level``
+        bytes, or a whole encoding of ``level - 1`` bytes standing for it followed by END)."""
+        level = check_int(level, "level", 1, self.levels)
+        return self._estimate_nodes(level, pa.array([bytes(x) for x in nodes], type=pa.binary()))
 
     def estimate(self, keys: Any) -> np.ndarray:
         """Noisy counts of whole keys (their END node), for keys chosen independently of the data.
