@@ -39,6 +39,7 @@ SUBCOMMAND_MODULES = (
     "beam_dpsketch.pipelines.demo",
     "beam_dpsketch.pipelines.heavy_hitters",
     "beam_dpsketch.pipelines.frequencies",
+    "beam_dpsketch.pipelines.top_keys",
     "beam_dpsketch.pipelines.sketch",
     "beam_dpsketch.pipelines.sliding_window",
     "beam_dpsketch.pipelines.continual",
