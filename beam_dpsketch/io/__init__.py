@@ -7,7 +7,9 @@ types, options, errors), :mod:`~beam_dpsketch.io.streams` (decompression, UTF-8 
 bytes), :mod:`~beam_dpsketch.io.records` (records and their parsing per format),
 :mod:`~beam_dpsketch.io.columns` (the per-file column readers), :mod:`~beam_dpsketch.io.read`
 (:class:`ReadKeyBatches`, :class:`ReadKeyPairs`), :mod:`~beam_dpsketch.io.ordered`
-(:class:`ReadOrderedKeys`) and :mod:`~beam_dpsketch.io.sinks`.
+(:class:`ReadOrderedKeys`), :mod:`~beam_dpsketch.io.sinks` and
+:mod:`~beam_dpsketch.io.parquet` (:class:`WriteReleaseToParquet`: a release of rows to
+Beam's Parquet writer, its keys typed by ``key_type``).
 
 No format goes through per-element Python (Beam costs microseconds per element): Parquet row
 groups, and blocks of whole CSV records (parsed by ``pyarrow.csv``), JSON Lines records (parsed
@@ -98,6 +100,7 @@ from beam_dpsketch.io.formats import (
     infer_input_format,
 )
 from beam_dpsketch.io.ordered import ReadOrderedKeys, ordered_batches
+from beam_dpsketch.io.parquet import WriteReleaseToParquet, parquet_schema
 from beam_dpsketch.io.read import ReadKeyBatches, ReadKeyPairs
 
 __all__ = [
@@ -110,7 +113,9 @@ __all__ = [
     "ReadKeyBatches",
     "ReadKeyPairs",
     "ReadOrderedKeys",
+    "WriteReleaseToParquet",
     "check_bad_record_options",
     "infer_input_format",
     "ordered_batches",
+    "parquet_schema",
 ]

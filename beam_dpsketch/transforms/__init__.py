@@ -18,7 +18,9 @@
 * Release records (:mod:`~beam_dpsketch.transforms.records`, typed rows with a Beam schema):
   :class:`CountEstimate`, :class:`QuantileEstimate`, :class:`KeyEstimate`,
   :class:`BoundedKeyEstimate`, :class:`StepEstimate`, :class:`TimedEstimate`,
-  :class:`TimedHeavyHitters`, :class:`IntermittentRecord`; release objects
+  :class:`TimedHeavyHitters`, :class:`IntermittentRecord`, :class:`ReleasedSketch` (a
+  released sketch as a row, ``DPFrequencies(output="rows")``); :class:`WithWindowBounds` (the
+  rows of a windowed release with their window bounds and pane); release objects
   with metadata: :class:`Release`, :class:`ContinualRelease`, :class:`SlidingWindowRelease`;
   and :func:`explain_pipeline`.
 * Windowing: :func:`plan_releases` (the release plan of a PCollection's windowing) and
@@ -52,9 +54,11 @@ from beam_dpsketch.transforms.records import (
     IntermittentRecord,
     KeyEstimate,
     QuantileEstimate,
+    ReleasedSketch,
     StepEstimate,
     TimedEstimate,
     TimedHeavyHitters,
+    WithWindowBounds,
 )
 from beam_dpsketch.transforms.release import (
     DPAggregate,
@@ -95,6 +99,7 @@ __all__ = [
     "ReadOrderedKeys",
     "Release",
     "ReleaseMechanism",
+    "ReleasedSketch",
     "SketchGlobally",
     "SketchPerKey",
     "SketchSpec",
@@ -103,6 +108,7 @@ __all__ = [
     "TimedEstimate",
     "TimedHeavyHitters",
     "WindowingRefused",
+    "WithWindowBounds",
     "explain_pipeline",
     "plan_releases",
 ]

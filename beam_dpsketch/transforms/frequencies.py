@@ -51,6 +51,7 @@ from beam_dpsketch.transforms.batching import (
     unit_weight,
 )
 from beam_dpsketch.transforms.combiners import SketchCombineFn, WeightedSketchCombineFn
+from beam_dpsketch.transforms.records import BoundedKeyEstimate, ReleasedSketch
 from beam_dpsketch.transforms.release import (
     PANE_RELATIONS,
     AccountedTransform,
@@ -65,6 +66,7 @@ from beam_dpsketch.transforms.windowing_rules import (
 __all__ = [
     "DEFAULT_SKETCH",
     "DPFrequencies",
+    "OUTPUTS",
     "KeyCountsCombineFn",
     "LinearSketchReleaseMechanism",
     "PublicKeyCountsReleaseMechanism",
@@ -77,6 +79,10 @@ __all__ = [
 DEFAULT_SKETCH = "count-sketch"
 #: Confidence of the per-estimate error bounds reported by ``describe`` and the CLI.
 ERROR_BOUND_CONFIDENCE = 0.95
+#: What ``DPFrequencies`` emits per release: the released object (a private sketch, or
+#: ``PrivateKeyCounts``), or rows (one ``ReleasedSketch``, or one ``BoundedKeyEstimate`` per
+#: declared key).
+OUTPUTS = ("object", "rows")
 
 #: How the linear-sketch transforms (frequencies, quantiles) take a user-level guarantee: the
 #: message that refuses a user-level ``PrivacyUnit``.
@@ -123,12 +129,16 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
         Relation of a pane's input (``ReleasePlan.pane_relation``); set by
         :meth:`for_pane_relation`. Under ``"replace"`` the noise is calibrated for replacement
         but the pane total stays private: the pane's size is not a public invariant.
+    rows
+        Release the sketch as one :class:`~beam_dpsketch.transforms.records.ReleasedSketch`
+        row (its bytes, public parameters and guarantee) instead of the sketch object; the
+        sketch, and so the guarantee, are the same.
     """
 
     @property
     def record_type(self) -> type:
-        """The released private sketch class (its release is one sketch, not rows)."""
-        return self._private_class()
+        """:class:`ReleasedSketch` with ``rows``, else the released private sketch class."""
+        return ReleasedSketch if self.rows else self._private_class()
 
     def __init__(
         self,
@@ -140,8 +150,10 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
         *,
         turnstile: bool = False,
         pane_relation: str = "add_remove",
+        rows: bool = False,
     ) -> None:
         self.sketch, self.width, self.depth, self.seed = sketch, width, depth, seed
+        self.rows = bool(rows)
         self.neighbouring = parse_neighbouring(neighbouring)[0]
         self.turnstile = bool(turnstile)
         if pane_relation not in PANE_RELATIONS:
@@ -205,6 +217,8 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
             offset=False,
             lattice=True,
         )
+        if self.rows:
+            return [ReleasedSketch.of(private, ERROR_BOUND_CONFIDENCE)]
         return [private]
 
     def for_pane_relation(self, pane_relation: str) -> ReleaseMechanism:
@@ -222,6 +236,7 @@ class LinearSketchReleaseMechanism(ReleaseMechanism):
                 self.neighbouring,
                 turnstile=self.turnstile,
                 pane_relation=pane_relation,
+                rows=self.rows,
             )
         return super().for_pane_relation(pane_relation)
 
@@ -336,10 +351,18 @@ class PublicKeyCountsReleaseMechanism(ReleaseMechanism):
     ``eps`` and no ``delta``, which is what the accountant is charged). Every declared key is released (zero counts included), so which keys appear
     is public. Panes whose boundaries depend on the data are calibrated like the sketches
     (:func:`~beam_dpsketch.sketches.linear.calibration.pane_calibration`).
+
+    With ``rows=True`` the release is one
+    :class:`~beam_dpsketch.transforms.records.BoundedKeyEstimate` per declared key, in declared
+    order: the released count, ``lower``/``upper`` at the count minus/plus the public noise
+    bound ``error_bound(0.95)`` of :class:`PrivateKeyCounts` and ``confidence`` 0.95
+    (post-processing of the same release).
     """
 
-    #: The release is one :class:`PrivateKeyCounts`, which answers the declared keys.
-    record_type = PrivateKeyCounts
+    @property
+    def record_type(self) -> type:
+        """One :class:`PrivateKeyCounts` per release, or ``BoundedKeyEstimate`` rows."""
+        return BoundedKeyEstimate if self.rows else PrivateKeyCounts
 
     def __init__(
         self,
@@ -348,7 +371,9 @@ class PublicKeyCountsReleaseMechanism(ReleaseMechanism):
         *,
         turnstile: bool = False,
         pane_relation: str = "add_remove",
+        rows: bool = False,
     ) -> None:
+        self.rows = bool(rows)
         self.keys = tuple(keys)
         self.neighbouring = parse_neighbouring(neighbouring)[0]
         self.turnstile = bool(turnstile)
@@ -378,7 +403,14 @@ class PublicKeyCountsReleaseMechanism(ReleaseMechanism):
         released = PrivateKeyCounts.release(
             self._index, accumulator, budget, stream, neighbouring=self.calibrated_for
         )
-        return [released]
+        if not self.rows:
+            return [released]
+        # The bound comes from the public calibration alone: the same for every key.
+        bound = released.error_bound(ERROR_BOUND_CONFIDENCE)
+        return [
+            BoundedKeyEstimate(key, count, count - bound, count + bound, ERROR_BOUND_CONFIDENCE)
+            for key, count in zip(released.keys, released.counts.tolist(), strict=True)
+        ]
 
     def for_pane_relation(self, pane_relation: str) -> ReleaseMechanism:
         if pane_relation == self.pane_relation:
@@ -389,6 +421,7 @@ class PublicKeyCountsReleaseMechanism(ReleaseMechanism):
                 self.neighbouring,
                 turnstile=self.turnstile,
                 pane_relation=pane_relation,
+                rows=self.rows,
             )
         return super().for_pane_relation(pane_relation)
 
@@ -437,6 +470,13 @@ class DPFrequencies(AccountedTransform):
     per element at element level), every declared key included (zero counts too), with no
     sketch error. Memory is ``O(#keys)``.
 
+    With ``output="rows"`` the same release comes as typed rows with a registered row coder,
+    for DataFrames, file sinks and Beam YAML: one
+    :class:`~beam_dpsketch.transforms.records.ReleasedSketch` per release (the sketch's
+    versioned bytes, its public parameters, guarantee and ``error_bound``; ``decode()`` gives
+    the sketch back), or with ``query_keys`` one
+    :class:`~beam_dpsketch.transforms.records.BoundedKeyEstimate` per declared key.
+
     Parameters
     ----------
     width, depth, seed
@@ -479,6 +519,9 @@ class DPFrequencies(AccountedTransform):
         event-time range is released, empty ones included, and no other window is; without it
         a window without data is not released, so whether a window was released reveals that it
         had data).
+    output
+        ``"object"`` (default): the released sketch or ``PrivateKeyCounts``, to query
+        downstream (e.g. as a side input). ``"rows"``: the same release as rows (above).
     budget_weight, accountant, noise_source, with_metadata, label
         As for :class:`~beam_dpsketch.transforms.release.DPAggregate`.
 
@@ -526,7 +569,10 @@ class DPFrequencies(AccountedTransform):
         noise_source: NoiseSource | None = None,
         with_metadata: bool = False,
         label: str | None = None,
+        output: str = "object",
     ) -> None:
+        if output not in OUTPUTS:
+            raise ValueError(f"output must be one of {OUTPUTS}, got {output!r}")
         unit = check_privacy_unit(privacy_unit, user_level=USER_LEVEL_BY_NEIGHBOURING)
         if query_keys is not None:
             if sketch is not None:
@@ -558,7 +604,7 @@ class DPFrequencies(AccountedTransform):
         self.mechanism: LinearSketchReleaseMechanism | PublicKeyCountsReleaseMechanism
         if query_keys is not None:
             self.mechanism = PublicKeyCountsReleaseMechanism(
-                keys, neighbouring, turnstile=turnstile
+                keys, neighbouring, turnstile=turnstile, rows=output == "rows"
             )
             KeyCountIndex(keys)  # refuse an ambiguous lookup now, at construction
             combine_fn: beam.CombineFn = KeyCountsCombineFn(keys, weighted=turnstile)
@@ -566,7 +612,7 @@ class DPFrequencies(AccountedTransform):
             exact_cls = _SKETCHES[sketch][0]
             exact_cls(width, depth, seed)  # validate the shape now, at construction
             self.mechanism = LinearSketchReleaseMechanism(
-                sketch, width, depth, seed, neighbouring, turnstile=turnstile
+                sketch, width, depth, seed, neighbouring, turnstile=turnstile, rows=output == "rows"
             )
             combine_fn = (WeightedSketchCombineFn if turnstile else SketchCombineFn)(
                 lambda: exact_cls(width, depth, seed)

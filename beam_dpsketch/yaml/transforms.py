@@ -5,7 +5,12 @@ transform's ``config:`` mapping (keyword arguments of plain values). When it is 
 the library transform of the same name (:mod:`beam_dpsketch.transforms`) with the objects of
 :mod:`beam_dpsketch.yaml.config`, applies it, and turns each released record into a
 ``beam.Row`` with a fixed schema, adding the release's window (``window_start``,
-``window_end``, ``pane_index``) when the input is windowed. The privacy guarantee is the library
+``window_end``, ``pane_index``: the library's
+:data:`~beam_dpsketch.transforms.records.WINDOW_FIELDS`, as
+:class:`~beam_dpsketch.transforms.records.WithWindowBounds` adds them) when the input is
+windowed. The step keeps its own conversion because its rows are typed from the input's
+schema (``key`` has the type of the key field) and its estimates are floats for every
+mechanism, where the library's rows keep keys of any type and integer estimates. The privacy guarantee is the library
 transform's, unchanged: the conversion reads only released values and the public window of the
 release, so it is post-processing.
 
@@ -63,6 +68,7 @@ from beam_dpsketch.transforms import (
     DPTransform,
 )
 from beam_dpsketch.transforms.base import applied_label
+from beam_dpsketch.transforms.records import WINDOW_FIELDS, window_values
 from beam_dpsketch.yaml.config import (
     accountant_budget,
     budget_from_config,
@@ -85,13 +91,6 @@ __all__ = [
     "YamlDPTransform",
     "YamlTestNoiseOptions",
 ]
-
-#: Fields added to every released row when the input is windowed (event-time seconds).
-WINDOW_FIELDS: tuple[tuple[str, type], ...] = (
-    ("window_start", float),
-    ("window_end", float),
-    ("pane_index", int),
-)
 
 #: The fields of a heavy-hitter row after ``key`` (``lower <= f(key) <= upper`` with probability
 #: ``confidence`` for this key alone; ``None`` for mechanisms that state no bound).
@@ -152,14 +151,6 @@ def field_type(pcoll: beam.PCollection, field: str, key: str) -> Any:
     return _python_type(fields[field])
 
 
-def _window_values(window: Any, pane: Any) -> dict[str, Any]:
-    return {
-        "window_start": float(window.start.micros) / 1e6,
-        "window_end": float(window.end.micros) / 1e6,
-        "pane_index": int(pane.index),
-    }
-
-
 class _ToRows(beam.DoFn):
     """Released records as ``beam.Row``: ``to_values`` maps a record to field dicts; the
     release's window and pane are added when ``windowed``."""
@@ -174,7 +165,7 @@ class _ToRows(beam.DoFn):
         window: Any = beam.DoFn.WindowParam,
         pane: Any = beam.DoFn.PaneInfoParam,
     ) -> Iterator[beam.Row]:
-        extra = _window_values(window, pane) if self._windowed else {}
+        extra = window_values(window, pane) if self._windowed else {}
         for values in self._to_values(record):
             yield beam.Row(**values, **extra)
 
