@@ -53,8 +53,10 @@ from beam_dpsketch.transforms.heavy_hitters import (
     USER_DEFAULT_MECHANISM,
     USER_EXACT,
     DesignB,
+    DesignD,
     HeavyHitterMechanism,
     SelectThenCount,
+    UntrustedShards,
 )
 
 __all__ = [
@@ -79,6 +81,10 @@ CLI_DEFAULT_MECHANISM = HEAVY_HITTERS_DEFAULT_MECHANISM
 #: At user level: exact bounded counts, noise that grows with ``sqrt(--max-contributions)``; its
 #: memory grows with the distinct keys, as PipelineDP's does.
 CLI_DEFAULT_USER_MECHANISM = USER_DEFAULT_MECHANISM
+
+
+#: The sharded sequential releases and their classes (``--shards``).
+_SHARDED: dict[str, Any] = {DesignD.key: DesignD, UntrustedShards.key: UntrustedShards}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -163,6 +169,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=256,
         help="design-b and select-then-count (and --memory): maximum Beam accumulators merged "
         "per window (memory bound; 256)",
+    )
+    group.add_argument(
+        "--shards",
+        type=int,
+        metavar="S",
+        help="design-d and untrusted-shards: number of shards, each one sequential sketch "
+        "released with PMG (default 8; untrusted-shards at most 24)",
+    )
+    group.add_argument(
+        "--holder",
+        metavar="COL",
+        help="untrusted-shards (required there): the column naming each row's data holder; "
+        "each holder's rows are one shard's, and the shards' releases are summed",
     )
     add_output_arguments(parser)
     parser.set_defaults(run=run, known_options=option_strings(parser))
@@ -345,6 +364,16 @@ def _check_options_in_effect(args: argparse.Namespace) -> None:
         refuse_given(
             args, ("key_type",), "with --privacy-id (user-level keys keep the column's type)"
         )
+    if chosen not in _SHARDED:
+        refuse_given(
+            args, ("shards",), f"with --mechanism {chosen} (it shards {' and '.join(_SHARDED)})"
+        )
+    if chosen != UntrustedShards.key:
+        refuse_given(
+            args, ("holder",), f"with --mechanism {chosen} (it names untrusted-shards' holders)"
+        )
+    elif args.holder is None:
+        raise ValueError("--holder: --mechanism untrusted-shards needs the data holder column")
 
 
 def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRelease:
@@ -370,8 +399,19 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
         mechanism_options["max_shards"] = args.max_shards
     if args.selection_fraction is not None:
         mechanism_options["selection_fraction"] = args.selection_fraction
-    if args.privacy_id is not None:
+    if args.shards is not None:
+        mechanism_options["shards"] = args.shards
+    if args.holder is not None:
+        # Each row's key is (holder, key): the holder decides the row's shard.
         reader: beam.PTransform = ReadKeyPairs(
+            args.input,
+            args.column,
+            args.holder,
+            args.input_format,
+            **bad_record_options(args),
+        )
+    elif args.privacy_id is not None:
+        reader = ReadKeyPairs(
             args.input,
             args.column,
             args.privacy_id,
@@ -406,6 +446,8 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
         mechanism: HeavyHitterMechanism | str = DesignB(k, **mechanism_options)
     elif chosen == SELECT_COUNT:
         mechanism = SelectThenCount(k, **mechanism_options)
+    elif chosen in _SHARDED:
+        mechanism = _SHARDED[chosen](k, **mechanism_options)
     else:
         mechanism = chosen
     transform = DPHeavyHitters(k, budget, mechanism=mechanism, **options)
@@ -427,6 +469,11 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
         parameters["max_shards"] = args.max_shards
         if args.privacy_id is None:
             parameters["error_confidence"] = ERROR_CONFIDENCE
+    if chosen in _SHARDED:
+        parameters["shards"] = transform.mechanism.shards
+        parameters["error_confidence"] = ERROR_CONFIDENCE
+        if args.holder is not None:
+            parameters["holder"] = args.holder
     if chosen == SELECT_COUNT:
         parameters["max_shards"] = args.max_shards
         parameters["error_confidence"] = ERROR_CONFIDENCE

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any, Self
 
 import numpy as np
+import pyarrow as pa
 
 from beam_dpsketch import serialization
 from beam_dpsketch.checks import check_choice, check_int
@@ -101,8 +102,8 @@ def shard_ids(values: Any, shards: int) -> np.ndarray:
 def split_by_shard(keys: Any, shards: int, by: Any = None) -> list[tuple[int, Any]]:
     """``(shard, keys of that shard)`` for every shard that receives keys, shards ascending.
 
-    Each part keeps the arrival order of ``keys`` (a numpy array stays an array, anything else
-    becomes a list). The shard of a key is that of the matching entry of ``by`` (default: the
+    Each part keeps the arrival order of ``keys`` (a numpy or pyarrow array stays one, anything
+    else becomes a list). The shard of a key is that of the matching entry of ``by`` (default: the
     key itself).
     """
     ids = shard_ids(keys if by is None else by, shards)
@@ -111,6 +112,8 @@ def split_by_shard(keys: Any, shards: int, by: Any = None) -> list[tuple[int, An
         where = np.flatnonzero(ids == j)
         if isinstance(keys, np.ndarray):
             part: Any = keys[where]
+        elif isinstance(keys, pa.Array | pa.ChunkedArray):
+            part = keys.take(pa.array(where))
         else:
             seq = keys if isinstance(keys, list) else list(keys)
             part = [seq[i] for i in where.tolist()]
