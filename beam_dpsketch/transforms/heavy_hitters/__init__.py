@@ -33,6 +33,8 @@ mechanism (name)           release                                              
 ``"pamg-gshm"``            ``l = m`` (Section 8); memory ``4 k`` keys
 :class:`UserPurePP`        PURE_PP with ``Lap(2m/eps)`` on a declared universe, on one      user
 ``"user-pure-pp"``         flattened sequential stream (Section 8, Lemma 4); pure DP
+:class:`SpaceSavingDP`     one SpaceSaving run per window, noisy counters above a noisy     element
+``"space-saving"``         cut (Holland, DP SpaceSaving; derived here); fires once
 =========================  ==============================================================  ==========
 
 Every release is one window and pane of one transform, accounted at pipeline construction
@@ -60,6 +62,7 @@ from beam_dpsketch.transforms.heavy_hitters.select_count import (
 )
 from beam_dpsketch.transforms.heavy_hitters.sequential import Sequential
 from beam_dpsketch.transforms.heavy_hitters.sharded import DesignD, UntrustedShards
+from beam_dpsketch.transforms.heavy_hitters.space_saving import SpaceSavingDP
 from beam_dpsketch.transforms.heavy_hitters.transform import (
     HEAVY_HITTERS_DEFAULT_MECHANISM,
     MECHANISM_CLASSES,
@@ -106,6 +109,7 @@ __all__ = [
     "SelectThenCountSteps",
     "SelectionMechanism",
     "Sequential",
+    "SpaceSavingDP",
     "UntrustedShards",
     "UserExact",
     "UserPurePP",

@@ -48,9 +48,10 @@ __all__ = ["Sequential", "sketch_check_facts", "sequential_sketch_fn"]
 _SEQUENTIAL_IDS = itertools.count()
 
 
-def sequential_sketch_fn(k: int) -> beam.DoFn:
+def sequential_sketch_fn(k: int, sketch_type: type = MisraGries) -> beam.DoFn:
     """A stateful ``DoFn``: one Algorithm-1 sketch per window, fed every key batch of the window
-    in arrival order.
+    in arrival order (or one sketch of ``sketch_type``, built as ``sketch_type(k)``, with
+    ``update``, ``to_bytes`` and ``from_bytes``).
 
     The sketch lives in keyed state (its bytes, ``O(k)``) and leaves when the watermark passes
     the end of the window, so memory does not grow with the window's elements: a
@@ -73,17 +74,17 @@ def sequential_sketch_fn(k: int) -> beam.DoFn:
             end=end_param,
         ) -> None:
             data = state.read()
-            sketch = MisraGries.from_bytes(data) if data else MisraGries(k)
+            sketch = sketch_type.from_bytes(data) if data else sketch_type(k)
             state.write(sketch.update(element[1]).to_bytes())
             if not data:
                 end.set(window.max_timestamp())
 
         @on_timer(end_spec)
-        def flush(self, state=state_param) -> Iterable[MisraGries]:
+        def flush(self, state=state_param) -> Iterable[Any]:
             data = state.read()
             state.clear()
             if data:
-                yield MisraGries.from_bytes(data)
+                yield sketch_type.from_bytes(data)
 
     return SequentialSketch()
 

@@ -42,6 +42,7 @@ from beam_dpsketch.transforms.heavy_hitters.select_count import (
 )
 from beam_dpsketch.transforms.heavy_hitters.sequential import Sequential
 from beam_dpsketch.transforms.heavy_hitters.sharded import DesignD, UntrustedShards
+from beam_dpsketch.transforms.heavy_hitters.space_saving import SpaceSavingDP
 from beam_dpsketch.transforms.heavy_hitters.user import PamgGSHM, UserExact, unit_key_set
 from beam_dpsketch.transforms.heavy_hitters.user_pure import UserPurePP
 from beam_dpsketch.transforms.release import AccountedTransform
@@ -72,6 +73,7 @@ MECHANISM_CLASSES: dict[str, type[HeavyHitterMechanism]] = {
         SelectThenCount,
         UserExact,
         UserPurePP,
+        SpaceSavingDP,
     )
 }
 #: The names ``mechanism=`` accepts (each builds its class with its defaults).
