@@ -363,8 +363,13 @@ class ReleasedSketch(NamedTuple):
 
     def __repr__(self) -> str:
         # The sketch is the table: shown by its length only, so a logged row stays short.
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields[:-1])
-        return f"{type(self).__name__}({fields}, sketch=<{len(self.sketch)} base64 chars>)"
+        fields = ", ".join(
+            f"sketch=<{len(self.sketch)} base64 chars>"
+            if name == "sketch"
+            else f"{name}={getattr(self, name)!r}"
+            for name in self._fields
+        )
+        return f"{type(self).__name__}({fields})"
 
     def sketch_bytes(self) -> bytes:
         """The released sketch's versioned bytes (:mod:`beam_dpsketch.serialization`).
@@ -447,14 +452,15 @@ def _windowed_type(record_type: type) -> type:
     """``Windowed<Name>``: the fields of ``record_type`` followed by :data:`WINDOW_FIELDS`.
 
     The public properties and methods of ``record_type`` (``error_bound``, ``decode``, ...)
-    are kept (not its class methods): they read fields by name, and the leading fields are the same.
+    and its own ``repr`` are kept (not its class methods): they read fields by name, and the leading fields are the same.
     """
     name = f"Windowed{record_type.__name__}"
     fields = [*typing.get_type_hints(record_type).items(), *WINDOW_FIELDS]
     windowed = NamedTuple(name, fields)  # type: ignore[misc]
     for attr, value in vars(record_type).items():
         # Properties and methods only: a class method would build the unwindowed fields.
-        if not attr.startswith("_") and isinstance(value, property | types.FunctionType):
+        public = not attr.startswith("_") or attr == "__repr__"
+        if public and isinstance(value, property | types.FunctionType):
             setattr(windowed, attr, value)
     windowed.__module__ = __name__
     windowed.__doc__ = (

@@ -33,11 +33,14 @@ from apache_beam.typehints import schemas
 
 from beam_dpsketch.io import WriteReleaseToParquet, parquet_schema
 from beam_dpsketch.noise import NoiseSource
+from beam_dpsketch.serialization import SketchFormatError
 from beam_dpsketch.sketches.linear.private import PrivateCountSketch
 from beam_dpsketch.transforms import DPFrequencies
 from beam_dpsketch.transforms.records import (
+    WINDOWED_TYPES,
     BoundedKeyEstimate,
     CountEstimate,
+    ReleasedSketch,
     WindowedBoundedKeyEstimate,
     WithWindowBounds,
 )
@@ -251,3 +254,16 @@ def test_parquet_needs_the_key_type_and_refuses_other_keys(tmp_path: Path) -> No
                 | WriteReleaseToParquet(str(tmp_path / "keys" / "part"), key_type=int)
             )
     assert NEW_KEY[0] not in str(info.value)
+
+
+def test_a_windowed_sketch_row_decodes_and_keeps_its_short_repr(tmp_path: Path) -> None:
+    (row,) = _run(_frequencies("rows"), KEYS, tmp_path, "sketch-row")
+    windowed = WINDOWED_TYPES[ReleasedSketch](*row, window_start=0.0, window_end=5.0, pane_index=0)
+    assert type(windowed).__name__ == "WindowedReleasedSketch"
+    assert windowed.decode() == row.decode()
+    assert windowed.sketch_bytes() == row.sketch_bytes()
+    assert row.sketch not in repr(windowed) and "window_end=5.0" in repr(windowed)
+    with pytest.raises(SketchFormatError, match="^sketch must be base64 text$"):
+        row._replace(sketch="not base64!").decode()
+    with pytest.raises(SketchFormatError, match="^kind must be one of"):
+        row._replace(kind="space-saving").decode()
