@@ -24,6 +24,8 @@ Writes ``benchmarks/RESULTS.md`` with the machine, the command and the date. Sec
 9. scale-out on Dask: DP heavy hitters, frequencies and quantiles at 10^8 rows on the
    in-process FnApiRunner, one Dask worker and two (``benchmarks/bench_scaleout.py``;
    ``--only Scale-out``).
+10. release rows to Parquet, a DataFrame and JSON with no ``Map``, and the row of a released
+    sketch (``benchmarks/bench_release_sinks.py``; ``--only "Release rows"``).
 """
 
 from __future__ import annotations
@@ -306,6 +308,11 @@ SECTIONS = (
             "driver_peak_rss_mib",
             "worker_peak_rss_mib",
         ],
+    ),
+    (
+        "Release rows to files: Parquet, DataFrame and JSON sinks",
+        "benchmarks.bench_release_sinks:run",
+        ["benchmark", "n", "seconds", "items_per_s", "notes"],
     ),
 )
 
