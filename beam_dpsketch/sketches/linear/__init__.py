@@ -10,6 +10,7 @@ sensitivity, following Zhao et al. [ZQR+22]. Modules:
 * :mod:`.base`: the table machinery shared by the sketches;
 * :mod:`.countmin`, :mod:`.countsketch`, :mod:`.countmedian`: the exact sketches;
 * :mod:`.private`: the private release;
+* :mod:`.merged`: the sum of independently released sketches (federated release) and its noise;
 * :mod:`.key_counts`: exact counts of declared public keys and their private release (no
   sketch error);
 * :mod:`.calibration`: neighbouring relations, sensitivities and noise scales, shared with the
@@ -24,6 +25,7 @@ from beam_dpsketch.sketches.linear.countmedian import CountMedianSketch
 from beam_dpsketch.sketches.linear.countmin import CountMinSketch
 from beam_dpsketch.sketches.linear.countsketch import CountSketch
 from beam_dpsketch.sketches.linear.key_counts import KeyCountIndex, PrivateKeyCounts
+from beam_dpsketch.sketches.linear.merged import MergedCalibration, merge_released
 from beam_dpsketch.sketches.linear.private import (
     PRIVATE_LINEAR_SKETCHES,
     PrivateCountMedianSketch,
@@ -39,8 +41,10 @@ __all__ = [
     "KeyCountIndex",
     "LinearCalibration",
     "LinearSketch",
+    "MergedCalibration",
     "PrivateCountMedianSketch",
     "PrivateCountMinSketch",
     "PrivateCountSketch",
     "PrivateKeyCounts",
+    "merge_released",
 ]

@@ -91,6 +91,7 @@ __all__ = [
     "noise_abs_quantile",
     "noise_lattice",
     "noise_minimum_mean",
+    "noise_pmf",
     "noise_tail_bound",
     "pane_calibration",
     "pane_relation_text",
@@ -325,6 +326,18 @@ def _discrete_pmf(noise: str, scale: float) -> tuple[np.ndarray, np.ndarray] | N
     else:
         pmf = np.exp(-np.abs(k) / scale)
     return k, pmf / pmf.sum()
+
+
+def noise_pmf(noise: str, scale: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """Support (float64 integers) and probability mass of one discrete noise law.
+
+    ``noise`` is ``"discrete_gaussian"`` (parameter ``sigma = scale``) or
+    ``"discrete_laplace"`` (scale ``b``); the mass left out is below ``1e-17``. ``None`` when
+    the law is too wide to tabulate (over ``2**22`` support points).
+    """
+    if noise not in (NOISE_DISCRETE_GAUSSIAN, NOISE_DISCRETE_LAPLACE):
+        raise ValueError(f"unknown noise {noise!r}")
+    return _discrete_pmf(noise, float(scale))
 
 
 @functools.lru_cache(maxsize=64)

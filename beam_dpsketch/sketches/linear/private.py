@@ -76,6 +76,11 @@ from beam_dpsketch.sketches.linear.calibration import (
 from beam_dpsketch.sketches.linear.countmedian import CountMedianSketch, median_row_tail
 from beam_dpsketch.sketches.linear.countmin import CountMinSketch
 from beam_dpsketch.sketches.linear.countsketch import CountSketch
+from beam_dpsketch.sketches.linear.merged import (
+    MergedCalibration,
+    calibration_from_dict,
+    check_same,
+)
 
 __all__ = [
     "NEIGHBOURING_RELATIONS",
@@ -441,6 +446,72 @@ class _PrivateLinearSketch(abc.ABC):
     def merge(self, other: Any) -> None:
         raise _released_error(type(self).__name__, "merged")
 
+    # ---------------------------------------------------------------- merging releases
+
+    def merge_released(
+        self, *others: Any, disjoint: bool = True, beta_noise: float | None = None
+    ) -> Self:
+        """Sum this release with other independently released sketches of the same kind.
+
+        Post-processing of released tables ([ZQR+22, Section 2.2] linearity; the noise of the
+        sum, derived here, in docs/algorithms.md#lin-merge): the result answers every query over
+        the union of the data sets, with noise ``Z_1 + ... + Z_k`` per cell (variance
+        ``sum_i Var(Z_i)``; ``sigma = sqrt(sum_i sigma_i^2)`` for Gaussian noise) and the
+        uniform bound ``E_merged`` of
+        :class:`~beam_dpsketch.sketches.linear.merged.MergedCalibration` (``sqrt(k) E`` for
+        ``k`` equal Gaussian releases). A Count-Min table is re-centred: each input's public
+        offset is subtracted and ``ceil(E_merged)`` added when every input carried one, so that
+        ``0 <= f^ - f~ <= 2 E_merged`` holds again on the noise event.
+
+        Guarantee: merging costs nothing. Each contributing data set keeps the guarantee it
+        was released with; the merged object states the collection's guarantee: the largest
+        of them under ``disjoint=True`` (the caller declares that a neighbouring change touches
+        one data set; parallel composition), else their sum (:attr:`epsilon`, :attr:`rho`,
+        ``calibration.describe_guarantee()``).
+
+        Parameters
+        ----------
+        others
+            One or more released sketches (single or merged) of the same class, ``width``,
+            ``depth``, hash ``seed`` and neighbouring relation, with **independent** noise.
+        disjoint
+            Whether the contributing data sets are disjoint (see above).
+        beta_noise
+            Failure probability of the merged uniform bound (default: the smallest of the
+            inputs').
+
+        Raises
+        ------
+        ValueError
+            Naming the parameter (``kind``, ``width``, ``depth``, ``seed``,
+            ``neighbouring``) in which the releases differ; never a value from the data.
+        """
+        if not others:
+            raise ValueError("merge_released needs at least one other released sketch")
+        releases = (self, *others)
+        check_same("kind", [getattr(r, "KIND", type(r).__name__) for r in releases])
+        for name in ("width", "depth", "seed"):
+            check_same(name, [getattr(r, name) for r in releases])
+        check_same("neighbouring", [r.neighbouring for r in releases])
+        cals = [r.calibration for r in releases]
+        with_offset = all(c.offset > 0 for c in cals)
+        cal = MergedCalibration.of(
+            cals,
+            disjoint=disjoint,
+            counters=self.width * self.depth,
+            beta_noise=beta_noise,
+            offset=with_offset,
+        )
+        table = np.zeros((self.depth, self.width), dtype=np.int64)
+        for r in releases:
+            # Every table moves to the finest lattice, less its own public offset.
+            step = cal.lattice // r.calibration.lattice
+            table += (r.table - r.calibration.offset) * step
+        table += cal.offset
+        totals = [r.public_total for r in releases]
+        public_total = None if None in totals else int(sum(totals))  # type: ignore[arg-type]
+        return type(self)._build(self.width, self.depth, self.seed, table, cal, public_total)
+
     # ---------------------------------------------------------------- queries
 
     def _row_values_hashed(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
@@ -627,9 +698,11 @@ class _PrivateLinearSketch(abc.ABC):
         width, depth = req(params, "width", int), req(params, "depth", int)
         try:
             seed = check_seed(req(params, "seed", int))
-            cal = LinearCalibration.from_dict(params.get("calibration"))
+            cal = calibration_from_dict(params.get("calibration"))
         except (TypeError, ValueError) as exc:
             raise err(f"invalid released sketch parameters: {exc}") from None
+        if isinstance(cal, MergedCalibration) and cal.counters != width * depth:
+            raise err("merged calibration does not cover the table's counters")
         if not (1 <= width <= MAX_WIDTH and 1 <= depth <= MAX_DEPTH):
             raise err("impossible width or depth")
         if not cls.OFFSET and cal.offset != 0:

@@ -26,6 +26,12 @@ from beam_dpsketch.sketches.linear.calibration import (
     draw_noise,
     parse_neighbouring,
 )
+from beam_dpsketch.sketches.linear.merged import (
+    MergedCalibration,
+    calibration_from_dict,
+    check_same,
+    combine_guarantees,
+)
 from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch, DyadicLayout
 
 __all__ = ["PrivateDyadicCountSketch"]
@@ -480,6 +486,73 @@ class PrivateDyadicCountSketch(DyadicLayout):
     def merge(self, other: Any) -> None:
         raise self._refuse("merged")
 
+    # ---------------------------------------------------------------- merging releases
+
+    def merge_released(
+        self,
+        *others: PrivateDyadicCountSketch,
+        disjoint: bool = True,
+        beta_noise: float | None = None,
+    ) -> PrivateDyadicCountSketch:
+        """Sum this released tree with other independently released trees of the same layout.
+
+        Every level is a linear sketch ([ZQR+22, Section 4.2]), so the sum of released trees is
+        the exact tree of the union of the data sets plus, per counter, the sum of the inputs'
+        independent noise; ranks and quantiles then answer over the union. Level ``j``'s noise
+        and bound follow :class:`~beam_dpsketch.sketches.linear.merged.MergedCalibration`
+        (variance ``sum_i Var(Z_ij)``; the bound ``E_j`` a union bound over all the tree's
+        counters, so all levels hold together w.p. ``>= 1 - beta_noise``; derived here,
+        docs/algorithms.md#lin-merge).
+
+        Guarantee: post-processing, no new cost. Each data set keeps the guarantee it was
+        released with; the merged object states the largest of them under ``disjoint=True``
+        (parallel composition), else their sum.
+
+        Raises
+        ------
+        ValueError
+            Naming the layout parameter (``lower``, ``upper``, ``width``, ``depth``, ``seed``,
+            ``branching``, ...), ``split`` or ``neighbouring`` in which the releases differ.
+        """
+        if not others:
+            raise ValueError("merge_released needs at least one other released tree")
+        releases = (self, *others)
+        check_same("kind", [getattr(r, "KIND", type(r).__name__) for r in releases])
+        layouts = [r._layout_params() for r in releases]
+        for name in layouts[0]:
+            check_same(name, [layout[name] for layout in layouts])
+        check_same("split", [r.split for r in releases], show=False)
+        check_same("neighbouring", [r.neighbouring for r in releases])
+        counters = int(self.sketched.size + self.exact.size)
+        beta = min(r.beta_noise for r in releases) if beta_noise is None else beta_noise
+        cals = [
+            MergedCalibration.of(
+                [r.calibrations[j] for r in releases],
+                disjoint=disjoint,
+                counters=counters,
+                beta_noise=beta,
+            )
+            for j in range(self.levels)
+        ]
+        guarantee = combine_guarantees(
+            [(r.budget_kind, r.epsilon, r.delta, r.rho) for r in releases], disjoint
+        )
+        totals = [r.public_total for r in releases]
+        obj = object.__new__(type(self))
+        obj._init_layout(*self._config())
+        obj._finish(
+            sum(r.sketched for r in releases),
+            sum(r.exact for r in releases),
+            cals,
+            guarantee,
+            list(self.split),
+            float(cals[0].beta_noise),
+            self.neighbouring,
+            None if None in totals else int(sum(totals)),  # type: ignore[arg-type]
+            self.consistency,
+        )
+        return obj
+
     # ---------------------------------------------------------------- queries
 
     def total(self) -> float:
@@ -578,7 +651,7 @@ class PrivateDyadicCountSketch(DyadicLayout):
         if not isinstance(raw, list) or len(raw) != obj.levels:
             raise err("calibrations must be a list with one entry per level")
         try:
-            cals = [LinearCalibration.from_dict(c) for c in raw]
+            cals = [calibration_from_dict(c) for c in raw]
             name, _ = parse_neighbouring(params.get("neighbouring"))
             beta_noise = check_probability(params.get("beta_noise"), "beta_noise")
             split = _split_weights(params.get("split"), obj.levels)
