@@ -4,13 +4,19 @@
 FnApiRunner and on one and two Dask workers at up to 10^8 rows; this builds the same pipelines
 (:func:`benchmarks.bench_scaleout.release`) on 3,200 rows and runs them on the FnApiRunner only,
 so a transform signature the benchmark no longer matches fails here, not in a long benchmark run.
+One test runs a one-worker Dask configuration the way the benchmark does (``--one`` in a fresh
+process) and checks that its worker draws the benchmark's key pool once, not once per task.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import apache_beam as beam
+import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that
 from collect import DumpToFile
@@ -20,6 +26,7 @@ from benchmarks import bench_scaleout
 from benchmarks.run import SECTIONS
 
 ROWS = 100 * bench_scaleout.PARTS
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _released(name: str, tmp_path: Path) -> list:
@@ -56,3 +63,22 @@ def test_quantiles_release_the_three_declared_quantiles_in_order(tmp_path: Path)
     values = [r.value for r in released]
     assert values == sorted(values)
     assert all(0 <= v <= 255 for v in values)
+
+
+def test_the_benchmark_process_of_one_dask_configuration_draws_each_key_pool_once():
+    # `python -m benchmarks.bench_scaleout` runs each configuration as `--one` in a fresh
+    # process; its workers must reuse one key pool, or the benchmark times drawing it.
+    pytest.importorskip("distributed")
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_scaleout", "--one", "frequencies", "dask-1"]
+        + ["--rows", str(ROWS)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    assert row["rows"] == ROWS
+    assert row["key_pool_draws"] == [1]
