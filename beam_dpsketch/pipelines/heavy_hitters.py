@@ -37,7 +37,7 @@ from beam_dpsketch.pipelines.release_arguments import (
     budget_from_args,
     noise_source_from_args,
 )
-from beam_dpsketch.privacy import PrivacyUnit
+from beam_dpsketch.privacy import PrivacyBudget, PrivacyUnit
 from beam_dpsketch.sketches.misra_gries.release import ERROR_CONFIDENCE
 from beam_dpsketch.sketches.misra_gries.sizing import (
     DEFAULT_K,
@@ -57,6 +57,7 @@ from beam_dpsketch.transforms.heavy_hitters import (
     HeavyHitterMechanism,
     SelectThenCount,
     UntrustedShards,
+    UserPurePP,
 )
 
 __all__ = [
@@ -155,7 +156,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "user-exact (exact bounded counts with GSHM at l=--max-contributions: noise grows with "
         "its square root; memory grows with the distinct keys). pamg-gshm: user level in "
         "memory of 4 k keys (hashed sketches), the same noise as user-exact. design-b: one "
-        "pass, any windowing",
+        "pass, any windowing. user-pure-pp: user level, pure epsilon-DP over a declared "
+        "--universe (noise grows with --max-contributions). space-saving: one SpaceSaving "
+        "sketch of --k counters, values that over-count by at most its minimum",
     )
     group.add_argument(
         "--selection-fraction",
@@ -182,6 +185,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="COL",
         help="untrusted-shards (required there): the column naming each row's data holder; "
         "each holder's rows are one shard's, and the shards' releases are summed",
+    )
+    group.add_argument(
+        "--universe",
+        metavar="FILE",
+        help="user-pure-pp (required there): the declared public key universe, one key per line "
+        "(ints when every line is one); pure epsilon-DP with noise on every key of it "
+        "(--delta is not spent)",
     )
     add_output_arguments(parser)
     parser.set_defaults(run=run, known_options=option_strings(parser))
@@ -374,6 +384,31 @@ def _check_options_in_effect(args: argparse.Namespace) -> None:
         )
     elif args.holder is None:
         raise ValueError("--holder: --mechanism untrusted-shards needs the data holder column")
+    if chosen != UserPurePP.key:
+        refuse_given(
+            args, ("universe",), f"with --mechanism {chosen} (it declares user-pure-pp's keys)"
+        )
+    elif args.universe is None:
+        raise ValueError("--universe: --mechanism user-pure-pp needs the declared key universe")
+
+
+def read_universe(path: str) -> list[str] | list[int]:
+    """The keys of a ``--universe`` file: one per line, blank lines skipped, as ints when every
+    line is an int (the key type a numeric column is read with).
+
+    Raises
+    ------
+    ValueError
+        Naming ``--universe`` if the file has no keys.
+    """
+    with open(path, encoding="utf-8") as f:
+        keys = [line.rstrip("\n") for line in f if line.strip()]
+    if not keys:
+        raise ValueError("--universe: the file has no keys")
+    try:
+        return [int(key) for key in keys]
+    except ValueError:
+        return keys
 
 
 def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRelease:
@@ -386,8 +421,11 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
     top = min(DEFAULT_TOP, k) if args.top is None else None if args.top == "all" else args.top
     if args.max_contributions is not None and args.privacy_id is None:
         raise ValueError("--max-contributions applies with --privacy-id only")
-    budget = budget_from_args(args)
     chosen = mechanism_of(args)
+    # user-pure-pp is pure epsilon-DP: the command's default --delta is not spent.
+    budget = (
+        PrivacyBudget.pure(args.epsilon) if chosen == UserPurePP.key else budget_from_args(args)
+    )
     options: dict[str, Any] = {
         "top": top,
         "noise_source": noise_source_from_args(args),
@@ -448,6 +486,8 @@ def heavy_hitters(args: argparse.Namespace, beam_args: Sequence[str]) -> CliRele
         mechanism = SelectThenCount(k, **mechanism_options)
     elif chosen in _SHARDED:
         mechanism = _SHARDED[chosen](k, **mechanism_options)
+    elif chosen == UserPurePP.key:
+        mechanism = UserPurePP(k, universe=read_universe(args.universe))
     else:
         mechanism = chosen
     transform = DPHeavyHitters(k, budget, mechanism=mechanism, **options)
