@@ -26,6 +26,9 @@ Writes ``benchmarks/RESULTS.md`` with the machine, the command and the date. Sec
    ``--only Scale-out``).
 10. release rows to Parquet, a DataFrame and JSON with no ``Map``, and the row of a released
     sketch (``benchmarks/bench_release_sinks.py``; ``--only "Release rows"``).
+11. top keys with no candidate list (``DPTopKeys``) against ``DPFrequencies`` told the true key
+    set and ``DPHeavyHitters``: recall@k, point error, memory (``benchmarks/bench_top_keys.py``;
+    ``--only "Top keys"``).
 """
 
 from __future__ import annotations
@@ -294,6 +297,11 @@ SECTIONS = (
             "rows_per_s",
             "peak_rss_mib",
         ],
+    ),
+    (
+        "Top keys with no candidate list: prefix tree vs candidate-list releases",
+        "benchmarks.bench_top_keys:run",
+        ["impl", "n", "k", "recall", "mae", "memory_kib", "seconds", "notes"],
     ),
     (
         "Scale-out: Dask workers vs in-process",
