@@ -32,6 +32,7 @@ from reproduction.experiments.misra_gries.runs import (
     USER_METRICS,
     MGConfig,
 )
+from reproduction.experiments.misra_gries.sharded import SHARD_METRICS, shard_claims
 from reproduction.report import (
     Claim,
     Figure,
@@ -268,6 +269,13 @@ def build_report(
     claims.insert(0, _theorem8_claim(sweep, acc, priv_png))
     claims.append(_accuracy_claim(acc, acc_figs[0].file if acc_figs else None))
 
+    # ---- shard sweep: Design D and the untrusted sum ---------------------------------------
+    shard_tables = []
+    if "shards" in tables:
+        shard_agg = summarize(tables["shards"], ["shards"], list(SHARD_METRICS))
+        claims += shard_claims(shard_agg)
+        shard_tables.append(("Sharded releases vs the shard count (mean over trials)", shard_agg))
+
     notes = [
         "The paper has no experiments or tables: the claims are its theorems and "
         "asymptotic comparisons, made falsifiable (docs/evaluation.md#misra-gries-report).",
@@ -313,6 +321,7 @@ def build_report(
             ("Threshold ladder", ladder.select(["eps", "delta", *LADDER_METRICS])),
             ("User level (mean over trials)", usr),
             *acc_tables,
+            *shard_tables,
         ],
         notes=notes,
         parameters={k: (str(v) if isinstance(v, tuple) else v) for k, v in asdict(config).items()},

@@ -68,6 +68,7 @@ from beam_dpsketch.sketches.misra_gries import (
     user_level_pmg,
 )
 from reproduction import datasets, metrics
+from reproduction.experiments.misra_gries.sharded import SHARD_COUNTS, shard_experiment
 from reproduction.runner import (
     Experiment,
 )
@@ -888,8 +889,8 @@ def accuracy_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
 
 
 def build_experiments(config: MGConfig, flights_kind: str | None) -> dict[str, Experiment]:
-    """The five experiments of a run, by short name (``sweep``, ``ladder``, ``universe``,
-    ``user``, ``accuracy``); ``flights_kind`` is the flights data actually available."""
+    """The experiments of a run, by short name (``sweep``, ``ladder``, ``universe``, ``user``,
+    ``accuracy``, ``shards``); ``flights_kind`` is the flights data actually available."""
     if 100 not in config.ks:
         raise ValueError(
             "the k sweep must include k = 100 (docs/algorithms.md#mg-merged example sizes)"
@@ -1001,5 +1002,13 @@ def build_experiments(config: MGConfig, flights_kind: str | None) -> dict[str, E
             trials=config.acc_trials,
             version=v,
             description="top-k precision, recall, F1, ARE, AAE against epsilon and k",
+        ),
+        "shards": shard_experiment(
+            config.n,
+            config.n_items,
+            config.skew,
+            config.sweep_trials,
+            v,
+            (1, 2, 8) if config.mode == "smoke" else SHARD_COUNTS,
         ),
     }
