@@ -13,6 +13,8 @@ Writes ``benchmarks/RESULTS.md`` with the machine, the command and the date. Sec
    against PipelineDP (``benchmarks/bench_accuracy.py``; ``--only "Accuracy vs PipelineDP"``).
 5. user-level heavy hitters against PipelineDP on a ratings-shaped data set
    (``benchmarks/bench_user_level.py``; ``--only "User level"``).
+   Sharded heavy hitters: Design D and the untrusted-aggregator sum against Sequential and
+   Design B at 2 and 8 shards (``benchmarks/bench_sharded.py``; ``--only "Sharded"``).
 6. speed of the hot paths next to DataSketches and PipelineDP in the same run
    (``benchmarks/bench_speed.py``; ``--only Speed``).
 7. beyond the head: keys released, point queries, error bars, wide-range quantiles, user
@@ -274,6 +276,12 @@ SECTIONS = (
     ),
     # Returns its own Markdown table; the columns are unused.
     ("User level vs PipelineDP 0.3.1: heavy hitters", "benchmarks.bench_user_level:run", []),
+    # Returns its own Markdown table; the columns are unused.
+    (
+        "Sharded heavy hitters: Design D and the untrusted sum vs Sequential and Design B",
+        "benchmarks.bench_sharded:run",
+        [],
+    ),
     (
         "Speed",
         "benchmarks.bench_speed:run",
