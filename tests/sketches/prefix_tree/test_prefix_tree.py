@@ -109,7 +109,7 @@ def test_extraction_recall_on_zipf_against_the_exact_top_k():
         got = [r[0] for r in rel.top_keys(20, beam=640)]
         assert len(got) == len(set(got)) <= 20
         recalls.append(len(set(got) & set(exact_top)) / 20)
-    # Measured: recall@20 = 1.0 in each trial at this size and budget.
+    # Measured: recall@20 = 1.0, 0.95 and 1.0 in the three trials at this size and budget.
     assert min(recalls) >= 0.9
 
 
