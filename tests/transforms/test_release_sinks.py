@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
+import pyarrow as pa
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that
@@ -40,7 +41,9 @@ from beam_dpsketch.transforms.records import (
     WINDOWED_TYPES,
     BoundedKeyEstimate,
     CountEstimate,
+    KeyEstimate,
     ReleasedSketch,
+    TimedHeavyHitters,
     WindowedBoundedKeyEstimate,
     WithWindowBounds,
 )
@@ -267,3 +270,30 @@ def test_a_windowed_sketch_row_decodes_and_keeps_its_short_repr(tmp_path: Path) 
         row._replace(sketch="not base64!").decode()
     with pytest.raises(SketchFormatError, match="^kind must be one of"):
         row._replace(kind="space-saving").decode()
+
+
+def test_nested_heavy_hitter_rows_go_to_parquet(tmp_path: Path) -> None:
+    # The heavy-hitter answers of DPSlidingWindowFrequencies: a list of rows per query time.
+    schema = parquet_schema(TimedHeavyHitters, key_type=str)
+    fields = [pa.field("key", pa.string(), False), pa.field("estimate", pa.float64(), False)]
+    assert schema.field("heavy_hitters").type == pa.list_(pa.struct(fields))
+    rows = [
+        TimedHeavyHitters(10, [KeyEstimate("k1", 41), KeyEstimate("k2", 12.5)]),
+        TimedHeavyHitters(20, []),
+    ]
+    options = PipelineOptions(["--direct_running_mode=in_memory"])
+    with beam.Pipeline(runner=RUNNER, options=options) as p:
+        _ = (
+            p
+            | beam.Create(rows).with_output_types(TimedHeavyHitters)
+            | WriteReleaseToParquet(str(tmp_path / "hh" / "part"), key_type=str)
+        )
+    files = sorted(glob.glob(str(tmp_path / "hh" / "part*")))
+    written = sorted((r for f in files for r in pq.read_table(f).to_pylist()), key=repr)
+    assert written == [
+        {
+            "time": 10.0,
+            "heavy_hitters": [{"key": "k1", "estimate": 41.0}, {"key": "k2", "estimate": 12.5}],
+        },
+        {"time": 20.0, "heavy_hitters": []},
+    ]
