@@ -37,12 +37,16 @@ from beam_dpsketch import serialization
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.serialization import SketchFormatError
-from beam_dpsketch.sketches import CountMinSketch, CountSketch, MisraGries
+from beam_dpsketch.sketches import CountMedianSketch, CountMinSketch, CountSketch, MisraGries
 from beam_dpsketch.sketches.continual.binary_mechanism import GaussianBinaryMechanism
 from beam_dpsketch.sketches.continual.heavy_hitters import HierarchicalLazySketch
 from beam_dpsketch.sketches.continual.sketch import LazySketch, PunctualSketch
 from beam_dpsketch.sketches.intermittent.strategies import STRATEGIES, make_intermittent_sketch
-from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
+from beam_dpsketch.sketches.linear.private import (
+    PrivateCountMedianSketch,
+    PrivateCountMinSketch,
+    PrivateCountSketch,
+)
 from beam_dpsketch.sketches.misra_gries.design_b import PostProcessedSum
 from beam_dpsketch.sketches.misra_gries.user import PAMGSketch
 from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch
@@ -105,6 +109,16 @@ def _examples() -> dict[str, tuple[Callable[[], object], Callable[[bytes], objec
                 CountSketch(8, 2, seed=3).update(KEYS), BUDGET, SRC.stream("fuzz-pcs")
             ),
             PrivateCountSketch.from_bytes,
+        ),
+        "CountMedianSketch": (
+            lambda: CountMedianSketch(8, 2, seed=3).update(KEYS),
+            CountMedianSketch.from_bytes,
+        ),
+        "PrivateCountMedianSketch": (
+            lambda: PrivateCountMedianSketch.release(
+                CountMedianSketch(8, 2, seed=3).update(KEYS), BUDGET, SRC.stream("fuzz-pcmed")
+            ),
+            PrivateCountMedianSketch.from_bytes,
         ),
         "MisraGries": (lambda: MisraGries(4).update(KEYS.tolist()), MisraGries.from_bytes),
         "PostProcessedSum": (
