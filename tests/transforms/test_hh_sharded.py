@@ -15,17 +15,24 @@ import numpy as np
 import pytest
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that
-from apache_beam.transforms.window import GlobalWindow
+from apache_beam.transforms import trigger as tr
+from apache_beam.transforms.window import (
+    FixedWindows,
+    GlobalWindow,
+    IntervalWindow,
+    TimestampedValue,
+)
 from collect import DumpToFile
 
 from beam_dpsketch.noise import NoiseSource
-from beam_dpsketch.privacy import PrivacyBudget, PrivacyUnit
+from beam_dpsketch.privacy import PrivacyBudget, PrivacyUnit, Windowing
 from beam_dpsketch.sketches.misra_gries import (
     ERROR_CONFIDENCE,
     ShardedMisraGries,
     design_d,
     untrusted_sum,
 )
+from beam_dpsketch.sketches.misra_gries.sharded import split_by_shard
 from beam_dpsketch.transforms import DPHeavyHitters, DPHistogram
 from beam_dpsketch.transforms.heavy_hitters import MECHANISMS, DesignD, UntrustedShards
 from beam_dpsketch.transforms.release import release_id_for
@@ -78,8 +85,6 @@ def test_untrusted_shards_pipeline_equals_the_sum_of_holder_releases(dump):
         label="u",
     )
     sketch = ShardedMisraGries(128, 3, "holder")
-    from beam_dpsketch.sketches.misra_gries.sharded import split_by_shard
-
     for j, part in split_by_shard(keys.tolist(), 3, by=holders):
         sketch.update_shard(j, part)
     expected = untrusted_sum(
@@ -153,3 +158,54 @@ def test_untrusted_shards_refuses_keys_without_a_holder_naming_their_type():
             _ = p | beam.Create(["secret-key-a", "secret-key-b"]) | t
     # The error names the key's type, never the key.
     assert "secret-key" not in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["design-d", "untrusted-shards"])
+def test_a_trigger_that_fires_more_than_once_is_refused_naming_design_b(name):
+    p = beam.Pipeline(runner=FnApiRunner())
+    early = (
+        p
+        | beam.Create([TimestampedValue(("h", i % 3), i) for i in range(30)])
+        | beam.WindowInto(
+            FixedWindows(10),
+            trigger=tr.AfterWatermark(early=tr.AfterCount(1)),
+            accumulation_mode=tr.AccumulationMode.DISCARDING,
+        )
+    )
+    with pytest.raises(ValueError, match=f"mechanism '{name}'.*design-b"):
+        _ = early | DPHistogram(
+            8, BUDGET, mechanism=name, windowing=Windowing(max_panes_per_window=4)
+        )
+
+
+def test_design_d_releases_each_fixed_window_from_its_own_shard_sketches(dump):
+    # Two windows of different keys: each window's release is design_d of that window's
+    # elements alone (the shard state and timers are per window).
+    keys = [(i % 7, float(i)) for i in range(0, 700)] + [
+        (100 + i % 5, 1000.0 + i) for i in range(500)
+    ]
+    source = NoiseSource.insecure_for_tests(23)
+    t = DPHistogram(16, BUDGET, mechanism=DesignD(16, shards=3), noise_source=source, label="w")
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        out = (
+            p
+            | beam.Create([TimestampedValue(k, ts) for k, ts in keys])
+            | beam.WindowInto(FixedWindows(1000))
+        )
+        assert_that(out | t | beam.Map(lambda r: (r[0], r[1])), dump)
+    got = sorted(dump.load())
+    expected = []
+    for start, part in (
+        (0, [k for k, ts in keys if ts < 1000]),
+        (1000, [k for k, ts in keys if ts >= 1000]),
+    ):
+        window = IntervalWindow(start, start + 1000)
+        rel = design_d(
+            ShardedMisraGries(16, 3).update(part),
+            BUDGET,
+            t.aggregate.noise_source.stream(release_id_for("w", window, 0)),
+            error_confidence=ERROR_CONFIDENCE,
+        )
+        expected += list(rel.items)
+    assert got == sorted(expected)
+    assert {k for k, _ in got} == set(range(7)) | set(range(100, 105))
