@@ -44,6 +44,7 @@ SUBCOMMAND_MODULES = (
     "beam_dpsketch.pipelines.sliding_window",
     "beam_dpsketch.pipelines.continual",
     "beam_dpsketch.pipelines.intermittent",
+    "beam_dpsketch.pipelines.merge",
     "beam_dpsketch.pipelines.evaluate",
 )
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from beam_dpsketch.io import NUMBERS
+from beam_dpsketch.io.sinks import active_outputs
 from beam_dpsketch.pipelines.arguments import (
     accept_negative_numbers,
     given_options,
@@ -47,6 +48,7 @@ from beam_dpsketch.pipelines.release_arguments import (
     budget_from_args,
     noise_source_from_args,
 )
+from beam_dpsketch.pipelines.sketch import SaveSketch
 from beam_dpsketch.transforms import DPFrequencies, DPQuantiles, ReadKeyBatches
 from beam_dpsketch.transforms.frequencies import DEFAULT_SKETCH, ERROR_BOUND_CONFIDENCE, SKETCHES
 from beam_dpsketch.transforms.quantiles import QuantileTree
@@ -130,6 +132,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     group.add_argument(
         "--top", type=int, metavar="N", help="with --candidates or --query-keys: the N largest"
+    )
+    group.add_argument(
+        "--sketch-output",
+        metavar="PATH",
+        help="also write the released DP sketch here (versioned bytes, any Beam filesystem), "
+        "for `beam-dpsketch merge`; implies a sketch release",
     )
     add_privacy_arguments(group)
     add_output_arguments(freq)
@@ -240,6 +248,7 @@ def _run(
     fields: tuple[str, ...],
     parameters: dict[str, Any],
     title: str,
+    released_sides: dict[str, Any] | None = None,
 ) -> int:
     rows = run_release(
         reader,
@@ -247,6 +256,7 @@ def _run(
         to_rows,
         beam_args,
         explain=args.explain,
+        released_sides=released_sides,
         known_options=getattr(args, "known_options", ()),
     ).rows
     guarantee, mechanism, calibration = guarantee_of(
@@ -267,7 +277,7 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         raise ValueError("pass one of --query KEY ..., --candidates FILE or --query-keys KEYS")
     if args.top is not None and not (args.candidates or args.query_keys is not None):
         raise ValueError("--top applies with --candidates or --query-keys only")
-    sketch_options = given_options(args, "sketch", "width", "depth", "seed")
+    sketch_options = given_options(args, "sketch", "width", "depth", "seed", "sketch_output")
     # Keys named on the command line or in a --candidates file are known before the run: they
     # are counted exactly (public partitions, no sketch error) unless a sketch option asks for
     # the sketch to answer them.
@@ -329,6 +339,17 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
             "top": args.top,
         }
     parameters["error_confidence"] = ERROR_BOUND_CONFIDENCE
+    released_sides = None
+    if getattr(args, "sketch_output", None):
+        # The released object itself, the table every row is read from: publishing it adds
+        # nothing to the release. Written under a temporary name and renamed with the command's
+        # other outputs, so a failed run leaves no file there.
+        outputs = active_outputs()
+        saved_to = args.sketch_output
+        if outputs is not None:
+            saved_to = outputs.temporary_for(args.sketch_output)
+            outputs.add_file(saved_to, args.sketch_output)
+        released_sides = {"saved": SaveSketch(saved_to)}
     if args.query_keys is not None:
         # Every declared key is a row (zero counts included), largest first with --top.
         keys = list(dict.fromkeys(keys))
@@ -347,6 +368,7 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         ("key", "estimate", "error_bound"),
         parameters,
         f"DP frequency estimates of column {args.column!r} of {args.input}",
+        released_sides,
     )
 
 

@@ -1,0 +1,147 @@
+"""``beam-dpsketch merge``: two separate pipeline runs publish DP sketches; a merge answers over
+the union.
+
+Two organisations hold disjoint halves of one event file. Each runs ``beam-dpsketch frequencies``
+on its half (FnApiRunner, its own noise key) and publishes the released sketch with
+``--sketch-output``. ``beam-dpsketch merge`` reads the two files and answers key queries over the
+union: every answer must lie within the stated merged noise bound of the exact union counts (the
+sketch is wide enough that no query key collides, which the test checks). Files made with another
+hash seed or width are refused naming the parameter, and exact (non-private) sketches too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from beam_dpsketch.pipelines.cli import main
+from beam_dpsketch.sketches import CountSketch
+
+WIDTH, DEPTH, SEED = 4096, 3, 3
+KEYS = [f"page-{i}" for i in range(25)]
+
+
+def _halves(tmp_path):
+    rng = np.random.default_rng(29)
+    weights = 1.0 / np.arange(1, len(KEYS) + 1)
+    events = rng.choice(KEYS, size=20_000, p=weights / weights.sum()).tolist()
+    paths = []
+    for i, half in enumerate((events[:12_000], events[12_000:])):
+        path = tmp_path / f"org{i}.parquet"
+        pq.write_table(pa.table({"page": half}), path)
+        paths.append(path)
+    return events, paths
+
+
+def _publish(path, out, capsys, *, noise_seed, width=WIDTH, seed=SEED, extra=()):
+    code = main(
+        [
+            "frequencies",
+            "--input",
+            str(path),
+            "--column",
+            "page",
+            "--sketch",
+            "count-sketch",
+            "--width",
+            str(width),
+            "--depth",
+            str(DEPTH),
+            "--seed",
+            str(seed),
+            "--query",
+            KEYS[0],
+            "--epsilon",
+            "1",
+            "--sketch-output",
+            str(out),
+            "--insecure-test-seed",
+            str(noise_seed),
+            "--format",
+            "json",
+            "--runner=FnApiRunner",
+            *extra,
+        ]
+    )
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.exists()
+
+
+def _merge(capsys, *argv):
+    code = main(["merge", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_two_separate_runs_merge_and_answer_over_the_union(tmp_path, capsys):
+    events, (first, second) = _halves(tmp_path)
+    a, b = tmp_path / "org0.dpsk", tmp_path / "org1.dpsk"
+    _publish(first, a, capsys, noise_seed=1)
+    _publish(second, b, capsys, noise_seed=2)
+    code, out, err = _merge(
+        capsys, a, b, "--data-sets", "disjoint", "--keys", *KEYS, "--format", "json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    params = doc["parameters"]
+    assert params["releases"] == 2 and params["kind"] == "PrivateCountSketch"
+    assert "1-DP for the 2 contributing data sets" in doc["guarantee"]
+    exact = Counter(events)
+    # No query key collides with another key in a majority of rows: the exact sketch of the
+    # union answers every key exactly, so the merged noise is the only error.
+    union = CountSketch(WIDTH, DEPTH, SEED)
+    union.update(events)
+    assert union.estimate(KEYS).tolist() == [exact[k] for k in KEYS]
+    rows = {row["key"]: row for row in doc["rows"]}
+    assert list(rows) == KEYS
+    for key in KEYS:
+        assert abs(rows[key]["estimate"] - exact[key]) <= params["noise_bound"]
+        assert rows[key]["error_bound"] > 0
+    # Overlapping data sets: the guarantee is the sum.
+    code, out, err = _merge(
+        capsys, a, b, "--data-sets", "overlapping", "--keys", KEYS[0], "--format", "json"
+    )
+    assert code == 0, err
+    assert "2-DP for the 2 contributing data sets" in json.loads(out)["guarantee"]
+
+
+@pytest.mark.parametrize(("option", "value"), [("seed", SEED + 1), ("width", WIDTH // 2)])
+def test_merge_refuses_another_seed_or_width(tmp_path, capsys, option, value):
+    _, (first, second) = _halves(tmp_path)
+    a, b = tmp_path / "a.dpsk", tmp_path / "b.dpsk"
+    _publish(first, a, capsys, noise_seed=1)
+    _publish(second, b, capsys, noise_seed=2, **{option: value})
+    code, out, err = _merge(capsys, a, b, "--data-sets", "disjoint", "--keys", KEYS[0])
+    assert code == 2 and out == ""
+    assert option in err and "page-" not in err
+
+
+def test_merge_refuses_exact_sketches_and_needs_a_declaration(tmp_path, capsys):
+    _, (first, second) = _halves(tmp_path)
+    exact = tmp_path / "exact.bin"
+    code = main(
+        [
+            "sketch",
+            "--input",
+            str(first),
+            "--column",
+            "page",
+            "--save-sketch",
+            str(exact),
+            "--runner=FnApiRunner",
+        ]
+    )
+    capsys.readouterr()
+    assert code == 0
+    code, _, err = _merge(capsys, exact, exact, "--data-sets", "disjoint", "--keys", "x")
+    assert code == 2 and "not a released DP sketch" in err
+    # The declaration decides the stated guarantee: it is never assumed.
+    with pytest.raises(SystemExit) as info:
+        main(["merge", str(exact), str(exact), "--keys", "x"])
+    assert info.value.code == 2 and "--data-sets" in capsys.readouterr().err
