@@ -33,6 +33,12 @@ from reproduction.experiments.misra_gries.runs import (
     MGConfig,
 )
 from reproduction.experiments.misra_gries.sharded import SHARD_METRICS, shard_claims
+from reproduction.experiments.misra_gries.space_saving import (
+    SS_METRICS,
+    USER_PURE_METRICS,
+    space_saving_claims,
+    user_pure_claims,
+)
 from reproduction.report import (
     Claim,
     Figure,
@@ -275,6 +281,14 @@ def build_report(
         shard_agg = summarize(tables["shards"], ["shards"], list(SHARD_METRICS))
         claims += shard_claims(shard_agg)
         shard_tables.append(("Sharded releases vs the shard count (mean over trials)", shard_agg))
+    if "space_saving" in tables:
+        ss_agg = summarize(tables["space_saving"], ["s", "eps"], list(SS_METRICS))
+        claims += space_saving_claims(ss_agg)
+        shard_tables.append(("DP SpaceSaving vs PMG, 2k counters (mean over trials)", ss_agg))
+    if "user_pure" in tables:
+        up_agg = summarize(tables["user_pure"], ["m"], list(USER_PURE_METRICS))
+        claims += user_pure_claims(up_agg)
+        shard_tables.append(("User-level PURE_PP vs m (mean over trials)", up_agg))
 
     notes = [
         "The paper has no experiments or tables: the claims are its theorems and "

@@ -69,6 +69,10 @@ from beam_dpsketch.sketches.misra_gries import (
 )
 from reproduction import datasets, metrics
 from reproduction.experiments.misra_gries.sharded import SHARD_COUNTS, shard_experiment
+from reproduction.experiments.misra_gries.space_saving import (
+    space_saving_experiment,
+    user_pure_experiment,
+)
 from reproduction.runner import (
     Experiment,
 )
@@ -1010,5 +1014,11 @@ def build_experiments(config: MGConfig, flights_kind: str | None) -> dict[str, E
             config.sweep_trials,
             v,
             (1, 2, 8) if config.mode == "smoke" else SHARD_COUNTS,
+        ),
+        "space_saving": space_saving_experiment(
+            config.n, config.n_items, config.sweep_trials, v, config.mode == "smoke"
+        ),
+        "user_pure": user_pure_experiment(
+            config.n_users, config.user_trials, v, config.mode == "smoke"
         ),
     }
