@@ -46,9 +46,14 @@ def test_smoke_writes_html_png_and_tables(smoke):
     for name in pngs:
         assert (smoke / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert name in html
-    for exp in ("linear-frequencies", "linear-quantiles", "linear-independence"):
+    for exp in (
+        "linear-frequencies",
+        "linear-quantiles",
+        "linear-independence",
+        "linear-count-median",
+    ):
         assert (smoke / f"{exp}.parquet").exists()
-    for cid in ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9"):
+    for cid in ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10"):
         assert f"{cid} [" in html
     assert "as_run" in html and "as_described" in html
 
@@ -62,11 +67,16 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
     config = linear.MODES["smoke"]
     tables = {
         name: load_results(smoke, name)
-        for name in ("linear-frequencies", "linear-quantiles", "linear-independence")
+        for name in (
+            "linear-frequencies",
+            "linear-quantiles",
+            "linear-independence",
+            "linear-count-median",
+        )
     }
     report = linear_report.build_report(tables, config, smoke, flights_kind="sample")
     claims = {c.id: c for c in report.claims}
-    assert len(claims) == 17  # C1-C8 per preset + C9; R1/R2 need the paper's grid
+    assert len(claims) == 18  # C1-C8 per preset + C9 + C10; R1/R2 need the paper's grid
     assert all(c.verdict in VERDICTS for c in claims.values())
     # C2 as described: DP-CM error falls with space, so the paper's "degrades" claim differs
     # for the reason errata LIN-E5/E6 predict (docs/algorithms.md#lin-e5), while as run it holds.
@@ -86,6 +96,17 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
         )
         got = {c.id: c.verdict for c in rep.claims}
         assert got["C3 [as_run]"] == got["C3 [as_described]"] == verdict
+    # C10 (Count-Median, derived here): reproduced on the measurements; a turnstile error as
+    # large as Count-Min's makes it differ.
+    assert claims["C10 [derived]"].verdict == "reproduced", claims["C10 [derived]"].measured
+    cmed = tables["linear-count-median"]
+    for rho in linear.RHOS:
+        tag = linear.rho_tag(rho)
+        cmed = set_float_column(cmed, f"dpcmed_mae_{tag}", cmed[f"dpcm_mae_{tag}"].to_pylist())
+    rep = linear_report.build_report(
+        {**tables, "linear-count-median": cmed}, config, smoke, flights_kind="sample"
+    )
+    assert {c.id: c.verdict for c in rep.claims}["C10 [derived]"] == "differs"
     # The measured text carries the numbers of the table.
     z = freq.filter(pc.and_(pc.equal(freq["dataset"], "zipf"), pc.equal(freq["preset"], "as_run")))
     worst = max(float(np.max(z[f"dpcm_are_{linear.rho_tag(r)}"].to_numpy())) for r in linear.RHOS)

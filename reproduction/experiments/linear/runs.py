@@ -25,6 +25,11 @@ The per-level DCS noise is set through the budget handed to :class:`PrivateDyadi
 gives exactly the paper's ``sigma_level``. These are reproduction settings, not the library's
 calibration (which the transforms use).
 
+C10 (derived here, not in the paper) compares DP Count-Median, the Count-Min table queried with
+the median (docs/algorithms.md#lin-count-median), with DP Count-Min and DP Count Sketch at equal
+budget and shape, on the bounded Zipf stream and on a general turnstile stream
+(:func:`count_median_cell`).
+
 Data ([ZQR+22, Section 5.1]): bounded Zipf ``P(x) ~ 1/x`` on ``{1..2**16 - 1}``; the CAIDA trace needs a
 data-use agreement, so its (extension, not in the paper) substitute runs instead: Zipf(1) over ranks ``1..2**20``
 mapped to distinct pseudo-random uint32 ids (``U = 2**32``; qualitative checks only); and the US
@@ -44,8 +49,12 @@ import numpy as np
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
-from beam_dpsketch.sketches import CountMinSketch, CountSketch
-from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
+from beam_dpsketch.sketches import CountMedianSketch, CountMinSketch, CountSketch
+from beam_dpsketch.sketches.linear.private import (
+    PrivateCountMedianSketch,
+    PrivateCountMinSketch,
+    PrivateCountSketch,
+)
 from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch, dyadic_shape
 from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 from reproduction import datasets, metrics
@@ -56,6 +65,8 @@ from reproduction.runner import (
 from reproduction.tables import param_tag
 
 __all__ = [
+    "CMED_DATA",
+    "CMED_METRICS",
     "FREQ_METRICS",
     "MODES",
     "N_METRICS",
@@ -63,6 +74,7 @@ __all__ = [
     "QUANT_METRICS",
     "RHOS",
     "LinearConfig",
+    "count_median_cell",
     "e_code",
     "freq_cell",
     "independence_cell",
@@ -117,6 +129,26 @@ N_METRICS: tuple[str, ...] = (
 )
 """C9 cell metrics: DP-CM ``mean(f^ - f~)``, DP-CS ``mean|f^-f| - mean|f~-f|`` (docs/algorithms.md#lin-oracles) and
 ``mean|f^ - f~|``, DP-DCS ``mean|R^ - R~|`` at 128 quantile keys."""
+
+CMED_DATA: tuple[str, ...] = ("zipf", "turnstile")
+"""Streams of the Count-Median comparison: the paper's bounded Zipf, and a general turnstile
+stream (the same Zipf insertions, deletions of half as many Zipf draws with permuted ranks)."""
+CMED_CONFIDENCE = 0.95
+CMED_METRICS: tuple[str, ...] = (
+    "n_items",
+    "neg_fraction",
+    "cmed_apriori_cover",
+    *[
+        f"dp{s}_{m}_{rho_tag(r)}"
+        for s in ("cm", "cs", "cmed")
+        for m in ("mae", "cover", "width")
+        for r in RHOS
+    ],
+)
+"""Count-Median cell metrics (derived here, not in [ZQR+22]): mean absolute error over every
+distinct item, coverage and half-width of the 95 % ``error_bound`` of DP Count-Min (no offset),
+DP Count Sketch and DP Count-Median per rho, and the coverage of the exact Count-Median's
+a-priori bound."""
 
 
 @dataclass(frozen=True)
@@ -474,6 +506,69 @@ def independence_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     }
 
 
+def count_median_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
+    """Count-Median against Count-Min and Count Sketch at equal budget and shape (derived here).
+
+    Count-Median is not in [ZQR+22]: it is the Count-Min table queried with the median of its
+    rows (Cormode and Muthukrishnan 2005), released as the paper releases Count Sketch (zero-mean
+    noise) with Count-Min's sensitivity (docs/algorithms.md#lin-count-median). The three sketches
+    share the shape as described (``w = 2**k``, ``d = 6``), the hash seed and the library's
+    strict calibration of a ``rho``-zCDP budget under ``add_remove`` (the same noise in every
+    cell), so the comparison isolates the estimator; Count-Min is released without the offset,
+    as ``DPFrequencies`` does.
+
+    Parameters
+    ----------
+    params
+        ``data`` (one of :data:`CMED_DATA`), ``n`` (insertions) and ``k``.
+    seed
+        Trial seed (data, hashes, noise).
+
+    Returns
+    -------
+    dict
+        :data:`CMED_METRICS`.
+    """
+    keys = datasets.bounded_zipf_stream(int(params["n"]), seed)
+    weights = np.ones(len(keys), dtype=np.int64)
+    if params["data"] == "turnstile":
+        high = 2**16 - 1
+        # Deletions follow another ranking, so some keys end negative (general turnstile).
+        dels = (datasets.bounded_zipf_stream(len(keys) // 2, seed + 1) * 7919) % high + 1
+        keys = np.concatenate([keys, dels])
+        weights = np.concatenate([weights, -np.ones(len(dels), dtype=np.int64)])
+    items, inverse = np.unique(keys, return_inverse=True)
+    f = np.bincount(inverse, weights=weights, minlength=len(items))
+    p = linear_params("as_described", int(params["k"]))
+    w, d, hseed = int(p["width"]), int(p["depth"]), seed % 2**32
+    kinds = {
+        "cm": (CountMinSketch, PrivateCountMinSketch),
+        "cs": (CountSketch, PrivateCountSketch),
+        "cmed": (CountMedianSketch, PrivateCountMedianSketch),
+    }
+    exact = {s: cls(w, d, hseed).update(keys, weights) for s, (cls, _) in kinds.items()}
+    apriori = exact["cmed"].error_bound(CMED_CONFIDENCE, l1_norm=float(np.abs(f).sum()))
+    out: dict[str, float] = {
+        "n_items": len(items),
+        "neg_fraction": float(np.mean(f < 0)),
+        "cmed_apriori_cover": float(np.mean(np.abs(exact["cmed"].estimate(items) - f) <= apriori)),
+    }
+    noise = NoiseSource.insecure_for_tests(seed)  # reproduction only: seeded noise
+    rid = f"linear-cmed/{params['data']}/{params['k']}"
+    for rho in RHOS:
+        budget = PrivacyBudget.zcdp(rho)
+        for s, (_, private_cls) in kinds.items():
+            rel = private_cls.release(
+                exact[s], budget, noise.stream(f"{rid}/{s}/{rho}"), offset=False
+            )
+            err = np.abs(rel.estimate(items) - f)
+            bound = rel.error_bound(CMED_CONFIDENCE)
+            out[f"dp{s}_mae_{rho_tag(rho)}"] = float(np.mean(err))
+            out[f"dp{s}_cover_{rho_tag(rho)}"] = float(np.mean(err <= bound))
+            out[f"dp{s}_width_{rho_tag(rho)}"] = float(bound)
+    return out
+
+
 # ------------------------------------------------------------------------------------------------
 # Grids
 # ------------------------------------------------------------------------------------------------
@@ -491,11 +586,13 @@ def _datasets(config: LinearConfig, flights_kind: str | None) -> list[dict[str, 
 
 
 def build_experiments(config: LinearConfig, flights_kind: str | None) -> list[Experiment]:
-    """The three grids: Figure 1 (frequencies), Figure 2 (quantiles) and the C9 sweep."""
+    """The four grids: Figure 1 (frequencies), Figure 2 (quantiles), the C9 sweep and the
+    Count-Median comparison (C10, derived here)."""
     data = _datasets(config, flights_kind)
     freq = [{**ds, "preset": pr, "k": k} for ds in data for pr in PRESETS for k in config.ks]
     quant = [{**ds, "preset": pr, "m": m} for ds in data for pr in PRESETS for m in config.ms]
     indep = [{"length": n, "k": config.n_k, "rho": rho} for n in config.ns for rho in RHOS]
+    cmed = [{"data": data, "n": config.n, "k": config.n_k} for data in CMED_DATA]
     common = {"trials": config.trials, "version": EXPERIMENT_VERSION}
     return [
         Experiment(
@@ -521,5 +618,13 @@ def build_experiments(config: LinearConfig, flights_kind: str | None) -> list[Ex
             N_METRICS,
             **common,
             description="C9: extra DP error against N",
+        ),
+        Experiment(
+            "linear-count-median",
+            count_median_cell,
+            cmed,
+            CMED_METRICS,
+            **common,
+            description="C10 (derived here): Count-Median against Count-Min and Count Sketch",
         ),
     ]
