@@ -15,6 +15,8 @@ Writes ``benchmarks/RESULTS.md`` with the machine, the command and the date. Sec
    (``benchmarks/bench_user_level.py``; ``--only "User level"``).
    Sharded heavy hitters: Design D and the untrusted-aggregator sum against Sequential and
    Design B at 2 and 8 shards (``benchmarks/bench_sharded.py``; ``--only "Sharded"``).
+   DP SpaceSaving against Sequential PMG at equal counters and budget, and user-level PURE_PP
+   against user-level PMG (``benchmarks/bench_space_saving.py``; ``--only "SpaceSaving"``).
 6. speed of the hot paths next to DataSketches and PipelineDP in the same run
    (``benchmarks/bench_speed.py``; ``--only Speed``).
 7. beyond the head: keys released, point queries, error bars, wide-range quantiles, user
@@ -281,6 +283,22 @@ SECTIONS = (
         "Sharded heavy hitters: Design D and the untrusted sum vs Sequential and Design B",
         "benchmarks.bench_sharded:run",
         [],
+    ),
+    (
+        "DP SpaceSaving vs Sequential PMG, and user-level PURE_PP",
+        "benchmarks.bench_space_saving:run",
+        [
+            "benchmark",
+            "impl",
+            "epsilon",
+            "counters",
+            "keys",
+            "recall",
+            "precision",
+            "are",
+            "max_err_top16",
+            "items_per_s",
+        ],
     ),
     (
         "Speed",
