@@ -23,7 +23,9 @@ schema'd rows as schema'd rows, which Beam YAML's writers (``WriteToParquet``,
 ``WriteToJson``, ...) take as they are. The transforms (:mod:`beam_dpsketch.yaml.transforms`):
 ``DPHeavyHitters``, ``DPHistogram``, ``DPFrequencies``, ``DPQuantiles`` and ``DPCount``; the
 repeated releases of :mod:`beam_dpsketch.yaml.streaming`: ``ContinualDPSketch``,
-``DPSlidingWindowFrequencies`` and ``DPIntermittentQueries``; and the source ``ReadNewLines``
+``DPSlidingWindowFrequencies`` and ``DPIntermittentQueries``; ``DPTopKeys``
+(:mod:`beam_dpsketch.yaml.top_keys`), the top keys with no candidate list; and the source
+``ReadNewLines``
 (:mod:`beam_dpsketch.yaml.sources`), which reads the lines of files as they appear in a
 directory. Each transform's guarantee is that of the library transform it
 builds; the configuration (budgets, field names, public keys) is public, as the pipeline file
@@ -38,6 +40,7 @@ from beam_dpsketch.yaml.streaming import (
     YamlDPIntermittentQueries,
     YamlDPSlidingWindowFrequencies,
 )
+from beam_dpsketch.yaml.top_keys import YamlDPTopKeys
 from beam_dpsketch.yaml.transforms import (
     YamlDPCount,
     YamlDPFrequencies,
@@ -62,6 +65,7 @@ __all__ = [
     "YamlDPIntermittentQueries",
     "YamlDPQuantiles",
     "YamlDPSlidingWindowFrequencies",
+    "YamlDPTopKeys",
     "YamlDPTransform",
     "YamlTestNoiseOptions",
 ]

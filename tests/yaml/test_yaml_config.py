@@ -130,6 +130,7 @@ def test_the_provider_file_lists_every_yaml_transform():
         "DPHeavyHitters",
         "DPHistogram",
         "DPFrequencies",
+        "DPTopKeys",
         "DPQuantiles",
         "DPCount",
         "ContinualDPSketch",
