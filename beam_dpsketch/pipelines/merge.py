@@ -5,7 +5,7 @@ publish a DP sketch (``beam-dpsketch frequencies ... --sketch-output FILE``, or 
 released sketch or quantile tree in Python). This subcommand reads two or more of those files,
 sums them (:func:`~beam_dpsketch.sketches.linear.merged.merge_released`: linearity of the
 sketches of Zhao et al. [ZQR+22, Section 2.2]; the noise of the sum is derived in
-docs/algorithms.md#lin-merge) and answers ``--keys`` frequency queries or ``--quantiles`` over the
+docs/algorithms.md#lin-merge-released) and answers ``--keys`` frequency queries or ``--quantiles`` over the
 union of the data sets, with the merged error bound and guarantee. Merging is post-processing of
 released sketches: it adds no privacy cost, and it runs no Beam pipeline (nothing but the
 published files is read).

@@ -24,7 +24,7 @@ plus the sum of the independent noise tables. This module states what that sum i
   ``sum delta_i``, ``sum rho_i``).
 
 The noise and re-centring formulas are derived here from [ZQR+22]'s linearity (the paper
-releases one sketch); see docs/algorithms.md#lin-merge.
+releases one sketch); see docs/algorithms.md#lin-merge-released.
 """
 
 from __future__ import annotations
@@ -123,13 +123,13 @@ def guarantee_text(guarantee: Guarantee, disjoint: bool, count: int) -> str:
     if rho is not None:
         parts.append(f"{rho:g}-zCDP")
     how = (
-        "disjoint data sets declared: the largest single guarantee (parallel composition)"
+        "declared disjoint, so the largest single guarantee holds (parallel composition)"
         if disjoint
-        else "data sets may overlap: the sum of the guarantees (sequential composition)"
+        else "they may overlap, so the sum of the guarantees holds (sequential composition)"
     )
     return (
-        f"{' and '.join(parts)} for the {count} contributing data sets together ({how}); each "
-        "data set keeps the guarantee it was released with; merging adds no privacy cost"
+        f"{' and '.join(parts)} for the {count} contributing data sets together: {how}; each "
+        "data set keeps the guarantee it was released with, and merging adds no privacy cost"
     )
 
 

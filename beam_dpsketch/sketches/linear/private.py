@@ -454,7 +454,7 @@ class _PrivateLinearSketch(abc.ABC):
         """Sum this release with other independently released sketches of the same kind.
 
         Post-processing of released tables ([ZQR+22, Section 2.2] linearity; the noise of the
-        sum, derived here, in docs/algorithms.md#lin-merge): the result answers every query over
+        sum, derived here, in docs/algorithms.md#lin-merge-released): the result answers every query over
         the union of the data sets, with noise ``Z_1 + ... + Z_k`` per cell (variance
         ``sum_i Var(Z_i)``; ``sigma = sqrt(sum_i sigma_i^2)`` for Gaussian noise) and the
         uniform bound ``E_merged`` of

@@ -502,7 +502,7 @@ class PrivateDyadicCountSketch(DyadicLayout):
         and bound follow :class:`~beam_dpsketch.sketches.linear.merged.MergedCalibration`
         (variance ``sum_i Var(Z_ij)``; the bound ``E_j`` a union bound over all the tree's
         counters, so all levels hold together w.p. ``>= 1 - beta_noise``; derived here,
-        docs/algorithms.md#lin-merge).
+        docs/algorithms.md#lin-merge-released).
 
         Guarantee: post-processing, no new cost. Each data set keeps the guarantee it was
         released with; the merged object states the largest of them under ``disjoint=True``
