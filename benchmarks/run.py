@@ -256,6 +256,21 @@ SECTIONS = (
         ["benchmark", "impl", "dataset", "epsilon", "metric", "value", "seconds"],
     ),
     (
+        "Count-Median vs Count Sketch and Count-Min: point error and error bars",
+        "benchmarks.bench_count_median:run",
+        [
+            "dataset",
+            "shape",
+            "epsilon",
+            "impl",
+            "mae_top",
+            "mae_random",
+            "coverage",
+            "width_vs_p95",
+            "seconds",
+        ],
+    ),
+    (
         "Continual observation: Lazy vs Punctual sketches (arrivals/s)",
         "benchmarks.bench_continual:run",
         ["benchmark", "impl", "width", "depth", "n", "items_per_s", "notes"],
