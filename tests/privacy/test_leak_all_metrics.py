@@ -33,7 +33,14 @@ from apache_beam.options.pipeline_options import PipelineOptions
 import beam_dpsketch.transforms as public
 from beam_dpsketch.transforms import DPTransform
 from beam_dpsketch.transforms.heavy_hitters import MECHANISMS
-from tests.transform_cases import CASES, ELEMENT_LEVEL, USER_LEVEL
+from tests.transform_cases import (
+    CASES,
+    ELEMENT_LEVEL,
+    EXTRA_CASES,
+    EXTRA_ELEMENT_LEVEL,
+    EXTRA_USER_LEVEL,
+    USER_LEVEL,
+)
 
 #: System metrics the runner reports for every step and PCollection, to whoever operates it.
 #: They may differ on neighbouring inputs, and are what ``docs/privacy-model.md`` declares
@@ -78,7 +85,7 @@ def _run(extra: bool) -> tuple[Counter, list[tuple[str, str]]]:
     """
     options = PipelineOptions(["--direct_running_mode=in_memory"])
     p = beam.Pipeline(runner=RUNNER, options=options)
-    for name, case in CASES.items():
+    for name, case in {**CASES, **EXTRA_CASES}.items():
         rows = case.base + case.extra if extra else case.base
         _ = (
             p
@@ -117,7 +124,8 @@ def test_every_public_dp_transform_is_covered():
     assert dp_classes - BASES <= made
     assert "BoundContributions" in made
     # Every histogram mechanism runs, at each level it supports.
-    assert set(ELEMENT_LEVEL) | set(USER_LEVEL) == set(MECHANISMS)
+    levels = (ELEMENT_LEVEL, USER_LEVEL, EXTRA_ELEMENT_LEVEL, EXTRA_USER_LEVEL)
+    assert set().union(*levels) == set(MECHANISMS)
 
 
 def test_no_dp_transform_registers_a_user_metric(runs):
