@@ -51,9 +51,10 @@ def test_smoke_writes_html_png_and_tables(smoke):
         "linear-quantiles",
         "linear-independence",
         "linear-count-median",
+        "linear-top-keys",
     ):
         assert (smoke / f"{exp}.parquet").exists()
-    for cid in ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10"):
+    for cid in ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C11"):
         assert f"{cid} [" in html
     assert "as_run" in html and "as_described" in html
 
@@ -72,11 +73,12 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
             "linear-quantiles",
             "linear-independence",
             "linear-count-median",
+            "linear-top-keys",
         )
     }
     report = linear_report.build_report(tables, config, smoke, flights_kind="sample")
     claims = {c.id: c for c in report.claims}
-    assert len(claims) == 18  # C1-C8 per preset + C9 + C10; R1/R2 need the paper's grid
+    assert len(claims) == 19  # C1-C8 per preset + C9 + C10 + C11; R1/R2 need the paper's grid
     assert all(c.verdict in VERDICTS for c in claims.values())
     # C2 as described: DP-CM error falls with space, so the paper's "degrades" claim differs
     # for the reason errata LIN-E5/E6 predict (docs/algorithms.md#lin-e5), while as run it holds.
@@ -107,6 +109,15 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
         {**tables, "linear-count-median": cmed}, config, smoke, flights_kind="sample"
     )
     assert {c.id: c.verdict for c in rep.claims}["C10 [derived]"] == "differs"
+    # C11 (top keys with no candidate list, derived here): reproduced on the measurements; a
+    # recall of the top 10 at rho = 1 below 0.9 makes it differ.
+    assert claims["C11 [derived]"].verdict == "reproduced", claims["C11 [derived]"].measured
+    topk = tables["linear-top-keys"]
+    topk = set_float_column(topk, "tree_recall_k10_r1", [0.5] * topk.num_rows)
+    rep = linear_report.build_report(
+        {**tables, "linear-top-keys": topk}, config, smoke, flights_kind="sample"
+    )
+    assert {c.id: c.verdict for c in rep.claims}["C11 [derived]"] == "differs"
     # The measured text carries the numbers of the table.
     z = freq.filter(pc.and_(pc.equal(freq["dataset"], "zipf"), pc.equal(freq["preset"], "as_run")))
     worst = max(float(np.max(z[f"dpcm_are_{linear.rho_tag(r)}"].to_numpy())) for r in linear.RHOS)

@@ -31,6 +31,7 @@ from reproduction.experiments.linear.runs import (
     LinearConfig,
     rho_tag,
 )
+from reproduction.experiments.linear.top_keys import TOPK_METRICS, top_keys_claim
 from reproduction.report import (
     Claim,
     Figure,
@@ -209,6 +210,8 @@ def build_report(
     claims = _claims(config, f_agg, q_agg, n_agg, freq)
     cmed_agg = summarize(tables["linear-count-median"], ["data"], list(CMED_METRICS))
     claims.append(_count_median_claim(cmed_agg))
+    topk_agg = summarize(tables["linear-top-keys"], ["length"], list(TOPK_METRICS))
+    claims.append(top_keys_claim(topk_agg))
     tables_out = (
         [
             (
@@ -239,6 +242,7 @@ def build_report(
         ]
         + [("C9: DP error against N", n_agg)]
         + [("C10 (derived here): Count-Median against Count-Min and Count Sketch", cmed_agg)]
+        + [("C11 (derived here): top keys with no candidate list", topk_agg)]
     )
     notes = [
         "Presets (docs/algorithms.md#lin-e5): 'as_run' reproduces the notebook behind the published figures "

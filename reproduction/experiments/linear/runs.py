@@ -58,6 +58,7 @@ from beam_dpsketch.sketches.linear.private import (
 from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch, dyadic_shape
 from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 from reproduction import datasets, metrics
+from reproduction.experiments.linear.top_keys import TOPK_METRICS, top_keys_cell
 from reproduction.experiments.sketches import flights_routes
 from reproduction.runner import (
     Experiment,
@@ -626,5 +627,13 @@ def build_experiments(config: LinearConfig, flights_kind: str | None) -> list[Ex
             CMED_METRICS,
             **common,
             description="C10 (derived here): Count-Median against Count-Min and Count Sketch",
+        ),
+        Experiment(
+            "linear-top-keys",
+            top_keys_cell,
+            [{"length": config.n}],
+            TOPK_METRICS,
+            **common,
+            description="C11 (derived here): top keys with no candidate list",
         ),
     ]

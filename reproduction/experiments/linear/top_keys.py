@@ -55,7 +55,7 @@ def top_keys_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     Parameters
     ----------
     params
-        ``n``: stream length of the bounded Zipf stream ([ZQR+22, Section 5.1]).
+        ``length``: stream length of the bounded Zipf stream ([ZQR+22, Section 5.1]).
     seed
         Trial seed (data, hashes, noise).
 
@@ -64,7 +64,7 @@ def top_keys_cell(params: Mapping[str, Any], seed: int) -> dict[str, float]:
     dict
         :data:`TOPK_METRICS`.
     """
-    keys = datasets.bounded_zipf_stream(int(params["n"]), seed)
+    keys = datasets.bounded_zipf_stream(int(params["length"]), seed)
     items, counts = np.unique(keys, return_counts=True)
     exact = dict(zip(items.tolist(), counts.tolist(), strict=True))
     order = np.lexsort((items, -counts))
