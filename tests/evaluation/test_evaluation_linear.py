@@ -52,9 +52,10 @@ def test_smoke_writes_html_png_and_tables(smoke):
         "linear-independence",
         "linear-count-median",
         "linear-top-keys",
+        "linear-merge",
     ):
         assert (smoke / f"{exp}.parquet").exists()
-    for cid in ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C11"):
+    for cid in ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C11", "C12"):
         assert f"{cid} [" in html
     assert "as_run" in html and "as_described" in html
 
@@ -74,11 +75,12 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
             "linear-independence",
             "linear-count-median",
             "linear-top-keys",
+            "linear-merge",
         )
     }
     report = linear_report.build_report(tables, config, smoke, flights_kind="sample")
     claims = {c.id: c for c in report.claims}
-    assert len(claims) == 19  # C1-C8 per preset + C9 + C10 + C11; R1/R2 need the paper's grid
+    assert len(claims) == 20  # C1-C8 per preset + C9-C12; R1/R2 need the paper's grid
     assert all(c.verdict in VERDICTS for c in claims.values())
     # C2 as described: DP-CM error falls with space, so the paper's "degrades" claim differs
     # for the reason errata LIN-E5/E6 predict (docs/algorithms.md#lin-e5), while as run it holds.
@@ -118,6 +120,15 @@ def test_smoke_verdicts_follow_the_measurements(smoke):
         {**tables, "linear-top-keys": topk}, config, smoke, flights_kind="sample"
     )
     assert {c.id: c.verdict for c in rep.claims}["C11 [derived]"] == "differs"
+    # C12 (merged releases, derived here): reproduced on the measurements; a merged error that
+    # does not grow with the number of organisations makes it differ.
+    assert claims["C12 [derived]"].verdict == "reproduced", claims["C12 [derived]"].measured
+    merged = tables["linear-merge"]
+    merged = set_float_column(merged, "merged_noise_mae_k8", merged["pooled_noise_mae"].to_pylist())
+    rep = linear_report.build_report(
+        {**tables, "linear-merge": merged}, config, smoke, flights_kind="sample"
+    )
+    assert {c.id: c.verdict for c in rep.claims}["C12 [derived]"] == "differs"
     # The measured text carries the numbers of the table.
     z = freq.filter(pc.and_(pc.equal(freq["dataset"], "zipf"), pc.equal(freq["preset"], "as_run")))
     worst = max(float(np.max(z[f"dpcm_are_{linear.rho_tag(r)}"].to_numpy())) for r in linear.RHOS)

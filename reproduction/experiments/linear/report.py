@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from reproduction.experiments.linear.merge import MERGE_METRICS, merge_claim
 from reproduction.experiments.linear.runs import (
     CMED_CONFIDENCE,
     CMED_DATA,
@@ -212,6 +213,8 @@ def build_report(
     claims.append(_count_median_claim(cmed_agg))
     topk_agg = summarize(tables["linear-top-keys"], ["length"], list(TOPK_METRICS))
     claims.append(top_keys_claim(topk_agg))
+    merge_agg = summarize(tables["linear-merge"], ["k"], list(MERGE_METRICS))
+    claims.append(merge_claim(merge_agg))
     tables_out = (
         [
             (
@@ -243,6 +246,7 @@ def build_report(
         + [("C9: DP error against N", n_agg)]
         + [("C10 (derived here): Count-Median against Count-Min and Count Sketch", cmed_agg)]
         + [("C11 (derived here): top keys with no candidate list", topk_agg)]
+        + [("C12 (derived here): released sketches of k organisations summed", merge_agg)]
     )
     notes = [
         "Presets (docs/algorithms.md#lin-e5): 'as_run' reproduces the notebook behind the published figures "

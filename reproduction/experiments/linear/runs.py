@@ -58,6 +58,7 @@ from beam_dpsketch.sketches.linear.private import (
 from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch, dyadic_shape
 from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 from reproduction import datasets, metrics
+from reproduction.experiments.linear.merge import MERGE_METRICS, merge_cell
 from reproduction.experiments.linear.top_keys import TOPK_METRICS, top_keys_cell
 from reproduction.experiments.sketches import flights_routes
 from reproduction.runner import (
@@ -635,5 +636,13 @@ def build_experiments(config: LinearConfig, flights_kind: str | None) -> list[Ex
             TOPK_METRICS,
             **common,
             description="C11 (derived here): top keys with no candidate list",
+        ),
+        Experiment(
+            "linear-merge",
+            merge_cell,
+            [{"n": config.n, "k": config.n_k}],
+            MERGE_METRICS,
+            **common,
+            description="C12 (derived here): released sketches of k organisations summed",
         ),
     ]
