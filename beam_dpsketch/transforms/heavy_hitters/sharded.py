@@ -220,6 +220,13 @@ class DesignD(_ShardedPMG):
         out = self.sharded_facts(budget)
         out["neighbouring_relation"] = NEIGHBOURING_ELEMENT
         out["most_keys"] = self.shards * self.k
+        out["error_bound"] = (
+            f"per key, with probability >= {ERROR_CONFIDENCE:g}: f(x) in [count - t, count + t "
+            "+ s], t the noise quantile of one shard's PMG, s the largest of the shards' "
+            "bounds on their sketch's undercount (each 0 when the shard's test finds its "
+            "sketch exact, else its noisy upper bound on the shard's rows/(k+1)); computed "
+            "from released values only"
+        )
         return out
 
 

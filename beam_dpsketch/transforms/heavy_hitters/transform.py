@@ -189,10 +189,11 @@ class DPHistogram(AccountedTransform):
         released reveals that it had data).
     mechanism
         The release: a mechanism object of :mod:`beam_dpsketch.transforms.heavy_hitters`
-        (:class:`DesignB`, :class:`Sequential`, :class:`MergedGSHM`, :class:`MergedLaplace`,
-        :class:`SelectThenCount` at element level; :class:`UserExact`, :class:`PamgGSHM`,
+        (:class:`DesignB`, :class:`Sequential`, :class:`DesignD`, :class:`UntrustedShards`,
+        :class:`MergedGSHM`, :class:`MergedLaplace`, :class:`SelectThenCount` at element level; :class:`UserExact`, :class:`PamgGSHM`,
         :class:`SelectThenCount` at user level), which carries its own parameters
-        (``max_shards``, ``count_fraction``, ``selection_fraction``, ``recount_source``), or
+        (``max_shards``, ``count_fraction``, ``selection_fraction``, ``recount_source``,
+        ``shards``), or
         one of :data:`MECHANISMS` for that class with its defaults. Default: ``"design-b"`` at
         element level for :class:`DPHistogram` (any windowing and trigger),
         ``"select-then-count"`` for :class:`DPHeavyHitters` (see its docstring), and
@@ -397,7 +398,8 @@ class DPHeavyHitters(DPHistogram):
     is applied, with the advice to pass ``mechanism="design-b"``, which accepts every windowing
     and trigger. At user level ``"user-exact"`` (:data:`USER_DEFAULT_MECHANISM`). Pick another
     release when: ``"design-b"`` for repeated panes or sliding windows; ``"sequential"`` for the
-    smallest threshold when one worker can sketch a window; ``"pamg-gshm"`` or
+    smallest threshold when one worker can sketch a window; ``"design-d"`` for that threshold with
+    a window's sketching spread over ``shards`` keyed-state shards; ``"pamg-gshm"`` or
     ``"select-then-count"`` at user level for memory bounded by ``k``.
     """
 
