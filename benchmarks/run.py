@@ -33,6 +33,8 @@ Writes ``benchmarks/RESULTS.md`` with the machine, the command and the date. Sec
 11. top keys with no candidate list (``DPTopKeys``) against ``DPFrequencies`` told the true key
     set and ``DPHeavyHitters``: recall@k, point error, memory (``benchmarks/bench_top_keys.py``;
     ``--only "Top keys"``).
+12. federated release: ``k`` organisations' released sketches merged against one pooled
+    ``DPFrequencies`` release (``benchmarks/bench_merge.py``; ``--only Federated``).
 """
 
 from __future__ import annotations
@@ -268,6 +270,20 @@ SECTIONS = (
             "coverage",
             "width_vs_p95",
             "seconds",
+        ],
+    ),
+    (
+        "Federated release: merged released sketches vs one pooled release",
+        "benchmarks.bench_merge:run",
+        [
+            "impl",
+            "sketch",
+            "orgs",
+            "mae_top",
+            "mae_random",
+            "coverage",
+            "noise_bound",
+            "merge_seconds",
         ],
     ),
     (
