@@ -105,5 +105,5 @@ def test_repeated_panes_and_user_level_are_refused():
         )
     with pytest.raises(ValueError, match="cut"):
         SpaceSavingDP(8, cut="median")
-    with pytest.raises(ValueError, match="count_fraction"):
-        SpaceSavingDP(8, count_fraction=1.0)
+    with pytest.raises(ValueError, match="cut_fraction"):
+        SpaceSavingDP(8, cut_fraction=1.0)

@@ -14,23 +14,23 @@ whose counts under-estimate.
 
 from beam_dpsketch.sketches.space_saving.release import (
     CUTS,
-    DEFAULT_COUNT_FRACTION,
-    NEIGHBOURING_ELEMENT,
+    DEFAULT_CUT_FRACTION,
+    NEIGHBOURING_SPACE_SAVING,
     SpaceSavingCalibration,
     calibrate_space_saving,
-    check_count_fraction,
+    check_cut_fraction,
     dp_space_saving,
 )
 from beam_dpsketch.sketches.space_saving.sketch import MAX_COUNTERS, SpaceSaving
 
 __all__ = [
     "CUTS",
-    "DEFAULT_COUNT_FRACTION",
+    "DEFAULT_CUT_FRACTION",
     "MAX_COUNTERS",
-    "NEIGHBOURING_ELEMENT",
+    "NEIGHBOURING_SPACE_SAVING",
     "SpaceSaving",
     "SpaceSavingCalibration",
     "calibrate_space_saving",
-    "check_count_fraction",
+    "check_cut_fraction",
     "dp_space_saving",
 ]

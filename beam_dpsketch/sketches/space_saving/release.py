@@ -56,21 +56,21 @@ from beam_dpsketch.sketches.space_saving.sketch import SpaceSaving
 
 __all__ = [
     "CUTS",
-    "DEFAULT_COUNT_FRACTION",
-    "NEIGHBOURING_ELEMENT",
+    "DEFAULT_CUT_FRACTION",
+    "NEIGHBOURING_SPACE_SAVING",
     "SpaceSavingCalibration",
     "calibrate_space_saving",
-    "check_count_fraction",
+    "check_cut_fraction",
     "dp_space_saving",
 ]
 
 #: Default share of epsilon spent on the noisy bound behind the cut, per ``cut``: the stream
 #: length's noise is divided by ``k``, the minimum's is not.
-DEFAULT_COUNT_FRACTION = {"minimum": 0.4, "rows": 0.05}
+DEFAULT_CUT_FRACTION = {"minimum": 0.4, "rows": 0.05}
 #: What the cut's noisy bound on the minimum count is computed from.
 CUTS = ("minimum", "rows")
 #: The neighbouring relation of the release.
-NEIGHBOURING_ELEMENT = (
+NEIGHBOURING_SPACE_SAVING = (
     "add/remove one stream element (the stream is one sequential SpaceSaving run per window)"
 )
 #: Labels present on one side only of two neighbouring streams, at most (tested exhaustively).
@@ -85,11 +85,11 @@ class SpaceSavingCalibration:
     ----------
     cut
         ``"minimum"`` or ``"rows"``: what the noisy bound ``b_up`` on the minimum count reads.
-    count_epsilon, release_epsilon
+    bound_epsilon, release_epsilon
         The epsilon shares of that noisy bound and of the counters.
-    count_scale, scale
+    bound_scale, scale
         Discrete Laplace scales (exact fractions) of the bound's draw and of each counter.
-    count_margin
+    bound_margin
         ``g``: the noisy quantity plus ``g`` is below the true one with probability at most
         ``p_n``.
     threshold
@@ -101,43 +101,41 @@ class SpaceSavingCalibration:
     """
 
     cut: str
-    count_epsilon: float
+    bound_epsilon: float
     release_epsilon: float
-    count_scale: Fraction
+    bound_scale: Fraction
     scale: Fraction
-    count_margin: int
+    bound_margin: int
     threshold: int
     noise_quantile: int
     unstable_failure: float
 
 
-def check_count_fraction(count_fraction: Any) -> float:
-    """``count_fraction`` as a float in ``(0, 1)`` (``ValueError`` naming it otherwise)."""
-    return check_real(count_fraction, "count_fraction", 0.0, 1.0, lower_open=True, upper_open=True)
+def check_cut_fraction(cut_fraction: Any) -> float:
+    """``cut_fraction`` as a float in ``(0, 1)`` (``ValueError`` naming it otherwise)."""
+    return check_real(cut_fraction, "cut_fraction", 0.0, 1.0, lower_open=True, upper_open=True)
 
 
 def calibrate_space_saving(
     epsilon: float,
     delta: float,
-    count_fraction: float | None = None,
+    cut_fraction: float | None = None,
     cut: str = "minimum",
 ) -> SpaceSavingCalibration:
     """The calibration of :func:`dp_space_saving` at ``(epsilon, delta)`` (public parameters)."""
     check_choice(cut, "cut", CUTS)
-    cf = check_count_fraction(
-        DEFAULT_COUNT_FRACTION[cut] if count_fraction is None else count_fraction
-    )
+    cf = check_cut_fraction(DEFAULT_CUT_FRACTION[cut] if cut_fraction is None else cut_fraction)
     eps_n, eps_r = epsilon * cf, epsilon * (1.0 - cf)
-    count_scale = discrete_laplace_scale(1, eps_n)
+    bound_scale = discrete_laplace_scale(1, eps_n)
     scale = discrete_laplace_scale(1, eps_r)
     p1 = delta / (1.0 + math.exp(epsilon))
     # P[Z0 <= -(g + 1)] = P[Z0 >= g + 1] <= p1 / 2.
-    g = max(0, geometric_union_tail(count_scale, p1 / 2.0, 1) - 1)
+    g = max(0, geometric_union_tail(bound_scale, p1 / 2.0, 1) - 1)
     # Each of the (at most 2) unstable labels passes with probability at most p1 / 4.
     t = geometric_union_tail(scale, p1 / 2.0, UNSTABLE_LABELS)
     # The stated error bound holds with ERROR_CONFIDENCE, the n_up failure included.
     quantile = geometric_two_sided_quantile(scale, 1.0 - ERROR_CONFIDENCE - p1 / 2.0)
-    return SpaceSavingCalibration(cut, eps_n, eps_r, count_scale, scale, g, t, quantile, p1)
+    return SpaceSavingCalibration(cut, eps_n, eps_r, bound_scale, scale, g, t, quantile, p1)
 
 
 def dp_space_saving(
@@ -145,7 +143,7 @@ def dp_space_saving(
     budget: PrivacyBudget,
     stream: NoiseStream,
     *,
-    count_fraction: float | None = None,
+    cut_fraction: float | None = None,
     cut: str = "minimum",
 ) -> HeavyHitterRelease:
     """DP SpaceSaving: the monitored labels whose noisy count clears the noisy cut.
@@ -172,9 +170,9 @@ def dp_space_saving(
         ``ValueError`` naming ``budget``).
     stream
         The release's noise stream.
-    count_fraction
+    cut_fraction
         Share of epsilon spent on the noisy bound, in ``(0, 1)`` (default
-        :data:`DEFAULT_COUNT_FRACTION` of ``cut``).
+        :data:`DEFAULT_CUT_FRACTION` of ``cut``).
     cut
         ``"minimum"`` (default): the bound is the sketch's minimum count plus noise, sensitivity
         1; ``"rows"``: ``floor(n/k)`` with the stream length ``n`` noised, the paper's cut.
@@ -188,17 +186,17 @@ def dp_space_saving(
         )
     eps, dl = approx_budget(budget)
     check_stream(stream)
-    cal = calibrate_space_saving(eps, dl, count_fraction, cut)
-    z0 = int(discrete_laplace(stream, cal.count_scale, 1)[0])
+    cal = calibrate_space_saving(eps, dl, cut_fraction, cut)
+    z0 = int(discrete_laplace(stream, cal.bound_scale, 1)[0])
     details: dict[str, Any] = {}
     noisy_count = None
     if cal.cut == "rows":
         noisy_count = sketch.n + z0
-        rows_up = max(0, noisy_count + cal.count_margin)
+        rows_up = max(0, noisy_count + cal.bound_margin)
         bound = rows_up // sketch.k
         details["rows_upper_bound"] = rows_up
     else:
-        bound = max(0, sketch.c_min + z0 + cal.count_margin)
+        bound = max(0, sketch.c_min + z0 + cal.bound_margin)
     counts = sketch.to_dict()
     noise = discrete_laplace(stream, cal.scale, len(counts)).tolist()
     level = bound + cal.threshold
@@ -207,13 +205,13 @@ def dp_space_saving(
     ]
     details.update(
         cut=cal.cut,
-        count_epsilon=cal.count_epsilon,
+        bound_epsilon=cal.bound_epsilon,
         release_epsilon=cal.release_epsilon,
-        count_noise_scale=float(cal.count_scale),
-        count_margin=cal.count_margin,
+        bound_noise_scale=float(cal.bound_scale),
+        bound_margin=cal.bound_margin,
         minimum_upper_bound=bound,
         level=level,
-        epsilon_effective=float(1 / cal.count_scale + 1 / cal.scale),
+        epsilon_effective=float(1 / cal.bound_scale + 1 / cal.scale),
     )
     return make_release(
         pairs,
@@ -223,7 +221,7 @@ def dp_space_saving(
         threshold=float(cal.threshold),
         noise=NoiseSpec("discrete_laplace", float(cal.scale)),
         k=sketch.k,
-        neighbouring=NEIGHBOURING_ELEMENT,
+        neighbouring=NEIGHBOURING_SPACE_SAVING,
         details=details,
         noisy_count=noisy_count,
         error=ErrorBound(

@@ -22,10 +22,10 @@ from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches.misra_gries import DEFAULT_K, ERROR_CONFIDENCE, HeavyHitterRelease
 from beam_dpsketch.sketches.space_saving import (
     CUTS,
-    NEIGHBOURING_ELEMENT,
+    NEIGHBOURING_SPACE_SAVING,
     SpaceSaving,
     calibrate_space_saving,
-    check_count_fraction,
+    check_cut_fraction,
     dp_space_saving,
 )
 from beam_dpsketch.transforms.combiners import MergeSketchesCombineFn
@@ -58,7 +58,7 @@ class SpaceSavingDP(HeavyHitterMechanism):
     cut
         ``"minimum"`` (default) or ``"rows"``: the noisy bound behind the cut reads the sketch's
         minimum count, or the stream length divided by ``k`` (the paper's cut).
-    count_fraction
+    cut_fraction
         Share of epsilon spent on that noisy bound, in ``(0, 1)`` (default 0.4 for
         ``"minimum"``, 0.05 for ``"rows"``).
 
@@ -79,17 +79,15 @@ class SpaceSavingDP(HeavyHitterMechanism):
         k: int | None = None,
         *,
         cut: str = "minimum",
-        count_fraction: float | None = None,
+        cut_fraction: float | None = None,
     ) -> None:
         super().__init__(DEFAULT_K if k is None else k)
         self.cut = check_choice(cut, "cut", CUTS)
-        self.count_fraction = (
-            None if count_fraction is None else check_count_fraction(count_fraction)
-        )
+        self.cut_fraction = None if cut_fraction is None else check_cut_fraction(cut_fraction)
         self.name = f"dp-space-saving/{self.key}"
 
     def parameters(self) -> dict[str, Any]:
-        return {"k": self.k, "cut": self.cut, "count_fraction": self.count_fraction}
+        return {"k": self.k, "cut": self.cut, "cut_fraction": self.cut_fraction}
 
     def display_parameters(self) -> dict[str, Any]:
         return {"cut": self.cut}
@@ -112,14 +110,14 @@ class SpaceSavingDP(HeavyHitterMechanism):
         self, accumulator: Any, budget: PrivacyBudget, stream: NoiseStream
     ) -> HeavyHitterRelease:
         return dp_space_saving(
-            accumulator, budget, stream, count_fraction=self.count_fraction, cut=self.cut
+            accumulator, budget, stream, cut_fraction=self.cut_fraction, cut=self.cut
         )
 
     def calibration(self, budget: PrivacyBudget) -> dict[str, Any]:
         cal = calibrate_space_saving(
             budget.epsilon,  # type: ignore[arg-type]
             budget.delta,  # type: ignore[arg-type]
-            self.count_fraction,
+            self.cut_fraction,
             self.cut,
         )
         bound = (
@@ -133,8 +131,8 @@ class SpaceSavingDP(HeavyHitterMechanism):
             "threshold": float(cal.threshold),
             "cut": (
                 f"a label is kept when its noisy count exceeds b_up + {cal.threshold}, b_up = "
-                f"{bound} plus discrete Laplace noise of scale {float(cal.count_scale):.6g} "
-                f"(sensitivity 1) plus {cal.count_margin}"
+                f"{bound} plus discrete Laplace noise of scale {float(cal.bound_scale):.6g} "
+                f"(sensitivity 1) plus {cal.bound_margin}"
             ),
             "sensitivity": (
                 "SpaceSaving with a fixed tie-break, one element removed: common counts move by "
@@ -142,9 +140,9 @@ class SpaceSavingDP(HeavyHitterMechanism):
                 "each with count <= c_min + 1 (derived here, checked exhaustively on small "
                 "streams; docs/algorithms.md#space-saving)"
             ),
-            "neighbouring_relation": NEIGHBOURING_ELEMENT,
+            "neighbouring_relation": NEIGHBOURING_SPACE_SAVING,
             "budget_split": (
-                f"epsilon {cal.count_epsilon:.6g} for the noisy bound b_up + "
+                f"epsilon {cal.bound_epsilon:.6g} for the noisy bound b_up + "
                 f"{cal.release_epsilon:.6g} for the counters; delta: a label on one side only "
                 f"is kept with probability <= {cal.unstable_failure:.3g} per side"
             ),
