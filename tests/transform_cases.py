@@ -28,6 +28,7 @@ from beam_dpsketch.transforms import (
     DPIntermittentQueries,
     DPQuantiles,
     DPSlidingWindowFrequencies,
+    DPTopKeys,
     QuerySchedule,
 )
 from beam_dpsketch.transforms.heavy_hitters import UserPurePP
@@ -80,7 +81,7 @@ USER_LEVEL = ("pamg-gshm", "user-exact", "select-then-count")
 #: Histogram mechanisms the leak audits run but ``tests/golden/seeded_releases.json`` does not
 #: record: that file's seeded values are fixed, and a case joins :data:`CASES` only when the
 #: file is regenerated as a whole.
-EXTRA_ELEMENT_LEVEL = ("space-saving",)
+EXTRA_ELEMENT_LEVEL = ("space-saving", "design-d", "untrusted-shards")
 EXTRA_USER_LEVEL = ("user-pure-pp",)
 #: Mechanisms that need a declared public parameter, built as objects (k = 16, as the cases).
 DECLARED_MECHANISMS = {
@@ -89,6 +90,11 @@ DECLARED_MECHANISMS = {
         16, universe=[f"k{i}" for i in range(7)] + [f"n{i}" for i in range(5)]
     ),
 }
+
+
+#: Element-level mechanisms whose keys carry more than the key: ``untrusted-shards`` takes
+#: ``(holder, key)`` pairs (here the holder is a public function of the key).
+ELEMENT_KEY_FNS = {"untrusted-shards": lambda key: (f"h{len(key) % 3}", key)}
 
 
 def _histogram(mechanism: str, user_level: bool) -> Case:
@@ -100,6 +106,8 @@ def _histogram(mechanism: str, user_level: bool) -> Case:
             "label": label,
             "selection_key": SELECTION_KEY,
         }
+        if mechanism in ELEMENT_KEY_FNS and not user_level:
+            options["key_fn"] = ELEMENT_KEY_FNS[mechanism]
         if user_level:
             options.update(
                 privacy_unit=PrivacyUnit(id=lambda r: r[0], max_contributions=2),
@@ -258,8 +266,16 @@ CASES: dict[str, Case] = {
     ),
 }
 
-#: The cases of :data:`EXTRA_ELEMENT_LEVEL` and :data:`EXTRA_USER_LEVEL`.
+#: The cases of :data:`EXTRA_ELEMENT_LEVEL` and :data:`EXTRA_USER_LEVEL`, and of the transforms
+#: added after the golden seeded releases were recorded.
 EXTRA_CASES: dict[str, Case] = {
     **{f"histogram-{m}": _histogram(m, user_level=False) for m in EXTRA_ELEMENT_LEVEL},
     **{f"histogram-user-{m}": _histogram(m, user_level=True) for m in EXTRA_USER_LEVEL},
+    "top-keys": Case(
+        lambda label: DPTopKeys(
+            3, APPROX, width=64, depth=3, max_key_bytes=24, noise_source=_source(), label=label
+        ),
+        KEYS,
+        NEW_KEY,
+    ),
 }
