@@ -146,7 +146,8 @@ def _released_error(name: str, what: str) -> TypeError:
         "ONE release of a final state ([ZQR+22, Section 3] and docs/algorithms.md#lin-e18). Adding data or an "
         "exact sketch to it would publish new information without fresh noise or accounting, "
         "and two releases of one running sketch cancel each other's noise. Update or merge the "
-        "exact sketch instead and release it again with a fresh noise stream and budget."
+        "exact sketch instead and release it again with a fresh noise stream and budget; sum "
+        "independently released sketches with merge_released."
     )
 
 

@@ -477,7 +477,7 @@ class PrivateDyadicCountSketch(DyadicLayout):
             f"PrivateDyadicCountSketch is a released (noisy) sketch and cannot be {what}: its "
             "noise covers ONE release of a final state ([ZQR+22, Section 3] and docs/algorithms.md#lin-e18). "
             "Update or merge the exact DyadicCountSketch and release it again with a fresh "
-            "noise stream and budget."
+            "noise stream and budget; sum independently released trees with merge_released."
         )
 
     def update(self, *args: Any, **kwargs: Any) -> None:
