@@ -1,9 +1,9 @@
 """Beam's DaskRunner with the corrections a batch DP pipeline needs to scale out on Dask.
 
 Beam 2.77's ``DaskRunner`` (``apache_beam.runners.dask.dask_runner``) translates a pipeline to
-``dask.bag`` operations. Four of its translations keep a pipeline on one Dask worker, repeat
-work, or lose data, and :class:`ScalingDaskRunner` corrects them; everything else is Beam's
-runner:
+``dask.bag`` operations. Five of its translations keep a pipeline on one Dask worker, repeat
+work, or lose or repeat data, and :class:`ScalingDaskRunner` corrects them; everything else is
+Beam's runner:
 
 ``finish_bundle`` outputs
     Beam's ``ParDo`` translation collects a bundle's outputs *before* it calls the ``DoFn``'s
@@ -30,6 +30,15 @@ Side inputs
     side input 16 times (select-then-count's count pass recomputed its selection pass per
     partition). Here each side input is one ``dask.delayed`` value, a dependency that Dask
     computes once and hands to every task of the step.
+One ``DoFn`` per partition
+    Beam's translation makes one ``DoFn`` and one list of received outputs per step, shared by
+    every task that does not deserialise its arguments: on an in-process worker
+    (``distributed.LocalCluster(processes=False)``, ``Client(processes=False)``) each partition
+    returns the outputs of every partition before it (a ``Count`` of 1,000 elements over 16
+    partitions counts 909,024), and partitions running at once on a worker's threads share the
+    state a ``DoFn`` keeps on ``self``. Here each partition unpickles its own copy of the
+    step and makes its own receivers; a worker process, which deserialises every task's
+    arguments anyway, does no more work than before.
 
 What the DaskRunner does not implement stays refused by the DP transforms (windows, triggers,
 timestamps, state and timers; :mod:`beam_dpsketch.transforms.engines` finds the runner's limits
@@ -44,9 +53,11 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import pickle
 import typing as t
 
 import apache_beam as beam
+import cloudpickle
 import dask.bag as db
 from apache_beam import DoFn, pvalue
 from apache_beam.pipeline import AppliedPTransform, PipelineVisitor, PTransformOverride
@@ -78,34 +89,69 @@ class _WindowedValues:
 
 def _apply_dofn_to_bundle(
     items: t.Iterable[t.Any],
-    invoker_args: list[t.Any],
-    invoker_kwargs: dict[str, t.Any],
-    receivers: beam_dask.OneReceiver,
+    pickled_step: bytes,
     side_specs: list[tuple[t.Any, t.Any, t.Any]],
     *side_values: list[t.Any],
 ) -> list[t.Any]:
     """Run a ``DoFn`` over one partition; its outputs include those of ``finish_bundle``.
 
+    Each partition runs its own copy of the ``DoFn`` (``pickled_step``, a :class:`_DoFnStep`
+    pickled once when the graph is built) with its own receivers and output handler. Beam's
+    translation makes these once per step: a worker that runs tasks without deserialising their
+    arguments (an in-process worker, ``LocalCluster(processes=False)``) then shares one receiver
+    list between partitions, so that each partition returns the outputs of every partition
+    before it, and its threads share one ``DoFn`` whose batches and accumulators live on ``self``. A
+    worker process deserialises each task's arguments anyway, so the copy costs it nothing more.
     ``side_values`` are the side inputs' contents, computed once by Dask as dependencies of the
     task (Beam's translation recomputes a side input's whole graph inside every task reading it).
     """
+    step: _DoFnStep = pickle.loads(pickled_step)  # noqa: S301 - our own graph's bytes
+    side_inputs = None
     if side_specs:
-        invoker_kwargs = dict(invoker_kwargs)
-        invoker_kwargs["side_inputs"] = [
+        side_inputs = [
             SideInputMap(view_type, view_options, _WindowedValues(list(values), window_fn))
             for (view_type, view_options, window_fn), values in zip(
                 side_specs, side_values, strict=True
             )
         ]
-    invoker = DoFnInvoker.create_invoker(*invoker_args, **invoker_kwargs)
+    receivers = beam_dask.OneReceiver()
+    invoker = DoFnInvoker.create_invoker(
+        DoFnSignature(step.fn),
+        beam_dask._OutputHandler(  # noqa: SLF001 - the handler Beam's translation uses
+            window_fn=step.window_fn,
+            main_receivers=receivers[None],
+            tagged_receivers=receivers,
+            per_element_output_counter=None,
+            output_batch_converter=None,
+            process_yields_batches=False,
+            process_batch_yields_elements=False,
+        ),
+        context=DoFnContext(step.label, state=None),
+        side_inputs=side_inputs,
+        input_args=list(step.args),
+        input_kwargs=dict(step.kwargs),
+        user_state_context=None,
+        bundle_finalizer_param=DoFn.BundleFinalizerParam(),
+    )
     invoker.invoke_setup()
     invoker.invoke_start_bundle()
     for item in items:
-        invoker.invoke_process(item)
+        invoker.invoke_process(beam_dask.get_windowed_value(item, step.window_fn))
     invoker.invoke_finish_bundle()
-    results = [v.value for v in receivers.values]
     invoker.invoke_teardown()
-    return results
+    return [v.value for v in receivers.values]
+
+
+@dataclasses.dataclass(frozen=True)
+class _DoFnStep:
+    """What a partition needs to run one ``ParDo``: the ``DoFn``, its label, its extra arguments
+    and the main input's window function."""
+
+    fn: DoFn
+    label: str
+    args: tuple[t.Any, ...]
+    kwargs: dict[str, t.Any]
+    window_fn: t.Any
 
 
 class _ParDo(beam_dask.ParDo):
@@ -121,27 +167,8 @@ class _ParDo(beam_dask.ParDo):
         args, kwargs = transform.raw_side_inputs
         main_input = next(iter(self.applied.main_inputs.values()))
         window_fn = getattr(getattr(main_input, "windowing", None), "windowfn", None)
-        receivers = beam_dask.OneReceiver()
-        invoker_args = [
-            DoFnSignature(transform.fn),
-            beam_dask._OutputHandler(  # noqa: SLF001 - the handler Beam's translation uses
-                window_fn=window_fn,
-                main_receivers=receivers[None],
-                tagged_receivers=receivers,
-                per_element_output_counter=None,
-                output_batch_converter=None,
-                process_yields_batches=False,
-                process_batch_yields_elements=False,
-            ),
-        ]
-        invoker_kwargs = dict(
-            context=DoFnContext(transform.label, state=None),
-            side_inputs=None,
-            input_args=list(args),
-            input_kwargs=kwargs,
-            user_state_context=None,
-            bundle_finalizer_param=DoFn.BundleFinalizerParam(),
-        )
+        step = _DoFnStep(transform.fn, transform.label, tuple(args), dict(kwargs), window_fn)
+        pickled_step = cloudpickle.dumps(step)
         specs = [(view, options, mapping) for view, options, mapping, _ in side_inputs or ()]
         # Each side input's contents as one dask.delayed value: a dependency every task of this
         # step receives computed, instead of computing it again inside each task.
@@ -149,9 +176,7 @@ class _ParDo(beam_dask.ParDo):
             delayed(list)(bag) if bag is not None else delayed(list)(())
             for _, _, _, bag in side_inputs or ()
         ]
-        return input_bag.map(beam_dask.get_windowed_value, window_fn).map_partitions(
-            _apply_dofn_to_bundle, invoker_args, invoker_kwargs, receivers, specs, *contents
-        )
+        return input_bag.map_partitions(_apply_dofn_to_bundle, pickled_step, specs, *contents)
 
 
 class _Reshuffled(beam_dask.DaskBagOp):
@@ -187,8 +212,8 @@ class LiftCombines(PTransformOverride):
 
 class ScalingDaskRunner(DaskRunner):
     """Beam's ``DaskRunner`` with ``finish_bundle`` outputs kept, combines lifted, ``Reshuffle``
-    spreading its elements and side inputs computed once (see the module docstring). Batch, global window only,
-    like the ``DaskRunner``."""
+    spreading its elements, side inputs computed once and one ``DoFn`` per partition (see the
+    module docstring). Batch, global window only, like the ``DaskRunner``."""
 
     #: Declares to :func:`beam_dpsketch.transforms.engines.runner_limits` that this runner's
     #: ``ParDo`` translation keeps what ``finish_bundle`` emits, so the DP transforms, which
