@@ -67,8 +67,9 @@ def load_released(path: str) -> Any:
     cls = RELEASED_CLASSES.get(kind)
     if cls is None:
         raise ValueError(
-            f"{path} holds a {kind}, not a released DP sketch: only sketches released with "
-            f"noise can be merged ({', '.join(sorted(RELEASED_CLASSES))})"
+            f"{path} holds a {kind}, which merge cannot sum: it reads released (noisy) linear "
+            f"sketches and quantile trees only ({', '.join(sorted(RELEASED_CLASSES))}); an exact "
+            "sketch is not a release"
         )
     return cls.from_bytes(data)
 
