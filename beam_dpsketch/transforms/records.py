@@ -13,7 +13,8 @@ transform                        element type
                                  for the user-level mechanisms without an error bound
                                  (``pamg-gshm``, ``user-exact``)
 ``DPFrequencies``                the released private sketch
-                                 (``PrivateCountMinSketch``, ``PrivateCountSketch`` of
+                                 (``PrivateCountMinSketch``, ``PrivateCountSketch``,
+                                 ``PrivateCountMedianSketch`` of
                                  :mod:`beam_dpsketch.sketches.linear.private`), or
                                  :class:`~beam_dpsketch.sketches.linear.key_counts.PrivateKeyCounts`
                                  for declared ``query_keys`` (see below); with
@@ -90,7 +91,7 @@ import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
 from beam_dpsketch import serialization
-from beam_dpsketch.sketches.linear.private import PrivateCountMinSketch, PrivateCountSketch
+from beam_dpsketch.sketches.linear.private import PRIVATE_LINEAR_SKETCHES
 from beam_dpsketch.sketches.misra_gries import HeavyHitterEstimate
 
 #: An estimate is an ``int`` for discrete-noise releases and a ``float`` otherwise; the union
@@ -271,10 +272,7 @@ class IntermittentRecord(NamedTuple):
 
 
 #: The released linear sketches a :class:`ReleasedSketch` row can hold, by its ``kind``.
-SKETCH_CLASSES: dict[str, type] = {
-    PrivateCountMinSketch.SKETCH_KIND: PrivateCountMinSketch,
-    PrivateCountSketch.SKETCH_KIND: PrivateCountSketch,
-}
+SKETCH_CLASSES: dict[str, type] = dict(PRIVATE_LINEAR_SKETCHES)
 
 
 class ReleasedSketch(NamedTuple):
@@ -317,8 +315,8 @@ class ReleasedSketch(NamedTuple):
         key fixed in advance (the sketch's ``error_bound(confidence)``: hashing and noise).
     sketch
         The released sketch's versioned bytes in base64 (RFC 4648, standard alphabet, padded):
-        ``PrivateCountSketch.from_bytes`` or ``PrivateCountMinSketch.from_bytes`` of
-        ``base64.b64decode(sketch)``, by ``kind``.
+        ``PrivateCountSketch.from_bytes``, ``PrivateCountMinSketch.from_bytes`` or
+        ``PrivateCountMedianSketch.from_bytes`` of ``base64.b64decode(sketch)``, by ``kind``.
     """
 
     kind: str
@@ -338,7 +336,8 @@ class ReleasedSketch(NamedTuple):
 
     @classmethod
     def of(cls, private: Any, confidence: float = 0.95) -> "ReleasedSketch":
-        """The row of a released ``PrivateCountSketch`` or ``PrivateCountMinSketch``."""
+        """The row of a released ``PrivateCountSketch``, ``PrivateCountMinSketch`` or
+        ``PrivateCountMedianSketch``."""
         kind = getattr(private, "SKETCH_KIND", None)
         if kind not in SKETCH_CLASSES or not isinstance(private, SKETCH_CLASSES[kind]):
             raise TypeError(

@@ -190,3 +190,22 @@ def test_yaml_step_passes_the_kind_through(dump):
     released = PrivateCountMedianSketch.from_bytes(data)
     # At epsilon 1000 the noise is far below one count.
     assert np.round(released.estimate(["a", "b", "c"])).tolist() == [2.0, 1.0, 0.0]
+
+
+def test_rows_output_carries_the_count_median_sketch(dump):
+    t = DPFrequencies(
+        W,
+        D,
+        PrivacyBudget.pure(1.0),
+        sketch="count-median",
+        output="rows",
+        noise_source=NoiseSource.insecure_for_tests(4),
+        label="rows",
+    )
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        assert_that(p | beam.Create(["a"] * 50 + ["b"] * 20) | t, dump)
+    (row,) = dump.load()
+    assert row.kind == "count-median"
+    released = row.decode()
+    assert type(released) is PrivateCountMedianSketch
+    assert row.error_bound == pytest.approx(released.error_bound(row.confidence))
