@@ -52,6 +52,7 @@ from beam_dpsketch.sketches.misra_gries.user import PAMGSketch
 from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch
 from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
+from beam_dpsketch.sketches.space_saving import SpaceSaving
 
 N_MUTATIONS = int(os.environ.get("DPSKETCH_FUZZ_N", "10000"))
 SRC = NoiseSource.insecure_for_tests(17)
@@ -129,6 +130,7 @@ def _examples() -> dict[str, tuple[Callable[[], object], Callable[[bytes], objec
             lambda: PAMGSketch(4, 2).update_users([[1, 2], [2, 3], [5]]),
             PAMGSketch.from_bytes,
         ),
+        "SpaceSaving": (lambda: SpaceSaving(4).update(KEYS.tolist()), SpaceSaving.from_bytes),
         "DyadicCountSketch": (dyadic, DyadicCountSketch.from_bytes),
         "PrivateDyadicCountSketch": (
             lambda: PrivateDyadicCountSketch.release(dyadic(), BUDGET, SRC.stream("fuzz-dy")),
