@@ -80,3 +80,21 @@ def test_merged_table_alone_of_equal_releases_loses_more_than_one_input():
     overlapping = merge_released([a, b], disjoint=False)
     loss = _loss(_sum_log_pmf(overlapping.calibration.parts), 2)
     assert 1.0 + 1e-3 < loss <= overlapping.epsilon + 1e-9
+
+
+def test_merged_metadata_is_the_same_on_neighbouring_inputs():
+    """Everything a merged object states besides its noisy table is public: neighbouring data
+    sets (one more record in one of them) give equal descriptions and guarantees."""
+    source = NoiseSource.insecure_for_tests(6)
+    described = []
+    for extra in ([], ["secret-record"]):
+        one = CountMinSketch(WIDTH, DEPTH, seed=11)
+        one.update(["a", "b", "a", *extra])
+        two = CountMinSketch(WIDTH, DEPTH, seed=11)
+        two.update(["c"])
+        a = PrivateCountMinSketch.release(one, PrivacyBudget.pure(1.0), source.stream("x"))
+        b = PrivateCountMinSketch.release(two, PrivacyBudget.pure(1.0), source.stream("y"))
+        merged = merge_released([a, b])
+        described.append((merged.describe(), repr(merged), merged.total()))
+    assert described[0][:2] == described[1][:2]
+    assert "secret-record" not in repr(described[1])
