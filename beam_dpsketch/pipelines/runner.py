@@ -339,6 +339,9 @@ def _refuse_on_dask(args: argparse.Namespace) -> None:
     for dest, value, name in _DASK_REFUSED_OPTIONS:
         if getattr(args, dest, None) == value:
             what = name
+    # Fixed event-time windows: the DaskRunner drops windows and timestamps.
+    if getattr(args, "window_size", None) is not None:
+        what = f"{command} --window-size"
     if what is not None:
         raise windowless_runner_refusal("--runner dask", what, "DaskRunner", _DASK_ACCEPTED)
 

@@ -49,3 +49,11 @@ def test_top_keys_per_fixed_window(tmp_path, capsys):
     assert by_window == {0.0: ["A", "B"], 3600.0: ["B", "C"]}
     code, out, err = _top(path, ["--window-size", "3600"], capsys)
     assert code != 0 and "--time-column" in err
+
+
+def test_windows_are_refused_on_dask_before_anything_starts(tmp_path, capsys):
+    path = tmp_path / "events.csv"
+    path.write_text("route,ts\nA,1\n")
+    extra = ["--window-size", "3600", "--time-column", "ts", "--runner", "dask"]
+    code, _, err = _top(path, [*extra, "--dask-workers", "1"], capsys)
+    assert code != 0 and "top-keys --window-size" in err
