@@ -136,3 +136,31 @@ def test_invalid_parameters_name_the_parameter():
         DPTopKeys(3, PrivacyBudget.pure(1.0), beam=0)
     with pytest.raises(ValueError, match="kind"):
         DPTopKeys(3, PrivacyBudget.pure(1.0), sketch="misra-gries")
+
+
+def test_sliding_windows_split_the_budget_over_the_windows_of_an_element(dump):
+    from apache_beam.transforms.window import SlidingWindows
+
+    t = DPTopKeys(
+        1,
+        PrivacyBudget.zcdp(0.5),
+        width=W,
+        depth=D,
+        max_key_bytes=4,
+        noise_source=NoiseSource.insecure_for_tests(44),
+        with_metadata=True,
+        label="slide",
+    )
+    with beam.Pipeline(runner=FnApiRunner()) as p:
+        out = (
+            p
+            | beam.Create([("x", 100)] * 900 + [("y", 1900)] * 600)
+            | beam.Map(lambda e: TimestampedValue(e[0], e[1]))
+            | beam.WindowInto(SlidingWindows(2000, 1000))
+            | t
+        )
+        assert_that(out, dump)
+    # Each element is in size / period = 2 windows: each window's release gets half the budget.
+    assert t.aggregate.per_release_budget.rho == pytest.approx(0.25)
+    releases = {r.window_start: [x.key for x in r.records] for r in dump.load()}
+    assert releases == {-1000: ["x"], 0: ["x"], 1000: ["y"]}
