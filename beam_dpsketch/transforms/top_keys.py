@@ -190,8 +190,9 @@ class DPTopKeys(AccountedTransform):
     as :class:`~beam_dpsketch.transforms.records.BoundedKeyEstimate` rows (largest first).
     Memory is ``(max_key_bytes + 1) * depth * width`` counters whatever the number of distinct
     keys, so it serves streams whose keys are not known in advance, e.g. "the top keys of the
-    last hour" with ``FixedWindows(3600)``, or ``SlidingWindows`` with the declared
-    ``PrivacyUnit(max_windows=...)``.
+    last hour" with ``FixedWindows(3600)``, or ``SlidingWindows(size, period)``, whose
+    ``size / period`` windows per element split the budget (session windows need the declared
+    ``PrivacyUnit(max_windows=...)``).
 
     Parameters
     ----------
