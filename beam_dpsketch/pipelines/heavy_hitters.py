@@ -56,6 +56,7 @@ from beam_dpsketch.transforms.heavy_hitters import (
     DesignD,
     HeavyHitterMechanism,
     SelectThenCount,
+    SpaceSavingDP,
     UntrustedShards,
     UserPurePP,
 )
@@ -324,6 +325,24 @@ def shortfall_message(
             "raise --epsilon, or move --k towards the number of keys you expect (a smaller k "
             f"lowers the threshold, a larger k the undercount); --mechanism {SELECT_COUNT} (the "
             "default) or design-b releases more keys at the same k."
+        )
+    if mechanism == SpaceSavingDP.key:
+        return (
+            head + f"With --mechanism {mechanism} a key is released only when its noisy count "
+            f"exceeds a noisy upper bound on the sketch's minimum count plus {cut} "
+            f"(k={k}, epsilon={epsilon:g}); SpaceSaving counts over-count by at most that "
+            "minimum." + tail + " To release more keys raise --epsilon, or raise --k (more "
+            "counters lower the sketch's minimum count)."
+        )
+    if mechanism == UserPurePP.key:
+        return (
+            head + f"With --mechanism {mechanism} the release lists the --k largest noisy counts "
+            "over the declared --universe (at most its number of keys; fewer when a large "
+            "universe is drawn above a noise cutoff), with noise that grows with "
+            f"--max-contributions={m} (epsilon={epsilon:g}, k={k})."
+            + tail
+            + " To release more keys raise --k, declare the keys you expect in --universe, or "
+            "raise --epsilon."
         )
     stage = "selection estimate (the first pass)" if mechanism == SELECT_COUNT else "sketch count"
     memory = "; memory grows with max-shards * k" if mechanism in ("design-b", SELECT_COUNT) else ""

@@ -99,3 +99,18 @@ def test_user_pure_pp_states_pure_dp_over_the_universe(events_csv, universe_file
 def test_options_without_effect_or_missing_are_refused(events_csv, capsys, extra, match):
     code, _, err = run_cli([*base(events_csv), *extra, RUNNER], capsys)
     assert code != 0 and match in err
+
+
+def test_space_saving_shortfall_advice_names_the_lever_that_works(tmp_path, capsys):
+    # 40 keys of 300 rows and 3,000 singletons: with 16 counters the minimum count is far
+    # above 300, so nothing clears the cut; 4,096 counters hold every key.
+    path = tmp_path / "names.csv"
+    rows = [f"n{i % 40}" for i in range(12_000)] + [f"s{i}" for i in range(3_000)]
+    path.write_text("name\n" + "\n".join(rows) + "\n")
+    base = ["heavy-hitters", "--input", str(path), "--column", "name", "--top", "100"]
+    base += ["--epsilon", "1", "--mechanism", "space-saving", "--format", "json", RUNNER]
+    code, out, err = run_cli([*base, "--k", "16"], capsys)
+    assert code == 0 and len(json.loads(out)["rows"]) < 40
+    assert "raise --k" in err and "minimum count" in err
+    code, out, _ = run_cli([*base, "--k", "4096"], capsys)
+    assert code == 0 and len(json.loads(out)["rows"]) == 40
