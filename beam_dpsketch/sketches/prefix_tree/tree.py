@@ -130,6 +130,10 @@ class TopKey(tuple):
     def __new__(cls, key: Any, estimate: float, lower: float, upper: float, confidence: float):
         return super().__new__(cls, (key, estimate, lower, upper, confidence))
 
+    def __getnewargs__(self) -> tuple[Any, ...]:
+        # Pickle passes the five fields back to __new__.
+        return tuple(self)
+
 
 class PrefixTreeSketch:
     """Exact tree of linear sketches over key prefixes; mergeable, **not** private.
@@ -553,7 +557,8 @@ class PrivatePrefixTree:
         k
             Number of keys to return (fewer when fewer pass the thresholds).
         beam
-            Largest number of prefixes kept per level (default ``4 k``).
+            Largest number of prefixes kept per level (default ``32 k``: a heavy key can sit
+            behind many prefixes whose subtrees hold more weight than it does).
         confidence
             Confidence of each returned row's ``lower`` and ``upper`` (per key, for a key fixed
             in advance; selecting the largest estimates biases them upward).
@@ -566,7 +571,7 @@ class PrivatePrefixTree:
             ``(key, estimate, lower, upper, confidence)``, largest estimate first.
         """
         k = check_int(k, "k")
-        beam = 4 * k if beam is None else check_int(beam, "beam")
+        beam = 32 * k if beam is None else check_int(beam, "beam")
         confidence = check_probability(confidence, "confidence")
         threshold_beta = check_probability(threshold_beta, "threshold_beta")
         per_query = 1.0 - threshold_beta / (ALPHABET * beam)

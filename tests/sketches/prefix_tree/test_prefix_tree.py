@@ -137,3 +137,13 @@ def test_extraction_never_returns_a_key_absent_from_the_noisy_paths():
     got = [r[0] for r in rel.top_keys(5)]
     assert got == ["heavy"]
     assert np.isnan(rel.estimate(["muchtoolong"])[0])
+
+
+def test_extracted_rows_pickle_and_the_default_beam_is_32_k():
+    import pickle
+
+    tree = PrefixTreeSketch(128, 3, 4).update(["a"] * 400)
+    rel = PrivatePrefixTree.release(tree, PrivacyBudget.zcdp(1.0), SRC.stream("pickle"))
+    rows = rel.top_keys(1)
+    assert pickle.loads(pickle.dumps(rows)) == rows
+    assert rel.top_keys(1) == rel.top_keys(1, beam=32)
