@@ -3,7 +3,7 @@
 The DP release (docs/algorithms.md#space-saving) rests on what removing one element does to a
 SpaceSaving run with the tie-break "unused slot first, then the minimum-count label with the
 smallest canonical key". Checked exhaustively for every stream of up to 7 elements over 4 keys
-with 2 and 3 counters, every element removed in turn:
+with 2 and 3 counters, every element removed in turn, and on seeded random longer streams:
 
 1. at most 2 labels are monitored on one side only, per side;
 2. each such label has count at most ``c_min + 1 <= floor(n/k) + 1`` on its own side;
@@ -66,6 +66,19 @@ def test_structural_facts_hold_for_every_small_stream_and_removal(k):
                 facts_hold(k, big, big[:i] + big[i + 1 :], cache)
                 pairs += 1
     assert pairs == sum(n * 4**n for n in range(1, 8))
+
+
+def test_structural_facts_hold_for_random_longer_streams():
+    # Beyond the exhaustive range: 5,000 seeded pairs, k up to 7, up to 40 elements over up to
+    # 10 keys, the removed element anywhere.
+    rng = np.random.default_rng(2930)
+    for _ in range(5000):
+        k = int(rng.integers(2, 8))
+        big = tuple(
+            rng.integers(0, int(rng.integers(2, 11)), size=int(rng.integers(1, 41))).tolist()
+        )
+        i = int(rng.integers(0, len(big)))
+        facts_hold(k, big, big[:i] + big[i + 1 :], {})
 
 
 def test_matches_the_definition_and_keeps_its_invariants():
