@@ -23,7 +23,9 @@ Each algorithm family lives in its own subpackage, with its DP releases and thei
 * :mod:`.quantiles`: the Dyadic Count Sketch and its private release [ZQR+22, Section 4];
 * :mod:`.continual`: sketches under continual observation [Hol25];
 * :mod:`.sliding`: sliding-window sketches [WWC24];
-* :mod:`.intermittent`: sketches for intermittent queries [YKAE].
+* :mod:`.intermittent`: sketches for intermittent queries [YKAE];
+* :mod:`.space_saving`: SpaceSaving with a fixed tie-break and its private release [Hol-HH]
+  (the privacy argument derived in ``docs/algorithms.md#space-saving``).
 """
 
 from beam_dpsketch.sketches.linear.countmedian import CountMedianSketch
