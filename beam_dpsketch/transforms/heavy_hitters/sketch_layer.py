@@ -69,6 +69,7 @@ from beam_dpsketch.sketches.misra_gries.universe import (
     Universe,
     pure_top_k_cutoff,
     pure_top_k_method,
+    validate_in_universe,
 )
 from beam_dpsketch.sketches.misra_gries.user import user_flattened_relation, user_set_relation
 
@@ -125,4 +126,5 @@ __all__ = [
     "user_flattened_relation",
     "user_level_pure_pp",
     "user_set_relation",
+    "validate_in_universe",
 ]

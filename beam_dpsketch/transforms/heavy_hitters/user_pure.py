@@ -32,6 +32,7 @@ from beam_dpsketch.transforms.heavy_hitters.sketch_layer import (
     pure_top_k_method,
     user_flattened_relation,
     user_level_pure_pp,
+    validate_in_universe,
 )
 from beam_dpsketch.transforms.records import KeyEstimate
 
@@ -124,10 +125,19 @@ class UserPurePP(HeavyHitterMechanism):
         return MergeSketchesCombineFn(lambda: MisraGries(k))
 
     def prepare(self, keys: beam.PCollection) -> beam.PCollection:
+        universe = self.universe
+
+        def one_segment(unit_keys: list[Any]) -> tuple[int, list[Any]]:
+            # A key outside the declared universe would be released with no noise on the
+            # neighbouring side to cover it: refuse it before it reaches the sketch (the error
+            # names its type only).
+            validate_in_universe(unit_keys, universe)
+            return (0, unit_keys)
+
         # One sequential stream per window: each unit's key list is one segment of it.
         return (
             keys
-            | "OneShard" >> beam.Map(lambda unit_keys: (0, unit_keys))
+            | "OneShard" >> beam.Map(one_segment)
             | "FlattenedSketch"
             >> beam.ParDo(sequential_sketch_fn(self.k))
             .with_input_types(tuple[int, Any])
