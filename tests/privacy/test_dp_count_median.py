@@ -33,11 +33,13 @@ from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.sketches import CountMedianSketch
 from beam_dpsketch.transforms import DPFrequencies
 
-WIDTH, RELEASES, BASE = 2048, 20, 40
+WIDTH, BASE = 2048, 40
 EPSILON = 1.0
-#: Rows per relation: the replace-one event spans 2d counters, so a shallower sketch keeps its
-#: probability (about 2^-2d) high enough for the audit to have power.
+#: Rows and releases per relation: the replace-one event spans 2d counters of half the columns,
+#: so a shallower sketch and more releases keep enough hits (probability about 2^-2d per trial)
+#: for the audit to have power.
 DEPTH = {"add_remove": 5, "replace": 3}
+RELEASES = {"add_remove": 20, "replace": 40}
 
 
 def _applied(neighbouring: str) -> DPFrequencies:
@@ -56,12 +58,12 @@ def _applied(neighbouring: str) -> DPFrequencies:
     return t
 
 
-def _hits(t: DPFrequencies, table: np.ndarray, event, tag: str, divisor: int) -> int:
+def _hits(t: DPFrequencies, table: np.ndarray, event, tag: str, divisor: int, releases: int) -> int:
     mech, budget = t.aggregate.calibrated_mechanism, t.aggregate.per_release_budget
     exact = CountMedianSketch(WIDTH, table.shape[0], 0)
     exact.table[:] = table
     hits = 0
-    for i in range(RELEASES):
+    for i in range(releases):
         stream = NoiseSource.insecure_for_tests(30_000 + i).stream((tag, i))
         (released,) = mech.release(exact, budget, stream)
         assert type(released).__name__ == "PrivateCountMedianSketch" and released.offset == 0
@@ -94,18 +96,19 @@ def test_count_median_release_spends_at_most_its_epsilon(neighbouring):
     if neighbouring == "add_remove":
         d_table = np.full((depth, WIDTH), BASE + 1)
         d2_table = np.full((depth, WIDTH), BASE)
-        event, trials = _add_remove_event, WIDTH * RELEASES
+        event, trials = _add_remove_event, WIDTH * RELEASES[neighbouring]
     else:
         # x in the first half of the columns, y in the second half.
         d_table = np.full((depth, WIDTH), BASE)
         d_table[:, : WIDTH // 2] += 1
         d2_table = np.full((depth, WIDTH), BASE)
         d2_table[:, WIDTH // 2 :] += 1
-        event, trials = _replace_event, WIDTH // 2 * RELEASES
+        event, trials = _replace_event, WIDTH // 2 * RELEASES[neighbouring]
 
     def eps_lower(divisor: int) -> float:
-        on_d = _hits(t, d_table, event, f"D/{neighbouring}", divisor)
-        on_d2 = _hits(t, d2_table, event, f"D2/{neighbouring}", divisor)
+        n = RELEASES[neighbouring]
+        on_d = _hits(t, d_table, event, f"D/{neighbouring}", divisor, n)
+        on_d2 = _hits(t, d2_table, event, f"D2/{neighbouring}", divisor, n)
         return epsilon_lower_bound(on_d, trials, on_d2, trials, 0.0, failure=FAILURE)
 
     eps_lb = eps_lower(1)
