@@ -883,9 +883,10 @@ class PrivateCountMedianSketch(_PrivateLinearSketch):
     of rows is the mean of the middle two).
 
     When to use it: general turnstile data (negative frequencies), where Count-Min's minimum is
-    no longer an upper bound (docs/algorithms.md#lin-e17); it needs less noise than Count Sketch
-    under replace-one (``sqrt(2d)`` against ``2 sqrt(d)``). On non-negative data its collisions
-    push estimates up, where Count Sketch's cancel on average.
+    no longer an upper bound (docs/algorithms.md#lin-e17). Its L2 sensitivity under replace-one
+    is ``sqrt(2d)`` against Count Sketch's ``2 sqrt(d)`` (a zCDP budget then gets ``sqrt(2)``
+    times less noise), and its rows sum to the total weight (:meth:`total`). On non-negative data
+    its collisions push estimates up, where Count Sketch's cancel on average.
     """
 
     KIND = "PrivateCountMedianSketch"
