@@ -192,3 +192,27 @@ def test_merge_answers_quantiles_over_released_trees(tmp_path, capsys):
         assert abs(rank - row["quantile"]) < 0.03
     code, _, err = _merge(capsys, *paths, "--data-sets", "disjoint", "--keys", "x")
     assert code == 2 and "--keys" in err
+
+
+def test_merge_refuses_another_format_version(tmp_path, capsys):
+    import zlib
+
+    from beam_dpsketch.noise import NoiseSource
+    from beam_dpsketch.privacy import PrivacyBudget
+    from beam_dpsketch.sketches.linear import PrivateCountSketch
+
+    source = NoiseSource.insecure_for_tests(3)
+    paths = []
+    for i in range(2):
+        sketch = CountSketch(64, 3, 1)
+        sketch.update(["page-1"] * 5)
+        released = PrivateCountSketch.release(sketch, PrivacyBudget.pure(1.0), source.stream(i))
+        paths.append(tmp_path / f"s{i}.dpsk")
+        paths[-1].write_bytes(released.to_bytes())
+    data = bytearray(paths[1].read_bytes())
+    data[4:6] = (2).to_bytes(2, "little")  # the format version field, then a valid checksum
+    data[-4:] = zlib.crc32(bytes(data[:-4])).to_bytes(4, "little")
+    paths[1].write_bytes(bytes(data))
+    code, out, err = _merge(capsys, *paths, "--data-sets", "disjoint", "--keys", "page-1")
+    assert code == 2 and out == ""
+    assert "version" in err and str(paths[1]) in err
