@@ -49,6 +49,7 @@ from beam_dpsketch.sketches.linear.private import (
 )
 from beam_dpsketch.sketches.misra_gries.design_b import PostProcessedSum
 from beam_dpsketch.sketches.misra_gries.user import PAMGSketch
+from beam_dpsketch.sketches.prefix_tree import PrefixTreeSketch
 from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch
 from beam_dpsketch.sketches.quantiles.private import PrivateDyadicCountSketch
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
@@ -132,6 +133,10 @@ def _examples() -> dict[str, tuple[Callable[[], object], Callable[[bytes], objec
         ),
         "SpaceSaving": (lambda: SpaceSaving(4).update(KEYS.tolist()), SpaceSaving.from_bytes),
         "DyadicCountSketch": (dyadic, DyadicCountSketch.from_bytes),
+        "PrefixTreeSketch": (
+            lambda: PrefixTreeSketch(8, 2, 3, seed=3).update(["ab", "a", "abcd", 7]),
+            PrefixTreeSketch.from_bytes,
+        ),
         "PrivateDyadicCountSketch": (
             lambda: PrivateDyadicCountSketch.release(dyadic(), BUDGET, SRC.stream("fuzz-dy")),
             PrivateDyadicCountSketch.from_bytes,

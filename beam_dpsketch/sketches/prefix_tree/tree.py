@@ -293,25 +293,35 @@ class PrefixTreeSketch:
         _, params, arrays = serialization.loads(data, expected_kind=cls.KIND)
         req = serialization.require
         try:
-            tree = cls(
-                req(params, "width", int),
-                req(params, "depth", int),
-                req(params, "max_key_bytes", int),
-                req(params, "seed", int),
-                req(params, "kind", str),
+            width = check_int(req(params, "width", int), "width", 1, MAX_WIDTH)
+            depth = check_int(req(params, "depth", int), "depth", 1, MAX_DEPTH)
+            max_key_bytes = check_int(
+                req(params, "max_key_bytes", int), "max_key_bytes", 1, MAX_KEY_BYTES
             )
+            seed = check_seed(req(params, "seed", int))
+            kind = check_choice(req(params, "kind", str), "kind", tuple(_KINDS))
         except (TypeError, ValueError) as exc:
             raise err(f"invalid prefix tree parameters: {exc}") from None
-        shape = (tree.levels, tree.depth, tree.width)
-        tables = serialization.require_array(arrays, "tables", "<i8", shape)
+        levels = max_key_bytes + 1
+        # The tables come from the bytes themselves, so forged parameters cannot make us
+        # allocate more than the input holds.
+        tables = serialization.require_array(arrays, "tables", "<i8", (levels, depth, width))
         totals = req(params, "level_totals", list)
-        if len(totals) != tree.levels or not all(
+        if len(totals) != levels or not all(
             isinstance(t, int) and not isinstance(t, bool) for t in totals
         ):
             raise err("level_totals must hold one int per level")
-        for sketch, table, total in zip(tree.sketches, tables, totals, strict=True):
+        exact = _KINDS[kind][0]
+        sketches = []
+        for level, (table, total) in enumerate(zip(tables, totals, strict=True), start=1):
+            sketch = exact.__new__(exact)
+            sketch.width, sketch.depth, sketch.seed = width, depth, level_seed(seed, level)
             sketch.table = np.array(table, dtype=np.int64)
             sketch.total_weight = total
+            sketches.append(sketch)
+        tree = cls.__new__(cls)
+        tree.width, tree.depth, tree.max_key_bytes = width, depth, max_key_bytes
+        tree.seed, tree.kind, tree.sketches = seed, kind, sketches
         return tree
 
     def __reduce__(self):
