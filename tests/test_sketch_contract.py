@@ -21,6 +21,7 @@ from beam_dpsketch.sketches.intermittent import UseAndKeepSketch
 from beam_dpsketch.sketches.linear import PrivateCountMinSketch, PrivateCountSketch
 from beam_dpsketch.sketches.linear.calibration import linear_sensitivity, user_level
 from beam_dpsketch.sketches.misra_gries import MisraGries
+from beam_dpsketch.sketches.prefix_tree import PrefixTreeSketch
 from beam_dpsketch.sketches.quantiles.dyadic import DyadicCountSketch
 from beam_dpsketch.sketches.sliding.dpsw import DPSWSketch
 from beam_dpsketch.transforms.combiners import SketchSpec
@@ -29,6 +30,7 @@ from beam_dpsketch.transforms.frequencies import DPFrequencies
 from beam_dpsketch.transforms.intermittent import DPIntermittentQueries, QuerySchedule
 from beam_dpsketch.transforms.quantiles import DPQuantiles, QuantileTree
 from beam_dpsketch.transforms.sliding import DPSlidingWindowFrequencies
+from beam_dpsketch.transforms.top_keys import DPTopKeys
 
 SRC = NoiseSource.insecure_for_tests(1)
 PURE = PrivacyBudget.pure(1.0)
@@ -42,6 +44,8 @@ BUILDERS = {
     "SketchSpec.count_min": lambda w, d, s: SketchSpec.count_min(w, d, s),
     "DPFrequencies": lambda w, d, s: DPFrequencies(w, d, PURE, seed=s),
     "DyadicCountSketch": lambda w, d, s: DyadicCountSketch(0, 100, w, d, s),
+    "PrefixTreeSketch": lambda w, d, s: PrefixTreeSketch(w, d, 8, s),
+    "DPTopKeys": lambda w, d, s: DPTopKeys(3, APPROX, width=w, depth=d, seed=s),
     "DPQuantiles": lambda w, d, s: DPQuantiles(
         [0.5],
         0,
