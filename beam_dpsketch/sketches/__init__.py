@@ -21,6 +21,8 @@ Each algorithm family lives in its own subpackage, with its DP releases and thei
 * :mod:`.misra_gries`: Misra-Gries and its private releases [LT23];
 * :mod:`.linear`: Count-Min, Count Sketch, Count-Median and their private release [ZQR+22];
 * :mod:`.quantiles`: the Dyadic Count Sketch and its private release [ZQR+22, Section 4];
+* :mod:`.prefix_tree`: a tree of linear sketches over key prefixes, its private release and
+  top-key extraction with no candidate list (derived here, ``docs/algorithms.md#top-keys``);
 * :mod:`.continual`: sketches under continual observation [Hol25];
 * :mod:`.sliding`: sliding-window sketches [WWC24];
 * :mod:`.intermittent`: sketches for intermittent queries [YKAE];
