@@ -22,7 +22,8 @@ combines lifted, so that the work spreads over the workers), on the scheduler at
 stops when it ends, however it ends (:func:`command_runner`, :func:`local_dask_cluster`). The
 DaskRunner runs batch pipelines in the global window only: it ignores windows and timestamps and
 has no state or timers, so the subcommands that release per window or keep state
-(:data:`DASK_REFUSED_COMMANDS`, and ``heavy-hitters --mechanism sequential``) are refused before
+(:data:`DASK_REFUSED_COMMANDS`, and ``heavy-hitters`` with a stateful mechanism such as
+``--mechanism sequential``) are refused before
 anything starts, with a message naming the runners that run them. The results come back through
 the command line's one staging sink (:class:`~beam_dpsketch.io.sinks.StagingArea`), which works on
 the DaskRunner as on every other runner.
@@ -48,6 +49,7 @@ from apache_beam.runners.portability.fn_api_runner.fn_runner import ExtendedProv
 from google.protobuf import struct_pb2
 
 from beam_dpsketch.transforms.engines import SCALING_DASK_RUNNER
+from beam_dpsketch.transforms.heavy_hitters import MECHANISM_CLASSES
 from beam_dpsketch.transforms.windowing_rules import windowless_runner_refusal
 
 __all__ = [
@@ -77,8 +79,13 @@ _SHORT_RUNNERS = {"dask": SCALING_DASK_RUNNER, "daskrunner": SCALING_DASK_RUNNER
 #: Subcommands refused on the DaskRunner: they release per window or pane, or keep per-key state
 #: and timers, which the DaskRunner does not implement (it would run them with other semantics).
 DASK_REFUSED_COMMANDS = ("continual", "sliding-window", "intermittent")
-#: Options (destination, value) that make a batch subcommand stateful, refused on Dask likewise.
-_DASK_REFUSED_OPTIONS = (("mechanism", "sequential", "heavy-hitters --mechanism sequential"),)
+#: Options (destination, value) that make a batch subcommand stateful, refused on Dask likewise:
+#: every heavy-hitter mechanism that keeps per-key state and timers.
+_DASK_REFUSED_OPTIONS = tuple(
+    ("mechanism", name, f"heavy-hitters --mechanism {name}")
+    for name, cls in MECHANISM_CLASSES.items()
+    if cls.needs_state_and_timers
+)
 _DASK_ACCEPTED = (
     "the default FnApiRunner (--direct_running_mode=multi_processing --direct_num_workers=N for "
     "several cores) or --runner PrismRunner"

@@ -114,3 +114,13 @@ def test_space_saving_shortfall_advice_names_the_lever_that_works(tmp_path, caps
     assert "raise --k" in err and "minimum count" in err
     code, out, _ = run_cli([*base, "--k", "4096"], capsys)
     assert code == 0 and len(json.loads(out)["rows"]) == 40
+
+
+@pytest.mark.parametrize("mechanism", ["space-saving", "user-pure-pp"])
+def test_refused_on_dask_before_any_cluster_starts(events_csv, capsys, mechanism):
+    # Both keep one sketch per window in keyed state, which the DaskRunner does not implement.
+    code, _, err = run_cli(
+        [*base(events_csv), "--mechanism", mechanism, "--runner", "dask"], capsys
+    )
+    assert code != 0
+    assert f"heavy-hitters --mechanism {mechanism}" in err and "state and timers" in err
