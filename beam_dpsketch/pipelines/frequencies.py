@@ -62,6 +62,7 @@ __all__ = [
     "register",
     "run_frequencies",
     "run_quantiles",
+    "tree_quantile_rows",
 ]
 
 # Three rows: a sketch's noise grows with its depth (L1 sensitivity d), and on skewed streams the
@@ -189,6 +190,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--width", type=int, default=1024, help="counters per row of sketched levels (1024)"
     )
     group.add_argument("--depth", type=int, default=5, help="rows of sketched levels (5)")
+    group.add_argument(
+        "--sketch-output",
+        metavar="PATH",
+        help="also write the released quantile tree here (versioned bytes, any Beam "
+        "filesystem), for `beam-dpsketch merge`; integer values only (no --resolution)",
+    )
     add_privacy_arguments(group)
     add_output_arguments(quant)
     quant.set_defaults(run=run_quantiles, known_options=option_strings(quant))
@@ -237,6 +244,32 @@ def quantile_rows(record: Any) -> Iterator[dict[str, Any]]:
     """One ``quantile``/``value`` row per released quantile; ascending quantile levels."""
     quantile = float(plain(record.quantile))
     yield {"quantile": quantile, "value": plain(record.value), ORDER: [quantile]}
+
+
+def _sketch_output_sides(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The side step that writes the released object to ``--sketch-output``, if given.
+
+    The released object is what every row is read from: publishing it adds nothing to the
+    release. It is written under a temporary name and renamed with the command's other
+    outputs, so a failed run leaves no file there.
+    """
+    path = getattr(args, "sketch_output", None)
+    if not path:
+        return None
+    outputs = active_outputs()
+    saved_to = path
+    if outputs is not None:
+        saved_to = outputs.temporary_for(path)
+        outputs.add_file(saved_to, path)
+    return {"saved": SaveSketch(saved_to)}
+
+
+def tree_quantile_rows(tree: Any, levels: Sequence[float]) -> Iterator[dict[str, Any]]:
+    """``quantile``/``value`` rows answered from a released quantile tree (post-processing),
+    the values :class:`~beam_dpsketch.transforms.DPQuantiles` itself would release."""
+    values = tree.quantiles(list(levels))
+    for q, v in zip(levels, values, strict=True):
+        yield {"quantile": float(q), "value": plain(v), ORDER: [float(q)]}
 
 
 def _run(
@@ -339,17 +372,7 @@ def run_frequencies(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
             "top": args.top,
         }
     parameters["error_confidence"] = ERROR_BOUND_CONFIDENCE
-    released_sides = None
-    if getattr(args, "sketch_output", None):
-        # The released object itself, the table every row is read from: publishing it adds
-        # nothing to the release. Written under a temporary name and renamed with the command's
-        # other outputs, so a failed run leaves no file there.
-        outputs = active_outputs()
-        saved_to = args.sketch_output
-        if outputs is not None:
-            saved_to = outputs.temporary_for(args.sketch_output)
-            outputs.add_file(saved_to, args.sketch_output)
-        released_sides = {"saved": SaveSketch(saved_to)}
+    released_sides = _sketch_output_sides(args)
     if args.query_keys is not None:
         # Every declared key is a row (zero counts included), largest first with --top.
         keys = list(dict.fromkeys(keys))
@@ -381,6 +404,9 @@ def run_quantiles(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     reader = ReadKeyBatches(
         args.input, args.column, args.input_format, key_type=NUMBERS, **bad_record_options(args)
     )
+    tree_output = bool(getattr(args, "sketch_output", None))
+    if tree_output:
+        refuse_given(args, ("resolution",), "with --sketch-output (the tree holds integer values)")
     transform = DPQuantiles(
         args.q,
         args.lower,
@@ -396,6 +422,7 @@ def run_quantiles(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         resolution=args.resolution,
         noise_source=noise_source_from_args(args),
         label="quantiles",
+        output="tree" if tree_output else "quantiles",
     )
     parameters = {
         "column": args.column,
@@ -414,9 +441,10 @@ def run_quantiles(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         beam_args,
         reader,
         transform,
-        quantile_rows,
+        functools.partial(tree_quantile_rows, levels=args.q) if tree_output else quantile_rows,
         ("quantile", "value"),
         parameters,
         f"DP quantiles of column {args.column!r} of {args.input} in "
         f"[{args.lower:g}, {args.upper:g}]",
+        _sketch_output_sides(args),
     )

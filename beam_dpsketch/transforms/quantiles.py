@@ -111,8 +111,11 @@ class QuantileMechanism(ReleaseMechanism):
     ``N``.
     """
 
-    #: One record per declared quantile, in the declared order.
-    record_type = QuantileEstimate
+    @property
+    def record_type(self) -> type:
+        """One :class:`QuantileEstimate` per declared quantile, in the declared order; with
+        ``released_tree``, the released :class:`PrivateDyadicCountSketch` itself."""
+        return PrivateDyadicCountSketch if self.released_tree else QuantileEstimate
 
     def __init__(
         self,
@@ -125,8 +128,11 @@ class QuantileMechanism(ReleaseMechanism):
         pane_relation: str = "add_remove",
         tree: dict[str, Any] | None = None,
         consistency: bool = False,
+        released_tree: bool = False,
     ) -> None:
         self.quantiles = tuple(float(q) for q in quantiles)
+        # The released tree instead of its answers: the same release, answered downstream.
+        self.released_tree = bool(released_tree)
         self.domain = domain
         self.neighbouring = parse_neighbouring(neighbouring)[0]
         self.layout = layout
@@ -157,6 +163,8 @@ class QuantileMechanism(ReleaseMechanism):
             consistency=self.consistency,
             approx_noise="auto",
         )
+        if self.released_tree:
+            return [private]
         answers = np.asarray(private.quantiles(list(self.quantiles)))
         if self.domain is not None:
             answers = self.domain.to_float(answers)
@@ -175,6 +183,7 @@ class QuantileMechanism(ReleaseMechanism):
                 pane_relation=pane_relation,
                 tree=self.tree,
                 consistency=self.consistency,
+                released_tree=self.released_tree,
             )
         return super().for_pane_relation(pane_relation)
 
@@ -253,6 +262,12 @@ class DPQuantiles(AccountedTransform):
     privacy_unit, windowing, budget_weight, accountant, noise_source, with_metadata, label
         As for :class:`DPFrequencies` (element level: ``PrivacyUnit()`` or
         ``PrivacyUnit(max_windows=...)``).
+    output
+        ``"quantiles"`` (default): the records above. ``"tree"``: the released
+        :class:`~beam_dpsketch.sketches.quantiles.private.PrivateDyadicCountSketch` of each pane
+        instead (over the integer bins of ``resolution``, if given), which answers any quantile
+        and rank as post-processing and can be published and summed with other organisations'
+        trees (``merge_released``); the same release and guarantee.
 
     Notes
     -----
@@ -290,7 +305,10 @@ class DPQuantiles(AccountedTransform):
         noise_source: NoiseSource | None = None,
         with_metadata: bool = False,
         label: str | None = None,
+        output: str = "quantiles",
     ) -> None:
+        if output not in ("quantiles", "tree"):
+            raise ValueError(f"output must be 'quantiles' or 'tree', got {output!r}")
         unit = check_privacy_unit(privacy_unit, user_level=USER_LEVEL_BY_NEIGHBOURING)
         # Each level is checked as the sketch's quantile() checks its q (same exceptions).
         qs = [check_real(q, "quantiles", 0.0, 1.0) for q in quantiles]
@@ -339,6 +357,7 @@ class DPQuantiles(AccountedTransform):
             turnstile=weight_fn is not None,
             tree=levels,
             consistency=shape.consistency,
+            released_tree=output == "tree",
         )
         self._build_step(
             # clamp=True: the indexer already maps every value into the bounds; the sketch's

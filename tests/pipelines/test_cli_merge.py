@@ -216,3 +216,89 @@ def test_merge_refuses_another_format_version(tmp_path, capsys):
     code, out, err = _merge(capsys, *paths, "--data-sets", "disjoint", "--keys", "page-1")
     assert code == 2 and out == ""
     assert "version" in err and str(paths[1]) in err
+
+
+def _quantiles(path, capsys, *extra):
+    code = main(
+        [
+            "quantiles",
+            "--input",
+            str(path),
+            "--column",
+            "delay",
+            "--q",
+            "0.25",
+            "0.5",
+            "0.9",
+            "--lower",
+            "-100",
+            "--upper",
+            "1000",
+            "--epsilon",
+            "1",
+            "--format",
+            "json",
+            "--runner=FnApiRunner",
+            *extra,
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_quantile_trees_from_two_runs_merge(tmp_path, capsys):
+    rng = np.random.default_rng(8)
+    delays = [rng.integers(-50, 300, 15_000), rng.integers(0, 900, 15_000)]
+    paths, trees = [], []
+    for i, values in enumerate(delays):
+        path = tmp_path / f"delays{i}.parquet"
+        pq.write_table(pa.table({"delay": values}), path)
+        paths.append(path)
+        trees.append(tmp_path / f"delays{i}.dpsk")
+        seed = ("--insecure-test-seed", str(20 + i))
+        plain_run = _quantiles(path, capsys, *seed)
+        with_tree = _quantiles(path, capsys, *seed, "--sketch-output", str(trees[-1]))
+        # Writing the tree changes nothing in the release.
+        assert with_tree["rows"] == plain_run["rows"]
+    code, out, err = _merge(
+        capsys,
+        *trees,
+        "--data-sets",
+        "disjoint",
+        "--quantiles",
+        "0.25",
+        "0.5",
+        "0.9",
+        "--format",
+        "json",
+    )
+    assert code == 0, err
+    union = np.sort(np.concatenate(delays))
+    for row in json.loads(out)["rows"]:
+        rank = np.searchsorted(union, row["value"], side="right") / len(union)
+        assert abs(rank - row["quantile"]) < 0.01
+    # A tree over fractional bins would not be read back as values: refused.
+    code = main(
+        [
+            "quantiles",
+            "--input",
+            str(paths[0]),
+            "--column",
+            "delay",
+            "--q",
+            "0.5",
+            "--lower",
+            "-100",
+            "--upper",
+            "1000",
+            "--epsilon",
+            "1",
+            "--resolution",
+            "0.5",
+            "--sketch-output",
+            str(tmp_path / "x.dpsk"),
+            "--runner=FnApiRunner",
+        ]
+    )
+    assert code == 2 and "--resolution" in capsys.readouterr().err
