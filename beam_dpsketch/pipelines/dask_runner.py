@@ -34,9 +34,9 @@ One ``DoFn`` per partition
     Beam's translation makes one ``DoFn`` and one list of received outputs per step, shared by
     every task that does not deserialise its arguments: on an in-process worker
     (``distributed.LocalCluster(processes=False)``, ``Client(processes=False)``) each partition
-    returns the outputs of every partition before it (a ``Count`` of 1,000 elements over 16
-    partitions counts 909,024), and partitions running at once on a worker's threads share the
-    state a ``DoFn`` keeps on ``self``. Here each partition unpickles its own copy of the
+    returns the outputs of every partition before it (a lifted ``Count`` of 1,000 elements
+    over 16 partitions counts 909,024), and partitions running at once on a worker's threads
+    share the state a ``DoFn`` keeps on ``self``. Here each partition unpickles its own copy of the
     step and makes its own receivers; a worker process, which deserialises every task's
     arguments anyway, does no more work than before.
 
