@@ -1,8 +1,9 @@
 """``beam-dpsketch merge``: answer queries over the union of independently released DP sketches.
 
 Federated release: organisations that never share raw data each run their own pipeline and
-publish a DP sketch (``beam-dpsketch frequencies ... --sketch-output FILE``, or ``to_bytes()`` of a
-released sketch or quantile tree in Python). This subcommand reads two or more of those files,
+publish a DP sketch (``beam-dpsketch frequencies ... --sketch-output FILE``, ``beam-dpsketch
+quantiles ... --sketch-output FILE``, or ``to_bytes()`` of a released sketch or quantile tree in
+Python). This subcommand reads two or more of those files,
 sums them (:func:`~beam_dpsketch.sketches.linear.merged.merge_released`: linearity of the
 sketches of Zhao et al. [ZQR+22, Section 2.2]; the noise of the sum is derived in
 docs/algorithms.md#lin-merge-released) and answers ``--keys`` frequency queries or ``--quantiles`` over the
@@ -81,8 +82,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="answer queries over the union of independently released DP sketches",
         description=(
             "Sum two or more released DP sketches of the same kind, shape, hash seed and "
-            "neighbouring relation (files written by `frequencies --sketch-output`, or by "
-            "to_bytes() of a released sketch or quantile tree) and answer --keys frequency "
+            "neighbouring relation (files written by `frequencies --sketch-output` or "
+            "`quantiles --sketch-output`, or by to_bytes() of a released sketch or quantile tree) and answer --keys frequency "
             "queries or --quantiles over the union of their data sets. Merging is "
             "post-processing: no new privacy cost; each data set keeps the guarantee it was "
             "released with, and the output states the guarantee of the collection (the largest "
