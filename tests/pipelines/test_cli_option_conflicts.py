@@ -204,7 +204,7 @@ def test_help_keeps_the_documented_defaults(capsys):
     with pytest.raises(SystemExit):
         main(["sketch", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "counters per row (count-min/count-sketch; 2048)" in text
+    assert "counters per row (linear sketches; 2048)" in text
     assert "counters (misra-gries; default 100)" in text
 
 
