@@ -57,6 +57,7 @@ __all__ = [
     "check_key_like",
     "check_seed",
     "decode_key",
+    "derived_seed",
     "encode_key",
     "hash_bytes",
     "hash_key",
@@ -345,6 +346,17 @@ def check_key_like(value: Any, name: str) -> Any:
 def hash_bytes(data: bytes, seed: int) -> tuple[int, int]:
     """MurmurHash3_x64_128 of ``data`` under ``seed`` as two unsigned 64-bit ints ``(h1, h2)``."""
     return mmh3.mmh3_x64_128_utupledigest(data, seed)
+
+
+def derived_seed(seed: int, domain: bytes, index: int) -> int:
+    """A 32-bit seed for part ``index`` of a structure built with ``seed``.
+
+    The low 32 bits of MurmurHash3 of ``domain + encode_key(index)`` under ``seed``: the parts of
+    one structure (the levels of a tree of sketches) get seeds that look independent, and two
+    structures with different ``domain`` tags never share one by construction.
+    """
+    h1, _ = hash_bytes(domain + encode_key(int(index)), check_seed(seed))
+    return int(h1 & 0xFFFFFFFF)
 
 
 def hash_key(key: Any, seed: int) -> tuple[int, int]:

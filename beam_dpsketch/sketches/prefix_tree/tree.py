@@ -32,6 +32,7 @@ from beam_dpsketch.hashing import (
     MAX_WIDTH,
     check_seed,
     decode_key,
+    derived_seed,
     encode_key,
     hash_keys,
 )
@@ -69,12 +70,12 @@ _KINDS = {
 _INT64_TAG = 0x01
 _STR_TAG = b"\x03"
 # Golden-ratio step between the level seeds: distinct, public, data-independent.
-_SEED_STEP = 0x9E3779B9
+_SEED_DOMAIN = b"beam-dpsketch/prefix-level/v1"
 
 
 def level_seed(seed: int, level: int) -> int:
     """Public hash seed of level ``level`` (``1 .. L + 1``) of a tree built with ``seed``."""
-    return (int(seed) + int(level) * _SEED_STEP) & 0xFFFFFFFF
+    return derived_seed(seed, _SEED_DOMAIN, level)
 
 
 def _binary_from_matrix(mat: np.ndarray) -> pa.Array:
@@ -139,7 +140,7 @@ class PrefixTreeSketch:
     """Exact tree of linear sketches over key prefixes; mergeable, **not** private.
 
     Level ``l`` (``1 .. max_key_bytes + 1``) is a ``depth x width`` Count Sketch (default) or
-    Count-Min sketch, with seed :func:`level_seed`, of each key's length-``l`` path node: the
+    Count-Min sketch, with seed :func:`~beam_dpsketch.sketches.prefix_tree.level_seed`, of each key's length-``l`` path node: the
     first ``l`` bytes of the key's canonical encoding when it has at least ``l`` bytes, or the
     whole encoding followed by END when it has exactly ``l - 1`` bytes. A key whose encoding
     has fewer than ``l - 1`` bytes does not reach level ``l``. A key longer than

@@ -17,7 +17,7 @@ Structure ([ZQR+22, Section 4.1] and docs/algorithms.md#lin-exact-levels)
   children per node and leaves of ``2**leaf_bits`` values (docs/algorithms.md#lin-wide-range).
 * A level with more than ``depth * width`` nodes (``exact_nodes`` when given) is a Count Sketch of ``depth`` rows and
   ``width`` signed int64 counters over the node ids, with its **own hash seed** ([ZQR+22, Section 4.1]:
-  independent seeds per level; :func:`level_seed`). Its table equals that of
+  independent seeds per level; :func:`~beam_dpsketch.sketches.quantiles.dyadic.level_seed`). Its table equals that of
   ``CountSketch(width, depth, level_seed(seed, j))`` updated with the node ids.
 * With ``exact_levels=True`` (default, docs/algorithms.md#lin-exact-levels, flagged: the ``paper`` preset turns it
   off), a level with at most ``depth * width`` nodes stores its node counts exactly instead
@@ -50,8 +50,7 @@ from beam_dpsketch.hashing import (
     MAX_DEPTH,
     MAX_WIDTH,
     check_seed,
-    encode_key,
-    hash_bytes,
+    derived_seed,
     hash_keys,
     row_buckets,
     row_signs,
@@ -84,8 +83,7 @@ def level_seed(seed: int, level: int) -> int:
     The low 32 bits of MurmurHash3 of ``(domain tag, level)`` under ``seed``: one independent
     looking seed per level ([ZQR+22, Section 4.1]; docs/algorithms.md#lin-e7: the reference code reuses one hash).
     """
-    h1, _ = hash_bytes(_SEED_DOMAIN + encode_key(int(level)), check_seed(seed))
-    return int(h1 & 0xFFFFFFFF)
+    return derived_seed(seed, _SEED_DOMAIN, level)
 
 
 def dyadic_shape(lower: int, upper: int, gamma: float, preset: str = "paper") -> tuple[int, int]:
@@ -589,7 +587,7 @@ class DyadicCountSketch(DyadicLayout):
     width, depth
         Columns and rows of every sketched level ([ZQR+22, Section 4.2]; see :func:`dyadic_shape`).
     seed
-        Hash seed in ``[0, 2**32)``; level ``j`` uses :func:`level_seed` ``(seed, j)``.
+        Hash seed in ``[0, 2**32)``; level ``j`` uses :func:`~beam_dpsketch.sketches.quantiles.dyadic.level_seed` ``(seed, j)``.
     exact_levels
         Store levels with at most ``depth * width`` nodes exactly (docs/algorithms.md#lin-exact-levels; ``False`` in the
         ``paper`` preset).
