@@ -8,8 +8,9 @@ noise draws each:
 * ``DPTopKeys`` (prefix tree, 2048 x 5 per level, ``max_key_bytes`` 12: 13 levels): no key list;
 * ``DPFrequencies`` with ``query_keys`` = every distinct key of the input (the candidate-list
   version, told the true key set; the ``k`` largest noisy counts);
-* ``DPHeavyHitters`` with its default release (select-then-count over Misra-Gries, ``k`` =
-  ``4 * top`` counters), which also needs no key list but keeps ``k`` keys of the raw stream.
+* ``DPHeavyHitters`` with its default release (select-then-count over Misra-Gries, with the
+  command line's default ``k`` counters), which also needs no key list but keeps ``k`` keys of
+  the raw stream.
 
 Columns: recall@k against the exact top ``k``, mean absolute error of the released estimates of
 the keys found (``mae``), the memory of the exact aggregate (``memory_kib``: the tree's counters,
@@ -30,6 +31,7 @@ import pyarrow as pa
 
 from beam_dpsketch.noise import NoiseSource
 from beam_dpsketch.privacy import PrivacyBudget
+from beam_dpsketch.sketches.misra_gries.sizing import SELECT_COUNT_K
 from beam_dpsketch.sketches.prefix_tree import PrefixTreeSketch
 from benchmarks.run import bench_main, zipf_keys
 
@@ -121,14 +123,14 @@ def run(quick: bool = False) -> list[dict]:
             ),
             "DPHeavyHitters (default, MG)": (
                 lambda t, k=k: DPHeavyHitters(
-                    4 * k,
+                    SELECT_COUNT_K,
                     BUDGET,
                     top=k,
                     noise_source=NoiseSource.insecure_for_tests(t),
                     label=f"hh{t}",
                 ),
-                16 * 4 * k,
-                f"Misra-Gries k = {4 * k}",
+                16 * SELECT_COUNT_K,
+                f"Misra-Gries k = {SELECT_COUNT_K}",
             ),
         }
         for impl, (make, memory, notes) in methods.items():
