@@ -16,9 +16,11 @@ Combines
     whole input crosses the shuffle to the worker that holds the key, and that worker alone
     builds the sketch. Here a ``CombinePerKey`` in the global window is lifted as on Beam's
     other runners (``LiftedCombinePerKey``): each partition builds its own accumulator, and only
-    accumulators cross the shuffle to be merged. Misra-Gries releases that post-process one
-    segment per accumulator (Design B, select-then-count) then depend on the partitioning as
-    they depend on the bundling on any runner.
+    accumulators cross the shuffle to be merged. They are grouped in one partition: Beam's
+    ``GroupByKey`` translation would shuffle them all-to-all, ``n * n`` small tasks for ``n``
+    partitions, whose scheduling cost more than the accumulators. Misra-Gries releases that
+    post-process one segment per accumulator (Design B, select-then-count) then depend on the
+    partitioning as they depend on the bundling on any runner.
 ``Reshuffle``
     Beam's translation makes ``Reshuffle`` a no-op, so a read that expands a file pattern from
     one element (``MatchFiles``, and the readers of :mod:`beam_dpsketch.io`) does all its work in
@@ -100,8 +102,9 @@ def _apply_dofn_to_bundle(
     translation makes these once per step: a worker that runs tasks without deserialising their
     arguments (an in-process worker, ``LocalCluster(processes=False)``) then shares one receiver
     list between partitions, so that each partition returns the outputs of every partition
-    before it, and its threads share one ``DoFn`` whose batches and accumulators live on ``self``. A
-    worker process deserialises each task's arguments anyway, so the copy costs it nothing more.
+    before it, and its threads share one ``DoFn`` whose batches and accumulators live on
+    ``self``. A worker process deserialises each task's arguments anyway, so the copy costs it
+    nothing more.
     ``side_values`` are the side inputs' contents, computed once by Dask as dependencies of the
     task (Beam's translation recomputes a side input's whole graph inside every task reading it).
     """
@@ -188,6 +191,28 @@ class _Reshuffled(beam_dask.DaskBagOp):
         return input_bag.repartition(npartitions=partitions)
 
 
+class _GroupLiftedAccumulators(beam_dask.GroupByKey):
+    """The ``GroupByKey`` inside a lifted combine: its input holds one accumulator per partition
+    and key, grouped in one partition.
+
+    Beam's translation groups with a task-based shuffle into as many partitions as it receives:
+    ``n * n`` small tasks for ``n`` partitions (256 for 16), which cost far more scheduling than
+    the accumulators cost to move. A global combine has one key, so its other output partitions
+    would be empty; the per-key merges of a ``CombinePerKey`` run in one task.
+    """
+
+    def apply(self, input_bag: db.Bag, side_inputs: beam_dask.OpSide = None) -> db.Bag:
+        return super().apply(input_bag.repartition(npartitions=1), side_inputs)
+
+
+def _groups_lifted_accumulators(node: AppliedPTransform) -> bool:
+    """Whether ``node`` is the grouping step of a :class:`LiftedCombinePerKey` (the DaskRunner's
+    ``GroupByKey`` expands to a ``_GroupByKeyOnly`` inside it)."""
+    group = node.parent
+    combine = group.parent if group is not None else None
+    return combine is not None and isinstance(combine.transform, LiftedCombinePerKey)
+
+
 _TRANSLATIONS = {**beam_dask.TRANSLATIONS, beam.ParDo: _ParDo, _Reshuffle: _Reshuffled}
 
 
@@ -233,6 +258,8 @@ class ScalingDaskRunner(DaskRunner):
 
             def visit_transform(self, transform_node: AppliedPTransform) -> None:
                 op_class = _TRANSLATIONS.get(transform_node.transform.__class__, beam_dask.NoOp)
+                if op_class is beam_dask.GroupByKey and _groups_lifted_accumulators(transform_node):
+                    op_class = _GroupLiftedAccumulators
                 op = op_class(transform_node, bag_kwargs=bag_kwargs)
                 op_kws: dict[str, t.Any] = {"input_bag": None, "side_inputs": None}
                 inputs = list(transform_node.inputs)
