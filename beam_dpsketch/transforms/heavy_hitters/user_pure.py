@@ -32,7 +32,6 @@ from beam_dpsketch.transforms.heavy_hitters.sketch_layer import (
     pure_top_k_method,
     user_flattened_relation,
     user_level_pure_pp,
-    validate_in_universe,
 )
 from beam_dpsketch.transforms.records import KeyEstimate
 
@@ -60,8 +59,8 @@ class UserPurePP(HeavyHitterMechanism):
     universe
         The declared, public key universe: a
         :class:`~beam_dpsketch.sketches.misra_gries.Universe` or a collection of keys (a
-        ``range`` is used lazily). Required; a bounded key outside it is refused at release
-        (``ValueError`` naming its type only).
+        ``range`` is used lazily). Required; keys outside it are not counted (dropped from
+        each unit's key set before sketching; nothing reports how many).
     method
         ``"auto"`` (default), ``"enumerate"`` or ``"sample"``: one noise draw per key of the
         universe, or the exact cutoff sampler for large universes
@@ -129,10 +128,11 @@ class UserPurePP(HeavyHitterMechanism):
 
         def one_segment(unit_keys: list[Any]) -> tuple[int, list[Any]]:
             # A key outside the declared universe would be released with no noise on the
-            # neighbouring side to cover it: refuse it before it reaches the sketch (the error
-            # names its type only).
-            validate_in_universe(unit_keys, universe)
-            return (0, unit_keys)
+            # neighbouring side to cover it, so it never reaches the sketch. It is dropped, not
+            # refused: a failing pipeline would tell that some unit held such a key. Filtering
+            # each unit's keys against a public list maps neighbouring inputs to neighbouring
+            # inputs, so the guarantee is unchanged.
+            return (0, [key for key in unit_keys if key in universe])
 
         # One sequential stream per window: each unit's key list is one segment of it.
         return (
