@@ -36,6 +36,9 @@ def terminal_safe(text: str) -> str:
 
 
 def _cell(value: Any) -> str:
+    if value is None:
+        # A release that states no value here (an error bound it does not give).
+        return "-"
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, bytes):

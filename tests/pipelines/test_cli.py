@@ -247,6 +247,11 @@ def test_one_line_picks_the_worker_error_from_a_traceback():
     assert _one_line(ValueError("first\nsecond")) == "first"
 
 
+def test_format_table_shows_a_missing_value_as_a_dash():
+    text = format_table([{"key": "a", "error_bound": None}], ["key", "error_bound"])
+    assert text.splitlines()[-1].split() == ["a", "-"]
+
+
 def test_format_table_aligns_numbers_right():
     text = format_table([{"key": "a", "n": 5}, {"key": "bbb", "n": 12}], ["key", "n"])
     assert text.splitlines() == ["key   n", "---  --", "a     5", "bbb  12"]
