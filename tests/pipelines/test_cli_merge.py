@@ -91,7 +91,7 @@ def test_two_separate_runs_merge_and_answer_over_the_union(tmp_path, capsys):
     doc = json.loads(out)
     params = doc["parameters"]
     assert params["releases"] == 2 and params["kind"] == "PrivateCountSketch"
-    assert "1-DP for the 2 contributing data sets" in doc["guarantee"]
+    assert "eps=1 (pure DP) for the 2 contributing data sets" in doc["guarantee"]
     exact = Counter(events)
     # No query key collides with another key in a majority of rows: the exact sketch of the
     # union answers every key exactly, so the merged noise is the only error.
@@ -108,7 +108,7 @@ def test_two_separate_runs_merge_and_answer_over_the_union(tmp_path, capsys):
         capsys, a, b, "--data-sets", "overlapping", "--keys", KEYS[0], "--format", "json"
     )
     assert code == 0, err
-    assert "2-DP for the 2 contributing data sets" in json.loads(out)["guarantee"]
+    assert "eps=2 (pure DP) for the 2 contributing data sets" in json.loads(out)["guarantee"]
 
 
 @pytest.mark.parametrize(("option", "value"), [("seed", SEED + 1), ("width", WIDTH // 2)])
@@ -180,7 +180,7 @@ def test_merge_answers_quantiles_over_released_trees(tmp_path, capsys):
     )
     assert code == 0, err
     doc = json.loads(out)
-    assert "1-zCDP" in doc["guarantee"]  # overlapping: 0.5 + 0.5
+    assert "rho=1 (zCDP)" in doc["guarantee"]  # overlapping: 0.5 + 0.5
     # The command answers what the Python merge answers, and close to the union's quantiles.
     merged = merge_released(
         [PrivateDyadicCountSketch.from_bytes(p.read_bytes()) for p in paths], disjoint=False

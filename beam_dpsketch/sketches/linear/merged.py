@@ -119,9 +119,9 @@ def guarantee_text(guarantee: Guarantee, disjoint: bool, count: int) -> str:
     kind, eps, delta, rho = guarantee
     parts = []
     if eps is not None:
-        parts.append(f"({eps:g}, {delta or 0.0:g})-DP" if delta else f"{eps:g}-DP")
+        parts.append(f"(eps={eps:g}, delta={delta:g})-DP" if delta else f"eps={eps:g} (pure DP)")
     if rho is not None:
-        parts.append(f"{rho:g}-zCDP")
+        parts.append(f"rho={rho:g} (zCDP)")
     how = (
         "declared disjoint, so the largest single guarantee holds (parallel composition)"
         if disjoint
