@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import apache_beam as beam
@@ -48,10 +48,15 @@ __all__ = ["Sequential", "sketch_check_facts", "sequential_sketch_fn"]
 _SEQUENTIAL_IDS = itertools.count()
 
 
-def sequential_sketch_fn(k: int, sketch_type: type = MisraGries) -> beam.DoFn:
+def sequential_sketch_fn(
+    k: int,
+    sketch_type: type = MisraGries,
+    finish: Callable[[Any, Any], Any] | None = None,
+) -> beam.DoFn:
     """A stateful ``DoFn``: one Algorithm-1 sketch per window, fed every key batch of the window
     in arrival order (or one sketch of ``sketch_type``, built as ``sketch_type(k)``, with
-    ``update``, ``to_bytes`` and ``from_bytes``).
+    ``update``, ``to_bytes`` and ``from_bytes``). Each key of the input (``(key, batch)`` pairs)
+    has its own sketch; it leaves as is, or as ``finish(key, sketch)`` when ``finish`` is given.
 
     The sketch lives in keyed state (its bytes, ``O(k)``) and leaves when the watermark passes
     the end of the window, so memory does not grow with the window's elements: a
@@ -80,11 +85,12 @@ def sequential_sketch_fn(k: int, sketch_type: type = MisraGries) -> beam.DoFn:
                 end.set(window.max_timestamp())
 
         @on_timer(end_spec)
-        def flush(self, state=state_param) -> Iterable[Any]:
+        def flush(self, key=beam.DoFn.KeyParam, state=state_param) -> Iterable[Any]:
             data = state.read()
             state.clear()
             if data:
-                yield sketch_type.from_bytes(data)
+                sketch = sketch_type.from_bytes(data)
+                yield sketch if finish is None else finish(key, sketch)
 
     return SequentialSketch()
 

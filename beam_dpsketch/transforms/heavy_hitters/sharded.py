@@ -18,22 +18,17 @@ arrival order, never merged):
 from __future__ import annotations
 
 import dataclasses
-import itertools
-from collections.abc import Iterable
 from typing import Any
 
 import apache_beam as beam
 from apache_beam import coders
-from apache_beam.coders import BytesCoder
-from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
 
 from beam_dpsketch.checks import check_int
 from beam_dpsketch.noise import NoiseStream
 from beam_dpsketch.privacy import PrivacyBudget
 from beam_dpsketch.transforms.combiners import MergeSketchesCombineFn, SketchCoder
 from beam_dpsketch.transforms.heavy_hitters.mechanism import HeavyHitterMechanism
-from beam_dpsketch.transforms.heavy_hitters.sequential import Sequential
+from beam_dpsketch.transforms.heavy_hitters.sequential import Sequential, sequential_sketch_fn
 from beam_dpsketch.transforms.heavy_hitters.sketch_layer import (
     DEFAULT_K,
     ERROR_CONFIDENCE,
@@ -57,9 +52,6 @@ DEFAULT_SHARDS = 8
 
 coders.registry.register_coder(ShardedMisraGries, SketchCoder)
 
-# Numbers the timer (and state) names of the shard sketch step of each application.
-_SHARD_IDS = itertools.count()
-
 
 def shard_sketch_fn(k: int, shards: int, partition: str) -> beam.DoFn:
     """A stateful ``DoFn`` on ``(shard, keys)``: one Algorithm-1 sketch per shard and window.
@@ -67,38 +59,13 @@ def shard_sketch_fn(k: int, shards: int, partition: str) -> beam.DoFn:
     Each shard's sketch lives in keyed state (``O(k)`` bytes), takes the shard's key batches in
     arrival order and leaves, as a one-shard
     :class:`~beam_dpsketch.sketches.misra_gries.sharded.ShardedMisraGries`, when the watermark
-    passes the end of the window. Each call makes its own class with its own timer and state
-    names (Beam 2.77's FnApiRunner fires only one of two same-named watermark timers).
+    passes the end of the window (:func:`~.sequential.sequential_sketch_fn`, keyed by shard).
     """
-    n = next(_SHARD_IDS)
-    state_param = beam.DoFn.StateParam(ReadModifyWriteStateSpec(f"shard_{n}", BytesCoder()))
-    end_spec = TimerSpec(f"shard_end_{n}", TimeDomain.WATERMARK)
-    end_param = beam.DoFn.TimerParam(end_spec)
 
-    class ShardSketch(beam.DoFn):
-        def process(
-            self,
-            element: tuple[int, Any],
-            window=beam.DoFn.WindowParam,
-            state=state_param,
-            end=end_param,
-        ) -> None:
-            data = state.read()
-            sketch = MisraGries.from_bytes(data) if data else MisraGries(k)
-            state.write(sketch.update(element[1]).to_bytes())
-            if not data:
-                end.set(window.max_timestamp())
+    def one_shard(shard: Any, sketch: MisraGries) -> ShardedMisraGries:
+        return ShardedMisraGries(k, shards, partition).add_shard(int(shard), sketch)
 
-        @on_timer(end_spec)
-        def flush(self, key=beam.DoFn.KeyParam, state=state_param) -> Iterable[ShardedMisraGries]:
-            data = state.read()
-            state.clear()
-            if data:
-                yield ShardedMisraGries(k, shards, partition).add_shard(
-                    int(key), MisraGries.from_bytes(data)
-                )
-
-    return ShardSketch()
+    return sequential_sketch_fn(k, finish=one_shard)
 
 
 def split_keys(batch: Any, shards: int) -> list[tuple[int, Any]]:
