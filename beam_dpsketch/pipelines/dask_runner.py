@@ -31,7 +31,10 @@ Side inputs
     input's whole graph again there: a step over 16 partitions with a side input computes that
     side input 16 times (select-then-count's count pass recomputed its selection pass per
     partition). Here each side input is one ``dask.delayed`` value, a dependency that Dask
-    computes once and hands to every task of the step.
+    computes once and hands to every task of the step. It is built on the side input's own
+    tasks (:func:`side_input_contents`), so a step that feeds both a side input and another
+    consumer runs once: select-then-count reads its input once for its two passes and runs its
+    selection pass once.
 One ``DoFn`` per partition
     Beam's translation makes one ``DoFn`` and one list of received outputs per step, shared by
     every task that does not deserialise its arguments: on an in-process worker
@@ -55,6 +58,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import pickle
 import typing as t
 
@@ -70,8 +74,14 @@ from apache_beam.runners.dask.overrides import _Reshuffle
 from apache_beam.transforms.combiners import LiftedCombinePerKey
 from apache_beam.transforms.sideinputs import SideInputMap
 from dask import delayed
+from dask.delayed import Delayed
 
-__all__ = ["DEFAULT_RESHUFFLE_PARTITIONS", "LiftCombines", "ScalingDaskRunner"]
+__all__ = [
+    "DEFAULT_RESHUFFLE_PARTITIONS",
+    "LiftCombines",
+    "ScalingDaskRunner",
+    "side_input_contents",
+]
 
 #: Partitions a ``Reshuffle`` spreads its elements over when ``--dask_npartitions`` is not given.
 DEFAULT_RESHUFFLE_PARTITIONS = 16
@@ -145,6 +155,26 @@ def _apply_dofn_to_bundle(
     return [v.value for v in receivers.values]
 
 
+def _concatenate(*partitions: list[t.Any]) -> list[t.Any]:
+    """One list of the elements of ``partitions``, in partition order."""
+    return list(itertools.chain.from_iterable(partitions))
+
+
+def side_input_contents(bag: db.Bag | None) -> Delayed:
+    """The elements of ``bag`` as one ``dask.delayed`` list, sharing ``bag``'s tasks.
+
+    ``delayed(list)(bag)`` would optimise ``bag``'s graph on its own, renaming its fused tasks,
+    so that the side input and every other consumer of the same steps each computed them: in
+    select-then-count the selection pass (its read, its sketches and its merge) ran twice, once
+    for the count pass's side input and once for the selection's markers, and an input read by
+    both passes was read twice. Built from the bag's unoptimised partitions, the side input
+    keeps the bag's task names, and the graph computes each step once whatever reads it.
+    """
+    if bag is None:
+        return delayed(list)(())
+    return delayed(_concatenate)(*bag.to_delayed(optimize_graph=False))
+
+
 @dataclasses.dataclass(frozen=True)
 class _DoFnStep:
     """What a partition needs to run one ``ParDo``: the ``DoFn``, its label, its extra arguments
@@ -175,10 +205,7 @@ class _ParDo(beam_dask.ParDo):
         specs = [(view, options, mapping) for view, options, mapping, _ in side_inputs or ()]
         # Each side input's contents as one dask.delayed value: a dependency every task of this
         # step receives computed, instead of computing it again inside each task.
-        contents = [
-            delayed(list)(bag) if bag is not None else delayed(list)(())
-            for _, _, _, bag in side_inputs or ()
-        ]
+        contents = [side_input_contents(bag) for _, _, _, bag in side_inputs or ()]
         return input_bag.map_partitions(_apply_dofn_to_bundle, pickled_step, specs, *contents)
 
 
