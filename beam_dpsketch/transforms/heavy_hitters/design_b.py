@@ -192,6 +192,17 @@ class DesignBCombineFn(beam.CombineFn):
             first.closed.merge(acc.closed)
         return first
 
+    def compact(self, acc: _DesignBAccumulator) -> _DesignBAccumulator:
+        """Sketch the buffered keys before the accumulator leaves its bundle.
+
+        A lifted combine compacts each partial accumulator before the shuffle: sketched here, it
+        carries at most ``k`` counters instead of up to ``2**20`` buffered keys, and the work of
+        sketching them stays with the bundle that received them rather than with the one merge
+        that receives every accumulator. The sketch is the same (arrival order is kept).
+        """
+        acc.flush()
+        return acc
+
     def extract_output(self, acc: _DesignBAccumulator) -> PostProcessedSum:
         return acc.close()
 
