@@ -97,11 +97,13 @@ from beam_dpsketch.privacy.budget import PrivacyBudget
 from beam_dpsketch.privacy.shares import budget_of_usage
 from beam_dpsketch.privacy.windowing import ReleasePlan
 from beam_dpsketch.transforms.engines import check_runner
+from beam_dpsketch.transforms.records import WINDOWED_TYPES, add_window_bounds
 from beam_dpsketch.transforms.windowing_rules import (
     ANY_WINDOWING,
     WindowingDeclaration,
     WindowingRequirement,
     accept_windowing,
+    has_window_bounds,
 )
 
 __all__ = [
@@ -570,7 +572,14 @@ class DPTransform(beam.PTransform, abc.ABC):
         self.run_salt = run_salt_input(pcoll, self._noise_source)
         # Beam sets a composite's declared output type on its result once expand returns.
         self.with_output_types(self.output_type())
-        return self.expand_release(pcoll)
+        released = self.expand_release(pcoll)
+        row_type = self.output_type()
+        if row_type not in WINDOWED_TYPES or not has_window_bounds(released):
+            return released
+        # Rows released per window carry the window's public bounds and their pane, so that
+        # readers outside Beam (a DataFrame, a file) can tell two windows' rows apart.
+        self.with_output_types(WINDOWED_TYPES[row_type])
+        return add_window_bounds(released, row_type)
 
     # -- Hooks ------------------------------------------------------------------------------
 

@@ -88,11 +88,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindows
 
 from beam_dpsketch import serialization
 from beam_dpsketch.sketches.linear.private import PRIVATE_LINEAR_SKETCHES
 from beam_dpsketch.sketches.misra_gries import HeavyHitterEstimate
+from beam_dpsketch.transforms.windowing_rules import has_window_bounds, window_bounds_refusal
 
 #: An estimate is an ``int`` for discrete-noise releases and a ``float`` otherwise; the union
 #: keeps the released type through the coder instead of turning integers into floats.
@@ -473,6 +473,7 @@ def _windowed_type(record_type: type) -> type:
 #: ``Windowed<Name>`` (e.g. ``WindowedBoundedKeyEstimate``) and importable from this module.
 WINDOWED_TYPES: dict[type, type] = {t: _windowed_type(t) for t in RECORD_TYPES}
 globals().update({t.__name__: t for t in WINDOWED_TYPES.values()})
+_WINDOWED_SET = frozenset(WINDOWED_TYPES.values())
 
 for _record_type in (*RECORD_TYPES, *WINDOWED_TYPES.values()):
     beam.coders.registry.register_coder(_record_type, beam.coders.RowCoder)
@@ -501,7 +502,9 @@ class WithWindowBounds(beam.PTransform):
     ``Windowed<Name>`` row (:data:`WINDOWED_TYPES`): the same fields followed by
     ``window_start``, ``window_end`` (event-time seconds) and ``pane_index``, with a registered
     row coder. Windows and panes are unchanged; in a DataFrame or a file two windows' rows are
-    told apart by these fields.
+    told apart by these fields. Every DP transform applies it to a row release in fixed or
+    sliding windows itself (its output type is then the ``Windowed<Name>`` row); on such a
+    release this transform changes nothing.
 
     Notes
     -----
@@ -519,6 +522,9 @@ class WithWindowBounds(beam.PTransform):
     """
 
     def expand(self, pcoll: beam.PCollection) -> beam.PCollection:
+        if pcoll.element_type in _WINDOWED_SET:
+            # The DP transforms already add the bounds to rows released in windows.
+            return pcoll
         windowed = WINDOWED_TYPES.get(pcoll.element_type)
         if windowed is None:
             raise ValueError(
@@ -526,8 +532,14 @@ class WithWindowBounds(beam.PTransform):
                 f"(got element type {pcoll.element_type}); DPFrequencies releases rows with "
                 'output="rows"'
             )
-        if isinstance(pcoll.windowing.windowfn, GlobalWindows):
-            raise ValueError(
-                "WithWindowBounds: the release is in the global window, which has no bounds"
-            )
-        return pcoll | "AddWindow" >> beam.ParDo(_AddWindow(windowed)).with_output_types(windowed)
+        if not has_window_bounds(pcoll):
+            raise window_bounds_refusal("WithWindowBounds")
+        return add_window_bounds(pcoll, pcoll.element_type)
+
+
+def add_window_bounds(pcoll: beam.PCollection, row_type: type) -> beam.PCollection:
+    """``pcoll``'s rows of ``row_type`` as ``Windowed<Name>`` rows (:class:`WithWindowBounds`,
+    for a release whose element type is declared only once its transform's ``expand``
+    returns)."""
+    windowed = WINDOWED_TYPES[row_type]
+    return pcoll | "AddWindow" >> beam.ParDo(_AddWindow(windowed)).with_output_types(windowed)

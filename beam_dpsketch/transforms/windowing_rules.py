@@ -67,6 +67,8 @@ from beam_dpsketch.privacy.windowing import (
 from beam_dpsketch.transforms.engines import RunnerLimits, UnsupportedRunnerError
 
 __all__ = [
+    "has_window_bounds",
+    "window_bounds_refusal",
     "ANY_WINDOWING",
     "BATCHED_WINDOWING",
     "WindowingDeclaration",
@@ -97,6 +99,17 @@ def windowless_runner_refusal(option: str, what: str, runner: str, accepted: str
         "runs batch pipelines in the global window only (it ignores windows and timestamps and "
         f"has no state or timers). Run it on {accepted}"
     )
+
+
+def has_window_bounds(windowing_or_pcoll: Any) -> bool:
+    """Whether elements in this windowing have bounds a release row can carry (any window but
+    the global one)."""
+    return not isinstance(_windowing_of(windowing_or_pcoll).windowfn, bw.GlobalWindows)
+
+
+def window_bounds_refusal(what: str) -> ValueError:
+    """The refusal of ``what`` (a step adding window bounds) on a release in the global window."""
+    return ValueError(f"{what}: the release is in the global window, which has no bounds")
 
 
 # --------------------------------------------------------------------------------------------

@@ -203,9 +203,10 @@ def test_windowed_rows_carry_their_window_to_a_dataframe_and_parquet(tmp_path: P
             | beam.Create(WINDOWED_INPUT, reshuffle=False)
             | beam.WindowInto(beam.window.FixedWindows(5))
             | _frequencies("rows", query_keys=["k1", "k2"])
-            | WithWindowBounds()
         )
+        # The transform adds the bounds itself; WithWindowBounds then changes nothing.
         assert release.element_type is WindowedBoundedKeyEstimate
+        assert (release | WithWindowBounds()) is release
         assert_that(release, dump)
         frame = to_dataframe(release)
         assert list(frame.columns) == [*BoundedKeyEstimate._fields, *WINDOW_FIELD_NAMES]
@@ -297,3 +298,29 @@ def test_nested_heavy_hitter_rows_go_to_parquet(tmp_path: Path) -> None:
         },
         {"time": 20.0, "heavy_hitters": []},
     ]
+
+
+@pytest.mark.parametrize("name", ["count", "histogram-design-b", "heavy-hitters"])
+def test_rows_released_in_fixed_windows_carry_their_window(tmp_path: Path, name: str) -> None:
+    from apache_beam.dataframe.convert import to_dataframe
+
+    dump = DumpToFile(str(tmp_path / "rows.pkl"))
+    keys = CASES[name].seeded_input
+    timed = [beam.window.TimestampedValue(k, 10 * i / len(keys)) for i, k in enumerate(keys)]
+    with beam.Pipeline(runner=RUNNER) as p:
+        release = (
+            p
+            | beam.Create(timed, reshuffle=False)
+            | beam.WindowInto(beam.window.FixedWindows(5))
+            | CASES[name].make(f"windowed-{name}")
+        )
+        assert release.element_type in WINDOWED_TYPES.values()
+        assert_that(release, dump)
+        frame = to_dataframe(release)
+        assert list(frame.columns)[-3:] == list(WINDOW_FIELD_NAMES)
+    rows = dump.load()
+    # The input spread over 10 seconds: the two 5-second windows each release their own rows.
+    assert {(r.window_start, r.window_end, r.pane_index) for r in rows} == {
+        (0.0, 5.0, 0),
+        (5.0, 10.0, 0),
+    }
