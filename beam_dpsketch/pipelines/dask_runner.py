@@ -164,11 +164,12 @@ def side_input_contents(bag: db.Bag | None) -> Delayed:
     """The elements of ``bag`` as one ``dask.delayed`` list, sharing ``bag``'s tasks.
 
     ``delayed(list)(bag)`` would optimise ``bag``'s graph on its own, renaming its fused tasks,
-    so that the side input and every other consumer of the same steps each computed them: in
-    select-then-count the selection pass (its read, its sketches and its merge) ran twice, once
-    for the count pass's side input and once for the selection's markers, and an input read by
-    both passes was read twice. Built from the bag's unoptimised partitions, the side input
-    keeps the bag's task names, and the graph computes each step once whatever reads it.
+    so that the side input and every other consumer of the same steps would each compute them:
+    select-then-count would run its selection pass (its read, its sketches and its merge) once
+    for the count pass's side input and once more for the selection's markers, and read the
+    input it shares with the count pass three times. Built from the bag's unoptimised
+    partitions, the side input keeps the bag's task names, and the graph computes each step
+    once whatever reads it.
     """
     if bag is None:
         return delayed(list)(())

@@ -5,9 +5,9 @@ all), so whatever work an accumulator still carries when it leaves its partition
 serially. A Design B accumulator buffers up to ``2**20`` keys before it sketches them; Beam's
 lifted combine calls ``compact`` on each partial accumulator before the shuffle, and Design B's
 ``compact`` sketches the buffer, so an accumulator crosses the shuffle as at most ``k`` counters
-and the sketching stays in the partitions. Select-then-count's selection at ``k = 1024`` on
-``10**8`` keys over 16 partitions shipped 8 MB accumulators whose merge sketched 16 buffers in
-one task. The merged sketch does not change.
+and the sketching stays in the partitions. Without it, select-then-count's selection at
+``k = 1024`` on ``10**8`` keys over 16 partitions would ship 8 MB accumulators and sketch 16
+buffers in its one merging task. The merged sketch is the same either way.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The ``ScalingDaskRunner`` computes a step once when it feeds both a side input and a main input.
 
 A side input reaches the tasks that read it as one ``dask.delayed`` list. Built with
-``delayed(list)(bag)``, that list optimised the bag's graph on its own and renamed its tasks, so
-the steps upstream of the side input ran once for it and once more for every other consumer:
-select-then-count's selection pass (its read, its Misra-Gries sketches and their merge) ran twice,
-and the input it shares with the count pass was read twice. These tests count how many elements a
+``delayed(list)(bag)``, that list would optimise the bag's graph on its own and rename its tasks,
+so the steps upstream of the side input would run once for it and once more for every other
+consumer: select-then-count would run its selection pass (its read, its Misra-Gries sketches and
+their merge) twice and read the input it shares with the count pass three times. These tests count how many elements a
 ``DoFn`` upstream of both consumers processes, on an in-process Dask worker (the ``DoFn`` copies
 run in this process, so they share one counter), and check what the pipeline releases.
 """
