@@ -458,7 +458,10 @@ def _windowed_type(record_type: type) -> type:
     windowed = NamedTuple(name, fields)  # type: ignore[misc]
     for attr, value in vars(record_type).items():
         # Properties and methods only: a class method would build the unwindowed fields.
-        public = not attr.startswith("_") or attr == "__repr__"
+        # A repr is kept only when written here: the one collections generates for a
+        # NamedTuple formats exactly the original fields.
+        own_repr = attr == "__repr__" and getattr(value, "__module__", None) == __name__
+        public = not attr.startswith("_") or own_repr
         if public and isinstance(value, property | types.FunctionType):
             setattr(windowed, attr, value)
     windowed.__module__ = __name__

@@ -324,3 +324,13 @@ def test_rows_released_in_fixed_windows_carry_their_window(tmp_path: Path, name:
         (0.0, 5.0, 0),
         (5.0, 10.0, 0),
     }
+
+
+@pytest.mark.parametrize("row_type", list(WINDOWED_TYPES))
+def test_every_windowed_row_prints_its_fields(row_type: type) -> None:
+    windowed = WINDOWED_TYPES[row_type]
+    values = {name: 1 for name in windowed._fields} | {"sketch": "AAAA"}
+    row = windowed(**{name: values[name] for name in windowed._fields})
+    text = repr(row)
+    assert text.startswith(windowed.__name__ + "(")
+    assert all(f"{name}=" in text for name in WINDOW_FIELD_NAMES)
