@@ -50,7 +50,10 @@ numpydoc_attributes_as_param_list = False
 # Third-party and standard-library types that docstrings and signatures name. Without
 # intersphinx nothing can link them; every other unresolved reference fails the build.
 nitpick_ignore_regex = [
-    (r"py:.*", r"(apache_beam|beam|pyarrow|pa|numpy|np|npt|cryptography|mmh3|dask|distributed)(\..*)?"),
+    (
+        r"py:.*",
+        r"(apache_beam|beam|pyarrow|pa|numpy|np|npt|cryptography|mmh3|dask|distributed)(\..*)?",
+    ),
     (r"py:.*", r"(typing|collections\.abc|collections|os|pathlib|datetime|enum|types)\..*"),
     (r"py:.*", r"(abc|argparse|fractions|math|logging|io|json|threading)\..*"),
     # Private names are not part of the reference (a signature may still name one).
