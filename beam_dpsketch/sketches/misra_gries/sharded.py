@@ -91,7 +91,7 @@ def shard_ids(values: Any, shards: int) -> np.ndarray:
     """The shard ``H(v) mod shards`` of every value (keys, or holder ids), as ``int64``.
 
     ``H`` is MurmurHash3 of the canonical key encoding under the public :data:`SHARD_SEED`
-    (:func:`~beam_dpsketch.hashing.hash_keys`), never Python's ``hash()``: the same value reaches
+    (:func:`~beam_dpsketch.hashing.hash_keys`), never Python's salted built-in hash: the same value reaches
     the same shard in every process, run and machine.
     """
     s = check_shards(shards)

@@ -17,6 +17,7 @@ arrival order, never merged):
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import Any
 
@@ -111,8 +112,9 @@ class _ShardedPMG(HeavyHitterMechanism):
         k, s, partition = self.k, self.shards, self.partition
         return MergeSketchesCombineFn(lambda: ShardedMisraGries(k, s, partition))
 
+    @abc.abstractmethod
     def split(self, batch: Any) -> list[tuple[int, Any]]:
-        raise NotImplementedError
+        """``(shard, keys)`` pairs of one input batch, in arrival order."""
 
     def prepare(self, keys: beam.PCollection) -> beam.PCollection:
         return (
